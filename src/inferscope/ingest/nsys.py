@@ -1,8 +1,730 @@
-"""Nsight Systems SQLite importer (placeholder until issue 4 lands)."""
+"""Nsight Systems SQLite export (``nsys export --type sqlite``) -> Trace.
+
+Schema facts: /work/shared/docs/nsys-sqlite-schema.md (summarised in the docstrings below).
+
+* The file is opened read-only and immutable (``file:...?mode=ro&immutable=1``); nothing is
+  ever written, not even a journal or a lock.
+* Tables are created lazily by nsys, so every table and column is probed
+  (``sqlite_master`` + ``PRAGMA table_info``) and whatever is absent is listed in
+  ``meta["missing"]``; absent optional columns get defaults in SQL (``COALESCE``).
+* Rows are streamed with ``fetchmany`` straight into narrow numpy columns (one chunk at
+  a time); names stay integer StringIds ids until the end, when only the ids actually
+  used are interned and remapped with one numpy gather.
+* ``globalTid``/``globalPid`` are decoded with the hardware/VM bits masked:
+  ``pid = (g >> 24) & 0xFFFFFF``, ``tid = g & 0xFFFFFF``.
+* LAUNCH flows join host API rows to GPU activities on ``(pid, correlationId)``;
+  correlation ids repeat across processes (vLLM server + workers).
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
 from ..errors import InputError
+from ..trace.builder import TraceBuilder, compute_depth_parent
+from ..trace.kinds import CopyKind, FlowKind, MemKind, SpanKind, TrackKind
+from ..trace.model import SPAN_COLUMNS, SPAN_DEFAULTS, Counters, Flows, Spans, Trace, Tracks
 
-LOAD_OPTIONS: tuple[str, ...] = ()
+LOAD_OPTIONS: tuple[str, ...] = ("include_osrt", "include_overhead", "chunk_rows")
+
+PID_MASK = 0xFFFFFF
+DEFAULT_CHUNK_ROWS = 1 << 18
+
+KERNEL_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL")
+RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
+MEMCPY_TABLE = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET_TABLE = "CUPTI_ACTIVITY_KIND_MEMSET"
+SYNC_TABLE = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+GRAPH_TABLE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+NVTX_TABLE = "NVTX_EVENTS"
+OSRT_TABLE = "OSRT_API"
+OVERHEAD_TABLE = "PROFILER_OVERHEAD"
+META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
+GPU_INFO_TABLES = ("TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU")
+# Tables whose presence says "this SQLite file is an Nsight Systems export".
+_NSYS_MARKERS = ("StringIds", "ANALYSIS_DETAILS", "TARGET_INFO_SESSION_START_TIME", "ThreadNames",
+                 *META_TABLES, *GPU_INFO_TABLES, *KERNEL_TABLES, RUNTIME_TABLE, NVTX_TABLE, OSRT_TABLE)
+# What InferScope reads (reported as missing when absent).
+_WANTED_TABLES = ("StringIds", KERNEL_TABLES[0], RUNTIME_TABLE, MEMCPY_TABLE, MEMSET_TABLE, SYNC_TABLE,
+                  NVTX_TABLE, OSRT_TABLE, "PROCESSES", "ThreadNames", "ANALYSIS_DETAILS", "TARGET_INFO_GPU")
+
+# NVTX event types (ENUM_NSYS_EVENT_TYPE)
+NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND = 34, 59, 60, 70, 71
+_NVTX_CAT = {NVTX_MARK: "NvtxMark", NVTX_PUSHPOP: "NvtxPushPopRange", NVTX_STARTEND: "NvtxStartEndRange",
+             NVTXT_PUSHPOP: "NvtxtPushPopRange", NVTXT_STARTEND: "NvtxtStartEndRange"}
+DRIVER_EVENT_CLASS = 1   # ENUM_NSYS_EVENT_CLASS: 0 CUDA runtime, 1 CUDA driver
+
+# ENUM_CUDA_MEMCPY_OPER (name suffix after CUDA_MEMCPY_KIND_) -> CopyKind
+_COPY_BY_NAME = {"UNKNOWN": CopyKind.UNKNOWN, "HTOD": CopyKind.H2D, "DTOH": CopyKind.D2H,
+                 "HTOA": CopyKind.H2D, "ATOH": CopyKind.D2H, "ATOA": CopyKind.D2D, "ATOD": CopyKind.D2D,
+                 "DTOA": CopyKind.D2D, "DTOD": CopyKind.D2D, "HTOH": CopyKind.H2H, "PTOP": CopyKind.P2P,
+                 "UVM_HTOD": CopyKind.H2D, "UVM_DTOH": CopyKind.D2H, "UVM_DTOD": CopyKind.D2D}
+_COPY_FALLBACK = [(0, "UNKNOWN", "Unknown"), (1, "HTOD", "Host-to-Device"), (2, "DTOH", "Device-to-Host"),
+                  (3, "HTOA", "Host-to-Array"), (4, "ATOH", "Array-to-Host"), (5, "ATOA", "Array-to-Array"),
+                  (6, "ATOD", "Array-to-Device"), (7, "DTOA", "Device-to-Array"), (8, "DTOD", "Device-to-Device"),
+                  (9, "HTOH", "Host-to-Host"), (10, "PTOP", "Peer-to-Peer"), (11, "UVM_HTOD", "Unified Host-to-Device"),
+                  (12, "UVM_DTOH", "Unified Device-to-Host"), (13, "UVM_DTOD", "Unified Device-to-Device")]
+# ENUM_CUDA_MEM_KIND: nsys numbering (0 PAGEABLE, 1 PINNED, 2 DEVICE, 3 ARRAY, 4 MANAGED ...) -> MemKind
+_MEM_BY_NAME = {"PAGEABLE": MemKind.PAGEABLE, "PINNED": MemKind.PINNED, "DEVICE": MemKind.DEVICE,
+                "ARRAY": MemKind.ARRAY, "MANAGED": MemKind.MANAGED, "DEVICE_STATIC": MemKind.DEVICE,
+                "MANAGED_STATIC": MemKind.MANAGED, "UNKNOWN": MemKind.UNKNOWN}
+_MEM_FALLBACK = [(0, "PAGEABLE"), (1, "PINNED"), (2, "DEVICE"), (3, "ARRAY"), (4, "MANAGED"),
+                 (5, "DEVICE_STATIC"), (6, "MANAGED_STATIC"), (7, "UNKNOWN")]
+_SYNC_FALLBACK = {0: "Unknown", 1: "Event sync", 2: "Stream wait sync", 3: "Stream sync", 4: "Context sync"}
 
 
-def load(path, **options):
-    raise InputError(f"{path}: Nsight Systems SQLite import is not implemented yet")
+# ---------------------------------------------------------------------------
+# connection and schema probing
+# ---------------------------------------------------------------------------
+def _connect(path) -> sqlite3.Connection:
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p}: no such file")
+    uri = p.resolve().as_uri() + "?mode=ro&immutable=1"
+    try:
+        con = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        con.execute("PRAGMA query_only = 1")
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as e:
+        raise InputError(f"{p}: not a readable SQLite database ({e})") from None
+    return con
+
+
+def _schema(con) -> dict[str, list[str]]:
+    tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')")]
+    out = {}
+    for t in tables:
+        out[t] = [r[1] for r in con.execute(f"PRAGMA table_info([{t}])")]
+    return out
+
+
+def _is_nsys(schema: dict) -> bool:
+    return any(t in schema for t in _NSYS_MARKERS) or any(t.startswith("CUPTI_ACTIVITY_KIND_") for t in schema)
+
+
+def _versions(con, schema) -> dict:
+    for t in META_TABLES:
+        if t in schema and {"name", "value"} <= set(schema[t]):
+            rows = dict(con.execute(f"SELECT name, value FROM [{t}] WHERE name IN "
+                                    "('EXPORT_SCHEMA_VERSION','EXPORT_PRODUCT_VERSION')").fetchall())
+            out = {}
+            if rows.get("EXPORT_PRODUCT_VERSION"):
+                out["nsys"] = str(rows["EXPORT_PRODUCT_VERSION"])
+            if rows.get("EXPORT_SCHEMA_VERSION"):
+                out["nsys_export_schema"] = str(rows["EXPORT_SCHEMA_VERSION"])
+            return out
+    return {}
+
+
+def describe_schema(path) -> str:
+    """Tables, row counts and columns of an export, and what InferScope reads from it."""
+    con = _connect(path)
+    try:
+        try:
+            schema = _schema(con)
+        except sqlite3.Error as e:
+            raise InputError(f"{path}: corrupt or truncated SQLite file ({e})") from None
+        if not _is_nsys(schema):
+            raise InputError(f"{path}: SQLite database but not an Nsight Systems export (no StringIds / CUPTI / NVTX tables)")
+        v = _versions(con, schema)
+        lines = [f"# {Path(path).name}: Nsight Systems export"
+                 + (f", nsys {v['nsys']}" if "nsys" in v else "")
+                 + (f", schema {v['nsys_export_schema']}" if "nsys_export_schema" in v else "")]
+        enums = sorted(t for t in schema if t.startswith("ENUM_"))
+        for t in sorted(t for t in schema if not t.startswith("ENUM_")):
+            try:
+                n = con.execute(f"SELECT count(*) FROM [{t}]").fetchone()[0]
+            except sqlite3.Error as e:
+                n = f"unreadable: {e}"
+            used = " *" if t in _WANTED_TABLES or t in KERNEL_TABLES or t in META_TABLES or t in (
+                GRAPH_TABLE, OVERHEAD_TABLE, "TARGET_INFO_CUDA_GPU") else ""
+            lines.append(f"{t}{used} ({n} rows): {', '.join(schema[t])}")
+        if enums:
+            lines.append(f"ENUM tables ({len(enums)}): {', '.join(enums)}")
+        missing = [t for t in _WANTED_TABLES if t not in schema
+                   and not (t == KERNEL_TABLES[0] and KERNEL_TABLES[1] in schema)]
+        lines.append("(* = read by InferScope)")
+        if missing:
+            lines.append("absent (nsys creates tables lazily; absent usually means no such events): " + ", ".join(missing))
+        return "\n".join(lines)
+    finally:
+        con.close()
+
+
+# ---------------------------------------------------------------------------
+# streaming reads
+# ---------------------------------------------------------------------------
+class _Reader:
+    def __init__(self, con, schema, chunk_rows: int) -> None:
+        self.con = con
+        self.schema = schema
+        self.chunk = max(1024, int(chunk_rows))
+        self.missing: list[str] = []
+
+    def has(self, table: str, col: str) -> bool:
+        return col in self.schema.get(table, ())
+
+    def expr(self, table: str, col: str, default: int, note_missing: bool = True) -> str:
+        if self.has(table, col):
+            return f"COALESCE([{col}], {int(default)})"
+        if note_missing:
+            self.missing.append(f"{table}.{col}")
+        return str(int(default))
+
+    def columns(self, table: str, exprs: list[str], dtypes: list, where: str = "") -> list[np.ndarray]:
+        """SELECT exprs FROM table -> list of numpy columns, streamed in chunks."""
+        k = len(exprs)
+        sql = f"SELECT {', '.join(exprs)} FROM [{table}]" + (f" WHERE {where}" if where else "")
+        cur = self.con.execute(sql)
+        parts: list[list[np.ndarray]] = [[] for _ in range(k)]
+        chain = itertools.chain.from_iterable
+        while True:
+            rows = cur.fetchmany(self.chunk)
+            if not rows:
+                break
+            m = len(rows)
+            a = np.fromiter(chain(rows), dtype=np.int64, count=m * k).reshape(m, k)
+            del rows
+            for i in range(k):
+                parts[i].append(a[:, i].astype(dtypes[i]))
+            del a
+        out = []
+        for i in range(k):
+            if not parts[i]:
+                out.append(np.zeros(0, dtype=dtypes[i]))
+            elif len(parts[i]) == 1:
+                out.append(parts[i][0])
+            else:
+                out.append(np.concatenate(parts[i]))
+            parts[i] = []
+        return out
+
+    def texts(self, table: str, col: str, where: str, strings) -> np.ndarray:
+        """Intern the non-NULL TEXT values of col (in table order) -> int32 string ids."""
+        cur = self.con.execute(f"SELECT [{col}] FROM [{table}] WHERE ({where}) AND [{col}] IS NOT NULL")
+        parts = []
+        while True:
+            rows = cur.fetchmany(self.chunk)
+            if not rows:
+                break
+            parts.append(strings.intern_many(r[0] if isinstance(r[0], str) else str(r[0]) for r in rows))
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
+
+
+def _enum(con, schema, table) -> list[tuple]:
+    if table in schema and {"id", "name"} <= set(schema[table]):
+        lab = "label" if "label" in schema[table] else "name"
+        try:
+            return [tuple(r) for r in con.execute(f"SELECT id, name, {lab} FROM [{table}]")]
+        except sqlite3.Error:
+            return []
+    return []
+
+
+def _lookup(table_rows: dict[int, Any], size_hint: int, default) -> np.ndarray:
+    n = max([size_hint, *(k + 1 for k in table_rows)]) if table_rows else size_hint
+    a = np.full(max(n, 1), default, dtype=np.int64)
+    for k, v in table_rows.items():
+        if 0 <= k < len(a):
+            a[k] = v
+    return a
+
+
+def _gather(table: np.ndarray, idx: np.ndarray, default) -> np.ndarray:
+    ok = (idx >= 0) & (idx < len(table))
+    out = np.full(len(idx), default, dtype=table.dtype)
+    out[ok] = table[idx[ok]]
+    return out
+
+
+# ---------------------------------------------------------------------------
+# load
+# ---------------------------------------------------------------------------
+def load(path, include_osrt: bool = True, include_overhead: bool = True,
+         chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Trace:
+    con = _connect(path)
+    try:
+        try:
+            return _load(con, path, include_osrt, include_overhead, chunk_rows)
+        except sqlite3.DatabaseError as e:
+            raise InputError(f"{path}: corrupt or truncated Nsight Systems export ({e})") from None
+        except sqlite3.Error as e:
+            raise InputError(f"{path}: cannot read Nsight Systems export ({e})") from None
+    finally:
+        con.close()
+
+
+def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
+    schema = _schema(con)
+    if not _is_nsys(schema):
+        raise InputError(f"{path}: SQLite database but not an Nsight Systems export (no StringIds / CUPTI / NVTX tables)")
+    rd = _Reader(con, schema, chunk_rows)
+    b = TraceBuilder()
+    strings = b.strings
+    warnings: list[str] = []
+    missing = [t for t in _WANTED_TABLES if t not in schema
+               and not (t == KERNEL_TABLES[0] and KERNEL_TABLES[1] in schema)]
+
+    # parts: list of dicts of span columns; name columns hold *nsys* string ids in "nsname"
+    # (remapped at the end) or final ids in "name".
+    gpu_parts: list[dict] = []     # kernels, memcpy, memset, graph: LAUNCH-flow targets
+    host_parts: list[dict] = []    # runtime/driver, nvtx, osrt, overhead
+    sync_parts: list[dict] = []
+
+    def intern(s: str) -> int:
+        return strings.intern(s)
+
+    # ---- GPU activities ----------------------------------------------------
+    ktab = next((t for t in KERNEL_TABLES if t in schema), None)
+    if ktab:
+        name_col = "demangledName" if rd.has(ktab, "demangledName") else ("shortName" if rd.has(ktab, "shortName") else None)
+        if name_col is None:
+            rd.missing.append(f"{ktab}.demangledName")
+        st, en, dev, strm, corr, gpid, nm, sn = rd.columns(ktab, [
+            rd.expr(ktab, "start", 0), rd.expr(ktab, "end", 0), rd.expr(ktab, "deviceId", 0),
+            rd.expr(ktab, "streamId", 0), rd.expr(ktab, "correlationId", -1), rd.expr(ktab, "globalPid", -1),
+            rd.expr(ktab, name_col, -1, False) if name_col else "-1", rd.expr(ktab, "shortName", -1)],
+            [np.int64, np.int64, np.int32, np.int64, np.int64, np.int64, np.int64, np.int64])
+        if name_col is None:
+            nm = np.full(len(st), -1, dtype=np.int64)
+        gpu_parts.append(dict(start_ns=st, end_ns=en, device=dev, stream=strm, correlation=corr, gpid=gpid,
+                              nsname=nm, nsdetail=sn, kind=SpanKind.KERNEL, cat=intern(ktab),
+                              name_default=intern("kernel")))
+    else:
+        warnings.append("no kernel table (CUPTI_ACTIVITY_KIND_KERNEL): the capture has no CUDA kernels "
+                        "(was it taken with --trace=cuda?)")
+
+    copy_names = {}
+    if MEMCPY_TABLE in schema:
+        t = MEMCPY_TABLE
+        st, en, dev, strm, corr, gpid, nbytes, ck, sk, dk = rd.columns(t, [
+            rd.expr(t, "start", 0), rd.expr(t, "end", 0), rd.expr(t, "deviceId", 0), rd.expr(t, "streamId", 0),
+            rd.expr(t, "correlationId", -1), rd.expr(t, "globalPid", -1), rd.expr(t, "bytes", -1),
+            rd.expr(t, "copyKind", 0), rd.expr(t, "srcKind", 7), rd.expr(t, "dstKind", 7)],
+            [np.int64, np.int64, np.int32, np.int64, np.int64, np.int64, np.int64, np.int16, np.int16, np.int16])
+        rows = _enum(con, schema, "ENUM_CUDA_MEMCPY_OPER") or [(i, "CUDA_MEMCPY_KIND_" + n, lab) for i, n, lab in _COPY_FALLBACK]
+        ck_map = _lookup({int(i): int(_COPY_BY_NAME.get(str(n).replace("CUDA_MEMCPY_KIND_", ""), CopyKind.UNKNOWN))
+                          for i, n, _ in rows}, 16, int(CopyKind.UNKNOWN))
+        ck_name = {int(i): intern(f"[CUDA memcpy {lab}]") for i, _, lab in rows}
+        nm_map = _lookup(ck_name, 16, intern("[CUDA memcpy Unknown]"))
+        mrows = _enum(con, schema, "ENUM_CUDA_MEM_KIND") or [(i, "CUDA_MEMOPR_MEMORY_KIND_" + n, n) for i, n in _MEM_FALLBACK]
+        mk_map = _lookup({int(i): int(_MEM_BY_NAME.get(str(n).replace("CUDA_MEMOPR_MEMORY_KIND_", ""), MemKind.UNKNOWN))
+                          for i, n, _ in mrows}, 8, int(MemKind.UNKNOWN))
+        gpu_parts.append(dict(start_ns=st, end_ns=en, device=dev, stream=strm, correlation=corr, gpid=gpid,
+                              name=_gather(nm_map, ck.astype(np.int64), nm_map[0]).astype(np.int32),
+                              bytes=nbytes, kind=SpanKind.MEMCPY, cat=intern(t),
+                              copy_kind=_gather(ck_map, ck.astype(np.int64), int(CopyKind.UNKNOWN)).astype(np.uint8),
+                              src_mem=_gather(mk_map, sk.astype(np.int64), 0).astype(np.uint8),
+                              dst_mem=_gather(mk_map, dk.astype(np.int64), 0).astype(np.uint8)))
+        copy_names = ck_name
+        del ck, sk, dk
+
+    if MEMSET_TABLE in schema:
+        t = MEMSET_TABLE
+        st, en, dev, strm, corr, gpid, nbytes, mk = rd.columns(t, [
+            rd.expr(t, "start", 0), rd.expr(t, "end", 0), rd.expr(t, "deviceId", 0), rd.expr(t, "streamId", 0),
+            rd.expr(t, "correlationId", -1), rd.expr(t, "globalPid", -1), rd.expr(t, "bytes", -1),
+            rd.expr(t, "memKind", 7)],
+            [np.int64, np.int64, np.int32, np.int64, np.int64, np.int64, np.int64, np.int16])
+        mrows = _enum(con, schema, "ENUM_CUDA_MEM_KIND") or [(i, "CUDA_MEMOPR_MEMORY_KIND_" + n, n) for i, n in _MEM_FALLBACK]
+        mk_map = _lookup({int(i): int(_MEM_BY_NAME.get(str(n).replace("CUDA_MEMOPR_MEMORY_KIND_", ""), MemKind.UNKNOWN))
+                          for i, n, _ in mrows}, 8, int(MemKind.UNKNOWN))
+        gpu_parts.append(dict(start_ns=st, end_ns=en, device=dev, stream=strm, correlation=corr, gpid=gpid,
+                              name=intern("[CUDA memset]"), bytes=nbytes, kind=SpanKind.MEMSET, cat=intern(t),
+                              dst_mem=_gather(mk_map, mk.astype(np.int64), 0).astype(np.uint8)))
+
+    if GRAPH_TABLE in schema:
+        t = GRAPH_TABLE
+        st, en, dev, strm, corr, gpid, gid = rd.columns(t, [
+            rd.expr(t, "start", 0), rd.expr(t, "end", 0), rd.expr(t, "deviceId", 0), rd.expr(t, "streamId", 0),
+            rd.expr(t, "correlationId", -1), rd.expr(t, "globalPid", -1), rd.expr(t, "graphId", -1)],
+            [np.int64, np.int64, np.int32, np.int64, np.int64, np.int64, np.int64])
+        ug, inv = np.unique(gid, return_inverse=True)
+        gname = np.asarray([intern(f"[CUDA graph {int(g)}]" if g >= 0 else "[CUDA graph]") for g in ug.tolist()],
+                           dtype=np.int32)
+        gpu_parts.append(dict(start_ns=st, end_ns=en, device=dev, stream=strm, correlation=corr, gpid=gpid,
+                              name=gname[inv] if len(ug) else np.zeros(0, np.int32),
+                              kind=SpanKind.GRAPH_LAUNCH, cat=intern(t)))
+
+    if SYNC_TABLE in schema:
+        t = SYNC_TABLE
+        st, en, dev, strm, corr, gpid, sty = rd.columns(t, [
+            rd.expr(t, "start", 0), rd.expr(t, "end", 0), rd.expr(t, "deviceId", 0), rd.expr(t, "streamId", -1),
+            rd.expr(t, "correlationId", -1), rd.expr(t, "globalPid", -1), rd.expr(t, "syncType", 0)],
+            [np.int64, np.int64, np.int32, np.int64, np.int64, np.int64, np.int16])
+        rows = _enum(con, schema, "ENUM_CUPTI_SYNC_TYPE")
+        labels = {int(i): lab for i, _, lab in rows} if rows else dict(_SYNC_FALLBACK)
+        nm_map = _lookup({k: intern(f"[CUDA {v}]") for k, v in labels.items()}, 8, intern("[CUDA sync]"))
+        sync_parts.append(dict(start_ns=st, end_ns=en, device=dev, stream=strm, correlation=corr, gpid=gpid,
+                               name=_gather(nm_map, sty.astype(np.int64), nm_map[0]).astype(np.int32),
+                               kind=SpanKind.GPU_SYNC, cat=intern(t)))
+
+    # ---- host-side -------------------------------------------------------
+    runtime_part = None
+    if RUNTIME_TABLE in schema:
+        t = RUNTIME_TABLE
+        st, en, ecl, gtid, corr, nid = rd.columns(t, [
+            rd.expr(t, "start", 0), f"COALESCE([end], [start])" if rd.has(t, "end") else rd.expr(t, "start", 0),
+            rd.expr(t, "eventClass", 0), rd.expr(t, "globalTid", -1), rd.expr(t, "correlationId", -1),
+            rd.expr(t, "nameId", -1)],
+            [np.int64, np.int64, np.int16, np.int64, np.int64, np.int64])
+        kind = np.where(ecl == DRIVER_EVENT_CLASS, np.uint8(SpanKind.DRIVER), np.uint8(SpanKind.RUNTIME)).astype(np.uint8)
+        del ecl
+        runtime_part = dict(start_ns=st, end_ns=en, gtid=gtid, correlation=corr, nsname=nid, kind=kind,
+                            cat=intern(t), name_default=intern("cuda_api"))
+        host_parts.append(runtime_part)
+    elif ktab:
+        warnings.append("no CUPTI_ACTIVITY_KIND_RUNTIME table: kernels cannot be linked to their launching API calls")
+
+    nvtx_unclosed = 0
+    if NVTX_TABLE in schema:
+        t = NVTX_TABLE
+        types = (NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND)
+        where = f"[eventType] IN ({','.join(map(str, types))})" if rd.has(t, "eventType") else "1"
+        has_text = rd.has(t, "text")
+        st, en, ety, gtid, tid_, has_t = rd.columns(t, [
+            rd.expr(t, "start", 0), rd.expr(t, "end", -(1 << 62)), rd.expr(t, "eventType", NVTX_PUSHPOP),
+            rd.expr(t, "globalTid", -1), rd.expr(t, "textId", -1),
+            "([text] IS NOT NULL)" if has_text else "0"], [np.int64, np.int64, np.int16, np.int64, np.int64, np.bool_],
+            where=where)
+        if not has_text and not rd.has(t, "textId"):
+            rd.missing.append(f"{t}.text")
+        name = np.full(len(st), -1, dtype=np.int64)   # final ids for text rows; nsys ids otherwise
+        if has_text and has_t.any():
+            name[has_t] = rd.texts(t, "text", where, strings)
+        is_mark = ety == NVTX_MARK
+        open_ = (en == -(1 << 62)) & ~is_mark
+        nvtx_unclosed = int(open_.sum())
+        en = np.where(is_mark, st, en)
+        kind = np.where(is_mark, np.uint8(SpanKind.MARK), np.uint8(SpanKind.ANNOTATION)).astype(np.uint8)
+        cat_map = {k: intern(v) for k, v in _NVTX_CAT.items()}
+        cat = np.full(len(st), intern("NVTX"), dtype=np.int32)
+        for k, v in cat_map.items():
+            cat[ety == k] = v
+        host_parts.append(dict(start_ns=st, end_ns=en, gtid=gtid, final_name=name, textid=tid_, has_text=has_t,
+                               kind=kind, cat=cat, open=open_, name_default=intern("(unnamed range)")))
+
+    if include_osrt and OSRT_TABLE in schema:
+        t = OSRT_TABLE
+        st, en, gtid, nid = rd.columns(t, [rd.expr(t, "start", 0), f"COALESCE([end], [start])" if rd.has(t, "end") else "[start]",
+                                           rd.expr(t, "globalTid", -1), rd.expr(t, "nameId", -1)],
+                                       [np.int64, np.int64, np.int64, np.int64])
+        host_parts.append(dict(start_ns=st, end_ns=en, gtid=gtid, nsname=nid, kind=SpanKind.OS_RUNTIME,
+                               cat=intern(t), name_default=intern("osrt")))
+
+    if include_overhead and OVERHEAD_TABLE in schema:
+        t = OVERHEAD_TABLE
+        st, en, gtid, nid = rd.columns(t, [rd.expr(t, "start", 0), f"COALESCE([end], [start])" if rd.has(t, "end") else "[start]",
+                                           rd.expr(t, "globalTid", -1), rd.expr(t, "nameId", -1)],
+                                       [np.int64, np.int64, np.int64, np.int64])
+        host_parts.append(dict(start_ns=st, end_ns=en, gtid=gtid, nsname=nid, kind=SpanKind.OVERHEAD,
+                               cat=intern(t), name_default=intern("profiler overhead")))
+
+    # ---- strings: intern only the nsys ids actually used -----------------
+    used_ids = [p[k] for p in gpu_parts + host_parts for k in ("nsname", "nsdetail", "textid") if k in p]
+    remap = _remap_strings(con, schema, rd, strings, used_ids, warnings)
+
+    def names_of(ids: np.ndarray, default: int) -> np.ndarray:
+        out = np.full(len(ids), default, dtype=np.int32)
+        if remap is not None and len(ids):
+            ok = (ids >= 0) & (ids < len(remap))
+            out[ok] = remap[ids[ok]]
+            out[out < 0] = default
+        return out
+
+    for p in gpu_parts + host_parts:
+        if "nsname" in p:
+            p["name"] = names_of(p.pop("nsname"), p["name_default"])
+        if "nsdetail" in p:
+            p["detail"] = names_of(p.pop("nsdetail"), -1)
+        if "final_name" in p:   # NVTX: COALESCE(text, StringIds[textId])
+            fn = p.pop("final_name")
+            tid_ids = p.pop("textid")
+            ht = p.pop("has_text")
+            fromid = names_of(tid_ids, p["name_default"])
+            p["name"] = np.where(ht, fn, fromid).astype(np.int32)
+        p.pop("name_default", None)
+
+    # ---- tracks ------------------------------------------------------------
+    proc_names, thread_names = _process_thread_names(con, schema)
+    all_parts = gpu_parts + sync_parts + host_parts
+    bounds_end = max((int(p["end_ns"].max()) for p in all_parts if len(p["start_ns"]) and "open" not in p), default=0)
+    for p in host_parts:
+        op = p.pop("open", None)
+        if op is not None and op.any():
+            p["end_ns"][op] = np.maximum(p["start_ns"][op], bounds_end)
+    if nvtx_unclosed:
+        warnings.append(f"{nvtx_unclosed} NVTX range(s) never ended inside the capture; they are closed at the end of the trace")
+
+    for p in gpu_parts + sync_parts:
+        g = p.pop("gpid")
+        pid = np.where(g >= 0, (g >> 24) & PID_MASK, -1)
+        dev = p.pop("device")
+        strm = p.pop("stream")
+        device_wide = strm < 0 if p["kind"] is not SpanKind.GPU_SYNC else (strm < 0) | (strm >= 0xFFFFFFFF)
+        key = np.where(device_wide, -1, strm)
+        p["track"] = _tracks_for(b, pid, dev, key, device_wide, proc_names)
+        p["pid"] = pid
+    for p in host_parts:
+        g = p.pop("gtid")
+        p["pid"] = np.where(g >= 0, (g >> 24) & PID_MASK, -1)
+        p["track"] = _thread_tracks(b, g, proc_names, thread_names)
+
+    # ---- flows: (pid, correlation) join -------------------------------------
+    flows_src, flows_dst, flows_kind = [], [], []
+    offs = {}
+    off = 0
+    for p in all_parts:
+        offs[id(p)] = off
+        off += len(p["start_ns"])
+    dup = 0
+    if runtime_part is not None and len(runtime_part["start_ns"]):
+        rkey = _corr_key(runtime_part["pid"], runtime_part["correlation"])
+        valid = np.flatnonzero(rkey >= 0)
+        o = valid[np.argsort(rkey[valid], kind="stable")]
+        rk_sorted = rkey[o]
+        if len(rk_sorted) > 1:
+            dup = int(np.count_nonzero(rk_sorted[1:] == rk_sorted[:-1]))
+        for p, fk in [(q, FlowKind.LAUNCH) for q in gpu_parts] + [(q, FlowKind.OTHER) for q in sync_parts]:
+            k = _corr_key(p["pid"], p["correlation"])
+            pos = np.searchsorted(rk_sorted, k, side="left")
+            pos_c = np.minimum(pos, max(len(rk_sorted) - 1, 0))
+            hit = (k >= 0) & (pos < len(rk_sorted)) & (rk_sorted[pos_c] == k) if len(rk_sorted) else np.zeros(len(k), bool)
+            dst_local = np.flatnonzero(hit)
+            src_local = o[pos_c[hit]]
+            flows_src.append(src_local + offs[id(runtime_part)])
+            flows_dst.append(dst_local + offs[id(p)])
+            flows_kind.append(np.full(len(dst_local), int(fk), dtype=np.uint8))
+            if fk == FlowKind.LAUNCH and len(k):
+                miss = int(((k >= 0) & ~hit).sum())
+                if miss and p["kind"] is SpanKind.KERNEL:
+                    warnings.append(f"{miss} of {len(k)} kernels have no matching runtime/driver call on (pid, correlationId)")
+    if dup:
+        warnings.append(f"{dup} runtime/driver rows share a (pid, correlationId) with another row; the first is used for launch links")
+
+    for p in all_parts:
+        p.pop("pid", None)
+
+    # ---- meta ------------------------------------------------------------------
+    meta: dict[str, Any] = {"source_format": "nsys", "source_file": os.path.basename(str(path))}
+    meta["tool_versions"] = _versions(con, schema)
+    used_devices = set()
+    for p in gpu_parts:
+        if len(p["track"]):
+            tr = np.unique(p["track"])
+            used_devices.update(int(d) for d in np.asarray(b.track_rows()["device"])[tr].tolist())
+    meta["devices"] = _devices(con, schema, used_devices, warnings)
+    sess = _session(con, schema)
+    if sess:
+        meta["session"] = sess
+    rd_missing = sorted(set(rd.missing))
+    meta["missing"] = missing + rd_missing
+    for m in rd_missing:
+        if m.endswith((".correlationId",)) and not m.startswith(SYNC_TABLE):
+            warnings.append(f"{m} is absent: GPU work cannot be linked to launching API calls")
+        elif m.endswith((".globalPid", ".globalTid")):
+            warnings.append(f"{m} is absent: process/thread attribution is unavailable for that table")
+    if not any(len(p["start_ns"]) for p in all_parts):
+        warnings.append("the export contains no CUDA, NVTX or OS runtime events")
+    meta["warnings"] = warnings
+    b.meta = meta
+
+    return _assemble(b, all_parts, flows_src, flows_dst, flows_kind)
+
+
+def _corr_key(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
+    ok = (pid >= 0) & (corr >= 0) & (corr <= 0xFFFFFFFF)
+    return np.where(ok, (pid.astype(np.int64) << 32) | corr.astype(np.int64), -1)
+
+
+def _remap_strings(con, schema, rd, strings, used_ids: list[np.ndarray], warnings) -> np.ndarray | None:
+    """nsys StringIds id -> our string id (int32, -1 where not used/unknown)."""
+    ids = [a for a in used_ids if len(a)]
+    if not ids:
+        return None
+    mx = max(int(a.max()) for a in ids)
+    if mx < 0:
+        return None
+    present = np.zeros(mx + 1, dtype=bool)
+    for a in ids:
+        present[a[(a >= 0)]] = True
+    remap = np.full(mx + 1, -1, dtype=np.int32)
+    table = "StringIds" if "StringIds" in schema else None
+    if table is None:   # seed 004 fallback: any table with id + value
+        table = next((t for t, cols in schema.items() if {"id", "value"} <= set(cols) and not t.startswith("ENUM_")), None)
+    if table is None:
+        warnings.append("no StringIds table: names are shown as ids")
+        for i in np.flatnonzero(present).tolist():
+            remap[i] = strings.intern(f"#{i}")
+        return remap
+    cur = con.execute(f"SELECT id, value FROM [{table}] WHERE id BETWEEN 0 AND {mx}")
+    while True:
+        rows = cur.fetchmany(rd.chunk)
+        if not rows:
+            break
+        for i, v in rows:
+            if i is not None and present[i]:
+                remap[i] = strings.intern(v if isinstance(v, str) else str(v))
+    unresolved = present & (remap < 0)
+    if unresolved.any():
+        warnings.append(f"{int(unresolved.sum())} name id(s) not found in {table}")
+        for i in np.flatnonzero(unresolved).tolist():
+            remap[i] = strings.intern(f"#{i}")
+    return remap
+
+
+def _process_thread_names(con, schema) -> tuple[dict[int, str], dict[int, str]]:
+    procs: dict[int, str] = {}
+    threads: dict[int, str] = {}
+    if "PROCESSES" in schema and {"globalPid", "name"} <= set(schema["PROCESSES"]):
+        for g, name in con.execute("SELECT globalPid, name FROM PROCESSES WHERE name IS NOT NULL"):
+            if g is not None:
+                procs[(int(g) >> 24) & PID_MASK] = str(name)
+    if "ThreadNames" in schema and {"globalTid", "nameId"} <= set(schema["ThreadNames"]) and "StringIds" in schema:
+        for g, name in con.execute("SELECT t.globalTid, s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId"):
+            if g is not None and name:
+                threads[int(g) & 0xFFFFFFFFFFFF] = str(name)   # (pid<<24 | tid), hw/vm bits dropped
+    return procs, threads
+
+
+def _tracks_for(b: TraceBuilder, pid, dev, stream, device_wide, proc_names) -> np.ndarray:
+    n = len(pid)
+    if n == 0:
+        return np.zeros(0, dtype=np.int32)
+    key = np.stack([pid.astype(np.int64), dev.astype(np.int64), stream.astype(np.int64),
+                    device_wide.astype(np.int64)], axis=1)
+    # combine into one uint64 when possible (fast unique), else unique over rows
+    if (pid.max(initial=0) < (1 << 24)) and dev.max(initial=0) < 256 and stream.max(initial=0) < (1 << 31):
+        k = (((pid.astype(np.uint64) + np.uint64(1)) << np.uint64(40))
+             | ((dev.astype(np.uint64) & np.uint64(0xFF)) << np.uint64(32))
+             | (stream.astype(np.uint64) + np.uint64(1)))
+        uk, inv = np.unique(k, return_inverse=True)
+        first = np.zeros(len(uk), dtype=np.int64)
+        first[inv[::-1]] = np.arange(n - 1, -1, -1)
+    else:
+        _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    tids = np.empty(len(first), dtype=np.int32)
+    for j, i in enumerate(first.tolist()):
+        p, d, s, w = (int(x) for x in key[i])
+        if w:
+            name = f"GPU {d} (device-wide)" + (f" pid {p}" if p >= 0 else "")
+            tids[j] = b.track(TrackKind.GPU_DEVICE, pid=p, tid=-1, device=d, name=name)
+        else:
+            tids[j] = b.track(TrackKind.GPU_STREAM, pid=p, tid=s, device=d)
+    return tids[np.asarray(inv).reshape(-1)]
+
+
+def _thread_tracks(b: TraceBuilder, gtid, proc_names, thread_names) -> np.ndarray:
+    n = len(gtid)
+    if n == 0:
+        return np.zeros(0, dtype=np.int32)
+    k = np.where(gtid >= 0, gtid & 0xFFFFFFFFFFFF, -1)
+    uk, inv = np.unique(k, return_inverse=True)
+    tids = np.empty(len(uk), dtype=np.int32)
+    for j, g in enumerate(uk.tolist()):
+        if g < 0:
+            tids[j] = b.track(TrackKind.CPU_THREAD, pid=-1, tid=-1, name="unknown thread")
+            continue
+        pid, tid = (g >> 24) & PID_MASK, g & PID_MASK
+        tn = thread_names.get(g)
+        pn = proc_names.get(pid)
+        name = f"{pn} [{pid}]" if pn else f"pid {pid}"
+        name += f" / {tn} [{tid}]" if tn else f" / tid {tid}"
+        tids[j] = b.track(TrackKind.CPU_THREAD, pid=pid, tid=tid, name=name)
+    return tids[np.asarray(inv).reshape(-1)]
+
+
+def _devices(con, schema, used: set[int], warnings) -> list[dict]:
+    out = []
+    t = next((t for t in GPU_INFO_TABLES if t in schema), None)
+    if t is None:
+        return [{"id": d, "name": None, "total_memory_bytes": None, "sm_count": None, "compute_capability": None}
+                for d in sorted(used)]
+    cols = set(schema[t])
+
+    def pick(*names):
+        return next((c for c in names if c in cols), None)
+    c_id = pick("id", "deviceId", "cuDevice")
+    c_name = pick("name")
+    c_mem = pick("totalMemory", "globalMemorySize")
+    c_sm = pick("smCount", "numMultiprocessors", "multiprocessorCount")
+    c_maj = pick("computeMajor", "computeCapabilityMajor", "smMajor")
+    c_min = pick("computeMinor", "computeCapabilityMinor", "smMinor")
+    sel = [c if c else "NULL" for c in (c_id, c_name, c_mem, c_sm, c_maj, c_min)]
+    rows = con.execute(f"SELECT {', '.join(f'[{c}]' if c != 'NULL' else c for c in sel)} FROM [{t}]").fetchall()
+    seen = set()
+    for i, name, mem, sm, maj, mi in rows:
+        did = int(i) if i is not None else -1
+        if did in seen:
+            continue
+        seen.add(did)
+        if used and did not in used:
+            continue
+        out.append({"id": did, "name": name, "total_memory_bytes": int(mem) if mem is not None else None,
+                    "sm_count": int(sm) if sm is not None else None,
+                    "compute_capability": f"{maj}.{mi}" if maj is not None and mi is not None else None})
+    for d in sorted(used - seen):
+        out.append({"id": d, "name": None, "total_memory_bytes": None, "sm_count": None, "compute_capability": None})
+    out.sort(key=lambda d: d["id"])
+    return out
+
+
+def _session(con, schema) -> dict | None:
+    if "ANALYSIS_DETAILS" in schema and "duration" in schema["ANALYSIS_DETAILS"]:
+        r = con.execute("SELECT duration FROM ANALYSIS_DETAILS LIMIT 1").fetchone()
+        if r and r[0] is not None:
+            return {"start_ns": 0, "end_ns": int(r[0]), "duration_ns": int(r[0])}
+    return None
+
+
+def _assemble(b: TraceBuilder, parts: list[dict], fsrc, fdst, fkind) -> Trace:
+    """Concatenate parts column by column straight into sorted order (bounded memory)."""
+    n = sum(len(p["start_ns"]) for p in parts)
+    tracks = Tracks(**{k: np.asarray(v) for k, v in b.track_rows().items()}) if b.n_tracks else Tracks.empty()
+    starts = np.concatenate([p["start_ns"] for p in parts]) if parts else np.zeros(0, np.int64)
+    ends = np.concatenate([p["end_ns"] for p in parts]) if parts else np.zeros(0, np.int64)
+    np.maximum(ends, starts, out=ends)  # never a negative duration
+    order = np.lexsort((-ends, starts)) if n else np.zeros(0, np.int64)
+    cols = {"start_ns": starts[order], "end_ns": ends[order]}
+    del starts, ends
+    for p in parts:
+        p["_n"] = len(p.pop("start_ns"))
+        p.pop("end_ns")
+    for k, dtype in SPAN_COLUMNS.items():
+        if k in cols:
+            continue
+        chunks = []
+        for p in parts:
+            m = p["_n"]
+            v = p.pop(k, None)
+            if v is None:
+                v = SPAN_DEFAULTS.get(k, -1)
+            if np.ndim(v) == 0:
+                chunks.append(np.full(m, int(v), dtype=dtype))
+            else:
+                chunks.append(np.asarray(v, dtype=dtype))
+        col = np.concatenate(chunks) if chunks else np.zeros(0, dtype=dtype)
+        del chunks
+        cols[k] = col[order]
+        del col
+    spans = Spans(**cols)
+    del cols
+    if fsrc:
+        inv = np.empty(n, dtype=np.int64)
+        inv[order] = np.arange(n)
+        s = np.concatenate(fsrc)
+        d = np.concatenate(fdst)
+        flows = Flows(src=inv[s], dst=inv[d], kind=np.concatenate(fkind))
+        del inv
+    else:
+        flows = Flows.empty()
+    del order
+    trace = Trace(strings=b.strings, tracks=tracks, spans=spans, flows=flows,
+                  counters=Counters.empty(), meta=dict(b.meta))
+    compute_depth_parent(trace)
+    return trace
