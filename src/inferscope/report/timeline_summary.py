@@ -1,0 +1,288 @@
+"""Binned summary of a Trace's activity over a window, for the HTML timeline strip.
+
+Everything is vectorised numpy: per (lane, activity class) the union of intervals is
+computed once (sort + running max), then the covered time up to every bin edge is
+read off a cumulative sum with ``searchsorted``.  Cost O(n log n + lanes x bins),
+independent of how the spans nest, and the output size depends only on the number of
+lanes and bins (a million events summarise to the same few hundred KB as a thousand).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..trace.kinds import SpanKind, TrackKind
+from ..trace.model import Trace
+
+# Activity classes drawn in the strip, in stacking priority order (first = drawn at the
+# bottom and allocated first when classes overlap in one bin, e.g. a sync call nested in an op).
+CLASSES: list[tuple[str, str, str]] = [
+    # (key, label, colour)
+    ("kernel", "GPU kernel", "#4e79a7"),
+    ("copy", "memcpy", "#f28e2b"),
+    ("memset", "memset", "#edc948"),
+    ("sync", "sync / wait on GPU", "#e15759"),
+    ("runtime", "CUDA runtime / driver", "#76b7b2"),
+    ("preprocessing", "CPU preprocessing", "#b07aa1"),
+    ("waiting", "off-CPU / waiting", "#bab0ac"),
+    ("cpu_op", "CPU op / Python", "#59a14f"),
+    ("other", "other", "#9c755f"),
+]
+CLASS_INDEX = {k: i for i, (k, _, _) in enumerate(CLASSES)}
+
+_KIND_CLASS = {
+    SpanKind.KERNEL: "kernel", SpanKind.GRAPH_LAUNCH: "kernel",
+    SpanKind.MEMCPY: "copy", SpanKind.MEMSET: "memset",
+    SpanKind.GPU_SYNC: "sync",
+    SpanKind.RUNTIME: "runtime", SpanKind.DRIVER: "runtime",
+    SpanKind.CPU_OP: "cpu_op", SpanKind.PYTHON: "cpu_op", SpanKind.CPU_SAMPLE: "cpu_op",
+    SpanKind.OS_RUNTIME: "waiting", SpanKind.OVERHEAD: "other", SpanKind.OTHER: "other",
+}
+# ANNOTATION / STEP / GPU_ANNOTATION / MARK are markers, not activity.
+
+_SYNC_WORDS = ("synchron", "eventquery", "streamwaitevent", "streamwait", "cudaeventsync", "hipeventsync")
+_PREP_SAMPLE_CLASSES = ("tokenization", "preprocessing")
+
+
+@dataclass
+class Lane:
+    label: str
+    kind: str                 # "gpu" | "cpu"
+    track: int
+    busy_ms: float
+    busy_pct: float
+    heights: np.ndarray       # uint8 [n_classes, n_bins]: stacked heights in percent of lane height
+    class_ms: dict = field(default_factory=dict)
+
+
+@dataclass
+class CounterLane:
+    label: str
+    unit_max: float
+    bins: np.ndarray          # int bin indices with samples
+    values: np.ndarray        # mean value per such bin
+    vmin: float
+    vmax: float
+
+
+@dataclass
+class Mark:
+    label: str
+    kind: str                 # "step" | "annotation" | "phase" | "idle"
+    start_ns: int
+    end_ns: int
+
+
+@dataclass
+class TimelineSummary:
+    t0: int
+    t1: int
+    n_bins: int
+    edges: np.ndarray         # int64 bin edges relative to t0
+    lanes: list
+    counters: list
+    marks: list
+    hidden_lanes: int = 0
+    notes: list = field(default_factory=list)
+
+    @property
+    def span_ns(self) -> int:
+        return max(1, self.t1 - self.t0)
+
+
+def _union_coverage(starts: np.ndarray, ends: np.ndarray, groups: np.ndarray,
+                    n_groups: int, width: int, edges: np.ndarray) -> np.ndarray:
+    """Covered ns per (group, bin) of the union of [start, end) intervals.
+
+    starts/ends are relative to the window start and clipped to [0, width].
+    Returns float64 [n_groups, n_bins].
+    """
+    nb = len(edges) - 1
+    if n_groups == 0:
+        return np.zeros((0, nb))
+    if len(starts) == 0:
+        return np.zeros((n_groups, nb))
+    stride = np.int64(width) + 1
+    off = groups.astype(np.int64) * stride
+    s = starts + off
+    e = ends + off
+    o = np.argsort(s, kind="stable")
+    s = s[o]
+    e = e[o]
+    cm = np.maximum.accumulate(e)
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = s[1:] > cm[:-1]
+    idx = np.flatnonzero(new)
+    us = s[idx]
+    ue = np.maximum.reduceat(e, idx)
+    cum = np.zeros(len(us) + 1, dtype=np.int64)
+    np.cumsum(ue - us, out=cum[1:])
+    x = (np.arange(n_groups, dtype=np.int64)[:, None] * stride + edges[None, :]).ravel()
+    k = np.searchsorted(us, x, side="right")
+    over = np.zeros(len(x), dtype=np.int64)
+    has = k > 0
+    over[has] = np.maximum(0, ue[k[has] - 1] - x[has])
+    covered = (cum[k] - over).reshape(n_groups, nb + 1)
+    return np.diff(covered, axis=1).astype(np.float64)
+
+
+def span_classes(trace: Trace) -> np.ndarray:
+    """Activity class index per span (-1 = marker / not activity)."""
+    s = trace.spans
+    lut = np.full(256, -1, dtype=np.int16)
+    for k, c in _KIND_CLASS.items():
+        lut[int(k)] = CLASS_INDEX[c]
+    cls = lut[s.kind]
+    if len(s) and len(trace.strings):
+        api = np.isin(s.kind, [int(SpanKind.RUNTIME), int(SpanKind.DRIVER)])
+        if api.any():
+            is_sync = trace.strings.ids_matching(lambda n: any(w in n.lower() for w in _SYNC_WORDS))
+            nm = s.name
+            ok = api & (nm >= 0)
+            m = np.zeros(len(s), dtype=bool)
+            m[ok] = is_sync[nm[ok]]
+            cls[m] = CLASS_INDEX["sync"]
+        samp = s.kind == int(SpanKind.CPU_SAMPLE)
+        if samp.any():
+            prep = trace.strings.ids_matching(lambda n: n in _PREP_SAMPLE_CLASSES)
+            wait = trace.strings.ids_matching(lambda n: n == "waiting")
+            nm = s.name
+            ok = samp & (nm >= 0)
+            mp = np.zeros(len(s), dtype=bool)
+            mw = np.zeros(len(s), dtype=bool)
+            mp[ok] = prep[nm[ok]]
+            mw[ok] = wait[nm[ok]]
+            cls[mp] = CLASS_INDEX["preprocessing"]
+            cls[mw] = CLASS_INDEX["waiting"]
+    return cls
+
+
+def summarise(trace: Trace, start_ns: int | None = None, end_ns: int | None = None,
+              n_bins: int = 1000, max_gpu_lanes: int = 16, max_cpu_lanes: int = 10,
+              max_marks: int = 400, min_cpu_busy_pct: float = 0.5) -> TimelineSummary:
+    if start_ns is None or end_ns is None:
+        b0, b1 = trace.bounds_ns()
+        start_ns = b0 if start_ns is None else start_ns
+        end_ns = b1 if end_ns is None else end_ns
+    t0 = int(start_ns)
+    t1 = int(end_ns)
+    if t1 <= t0:
+        t1 = t0 + 1
+    width = t1 - t0
+    n_bins = int(max(1, min(n_bins, width)))
+    edges = np.round(np.linspace(0, width, n_bins + 1)).astype(np.int64)
+    bin_w = np.diff(edges).astype(np.float64)
+    bin_w[bin_w <= 0] = 1.0
+
+    s = trace.spans
+    tk = trace.tracks.kind
+    notes: list[str] = []
+    lanes: list[Lane] = []
+    hidden = 0
+    if len(s):
+        cls = span_classes(trace)
+        inwin = (s.end_ns > t0) & (s.start_ns < t1) & (cls >= 0) & (s.end_ns > s.start_ns)
+        idx = np.flatnonzero(inwin)
+        st = np.clip(s.start_ns[idx], t0, t1) - t0
+        en = np.clip(s.end_ns[idx], t0, t1) - t0
+        tr = s.track[idx].astype(np.int64)
+        cl = cls[idx].astype(np.int64)
+        trk_kind = tk[tr] if len(tr) else np.zeros(0, dtype=np.uint8)
+        lane_ok = np.isin(trk_kind, [int(TrackKind.GPU_STREAM), int(TrackKind.CPU_THREAD), int(TrackKind.GPU_DEVICE)])
+        st, en, tr, cl = st[lane_ok], en[lane_ok], tr[lane_ok], cl[lane_ok]
+        if len(tr):
+            # busy time per track (union), to pick which lanes to draw
+            utr, tr_inv = np.unique(tr, return_inverse=True)
+            busy_cov = _union_coverage(st, en, tr_inv, len(utr), width, edges)
+            busy_total = busy_cov.sum(axis=1)
+            kinds_u = tk[utr]
+            gpu_sel = [i for i in np.argsort(-busy_total, kind="stable") if kinds_u[i] != TrackKind.CPU_THREAD]
+            cpu_sel = [i for i in np.argsort(-busy_total, kind="stable")
+                       if kinds_u[i] == TrackKind.CPU_THREAD and busy_total[i] * 100.0 / width >= min_cpu_busy_pct]
+            n_cpu_all = int(np.sum(kinds_u == TrackKind.CPU_THREAD))
+            hidden = max(0, len(gpu_sel) - max_gpu_lanes) + max(0, n_cpu_all - min(len(cpu_sel), max_cpu_lanes))
+            gpu_sel = sorted(gpu_sel[:max_gpu_lanes], key=lambda i: (int(trace.tracks.device[utr[i]]), int(trace.tracks.tid[utr[i]])))
+            cpu_sel = sorted(cpu_sel[:max_cpu_lanes], key=lambda i: (int(trace.tracks.pid[utr[i]]), int(trace.tracks.tid[utr[i]])))
+            chosen = gpu_sel + cpu_sel
+            if chosen:
+                lane_of_u = np.full(len(utr), -1, dtype=np.int64)
+                lane_of_u[np.asarray(chosen, dtype=np.int64)] = np.arange(len(chosen))
+                lane = lane_of_u[tr_inv]
+                keep = lane >= 0
+                ncls = len(CLASSES)
+                grp = lane[keep] * ncls + cl[keep]
+                cov = _union_coverage(st[keep], en[keep], grp, len(chosen) * ncls, width, edges)
+                cov = cov.reshape(len(chosen), ncls, n_bins)
+                for li, ui in enumerate(chosen):
+                    busy_f = np.clip(busy_cov[ui] / bin_w, 0.0, 1.0)
+                    frac = np.clip(cov[li] / bin_w[None, :], 0.0, 1.0)
+                    # allocate classes in priority order so the stack never exceeds the busy fraction
+                    alloc = np.zeros_like(frac)
+                    remaining = busy_f.copy()
+                    for c in range(ncls):
+                        a = np.minimum(frac[c], remaining)
+                        alloc[c] = a
+                        remaining -= a
+                    cum = np.round(np.cumsum(alloc, axis=0) * 100.0).astype(np.int16)
+                    heights = np.diff(np.vstack([np.zeros((1, n_bins), dtype=np.int16), cum]), axis=0)
+                    heights = np.clip(heights, 0, 100).astype(np.uint8)
+                    t = int(utr[ui])
+                    kind = "cpu" if tk[t] == TrackKind.CPU_THREAD else "gpu"
+                    bms = float(busy_total[ui]) / 1e6
+                    class_ms = {CLASSES[c][0]: float((alloc[c] * bin_w).sum()) / 1e6
+                                for c in range(ncls) if alloc[c].any()}
+                    lanes.append(Lane(label=trace.track_label(t), kind=kind, track=t, busy_ms=bms,
+                                      busy_pct=100.0 * float(busy_total[ui]) / width, heights=heights,
+                                      class_ms=class_ms))
+    if hidden:
+        notes.append(f"{hidden} less busy track(s) not drawn")
+
+    # ---- markers: steps and top-level annotations ----
+    marks: list[Mark] = []
+    if len(s):
+        for kind_enum, mkind in ((SpanKind.STEP, "step"), (SpanKind.ANNOTATION, "annotation")):
+            m = (s.kind == int(kind_enum)) & (s.end_ns > t0) & (s.start_ns < t1) & (s.end_ns > s.start_ns)
+            ii = np.flatnonzero(m)
+            if mkind == "annotation" and len(ii):
+                # outermost annotations only (not nested in another annotation/step), longest first
+                par = s.parent[ii]
+                outer = (par < 0) | (s.kind[np.maximum(par, 0)] != int(SpanKind.ANNOTATION))
+                ii = ii[outer]
+                min_len = width / (n_bins * 2.0)
+                ii = ii[(s.end_ns[ii] - s.start_ns[ii]) >= min_len]
+            if len(ii) > max_marks:
+                dur = s.end_ns[ii] - s.start_ns[ii]
+                ii = np.sort(ii[np.argsort(-dur, kind="stable")[:max_marks]])
+                notes.append(f"only the {max_marks} longest {mkind} ranges are marked")
+            names = trace.names(ii) if len(ii) else []
+            for j, i in enumerate(ii.tolist()):
+                marks.append(Mark(label=names[j], kind=mkind, start_ns=int(s.start_ns[i]), end_ns=int(s.end_ns[i])))
+
+    # ---- counters (CPU utilisation, NVML ...) averaged per bin ----
+    counters: list[CounterLane] = []
+    c = trace.counters
+    if len(c):
+        ctr_tracks = np.unique(c.track)
+        for t in ctr_tracks[:6].tolist():
+            m = (c.track == t) & (c.ts_ns >= t0) & (c.ts_ns <= t1)
+            if not m.any():
+                continue
+            ts = c.ts_ns[m]
+            v = c.value[m]
+            fin = np.isfinite(v)
+            ts, v = ts[fin], v[fin]
+            if len(v) == 0:
+                continue
+            b = np.clip(np.searchsorted(edges, ts - t0, side="right") - 1, 0, n_bins - 1)
+            cnt = np.bincount(b, minlength=n_bins)
+            sm = np.bincount(b, weights=v, minlength=n_bins)
+            has = np.flatnonzero(cnt)
+            vals = sm[has] / cnt[has]
+            counters.append(CounterLane(label=trace.track_label(int(t)), unit_max=float(vals.max()),
+                                        bins=has, values=vals, vmin=float(vals.min()), vmax=float(vals.max())))
+        if len(ctr_tracks) > 6:
+            notes.append(f"{len(ctr_tracks) - 6} counter track(s) not drawn")
+
+    return TimelineSummary(t0=t0, t1=t1, n_bins=n_bins, edges=edges, lanes=lanes, counters=counters,
+                           marks=marks, hidden_lanes=hidden, notes=notes)
