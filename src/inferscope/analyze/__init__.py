@@ -1,0 +1,1 @@
+"""Analyses: small pure functions over a Trace.  ``pipeline.analyze`` runs them all."""

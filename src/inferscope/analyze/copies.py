@@ -1,0 +1,75 @@
+"""Copies: H2D/D2H/D2D counts, bytes, time, achieved bandwidth, pageable vs pinned,
+small-copy storms, and the host API that issued them."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import thresholds
+from ..trace.kinds import CopyKind, MemKind, SpanKind
+from ..trace.model import Trace
+from .links import launcher_of
+from .window import Window
+
+
+def _host_side_mem(s, idx):
+    """Memory kind of the host side of each copy (H2D: src, D2H: dst)."""
+    ck = s.copy_kind[idx]
+    return np.where(ck == CopyKind.H2D, s.src_mem[idx], np.where(ck == CopyKind.D2H, s.dst_mem[idx], MemKind.UNKNOWN))
+
+
+def copies(trace: Trace, window: Window) -> dict:
+    s = trace.spans
+    lo, hi = window.start_ns, window.end_ns
+    m = (s.kind == SpanKind.MEMCPY) & (s.start_ns >= lo) & (s.start_ns < hi)
+    ms = (s.kind == SpanKind.MEMSET) & (s.start_ns >= lo) & (s.start_ns < hi)
+    idx = np.flatnonzero(m)
+    dur = (s.end_ns[idx] - s.start_ns[idx]).astype(np.int64)
+    nbytes = np.maximum(s.bytes[idx], 0)
+    ck = s.copy_kind[idx]
+    hostmem = _host_side_mem(s, idx)
+    out = {"count": int(len(idx)), "total_ms": float(dur.sum()) / 1e6, "by_kind": [],
+           "memset": {"count": int(ms.sum()), "ms": float((s.end_ns[ms] - s.start_ns[ms]).sum()) / 1e6,
+                      "bytes": int(np.maximum(s.bytes[ms], 0).sum())}}
+    for kind in (CopyKind.H2D, CopyKind.D2H, CopyKind.D2D, CopyKind.H2H, CopyKind.P2P, CopyKind.UNKNOWN):
+        mk = ck == kind
+        if not mk.any():
+            continue
+        t = int(dur[mk].sum())
+        b = int(nbytes[mk].sum())
+        row = {"kind": kind.name, "count": int(mk.sum()), "bytes": b, "ms": t / 1e6,
+               "bandwidth_gbps": (b / t) if t > 0 else None,  # bytes/ns == GB/s
+               "pageable_count": int((mk & (hostmem == MemKind.PAGEABLE)).sum()),
+               "pinned_count": int((mk & (hostmem == MemKind.PINNED)).sum()),
+               "pageable_ms": float(dur[mk & (hostmem == MemKind.PAGEABLE)].sum()) / 1e6,
+               "pinned_ms": float(dur[mk & (hostmem == MemKind.PINNED)].sum()) / 1e6}
+        out["by_kind"].append(row)
+    pg = hostmem == MemKind.PAGEABLE
+    small = nbytes < thresholds.SMALL_COPY_BYTES
+    out["pageable"] = {"count": int(pg.sum()), "ms": float(dur[pg].sum()) / 1e6, "bytes": int(nbytes[pg].sum())}
+    out["small"] = {"threshold_bytes": thresholds.SMALL_COPY_BYTES, "count": int(small.sum()),
+                    "ms": float(dur[small].sum()) / 1e6,
+                    "pct_of_window": 100.0 * float(dur[small].sum()) / window.dur_ns if window.dur_ns else 0.0}
+    out["small"]["storm"] = bool(out["small"]["count"] >= thresholds.SMALL_COPY_STORM_COUNT
+                                 or out["small"]["pct_of_window"] >= thresholds.SMALL_COPY_STORM_PCT)
+    # issuing host API (e.g. cudaMemcpyAsync vs cudaMemcpy) for pageable copies
+    launcher = launcher_of(trace)
+    apis: dict[str, list] = {}
+    for i, l in zip(idx[pg].tolist(), launcher[idx[pg]].tolist()):
+        name = trace.name_of(l) if l >= 0 else "(unknown)"
+        a = apis.setdefault(name, [0, 0])
+        a[0] += 1
+        a[1] += int(s.end_ns[i] - s.start_ns[i])
+    out["pageable"]["by_api"] = [{"api": k, "count": v[0], "ms": v[1] / 1e6}
+                                 for k, v in sorted(apis.items(), key=lambda kv: -kv[1][1])]
+    tiny_d2h = (ck == CopyKind.D2H) & (nbytes <= thresholds.TINY_D2H_BYTES)
+    out["tiny_d2h"] = {"threshold_bytes": thresholds.TINY_D2H_BYTES, "count": int(tiny_d2h.sum())}
+    return out
+
+
+def copy_table(c: dict) -> dict:
+    cols = ["kind", "count", "bytes", "ms", "bandwidth_gbps", "pageable_count", "pinned_count", "pageable_ms", "pinned_ms"]
+    rows = [[r["kind"], r["count"], r["bytes"], round(r["ms"], 6),
+             None if r["bandwidth_gbps"] is None else round(r["bandwidth_gbps"], 3),
+             r["pageable_count"], r["pinned_count"], round(r["pageable_ms"], 6), round(r["pinned_ms"], 6)]
+            for r in c.get("by_kind", [])]
+    return {"columns": cols, "rows": rows}

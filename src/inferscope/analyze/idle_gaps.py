@@ -1,0 +1,127 @@
+"""Idle-gap attribution per GPU stream (after HTA's idle-time breakdown).
+
+For consecutive GPU activities a, b on one stream with a gap g = b.start - a.end > 0:
+  kernel_wait  g <= thresholds.IDLE_GAP_MIN_NS: back-to-back launch latency
+  host_wait    b's launching host call started at or after a ended: the queue was empty,
+               the GPU waited for the host to issue work
+  other        b was already issued before a ended yet started later (cross-stream
+               dependency, event wait), or b has no known launcher
+Also: the gap-size distribution and the largest device-wide idle gaps (no activity on
+any stream) with what the host was doing meanwhile.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import thresholds
+from ..trace.kinds import SpanKind, TrackKind
+from ..trace.model import Trace
+from .classify import gpu_work_mask
+from .intervals import clip, gaps, union
+from .links import launcher_of
+from .window import Window
+
+BUCKETS_US = (10, 100, 1_000, 10_000)
+BUCKET_LABELS = ("<10us", "10-100us", "100us-1ms", "1-10ms", ">=10ms")
+
+
+def _host_activity(trace: Trace, a: int, b: int) -> dict:
+    """What the host threads were doing in [a, b): the innermost host span covering most of it."""
+    s = trace.spans
+    host = trace.tracks.kind[s.track] == TrackKind.CPU_THREAD
+    cand = host & (s.start_ns < b) & (s.end_ns > a) & (s.kind != SpanKind.STEP) & (s.kind != SpanKind.MARK)
+    idx = np.flatnonzero(cand)
+    if len(idx) == 0:
+        return {"host": "nothing recorded on the host", "host_kind": None, "host_overlap_pct": 0.0}
+    ov = np.minimum(s.end_ns[idx], b) - np.maximum(s.start_ns[idx], a)
+    g = max(1, b - a)
+    frac = ov / g
+    major = frac >= 0.5
+    if major.any():
+        sel = idx[major]
+        best = sel[np.argmax(s.depth[sel].astype(np.int64) * 10**6 + (ov[major] * 10**6 // g))]
+    else:
+        best = idx[np.argmax(ov)]
+    chain = []
+    p = int(s.parent[best])
+    while p >= 0 and len(chain) < 2:
+        if s.kind[p] in (SpanKind.CPU_OP, SpanKind.ANNOTATION, SpanKind.PYTHON):
+            chain.append(trace.name_of(p))
+        p = int(s.parent[p])
+    i = int(np.flatnonzero(idx == best)[0])
+    return {"host": trace.name_of(int(best)), "host_kind": SpanKind(int(s.kind[best])).name.lower(),
+            "host_overlap_pct": round(100.0 * float(frac[i]), 1),
+            "host_within": chain}
+
+
+def idle_gaps(trace: Trace, window: Window, top_n: int = 10) -> dict:
+    s = trace.spans
+    m = gpu_work_mask(trace)
+    lo, hi = window.start_ns, window.end_ns
+    m &= (s.end_ns > lo) & (s.start_ns < hi)
+    out = {"per_stream": [], "by_class_ms": {"host_wait": 0.0, "kernel_wait": 0.0, "other": 0.0},
+           "distribution": [], "largest": [], "rule": __doc__.strip().splitlines()[0]}
+    if not m.any():
+        return out
+    launcher = launcher_of(trace)
+    idx = np.flatnonzero(m)
+    tr = s.track[idx]
+    o = np.lexsort((s.start_ns[idx], tr))
+    idx = idx[o]
+    tr = tr[o]
+    st = s.start_ns[idx]
+    en = s.end_ns[idx]
+    # running max of end within a stream (activities on one stream can overlap in traces)
+    same = np.empty(len(idx), dtype=bool)
+    same[0] = False
+    same[1:] = tr[1:] == tr[:-1]
+    prev_end = np.empty(len(idx), dtype=np.int64)
+    prev_end[0] = st[0]
+    # per-stream cumulative max of end
+    cm = en.copy()
+    bounds = np.flatnonzero(~same)
+    for b0, b1 in zip(bounds, list(bounds[1:]) + [len(idx)]):
+        cm[b0:b1] = np.maximum.accumulate(en[b0:b1])
+    prev_end[1:] = cm[:-1]
+    gap = np.where(same, st - prev_end, 0)
+    gap_mask = same & (gap > 0)
+    gi = np.flatnonzero(gap_mask)
+    g_ns = gap[gi]
+    g_prev_end = prev_end[gi]
+    nxt = idx[gi]
+    lsrc = launcher[nxt]
+    launch_start = np.where(lsrc >= 0, s.start_ns[np.maximum(lsrc, 0)], -1)
+    cls = np.full(len(gi), 2, dtype=np.int8)  # other
+    cls[(lsrc >= 0) & (launch_start >= g_prev_end)] = 0  # host_wait
+    cls[g_ns <= thresholds.IDLE_GAP_MIN_NS] = 1  # kernel_wait
+    names = ("host_wait", "kernel_wait", "other")
+    for c in range(3):
+        out["by_class_ms"][names[c]] = float(g_ns[cls == c].sum()) / 1e6
+    gtr = tr[gi]
+    for t in np.unique(tr).tolist():
+        mt = gtr == t
+        out["per_stream"].append({
+            "track": int(t), "stream": trace.track_label(int(t)),
+            "device": int(trace.tracks.device[t]), "stream_id": int(trace.tracks.tid[t]),
+            "gaps": int(mt.sum()), "idle_ms": float(g_ns[mt].sum()) / 1e6,
+            **{f"{names[c]}_ms": float(g_ns[mt & (cls == c)].sum()) / 1e6 for c in range(3)},
+        })
+    edges = np.array(BUCKETS_US, dtype=np.int64) * 1000
+    b = np.searchsorted(edges, g_ns, side="right")
+    for i, lab in enumerate(BUCKET_LABELS):
+        mb = b == i
+        out["distribution"].append({"bucket": lab, "count": int(mb.sum()), "ms": float(g_ns[mb].sum()) / 1e6})
+    # device-wide gaps: no GPU activity on any stream
+    us, ue = union(*clip(st, en, lo, hi))
+    ds, de = gaps(us, ue, int(us[0]) if len(us) else lo, int(ue[-1]) if len(ue) else hi)
+    dl = de - ds
+    top = np.argsort(-dl, kind="stable")[:top_n]
+    for j in top.tolist():
+        a, bb = int(ds[j]), int(de[j])
+        row = {"start_ns": a, "end_ns": bb, "ms": (bb - a) / 1e6,
+               "offset_ms": (a - lo) / 1e6}
+        row.update(_host_activity(trace, a, bb))
+        out["largest"].append(row)
+    out["device_gaps"] = int(len(dl))
+    out["device_gap_ms"] = float(dl.sum()) / 1e6
+    return out

@@ -1,0 +1,74 @@
+"""Vectorised interval arithmetic on int64 nanosecond arrays (half-open [start, end))."""
+from __future__ import annotations
+
+import numpy as np
+
+I64 = np.int64
+
+
+def clip(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Clip intervals to [lo, hi); drop the ones that end up empty."""
+    s = np.maximum(starts, lo)
+    e = np.minimum(ends, hi)
+    keep = e > s
+    return s[keep], e[keep]
+
+
+def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge overlapping/touching intervals into sorted disjoint ones."""
+    if len(starts) == 0:
+        return np.zeros(0, I64), np.zeros(0, I64)
+    o = np.argsort(starts, kind="stable")
+    s = starts[o]
+    e = ends[o]
+    run_end = np.maximum.accumulate(e)
+    # a new block starts where start > max end so far of all previous intervals
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > run_end[:-1]
+    idx = np.flatnonzero(new)
+    us = s[idx]
+    ue = np.empty(len(idx), dtype=I64)
+    ue[:-1] = run_end[idx[1:] - 1]
+    ue[-1] = run_end[-1]
+    return us, ue
+
+
+def total(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Length of the union of intervals."""
+    us, ue = union(starts, ends)
+    return int((ue - us).sum())
+
+
+def active_at(starts: np.ndarray, ends: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Number of intervals covering each point t (start <= t < end)."""
+    if len(starts) == 0:
+        return np.zeros(len(points), dtype=I64)
+    ss = np.sort(starts)
+    es = np.sort(ends)
+    return np.searchsorted(ss, points, side="right") - np.searchsorted(es, points, side="right")
+
+
+def gaps(us: np.ndarray, ue: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Complement of a disjoint sorted union inside [lo, hi)."""
+    gs = np.concatenate(([lo], ue))
+    ge = np.concatenate((us, [hi]))
+    return clip(gs, ge, lo, hi)
+
+
+def overlap_with_union(starts: np.ndarray, ends: np.ndarray, us: np.ndarray, ue: np.ndarray) -> np.ndarray:
+    """For each interval, the length covered by a disjoint sorted union (us, ue)."""
+    if len(us) == 0 or len(starts) == 0:
+        return np.zeros(len(starts), dtype=I64)
+    cum = np.concatenate(([0], np.cumsum(ue - us)))
+
+    def covered_until(t):
+        # total union length in (-inf, t)
+        i = np.searchsorted(us, t, side="right")  # blocks starting at or before t
+        part = np.zeros(len(t), dtype=I64)
+        has = i > 0
+        j = i[has] - 1
+        part[has] = cum[j] + np.clip(t[has] - us[j], 0, ue[j] - us[j])
+        return part
+
+    return covered_until(ends) - covered_until(starts)

@@ -1,0 +1,88 @@
+"""Kernels: top kernels by total time, launch rate, tiny-kernel share, launch storms,
+launch-API time vs kernel time."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import thresholds
+from ..trace.kinds import SpanKind
+from ..trace.model import Trace
+from .classify import launch_api_mask
+from .intervals import clip
+from .stats import grouped_stats, percentile
+from .window import Window
+
+
+def classify_launch_storm(launches_per_s: float, p50_us: float) -> tuple[bool, str]:
+    for min_rate, max_p50 in thresholds.LAUNCH_STORM_RULES:
+        if launches_per_s >= min_rate and p50_us <= max_p50:
+            return True, f">= {min_rate:,.0f} launches/s with p50 <= {max_p50:g} us"
+    return False, "below every storm rule (" + "; ".join(
+        f">= {r:,.0f}/s and p50 <= {p:g} us" for r, p in thresholds.LAUNCH_STORM_RULES) + ")"
+
+
+def kernels(trace: Trace, window: Window, top_n: int = 20) -> dict:
+    s = trace.spans
+    lo, hi = window.start_ns, window.end_ns
+    m = np.isin(s.kind, [SpanKind.KERNEL, SpanKind.GRAPH_LAUNCH]) & (s.start_ns >= lo) & (s.start_ns < hi)
+    idx = np.flatnonzero(m)
+    n = len(idx)
+    out: dict = {"count": int(n)}
+    if n == 0:
+        out.update({"total_ms": 0.0, "top": [], "launch_storm": False})
+        return out
+    st, en = s.start_ns[idx], s.end_ns[idx]
+    dur = en - st
+    total_ns = int(dur.sum())
+    g = grouped_stats(s.name[idx], dur)
+    order = np.argsort(-g["sum"], kind="stable")
+    top = []
+    names = trace.strings.as_list()
+    dev_by_name = {}
+    devs = trace.tracks.device[s.track[idx]]
+    for k in order[:top_n].tolist():
+        key = int(g["key"][k])
+        if key not in dev_by_name:
+            dev_by_name[key] = int(devs[np.argmax(s.name[idx] == key)])
+        top.append({
+            "name": names[key] if key >= 0 else "", "device": dev_by_name[key],
+            "total_ms": g["sum"][k] / 1e6, "calls": int(g["count"][k]),
+            "mean_us": g["mean"][k] / 1e3, "p50_us": g["p50"][k] / 1e3, "p90_us": g["p90"][k] / 1e3,
+            "max_us": g["max"][k] / 1e3, "share_pct": 100.0 * g["sum"][k] / total_ns if total_ns else 0.0,
+        })
+    span_ns = int(en.max() - st.min())
+    rate = n / (span_ns / 1e9) if span_ns > 0 else 0.0
+    p50_us = percentile(dur, 50) / 1e3
+    storm, storm_rule = classify_launch_storm(rate, p50_us)
+    tiny = dur < thresholds.TINY_KERNEL_US * 1e3
+    # launch API time (host side) for the launches in the window
+    la = launch_api_mask(trace) & (s.start_ns >= lo) & (s.start_ns < hi)
+    launch_api_ns = int((s.end_ns[la] - s.start_ns[la]).sum())
+    out.update({
+        "total_ms": total_ns / 1e6, "distinct": int(len(g["key"])),
+        "mean_us": float(dur.mean()) / 1e3, "p50_us": p50_us, "p90_us": percentile(dur, 90) / 1e3,
+        "max_us": float(dur.max()) / 1e3,
+        "launches_per_s": rate, "active_span_ms": span_ns / 1e6,
+        "tiny_threshold_us": thresholds.TINY_KERNEL_US,
+        "tiny_count": int(tiny.sum()), "tiny_pct": 100.0 * float(tiny.mean()),
+        "tiny_time_pct": 100.0 * float(dur[tiny].sum()) / total_ns if total_ns else 0.0,
+        "launch_storm": bool(storm), "launch_storm_rule": storm_rule,
+        "launch_api_calls": int(la.sum()), "launch_api_ms": launch_api_ns / 1e6,
+        "launch_api_vs_kernel_ratio": launch_api_ns / total_ns if total_ns else None,
+        "graph_launches": int((la & (C_graph_mask(trace))).sum()),
+        "top": top,
+    })
+    return out
+
+
+def C_graph_mask(trace: Trace) -> np.ndarray:
+    from .classify import GRAPH_LAUNCH_RE, spans_matching
+    return spans_matching(trace, GRAPH_LAUNCH_RE, kinds=(SpanKind.RUNTIME, SpanKind.DRIVER))
+
+
+def kernel_table(k: dict) -> dict:
+    cols = ["kernel_name", "device_id", "total_ms", "calls", "avg_us", "p50_us", "p90_us", "max_us", "pct_kernel_time"]
+    rows = [[r["name"], r["device"], round(r["total_ms"], 6), r["calls"], round(r["mean_us"], 3),
+             round(r["p50_us"], 3), round(r["p90_us"], 3), round(r["max_us"], 3), round(r["share_pct"], 3)]
+            for r in k.get("top", [])]
+    return {"columns": cols, "rows": rows}

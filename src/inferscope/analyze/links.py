@@ -1,0 +1,39 @@
+"""Host-call <-> GPU-activity links from the Trace's LAUNCH flows, as dense arrays."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..trace.kinds import FlowKind
+from ..trace.model import Trace
+
+
+def launcher_of(trace: Trace) -> np.ndarray:
+    """int64 array over spans: index of the host call that launched it (-1 none)."""
+    n = len(trace.spans)
+    out = np.full(n, -1, dtype=np.int64)
+    f = trace.flows
+    if len(f):
+        m = f.kind == FlowKind.LAUNCH
+        out[f.dst[m]] = f.src[m]
+    return out
+
+
+def ancestors_of_kind(trace: Trace, idx: np.ndarray, kind: int, max_depth: int = 64) -> np.ndarray:
+    """For each span in idx, the nearest ancestor (parent chain) of the given kind, or -1."""
+    s = trace.spans
+    cur = s.parent[idx].astype(np.int64)
+    out = np.full(len(idx), -1, dtype=np.int64)
+    todo = cur >= 0
+    for _ in range(max_depth):
+        if not todo.any():
+            break
+        c = cur[todo]
+        hit = s.kind[c] == kind
+        ti = np.flatnonzero(todo)
+        out[ti[hit]] = c[hit]
+        nxt = s.parent[c].astype(np.int64)
+        nxt[hit] = -1
+        cur[ti] = nxt
+        todo = cur >= 0
+        todo[ti[hit]] = False
+    return out

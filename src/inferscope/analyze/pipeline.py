@@ -1,0 +1,139 @@
+"""Run every analysis over one window and assemble the result (= report.json)."""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+
+from .. import __version__
+from ..trace.kinds import SpanKind
+from ..trace.model import Trace
+from . import breakdown as B
+from .copies import copies, copy_table
+from .diagnosis import findings_for, verdict_for
+from .gpu import gpu_utilisation
+from .idle_gaps import idle_gaps
+from .kernels import kernel_table, kernels
+from .options import AnalyzeOptions
+from .phases import phase_tables, phases
+from .syncs import sync_table, syncs
+from .window import Window, resolve_window
+
+SCHEMA_VERSION = 1
+
+# Extra analyses: (result key, fn(trace, window, options) -> dict).  A returned dict may
+# carry "tables" ({name: {columns, rows}}) and "warnings" ([str]); both are merged into the
+# result.  Importer-specific analyses (NVTX attribution, per-PID tables) register here.
+EXTRA_STEPS: list[tuple[str, Callable]] = []
+
+
+def register(key: str):
+    def deco(fn):
+        EXTRA_STEPS.append((key, fn))
+        return fn
+    return deco
+
+
+def _load_extras() -> None:
+    # Modules that register extra steps on import (optional; absent modules are fine).
+    for mod in ("inferscope.analyze.nvtx_attribution", "inferscope.analyze.per_pid", "inferscope.analyze.nsys_extras"):
+        try:
+            __import__(mod)
+        except ImportError:
+            pass
+
+
+def _source(trace: Trace) -> dict:
+    m = trace.meta
+    return {"format": m.get("source_format", "unknown"), "file": m.get("source_file"),
+            "devices": m.get("devices", []), "tool_versions": m.get("tool_versions", {}),
+            "events": int(trace.n_events), "spans": int(len(trace.spans)),
+            "tracks": int(len(trace.tracks)), "counters": int(len(trace.counters))}
+
+
+def _limitations(trace: Trace, res: dict) -> list[str]:
+    s = trace.spans
+    k = s.kind
+    out = []
+    has_samples = bool((k == SpanKind.CPU_SAMPLE).any())
+    if not has_samples:
+        out.append("No CPU sampling in this trace: CPU preprocessing is only visible through annotated ranges "
+                   "(record_function/NVTX named like tokenize/preprocess) or Python functions (with_stack); "
+                   "unrecorded host time shows as 'other'.")
+    if not bool((k == SpanKind.CPU_OP).any()) and res["source"]["format"] == "kineto":
+        out.append("No CPU ops in the trace (CPU activity not recorded): host-side attribution is limited.")
+    if res.get("gpu") is not None:
+        out.append("GPU busy counts kernels, memcpy and memset on every stream as one union; concurrent streams are not double-counted.")
+        out.append("Idle-gap classes follow HTA's definitions (host_wait / kernel_wait / other) using launch correlation; "
+                   "gaps whose next activity has no launch record count as 'other'.")
+    out.append("The breakdown is an exclusive partition by priority (" + " > ".join(B.CATEGORIES) +
+               "); time where several things overlap goes to the highest-priority one.")
+    return out
+
+
+def analyze(trace: Trace, options: AnalyzeOptions | None = None) -> dict:
+    options = options or AnalyzeOptions()
+    t0 = time.perf_counter()
+    window = resolve_window(trace, options.window)
+    res: dict = {"schema_version": SCHEMA_VERSION, "tool": {"name": "inferscope", "version": __version__},
+                 "source": _source(trace), "window": window.as_dict()}
+    b = B.breakdown(trace, window)
+    res["e2e_ms"] = b["e2e_ms"]
+    res["breakdown"] = b["breakdown"]
+    res["breakdown_rule"] = b["rule"]
+    res["gpu"] = gpu_utilisation(trace, window)
+    res["idle_gaps"] = idle_gaps(trace, window) if res["gpu"] is not None else None
+    res["kernels"] = kernels(trace, window, options.top_n)
+    res["copies"] = copies(trace, window)
+    res["syncs"] = syncs(trace, window, options.top_n)
+    res["phases"] = phases(trace, window, options.phase_map)
+    warnings = list(trace.meta.get("warnings", []))
+    tables = {}
+    if res["kernels"]["count"]:
+        tables["kernels"] = kernel_table(res["kernels"])
+    if res["copies"]["count"]:
+        tables["copies"] = copy_table(res["copies"])
+    if res["syncs"]["count"]:
+        tables["syncs"] = sync_table(res["syncs"])
+    tables.update(phase_tables(res["phases"]))
+    if res["idle_gaps"] and res["idle_gaps"]["largest"]:
+        tables["gpu_idle_gaps"] = {"columns": ["offset_ms", "ms", "host_activity", "host_overlap_pct"],
+                                   "rows": [[round(g["offset_ms"], 6), round(g["ms"], 6), g.get("host"), g.get("host_overlap_pct")]
+                                            for g in res["idle_gaps"]["largest"]]}
+    tables["breakdown"] = {"columns": ["category", "ms", "pct"],
+                           "rows": [[r["category"], round(r["ms"], 6), round(r["pct"], 4)] for r in res["breakdown"]]}
+    _load_extras()
+    for key, fn in EXTRA_STEPS:
+        try:
+            extra = fn(trace, window, options)
+        except Exception as e:  # an optional analysis must never sink the report
+            warnings.append(f"analysis {key} failed: {type(e).__name__}: {e}")
+            continue
+        if not extra:
+            continue
+        tables.update(extra.pop("tables", {}) or {})
+        warnings.extend(extra.pop("warnings", []) or [])
+        res[key] = extra
+    findings = findings_for(res)
+    res["findings"] = findings
+    res["verdict"] = verdict_for(res, findings)
+    res["warnings"] = warnings
+    res["limitations"] = _limitations(trace, res)
+    res["tables"] = tables
+    res["about"] = {"analysis_ms": round((time.perf_counter() - t0) * 1e3, 3), "events": int(trace.n_events),
+                    "collection": trace.meta.get("collection")}
+    return _jsonable(res)
+
+
+def _jsonable(x):
+    """numpy scalars -> Python; NaN/inf -> None (JSON has neither)."""
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and (x != x or x in (float("inf"), float("-inf"))):
+        return None
+    return x

@@ -1,0 +1,34 @@
+"""Vectorised grouped statistics (sum, count, mean, percentiles) over int64 durations."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def grouped_stats(keys: np.ndarray, values: np.ndarray, percentiles=(50, 90)) -> dict[str, np.ndarray]:
+    """Per distinct key: count, sum, mean, min, max and linear-interpolated percentiles."""
+    if len(keys) == 0:
+        z = np.zeros(0)
+        return {"key": np.zeros(0, dtype=keys.dtype), "count": z.astype(np.int64), "sum": z, "mean": z,
+                "min": z, "max": z, **{f"p{p}": z for p in percentiles}}
+    uk, inv = np.unique(keys, return_inverse=True)
+    o = np.lexsort((values, inv))
+    v = values[o].astype(np.float64)
+    g = inv[o]
+    count = np.bincount(g, minlength=len(uk))
+    starts = np.concatenate(([0], np.cumsum(count)[:-1]))
+    sums = np.bincount(g, weights=v, minlength=len(uk))
+    out = {"key": uk, "count": count.astype(np.int64), "sum": sums, "mean": sums / count,
+           "min": v[starts], "max": v[starts + count - 1]}
+    for p in percentiles:
+        pos = (count - 1) * (p / 100.0)
+        lo = np.floor(pos).astype(np.int64)
+        hi = np.minimum(lo + 1, count - 1)
+        frac = pos - lo
+        out[f"p{p}"] = v[starts + lo] * (1 - frac) + v[starts + hi] * frac
+    return out
+
+
+def percentile(values: np.ndarray, p: float) -> float:
+    if len(values) == 0:
+        return 0.0
+    return float(np.percentile(values.astype(np.float64), p))

@@ -1,0 +1,83 @@
+"""The analysis window: which [start_ns, end_ns) every analysis looks at."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..trace.kinds import GPU_WORK_KINDS, SpanKind
+from ..trace.model import Trace
+
+
+@dataclass(frozen=True)
+class Window:
+    start_ns: int
+    end_ns: int
+    label: str = "whole trace"
+    kind: str = "trace"   # trace | gpu | step | range | time
+
+    @property
+    def dur_ns(self) -> int:
+        return max(0, self.end_ns - self.start_ns)
+
+    @property
+    def dur_ms(self) -> float:
+        return self.dur_ns / 1e6
+
+    def as_dict(self) -> dict:
+        return {"start_ns": int(self.start_ns), "end_ns": int(self.end_ns), "label": self.label,
+                "kind": self.kind, "dur_ms": round(self.dur_ms, 6)}
+
+
+_TIME_RE = re.compile(r"^\s*([0-9.]+)\s*:\s*([0-9.]+)\s*$")
+
+
+def resolve_window(trace: Trace, spec: str | None) -> Window:
+    """Default: earliest start to latest end of all duration events.
+
+    spec: 'all' | 'gpu' | 'step:N' | 'START_MS:END_MS' | '<range name>[:k]' (k-th occurrence, 1-based)
+    """
+    lo, hi = trace.bounds_ns()
+    if spec is None or spec.strip().lower() in ("", "all", "trace"):
+        return Window(lo, hi, "whole trace", "trace")
+    spec = spec.strip()
+    s = trace.spans
+    if spec.lower() == "gpu":
+        m = np.isin(s.kind, [int(k) for k in GPU_WORK_KINDS])
+        if not m.any():
+            raise ConfigError("--window gpu: the trace has no GPU activity")
+        return Window(int(s.start_ns[m].min()), int(s.end_ns[m].max()), "GPU-active span", "gpu")
+    m = _TIME_RE.match(spec)
+    if m:
+        a, b = float(m.group(1)), float(m.group(2))
+        if b <= a:
+            raise ConfigError(f"--window {spec}: end must be after start")
+        return Window(lo + int(round(a * 1e6)), min(hi, lo + int(round(b * 1e6))), f"{a:g}-{b:g} ms", "time")
+    step_idx = None
+    name, occ = spec, 1
+    if spec.lower().startswith("step:"):
+        try:
+            step_idx = int(spec.split(":", 1)[1])
+        except ValueError:
+            raise ConfigError(f"--window {spec}: expected step:N") from None
+    elif re.match(r"^.+:\d+$", spec) and trace.strings.get(spec) < 0:
+        name, k = spec.rsplit(":", 1)
+        occ = int(k)
+    cand = np.isin(s.kind, [SpanKind.STEP, SpanKind.ANNOTATION])
+    if step_idx is not None:
+        idx = np.flatnonzero(s.kind == SpanKind.STEP)
+        if not (1 <= step_idx <= len(idx)):
+            raise ConfigError(f"--window {spec}: the trace has {len(idx)} steps")
+        i = int(idx[step_idx - 1])
+        return Window(int(s.start_ns[i]), int(s.end_ns[i]), trace.name_of(i), "step")
+    sid = trace.strings.get(name)
+    idx = np.flatnonzero(cand & (s.name == sid)) if sid >= 0 else np.zeros(0, dtype=np.int64)
+    if len(idx) == 0:
+        raise ConfigError(f"--window {spec}: no step or range named {name!r} in the trace")
+    if occ > len(idx):
+        raise ConfigError(f"--window {spec}: {name!r} occurs {len(idx)} times")
+    i = int(idx[occ - 1])
+    return Window(int(s.start_ns[i]), int(s.end_ns[i]), name if occ == 1 else f"{name} #{occ}",
+                  "step" if s.kind[i] == SpanKind.STEP else "range")

@@ -1,0 +1,172 @@
+"""report.md: headline (seed 000's example shape), findings, tables, warnings, limitations."""
+from __future__ import annotations
+
+from ..util.atomic import atomic_write_text
+
+LABEL_W = 22
+
+
+def md_escape(s, limit: int = 120) -> str:
+    """Make a trace-provided string safe inside a Markdown table cell / line."""
+    s = "" if s is None else str(s)
+    s = "".join(ch if ch >= " " or ch == "\t" else " " for ch in s)
+    for ch in ("\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069"):
+        s = s.replace(ch, "")
+    if len(s) > limit:
+        s = s[: limit - 1] + "…"
+    return s.replace("\\", "\\\\").replace("|", "\\|").replace("`", "\\`").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _fmt(v, nd=3):
+    if v is None:
+        return "n/a"
+    if isinstance(v, float):
+        return f"{v:,.{nd}f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return md_escape(v)
+
+
+def plain(s, limit: int = 200) -> str:
+    """Trace-provided text for the terminal / code block: no control or bidi characters."""
+    s = "" if s is None else str(s)
+    s = "".join(ch for ch in s if (ch >= " " or ch == "\t") and ch not in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def _msf(ms: float, total: float) -> str:
+    nd = 1 if total >= 10 else (2 if total >= 1 else 3)
+    return f"{ms:.{nd}f}"
+
+
+def headline(result: dict) -> str:
+    e2e = result["e2e_ms"]
+    lines = [f"End-to-end latency: {_msf(e2e, e2e)} ms  ({plain(result['window']['label'])})", "", "Breakdown:"]
+    for r in result["breakdown"]:
+        if r["ns"] == 0:
+            continue
+        lab = (r["label"] + ":").ljust(LABEL_W)
+        lines.append(f"- {lab} {_msf(r['ms'], e2e):>8} ms ({r['pct']:.1f}%)")
+        for p in r.get("parts", []):
+            if p["pct"] >= 0.05:
+                lines.append(f"    - {p['label']}: {_msf(p['ms'], e2e)} ms ({p['pct']:.1f}%)")
+    lines += ["", "Diagnosis:"]
+    gpu = result.get("gpu")
+    if gpu is not None:
+        lines.append(f"- GPU is idle for {gpu['idle_pct']:.0f}% of the timeline")
+    else:
+        lines.append("- No GPU activity in this trace (CPU-only run)")
+    v = result["verdict"]
+    lines.append(f"- Verdict: {v['id']} (confidence {v['confidence']:.2f}): {v['title']}")
+    for f in result["findings"]:
+        if f["severity"] in ("high", "medium"):
+            lines.append(f"- [{f['severity']}] {plain(f['title'])}")
+    sugg = [f["suggestion"] for f in result["findings"] if f["severity"] in ("high", "medium")]
+    if sugg:
+        lines += ["", "Suggestions:"]
+        seen = set()
+        for s in sugg:
+            if s not in seen:
+                seen.add(s)
+                lines.append(f"- {s}")
+    return "\n".join(lines)
+
+
+def _table(t: dict, limit: int = 20) -> list[str]:
+    cols = t["columns"]
+    out = ["| " + " | ".join(md_escape(c) for c in cols) + " |", "|" + "---|" * len(cols)]
+    for row in t["rows"][:limit]:
+        out.append("| " + " | ".join(_fmt(v) for v in row) + " |")
+    if len(t["rows"]) > limit:
+        out.append(f"\n({len(t['rows']) - limit} more rows in the CSV table)")
+    return out
+
+
+TABLE_TITLES = [
+    ("kernels", "Top GPU kernels (by total time)"),
+    ("copies", "Copies"),
+    ("syncs", "Sync-like calls"),
+    ("gpu_idle_gaps", "Largest GPU idle gaps (no activity on any stream)"),
+    ("steps", "Profiler steps"),
+    ("ranges", "User / NVTX ranges"),
+    ("phases", "Phases"),
+]
+
+
+def render_markdown(result: dict) -> str:
+    src = result["source"]
+    L = ["# InferScope report", "",
+         f"Source: {md_escape(src.get('file') or '?')} ({md_escape(src.get('format'))}, {src.get('events', 0):,} events)"
+         + (f"; device: {md_escape(src['devices'][0].get('name'))}" if src.get("devices") else ""), "",
+         "```", headline(result), "```", ""]
+    L += ["## Breakdown", "", f"Rule: {md_escape(result.get('breakdown_rule', ''), 400)}.", "",
+          "| category | ms | % |", "|---|---|---|"]
+    for r in result["breakdown"]:
+        L.append(f"| {r['label']} | {r['ms']:.3f} | {r['pct']:.2f} |")
+        for p in r.get("parts", []):
+            L.append(f"| &nbsp;&nbsp;↳ {p['label']} | {p['ms']:.3f} | {p['pct']:.2f} |")
+    total_pct = sum(r["pct"] for r in result["breakdown"])
+    L.append(f"| **total** | **{sum(r['ms'] for r in result['breakdown']):.3f}** | **{total_pct:.2f}** |")
+    v = result["verdict"]
+    L += ["", "## Verdict", "", f"**{v['id']}** — {v['title']} (confidence {v['confidence']:.2f}; {v['confidence_basis']})", ""]
+    L += [f"- {md_escape(e, 300)}" for e in v.get("evidence", [])]
+    L += ["", "## Findings", ""]
+    if not result["findings"]:
+        L.append("No finding crossed its threshold (thresholds in `inferscope/thresholds.py`).")
+    for f in result["findings"]:
+        L += [f"### [{f['severity']}] {md_escape(f['title'])} (`{f['id']}`)", ""]
+        L += [f"- {md_escape(t, 400)}" for t in f["evidence_text"]]
+        L += ["", f"**Suggestion:** {f['suggestion']}", "",
+              "<details><summary>evidence values</summary>", "",
+              "| key | value |", "|---|---|"]
+        L += [f"| {md_escape(k)} | {_fmt(val)} |" for k, val in f["evidence"].items()]
+        L += ["", "</details>", ""]
+    gpu = result.get("gpu")
+    if gpu is not None:
+        L += ["## GPU utilisation", "",
+              f"- Busy {gpu['busy_ms']:.3f} ms, idle {gpu['idle_pct']:.2f}% of the window; "
+              f"idle {_fmt(gpu.get('idle_pct_active_span'), 2)}% of the GPU-active span ({gpu['active_span_ms']:.3f} ms).",
+              f"- Kernels {gpu['kernel_ms']:.3f} ms, copies {gpu['copy_ms']:.3f} ms, memset {gpu['memset_ms']:.3f} ms (unions); {gpu['streams']} streams.", ""]
+        ig = result.get("idle_gaps") or {}
+        if ig.get("per_stream"):
+            L += ["Idle gaps per stream (HTA classes):", "", "| stream | gaps | idle ms | host_wait ms | kernel_wait ms | other ms |", "|---|---|---|---|---|---|"]
+            for r in ig["per_stream"]:
+                L.append(f"| {md_escape(r['stream'])} | {r['gaps']} | {r['idle_ms']:.3f} | {r['host_wait_ms']:.3f} | {r['kernel_wait_ms']:.3f} | {r['other_ms']:.3f} |")
+            L += ["", "Gap sizes: " + ", ".join(f"{d['bucket']}: {d['count']} ({d['ms']:.2f} ms)" for d in ig["distribution"]), ""]
+    k = result.get("kernels") or {}
+    if k.get("count"):
+        L += ["## Kernels", "",
+              f"- {k['count']:,} kernels, {k['total_ms']:.3f} ms; {k['launches_per_s']:,.0f} launches/s; "
+              f"median {k['p50_us']:.2f} us, p90 {k['p90_us']:.2f} us; {k['tiny_pct']:.1f}% shorter than {k['tiny_threshold_us']:g} us.",
+              f"- Launch storm: {'yes' if k['launch_storm'] else 'no'} ({md_escape(k['launch_storm_rule'], 200)}).",
+              f"- Launch API calls: {k['launch_api_calls']:,}, {k['launch_api_ms']:.3f} ms host time "
+              f"(ratio to kernel time {_fmt(k.get('launch_api_vs_kernel_ratio'), 2)}).", ""]
+    tables = result.get("tables", {})
+    for name, title in TABLE_TITLES:
+        if name in tables and tables[name]["rows"]:
+            L += [f"## {title}", ""] + _table(tables[name]) + [""]
+    shown = {n for n, _ in TABLE_TITLES} | {"breakdown"}
+    for name, t in tables.items():
+        if name not in shown and t["rows"]:
+            L += [f"## {md_escape(name)}", ""] + _table(t) + [""]
+    if result.get("warnings"):
+        L += ["## Warnings", ""] + [f"- {md_escape(w, 400)}" for w in result["warnings"]] + [""]
+    L += ["## Limitations", ""] + [f"- {md_escape(x, 600)}" for x in result.get("limitations", [])] + [""]
+    ab = result.get("about", {})
+    L += ["## About this trace", "",
+          f"- Window: {md_escape(result['window']['label'])} ({result['window']['dur_ms']:.3f} ms)",
+          f"- Events: {ab.get('events', 0):,}; analysis {ab.get('analysis_ms', 0):.1f} ms"
+          + (f"; load {ab['load_ms']:.1f} ms" if ab.get("load_ms") is not None else "")]
+    col = ab.get("collection") or {}
+    labels = {"collection_ms": "collection time (ms)", "events": "events collected", "dropped_events": "events dropped (buffer full)",
+              "clock_sync_error_us": "clock-sync error (us)", "estimated_overhead_pct": "estimated profiling overhead (%)",
+              "report_ms": "report generation (ms)"}
+    for key, val in col.items():
+        if isinstance(val, (int, float, str)) or val is None:
+            L.append(f"- {labels.get(key, md_escape(key))}: {_fmt(val, 2)}")
+    L.append(f"- InferScope {result['tool']['version']}, report schema {result['schema_version']}")
+    return "\n".join(L) + "\n"
+
+
+def render(result: dict, trace, path) -> None:
+    atomic_write_text(path, render_markdown(result))
