@@ -1,0 +1,37 @@
+"""Small builders for synthetic traces with known ground truth."""
+from __future__ import annotations
+
+import numpy as np
+
+from inferscope.trace import CopyKind, FlowKind, MemKind, SpanKind, TraceBuilder, TrackKind
+
+
+class Synth:
+    """Build a trace span by span: one CPU thread, one GPU stream by default."""
+
+    def __init__(self):
+        self.b = TraceBuilder()
+        self.cpu = self.b.track(TrackKind.CPU_THREAD, pid=100, tid=100, name="main")
+        self.gpu = self.b.track(TrackKind.GPU_STREAM, pid=100, tid=7, device=0)
+        self._corr = 0
+
+    def span(self, kind, name, start_us, end_us, track=None, **kw):
+        tr = self.cpu if track is None else track
+        return int(self.b.add_spans(start_ns=[int(start_us * 1000)], end_ns=[int(end_us * 1000)], track=tr,
+                                    kind=kind, name=self.b.strings.intern(name), **kw)[0])
+
+    def launch(self, api_start, api_end, gpu_start, gpu_end, kind=SpanKind.KERNEL, name="kern", api="cudaLaunchKernel", **kw):
+        self._corr += 1
+        a = self.span(SpanKind.RUNTIME, api, api_start, api_end, correlation=self._corr)
+        g = self.span(kind, name, gpu_start, gpu_end, track=self.gpu, correlation=self._corr, **kw)
+        self.b.add_flows([a], [g], FlowKind.LAUNCH)
+        return a, g
+
+    def copy(self, api_start, api_end, gpu_start, gpu_end, ck=CopyKind.H2D, host=MemKind.PAGEABLE, nbytes=1 << 20,
+             api="cudaMemcpyAsync"):
+        src, dst = (host, MemKind.DEVICE) if ck == CopyKind.H2D else (MemKind.DEVICE, host)
+        return self.launch(api_start, api_end, gpu_start, gpu_end, kind=SpanKind.MEMCPY, name=f"Memcpy {ck.name}",
+                           api=api, copy_kind=ck, src_mem=src, dst_mem=dst, bytes=nbytes)
+
+    def done(self):
+        return self.b.finalize()
