@@ -453,7 +453,11 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
     # ---- tracks ------------------------------------------------------------
     proc_names, thread_names = _process_thread_names(con, schema)
     all_parts = gpu_parts + sync_parts + host_parts
-    bounds_end = max((int(p["end_ns"].max()) for p in all_parts if len(p["start_ns"]) and "open" not in p), default=0)
+    bounds_end = 0
+    for p in all_parts:
+        e = p["end_ns"] if "open" not in p else p["end_ns"][~p["open"]]
+        if len(e):
+            bounds_end = max(bounds_end, int(e.max()))
     for p in host_parts:
         op = p.pop("open", None)
         if op is not None and op.any():

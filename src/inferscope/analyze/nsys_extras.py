@@ -1,0 +1,152 @@
+"""What ``nsys stats`` users expect beside the seed-004 tables.
+
+* launch latency (cuda_kern_exec_sum): per launch API, the API time, the queue time
+  (first GPU start of its work - API end, counted only when > 0) and the kernel time;
+* memory operations by API: pageable async copies (cudaMemcpy*Async with a pageable side:
+  the driver stages them synchronously, nsys rule ``cuda_memcpy_async``), synchronous
+  copies and memsets (non-Async APIs block the host);
+* sync-like API summary (calls, total, avg, max).
+
+Pure functions over a Trace; they need LAUNCH flows (nsys correlation / Kineto ac2g).
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..trace.kinds import CopyKind, FlowKind, MemKind, SpanKind
+from ..trace.model import Trace
+from .nvtx_attribution import clipped_durations, group_sum, in_window, pct_stats_us
+from .per_pid import SYNC_LIKE_RE
+
+ASYNC_API_RE = re.compile(r"(Memcpy|Memset)\w*Async|Async$", re.I)
+_COPY_NAMES = {int(k): k.name for k in CopyKind}
+
+
+def _ms(ns) -> float:
+    return round(float(ns) / 1e6, 6)
+
+
+def analyze_nsys_extras(trace: Trace, window=None, options=None) -> dict:
+    top_n = int(getattr(options, "top_n", 20) or 20)
+    s = trace.spans
+    strings = trace.strings.as_list()
+    out: dict = {"warnings": [], "tables": {}}
+    f = trace.flows
+    lm = f.kind == FlowKind.LAUNCH if len(f) else np.zeros(0, bool)
+    fsrc = f.src[lm].astype(np.int64) if len(f) else np.zeros(0, np.int64)
+    fdst = f.dst[lm].astype(np.int64) if len(f) else np.zeros(0, np.int64)
+    host_ok = np.isin(s.kind[fsrc], [SpanKind.RUNTIME, SpanKind.DRIVER]) if len(fsrc) else np.zeros(0, bool)
+    fsrc, fdst = fsrc[host_ok], fdst[host_ok]
+    api_in = np.zeros(len(s), dtype=bool)
+    api_in[in_window(trace, np.isin(s.kind, [SpanKind.RUNTIME, SpanKind.DRIVER]), window)] = True
+
+    # ---- launch latency ------------------------------------------------------
+    kflow = np.isin(s.kind[fdst], [SpanKind.KERNEL, SpanKind.GRAPH_LAUNCH]) & api_in[fsrc]
+    ks, kd = fsrc[kflow], fdst[kflow]
+    ll: dict = {"launches": 0, "api_ms": 0.0, "queue_ms": 0.0, "kernel_ms": 0.0, "queued_launches": 0,
+                "api_to_kernel_ratio": None}
+    rows = []
+    if len(ks):
+        apis, inv = np.unique(ks, return_inverse=True)
+        first = np.full(len(apis), np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(first, inv, s.start_ns[kd])
+        ktime = np.bincount(inv, weights=(s.end_ns[kd] - s.start_ns[kd]).astype(np.float64), minlength=len(apis))
+        api_dur = (s.end_ns[apis] - s.start_ns[apis]).astype(np.int64)
+        queue = first - s.end_ns[apis]
+        queued = queue > 0
+        ll.update(launches=int(len(apis)), api_ms=_ms(api_dur.sum()), queue_ms=_ms(queue[queued].sum()),
+                  kernel_ms=_ms(ktime.sum()), queued_launches=int(queued.sum()),
+                  api_to_kernel_ratio=round(float(api_dur.sum() / ktime.sum()), 4) if ktime.sum() else None)
+        nm = s.name[apis]
+        un, ninv = np.unique(nm, return_inverse=True)
+        for j in range(len(un)):
+            m = ninv == j
+            q = queue[m & queued]
+            qa, q50, q90, qmax = pct_stats_us(q)
+            aa, a50, a90, amax = pct_stats_us(api_dur[m])
+            kt = float(ktime[m].sum())
+            rows.append([strings[int(un[j])] if un[j] >= 0 else "", int(m.sum()), _ms(api_dur[m].sum()), round(aa, 3),
+                         round(a90, 3), int((m & queued).sum()), round(qa, 3), round(q50, 3), round(q90, 3),
+                         round(qmax, 3), _ms(kt), round(kt / m.sum() / 1e3, 3)])
+        rows.sort(key=lambda r: -r[10])
+    out["launch_latency"] = ll
+    out["tables"]["launch_latency"] = {
+        "columns": ["api_name", "launches", "api_total_ms", "api_avg_us", "api_p90_us", "queued_launches",
+                    "queue_avg_us", "queue_p50_us", "queue_p90_us", "queue_max_us", "kernel_total_ms",
+                    "kernel_avg_per_launch_us"], "rows": rows[:max(top_n, 50)]}
+
+    # ---- memory operations by API ------------------------------------------------
+    mflow = np.isin(s.kind[fdst], [SpanKind.MEMCPY, SpanKind.MEMSET]) & api_in[fsrc]
+    ms_, md = fsrc[mflow], fdst[mflow]
+    is_async = trace.strings.ids_matching(lambda x: ASYNC_API_RE.search(x) is not None)
+    mem = {"pageable_async_copies": 0, "pageable_async_bytes": 0, "pageable_async_ms": 0.0,
+           "sync_copies": 0, "sync_copy_bytes": 0, "sync_copy_api_ms": 0.0,
+           "sync_memsets": 0, "sync_memset_api_ms": 0.0, "unlinked_ops": 0}
+    mrows = []
+    if len(md):
+        anm = s.name[ms_]
+        asy = np.zeros(len(ms_), dtype=bool)
+        okn = anm >= 0
+        asy[okn] = is_async[anm[okn]]
+        is_cp = s.kind[md] == SpanKind.MEMCPY
+        pageable = is_cp & ((s.src_mem[md] == MemKind.PAGEABLE) | (s.dst_mem[md] == MemKind.PAGEABLE))
+        gdur = (s.end_ns[md] - s.start_ns[md]).astype(np.int64)
+        nbytes = np.maximum(s.bytes[md], 0)
+        pa = asy & pageable
+        mem["pageable_async_copies"] = int(pa.sum())
+        mem["pageable_async_bytes"] = int(nbytes[pa].sum())
+        mem["pageable_async_ms"] = _ms(gdur[pa].sum())
+        sc = ~asy & is_cp
+        sapis = np.unique(ms_[sc])
+        mem["sync_copies"] = int(sc.sum())
+        mem["sync_copy_bytes"] = int(nbytes[sc].sum())
+        mem["sync_copy_api_ms"] = _ms((s.end_ns[sapis] - s.start_ns[sapis]).sum())
+        sm = ~asy & ~is_cp
+        mapis = np.unique(ms_[sm])
+        mem["sync_memsets"] = int(sm.sum())
+        mem["sync_memset_api_ms"] = _ms((s.end_ns[mapis] - s.start_ns[mapis]).sum())
+        op = np.where(is_cp, s.copy_kind[md].astype(np.int64), -1)
+        key = (anm.astype(np.int64) << 8) | (op & 0xFF)
+        uk, inv = np.unique(key, return_inverse=True)
+        for j in range(len(uk)):
+            m = inv == j
+            nid, o = int(uk[j]) >> 8, int(uk[j]) & 0xFF
+            apis_j = np.unique(ms_[m])
+            mrows.append([strings[nid] if nid >= 0 else "", "memset" if o == 0xFF else _COPY_NAMES.get(o, "UNKNOWN"),
+                          not bool(asy[m][0]), int(pageable[m].sum()), int(m.sum()), int(nbytes[m].sum()),
+                          _ms(gdur[m].sum()), _ms((s.end_ns[apis_j] - s.start_ns[apis_j]).sum())])
+        mrows.sort(key=lambda r: -r[6])
+        if mem["pageable_async_copies"]:
+            out["warnings"].append(
+                f"{mem['pageable_async_copies']} async copies use pageable host memory "
+                f"({mem['pageable_async_bytes']} bytes): the driver stages them and they do not overlap; pin the host buffer")
+    allm = in_window(trace, np.isin(s.kind, [SpanKind.MEMCPY, SpanKind.MEMSET]), window)
+    linked = np.zeros(len(s), dtype=bool)
+    linked[md] = True
+    mem["unlinked_ops"] = int((~linked[allm]).sum())
+    out["memory_ops"] = mem
+    out["tables"]["memory_ops_by_api"] = {
+        "columns": ["api_name", "gpu_op", "synchronous", "pageable_ops", "ops", "bytes", "gpu_time_ms", "api_time_ms"],
+        "rows": mrows}
+
+    # ---- sync-like API summary ------------------------------------------------------
+    api = np.flatnonzero(api_in)
+    srows = []
+    if len(api):
+        like = trace.strings.ids_matching(lambda x: SYNC_LIKE_RE.search(x) is not None)
+        nm = s.name[api]
+        okn = nm >= 0
+        sel = api[okn][like[nm[okn]]]
+        if len(sel):
+            d = clipped_durations(trace, sel, window)
+            uk, ts, tc = group_sum(s.name[sel].astype(np.int64), d)
+            for j in np.argsort(-ts, kind="stable").tolist():
+                dj = d[s.name[sel] == uk[j]]
+                srows.append([strings[int(uk[j])], int(tc[j]), _ms(ts[j]), round(ts[j] / tc[j] / 1e3, 3),
+                              round(float(dj.max()) / 1e3, 3)])
+    out["sync_apis_ms"] = round(sum(r[2] for r in srows), 6)
+    out["tables"]["sync_apis"] = {"columns": ["api_name", "call_count", "total_time_ms", "avg_duration_us",
+                                              "max_duration_us"], "rows": srows}
+    return out

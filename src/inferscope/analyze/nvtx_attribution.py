@@ -1,0 +1,334 @@
+"""NVTX / user-range analysis (seed 004 parity): range summary, phase map, range -> kernel attribution.
+
+Works on any Trace whose user ranges are ANNOTATION spans (nsys NVTX push/pop and start/end,
+Kineto record_function) and whose kernels have LAUNCH flows from their host API call.
+
+Attribution rule (seed 004 / NVIDIA "Rename CUDA kernels with NVTX"): a kernel belongs to the
+*innermost* push/pop range enclosing its launching runtime/driver call on the launching thread.
+The launch link is the (pid, correlation) LAUNCH flow built by the importer, so the match is
+per process as well as per correlation id.  Start/end ranges (nsys event type 60) are not
+stack-nested per thread and are skipped when looking for the enclosing range.
+Coverage = attributed kernel time / kernel time in the window.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import thresholds
+from ..trace.kinds import FlowKind, SpanKind
+from ..trace.model import Trace
+
+_NOT_NESTED_CATS = ("NvtxStartEndRange", "NvtxtStartEndRange")
+I64_MIN, I64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+
+
+# ---------------------------------------------------------------------------
+# helpers shared by per_pid.py and nsys_extras.py
+# ---------------------------------------------------------------------------
+def window_bounds(window) -> tuple[int, int]:
+    if window is None:
+        return I64_MIN, I64_MAX
+    lo = getattr(window, "start_ns", None)
+    hi = getattr(window, "end_ns", None)
+    return (I64_MIN if lo is None else int(lo)), (I64_MAX if hi is None else int(hi))
+
+
+def clipped_durations(trace: Trace, idx: np.ndarray, window) -> np.ndarray:
+    """Duration (ns) of spans idx inside the window (0 when outside)."""
+    lo, hi = window_bounds(window)
+    s = trace.spans
+    st = np.maximum(s.start_ns[idx], lo)
+    en = np.minimum(s.end_ns[idx], hi)
+    return np.maximum(en - st, 0)
+
+
+def in_window(trace: Trace, mask: np.ndarray, window) -> np.ndarray:
+    """Indices of spans in mask that overlap the window (marks: start inside)."""
+    lo, hi = window_bounds(window)
+    s = trace.spans
+    idx = np.flatnonzero(mask)
+    st, en = s.start_ns[idx], s.end_ns[idx]
+    keep = (st <= hi) & (en >= lo) & ((en > lo) | (st >= lo))
+    return idx[keep]
+
+
+def launcher_of(trace: Trace) -> np.ndarray:
+    """Per span: index of the host API span that launched it (LAUNCH flow), else -1."""
+    out = np.full(len(trace.spans), -1, dtype=np.int64)
+    f = trace.flows
+    if len(f):
+        m = f.kind == FlowKind.LAUNCH
+        out[f.dst[m]] = f.src[m]
+    return out
+
+
+def nested_range_mask(trace: Trace) -> np.ndarray:
+    """ANNOTATION spans usable as enclosing ranges (stack-nested per thread)."""
+    s = trace.spans
+    m = s.kind == SpanKind.ANNOTATION
+    bad = [trace.strings.get(c) for c in _NOT_NESTED_CATS]
+    bad = [b for b in bad if b >= 0]
+    if bad and m.any():
+        m &= ~np.isin(s.cat, bad)
+    return m
+
+
+def enclosing(trace: Trace, q: np.ndarray, accept: np.ndarray) -> np.ndarray:
+    """For host spans q: the nearest ancestor (via spans.parent) with accept[ancestor], else -1."""
+    parent = trace.spans.parent
+    res = np.full(len(q), -1, dtype=np.int64)
+    if len(q) == 0:
+        return res
+    cur = np.where(q >= 0, parent[np.maximum(q, 0)], -1).astype(np.int64)
+    active = np.flatnonzero(cur >= 0)
+    for _ in range(40000):   # bounded by the nesting depth
+        if len(active) == 0:
+            break
+        c = cur[active]
+        hit = accept[c]
+        res[active[hit]] = c[hit]
+        rest = active[~hit]
+        nxt = parent[c[~hit]].astype(np.int64)
+        cur[rest] = nxt
+        active = rest[nxt >= 0]
+    return res
+
+
+def pct_stats_us(d_ns: np.ndarray) -> tuple[float, float, float, float]:
+    """(avg, p50, p90, max) in us."""
+    if len(d_ns) == 0:
+        return (0.0, 0.0, 0.0, 0.0)
+    d = d_ns.astype(np.float64) / 1e3
+    p50, p90 = np.percentile(d, [50, 90])
+    return (float(d.mean()), float(p50), float(p90), float(d.max()))
+
+
+def group_sum(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(unique keys, sums, counts)."""
+    if len(keys) == 0:
+        return keys, values[:0], np.zeros(0, dtype=np.int64)
+    uk, inv = np.unique(keys, return_inverse=True)
+    sums = np.bincount(inv, weights=values.astype(np.float64), minlength=len(uk))
+    cnt = np.bincount(inv, minlength=len(uk))
+    return uk, sums, cnt
+
+
+def phase_of_names(trace: Trace, phase_map: dict | None) -> tuple[np.ndarray, list[str]]:
+    """Per string id: phase index (into the returned list) or -1.  First matching phase wins;
+    patterns are case-insensitive substrings (seed 004 ``--phase-map``)."""
+    phases = list(phase_map or {})
+    lst = trace.strings.as_list()
+    out = np.full(len(lst), -1, dtype=np.int32)
+    if not phases:
+        return out, phases
+    pats = [[p.lower() for p in phase_map[ph] if p] for ph in phases]
+    for i, s in enumerate(lst):
+        low = s.lower()
+        for j, ps in enumerate(pats):
+            if any(p in low for p in ps):
+                out[i] = j
+                break
+    return out, phases
+
+
+def _ms(ns) -> float:
+    return round(float(ns) / 1e6, 6)
+
+
+def _union_ns(st: np.ndarray, en: np.ndarray) -> int:
+    if len(st) == 0:
+        return 0
+    o = np.argsort(st, kind="stable")
+    st, en = st[o], en[o]
+    run_end = np.maximum.accumulate(en)
+    new = np.ones(len(st), dtype=bool)
+    new[1:] = st[1:] > run_end[:-1]
+    grp = np.cumsum(new) - 1
+    gs = st[new]
+    ge = np.zeros(len(gs), dtype=np.int64)
+    np.maximum.at(ge, grp, en)
+    return int((ge - gs).sum())
+
+
+# ---------------------------------------------------------------------------
+# the analysis
+# ---------------------------------------------------------------------------
+def analyze_nvtx(trace: Trace, window=None, options=None) -> dict:
+    """NVTX ranges summary, phase map and range -> kernel attribution with coverage."""
+    thr = getattr(options, "nvtx_coverage_warn_threshold", thresholds.NVTX_COVERAGE_WARN_THRESHOLD)
+    do_map = getattr(options, "nvtx_kernel_map", True)
+    phase_map = getattr(options, "phase_map", None)
+    top_n = int(getattr(options, "top_n", 20) or 20)
+    s = trace.spans
+    strings = trace.strings.as_list()
+    warnings: list[str] = []
+    ann = in_window(trace, s.kind == SpanKind.ANNOTATION, window)
+    result: dict = {"available": bool(len(ann)), "ranges": int(len(ann)), "distinct_names": 0,
+                    "attribution": None, "phases": None, "warnings": warnings, "tables": {}}
+    if len(ann) == 0:
+        return result
+
+    dur = clipped_durations(trace, ann, window)
+    names = s.name[ann]
+    uk, tot, cnt = group_sum(names, dur)
+    result["distinct_names"] = int(len(uk))
+    order = np.argsort(-tot, kind="stable")
+    # per-name percentiles
+    o = np.argsort(names, kind="stable")
+    sorted_names, sorted_dur = names[o], dur[o]
+    bounds = np.searchsorted(sorted_names, uk)
+    ends = np.append(bounds[1:], len(sorted_names))
+    phase_idx, phases = phase_of_names(trace, phase_map)
+
+    # ---- attribution -------------------------------------------------------
+    kern = in_window(trace, s.kind == SpanKind.KERNEL, window)
+    kdur = clipped_durations(trace, kern, window)
+    k_total = int(kdur.sum())
+    attributed_by_name: dict[int, tuple[float, int]] = {}
+    rng = np.full(len(kern), -1, dtype=np.int64)
+    if do_map and len(kern):
+        launcher = launcher_of(trace)[kern]
+        has = launcher >= 0
+        accept = nested_range_mask(trace)
+        rng[has] = enclosing(trace, launcher[has], accept)
+        ok = rng >= 0
+        att = int(kdur[ok].sum())
+        ak, asum, acnt = group_sum(s.name[rng[ok]], kdur[ok])
+        attributed_by_name = {int(k): (float(v), int(c)) for k, v, c in zip(ak.tolist(), asum.tolist(), acnt.tolist())}
+        cov = (att / k_total) if k_total else None
+        result["attribution"] = {
+            "enabled": True, "kernel_ms": _ms(k_total), "attributed_ms": _ms(att),
+            "kernels": int(len(kern)), "attributed_kernels": int(ok.sum()),
+            "kernels_with_launch_link": int(has.sum()),
+            "coverage_pct": None if cov is None else round(100.0 * cov, 3),
+            "warn_threshold_pct": round(100.0 * thr, 3),
+            "rule": "innermost push/pop range enclosing the launching API call on its thread, matched on (pid, correlation)",
+        }
+        if cov is not None and cov < thr:
+            warnings.append(
+                f"NVTX-attributed GPU kernel time is best-effort (range -> launching API -> kernel). "
+                f"Coverage is {100 * cov:.1f}% (< {100 * thr:.1f}%). Low coverage: interpret per-range kernel time cautiously.")
+        if k_total and int(has.sum()) == 0:
+            warnings.append("no kernel has a launch link to a host API call (correlation ids missing?): "
+                            "NVTX -> kernel attribution is not possible")
+    else:
+        result["attribution"] = {"enabled": bool(do_map), "kernel_ms": _ms(k_total), "attributed_ms": None,
+                                 "coverage_pct": None, "warn_threshold_pct": round(100.0 * thr, 3)}
+
+    rows = []
+    for j in order[:max(top_n, 50)].tolist():
+        seg = sorted_dur[bounds[j]:ends[j]]
+        avg, p50, p90, mx = pct_stats_us(seg)
+        nid = int(uk[j])
+        a = attributed_by_name.get(nid)
+        ph = phase_idx[nid] if nid >= 0 else -1
+        rows.append([strings[nid] if nid >= 0 else "", int(cnt[j]), _ms(tot[j]), round(avg, 3), round(p50, 3),
+                     round(p90, 3), round(mx, 3), None if a is None else _ms(a[0]), 0 if a is None else a[1],
+                     phases[ph] if ph >= 0 else ""])
+    result["tables"]["nvtx_ranges"] = {
+        "columns": ["range_name", "count", "total_time_ms", "avg_duration_us", "p50_us", "p90_us", "max_us",
+                    "attributed_kernel_time_ms", "attributed_kernel_count", "phase"],
+        "rows": rows}
+    if attributed_by_name:
+        kt = sorted(attributed_by_name.items(), key=lambda kv: -kv[1][0])
+        result["tables"]["nvtx_kernel_time"] = {
+            "columns": ["range_name", "attributed_kernel_time_ms", "attributed_kernel_count", "pct_of_kernel_time"],
+            "rows": [[strings[k], _ms(v), c, round(100.0 * v / k_total, 3) if k_total else 0.0]
+                     for k, (v, c) in kt[:max(top_n, 50)]]}
+
+    # ---- phases ------------------------------------------------------------
+    if phases:
+        ph_of_ann = phase_idx[names]
+        ph_rows = []
+        k_ph = np.full(len(kern), -1, dtype=np.int64)
+        if do_map and len(kern):
+            launcher = launcher_of(trace)[kern]
+            has = launcher >= 0
+            acc = nested_range_mask(trace)
+            pm = np.zeros(len(s), dtype=bool)
+            named = s.name >= 0
+            pm[named] = phase_idx[s.name[named]] >= 0
+            encl = np.full(len(kern), -1, dtype=np.int64)
+            encl[has] = enclosing(trace, launcher[has], acc & pm)
+            ok = encl >= 0
+            k_ph[ok] = phase_idx[s.name[encl[ok]]]
+        lo, hi = window_bounds(window)
+        phase_out = {}
+        for j, ph in enumerate(phases):
+            sel = ann[ph_of_ann == j]
+            st = np.maximum(s.start_ns[sel], lo)
+            en = np.minimum(s.end_ns[sel], hi)
+            wall = _union_ns(st, np.maximum(en, st))
+            kms = int(kdur[k_ph == j].sum())
+            phase_out[ph] = {"ranges": int(len(sel)), "wall_ms": _ms(wall),
+                             "kernel_ms": _ms(kms) if do_map else None,
+                             "kernel_pct": round(100.0 * kms / k_total, 3) if (do_map and k_total) else None}
+            ph_rows.append([ph, int(len(sel)), _ms(wall), _ms(kms) if do_map else None,
+                            round(100.0 * kms / k_total, 3) if (do_map and k_total) else None])
+        un = int(kdur[k_ph < 0].sum())
+        ph_rows.append(["(unmapped)", int((ph_of_ann < 0).sum()), None, _ms(un) if do_map else None,
+                        round(100.0 * un / k_total, 3) if (do_map and k_total) else None])
+        result["phases"] = phase_out
+        result["tables"]["nvtx_phases"] = {"columns": ["phase", "ranges", "wall_ms", "kernel_time_ms", "pct_of_kernel_time"],
+                                           "rows": ph_rows}
+    return result
+
+
+def nvtx_by_pid(trace: Trace, window=None, options=None) -> dict:
+    """Seed 004 nvtx_by_pid: per (pid, range name) count, wall time, attributed kernel time, pid coverage."""
+    thr = getattr(options, "nvtx_coverage_warn_threshold", thresholds.NVTX_COVERAGE_WARN_THRESHOLD)
+    do_map = getattr(options, "nvtx_kernel_map", True)
+    s = trace.spans
+    strings = trace.strings.as_list()
+    warnings: list[str] = []
+    ann = in_window(trace, s.kind == SpanKind.ANNOTATION, window)
+    out = {"pids": {}, "warnings": warnings, "tables": {}}
+    if len(ann) == 0:
+        return out
+    spid = trace.tracks.pid[s.track]
+    dur = clipped_durations(trace, ann, window)
+    kern = in_window(trace, s.kind == SpanKind.KERNEL, window)
+    kdur = clipped_durations(trace, kern, window)
+    launcher = launcher_of(trace)[kern]
+    kpid = np.where(launcher >= 0, spid[np.maximum(launcher, 0)], spid[kern])
+    rng = np.full(len(kern), -1, dtype=np.int64)
+    if do_map and len(kern):
+        has = launcher >= 0
+        rng[has] = enclosing(trace, launcher[has], nested_range_mask(trace))
+    # (pid, name) keys
+    key_a = (spid[ann].astype(np.int64) << 32) | s.name[ann].astype(np.int64)
+    uk, tot, cnt = group_sum(key_a, dur)
+    ok = rng >= 0
+    key_k = (kpid[ok].astype(np.int64) << 32) | s.name[rng[ok]].astype(np.int64)
+    kk, ksum, kcnt = group_sum(key_k, kdur[ok])
+    kmap = {int(k): (float(v), int(c)) for k, v, c in zip(kk.tolist(), ksum.tolist(), kcnt.tolist())}
+    pids = np.unique(spid[ann])
+    cov_by_pid = {}
+    for p in pids.tolist():
+        ktot = int(kdur[kpid == p].sum())
+        katt = int(kdur[ok & (kpid == p)].sum()) if do_map else 0
+        cov = (katt / ktot) if (ktot and do_map) else None
+        cov_by_pid[p] = cov
+        out["pids"][int(p)] = {"ranges": int((spid[ann] == p).sum()), "kernel_ms": _ms(ktot),
+                               "attributed_ms": _ms(katt) if do_map else None,
+                               "coverage_pct": None if cov is None else round(100 * cov, 3)}
+    rows = []
+    o = np.lexsort((-tot, uk >> 32))
+    for j in o.tolist():
+        k = int(uk[j])
+        p, nid = k >> 32, k & 0xFFFFFFFF
+        a = kmap.get(k)
+        cov = cov_by_pid.get(p)
+        rows.append([p, strings[nid] if nid < len(strings) else "", int(cnt[j]), _ms(tot[j]),
+                     _ms(a[0]) if a else 0.0, a[1] if a else 0,
+                     round(100 * cov, 3) if (cov is not None and a) else None])
+    out["tables"]["nvtx_by_pid"] = {
+        "columns": ["pid", "range_name", "nvtx_count", "nvtx_total_time_ms", "attributed_kernel_time_ms",
+                    "attributed_kernel_count", "pid_attribution_coverage_pct"], "rows": rows}
+    low = {p: c for p, c in cov_by_pid.items() if c is not None and c < thr}
+    if low and do_map:
+        worst = min(low, key=low.get)
+        warnings.append(f"Per-PID NVTX-attributed GPU time has low coverage for {len(low)} PID(s) "
+                        f"(worst PID {worst}: {100 * low[worst]:.1f}% < {100 * thr:.1f}%). "
+                        "Interpret per-phase/per-PID attribution cautiously.")
+    return out

@@ -1,0 +1,129 @@
+"""Per-process breakdowns (seed 004: kernels_by_pid, sync_by_pid) with PID sanity warnings.
+
+A kernel's pid is the pid of its launching host API call when a LAUNCH flow exists (the most
+reliable source: the CPU thread's globalTid), else the pid of its GPU track (nsys globalPid).
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..trace.kinds import SpanKind, TrackKind
+from ..trace.model import Trace
+from .nvtx_attribution import clipped_durations, group_sum, in_window, launcher_of, nvtx_by_pid
+
+# Seed 004 "sync-like" runtime/driver calls: synchronise, waits and polls.
+SYNC_LIKE_RE = re.compile(r"Synchroni[sz]e|WaitEvent|Wait\b|Query", re.I)
+LINUX_PID_MAX = 1 << 22   # 4194304: pid_max upper bound on Linux
+
+
+def _ms(ns) -> float:
+    return round(float(ns) / 1e6, 6)
+
+
+def kernel_pids(trace: Trace, kern: np.ndarray) -> np.ndarray:
+    spid = trace.tracks.pid[trace.spans.track]
+    launcher = launcher_of(trace)[kern]
+    return np.where(launcher >= 0, spid[np.maximum(launcher, 0)], spid[kern])
+
+
+def analyze_per_pid(trace: Trace, window=None, options=None) -> dict:
+    top_n = int(getattr(options, "top_n", 20) or 20)
+    s = trace.spans
+    strings = trace.strings.as_list()
+    warnings: list[str] = []
+    out: dict = {"pids": [], "warnings": warnings, "tables": {}}
+    spid = trace.tracks.pid[s.track]
+
+    # ---- kernels by pid ------------------------------------------------------
+    kern = in_window(trace, s.kind == SpanKind.KERNEL, window)
+    kdur = clipped_durations(trace, kern, window)
+    kpid = kernel_pids(trace, kern) if len(kern) else np.zeros(0, np.int64)
+    total = int(kdur.sum())
+    rows = []
+    if len(kern):
+        dev = trace.tracks.device[s.track[kern]].astype(np.int64)
+        pids, ptot, pcnt = group_sum(kpid, kdur)
+        for p, pt, pc in sorted(zip(pids.tolist(), ptot.tolist(), pcnt.tolist()), key=lambda r: -r[1]):
+            m = kpid == p
+            out["pids"].append({"pid": int(p), "kernel_ms": _ms(pt), "kernels": int(pc),
+                                "pct_of_kernel_time": round(100 * pt / total, 3) if total else 0.0})
+            key = (s.name[kern[m]].astype(np.int64) << 8) | (dev[m] & 0xFF)
+            uk, ks, kc = group_sum(key, kdur[m])
+            for j in np.argsort(-ks, kind="stable")[:top_n].tolist():
+                nid, d = int(uk[j]) >> 8, int(uk[j]) & 0xFF
+                rows.append([int(p), _ms(pt), round(100 * pt / total, 3) if total else 0.0,
+                             strings[nid] if nid >= 0 else "", d, int(kc[j]), _ms(ks[j]),
+                             round(ks[j] / kc[j] / 1e3, 3), round(100 * ks[j] / pt, 3) if pt else 0.0,
+                             round(100 * ks[j] / total, 3) if total else 0.0])
+    out["tables"]["kernels_by_pid"] = {
+        "columns": ["pid", "pid_total_kernel_time_ms", "pid_pct_of_total_kernel_time", "kernel_name", "device_id",
+                    "call_count", "total_time_ms", "avg_duration_us", "pct_of_pid_kernel_time",
+                    "pct_of_total_kernel_time"], "rows": rows}
+
+    # ---- sync-like calls by pid ---------------------------------------------
+    api = in_window(trace, np.isin(s.kind, [SpanKind.RUNTIME, SpanKind.DRIVER]), window)
+    srows = []
+    sync_total = 0
+    if len(api):
+        like = trace.strings.ids_matching(lambda x: SYNC_LIKE_RE.search(x) is not None)
+        nm = s.name[api]
+        ok = nm >= 0
+        sel = api[ok][like[nm[ok]]]
+        if len(sel):
+            d = clipped_durations(trace, sel, window)
+            sync_total = int(d.sum())
+            key = (spid[sel].astype(np.int64) << 32) | s.name[sel].astype(np.int64)
+            uk, ts, tc = group_sum(key, d)
+            o = np.lexsort((-ts, uk >> 32))
+            for j in o.tolist():
+                p, nid = int(uk[j]) >> 32, int(uk[j]) & 0xFFFFFFFF
+                srows.append([p, strings[nid], int(tc[j]), _ms(ts[j]), round(ts[j] / tc[j] / 1e3, 3)])
+    out["sync_like_ms"] = _ms(sync_total)
+    out["tables"]["sync_by_pid"] = {"columns": ["pid", "api_name", "call_count", "total_time_ms", "avg_duration_us"],
+                                    "rows": srows}
+
+    # ---- sanity warnings -------------------------------------------------------
+    if len(kern):
+        unknown = kpid < 0
+        if unknown.any():
+            warnings.append(f"PID attribution: {int(unknown.sum())} of {len(kern)} kernels have no process id "
+                            "(globalPid/globalTid absent); they are grouped under pid -1")
+        weird = (kpid == 0) | (kpid > LINUX_PID_MAX)
+        if weird.any():
+            warnings.append(f"PID attribution looks suspicious: {int(weird.sum())} kernels decode to pid 0 or a pid "
+                            f"above {LINUX_PID_MAX} (hardware/VM bits not masked in the export?)")
+        launcher = launcher_of(trace)[kern]
+        has = launcher >= 0
+        gpu_pid = trace.tracks.pid[s.track[kern]]
+        mismatch = has & (gpu_pid >= 0) & (gpu_pid != kpid)
+        if mismatch.any():
+            warnings.append(f"PID attribution: {int(mismatch.sum())} kernels run under a different pid than the "
+                            "thread that launched them; the launching pid is used")
+    names = _process_names(trace)
+    for r in out["pids"]:
+        r["name"] = names.get(r["pid"], "")
+    if len(out["pids"]) > 1:
+        out["multi_process"] = True
+    return out
+
+
+def _process_names(trace: Trace) -> dict[int, str]:
+    t = trace.tracks
+    out: dict[int, str] = {}
+    for i in np.flatnonzero(t.kind == TrackKind.CPU_THREAD).tolist():
+        nm = trace.strings[int(t.name[i])]
+        if nm and " [" in nm:
+            out.setdefault(int(t.pid[i]), nm.split(" [")[0])
+    return out
+
+
+def analyze_pids(trace: Trace, window=None, options=None) -> dict:
+    """kernels_by_pid + sync_by_pid + nvtx_by_pid in one result (one pipeline step)."""
+    a = analyze_per_pid(trace, window, options)
+    b = nvtx_by_pid(trace, window, options)
+    a["tables"].update(b["tables"])
+    a["warnings"].extend(b["warnings"])
+    a["nvtx_by_pid"] = b["pids"]
+    return a
