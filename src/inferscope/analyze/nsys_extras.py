@@ -150,3 +150,11 @@ def analyze_nsys_extras(trace: Trace, window=None, options=None) -> dict:
     out["tables"]["sync_apis"] = {"columns": ["api_name", "call_count", "total_time_ms", "avg_duration_us",
                                               "max_duration_us"], "rows": srows}
     return out
+
+
+def _register() -> None:
+    from .pipeline import register
+    register("nsys_extras")(analyze_nsys_extras)
+
+
+_register()
