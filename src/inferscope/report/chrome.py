@@ -213,13 +213,13 @@ def iter_events(trace: Trace, result: dict | None = None):
                 args.append(f'"detail":{jn(det_l[j])}')
             if cat_l[j] >= 0:
                 args.append(f'"source_cat":{jn(cat_l[j])}')
-            a = ",".join(args)
+            a = (',"args":{' + ",".join(args) + "}") if args else ""
             if k == SpanKind.MARK:
                 out.append(f'{{"ph":"i","s":"t","name":{jn(name_l[j])},"cat":"mark","ts":{ts_l[j]},'
-                           f'"pid":{pid_l[j]},"tid":{tid_l[j]},"args":{{{a}}}}}')
+                           f'"pid":{pid_l[j]},"tid":{tid_l[j]}{a}}}')
             else:
                 out.append(f'{{"ph":"X","name":{jn(name_l[j])},"cat":{cat_json.get(k, chr(34) + "other" + chr(34))},'
-                           f'"ts":{ts_l[j]},"dur":{dur_l[j]},"pid":{pid_l[j]},"tid":{tid_l[j]},"args":{{{a}}}}}')
+                           f'"ts":{ts_l[j]},"dur":{dur_l[j]},"pid":{pid_l[j]},"tid":{tid_l[j]}{a}}}')
         yield out
 
     # ---- flows: 's' at the source slice start, 'f' (bp e) at the destination slice start ----

@@ -159,6 +159,8 @@ footer{color:var(--mut);font-size:12px;text-align:center;margin:20px}
 # data-* attributes written by this module; never evaluates or inserts markup.
 JS = """
 (function(){
+var de=document.documentElement;de.setAttribute('data-js','ok');
+if(getComputedStyle(document.body).marginTop==='0px'){de.setAttribute('data-css','ok');}
 var svg=document.getElementById('timeline-chart'),out=document.getElementById('tl-readout');
 if(svg&&out){svg.addEventListener('mousemove',function(e){
 var r=svg.getBoundingClientRect(),vb=svg.viewBox.baseVal,x=(e.clientX-r.left)*vb.width/r.width;
@@ -297,7 +299,9 @@ def _gaps_from_result(result: dict, t0: int) -> list[tuple[int, int, str]]:
                 e = t0 + e * 1e6 if e is not None else (s + d * 1e6 if d is not None else None)
             if s is None or e is None or e <= s:
                 continue
-            label = g.get("label") or g.get("before") or g.get("cause") or ""
+            label = g.get("label") or g.get("cause") or ""
+            if not label and g.get("host"):
+                label = f"CPU meanwhile: {g.get('host')}" + (f" ({g.get('host_kind')})" if g.get("host_kind") else "")
             out.append((int(s), int(e), str(label)))
         elif isinstance(g, (list, tuple)) and len(g) >= 2 and _num(g[0]) is not None and _num(g[1]) is not None:
             out.append((int(g[0]), int(g[1]), ""))
