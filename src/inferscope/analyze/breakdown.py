@@ -10,10 +10,12 @@ Rule (documented in ARCHITECTURE.md and quoted in every report):
     other_copy         other memcpy (D2D, P2P, H2H) and memset
     -- below here the GPU is idle --
     sync_wait          host blocked in a synchronising API call (cuda*Synchronize, blocking cudaMemcpy/Memset)
-    cpu_preprocessing  tokenization > other preprocessing > user code  (sampled classes, or ranges /
-                       Python functions whose names say tokenize / preprocess)
-    framework_overhead CUDA runtime/driver calls, framework ops on the CPU in GPU runs, sampled
-                       framework Python (torch/transformers code outside an op in CPU-only runs)
+    cpu_preprocessing  tokenization > other preprocessing > user code  (sampled classes; ranges named
+                       like tokenize / preprocess; self time of Python functions in tokenizer,
+                       image/data libraries, or in user files)
+    framework_overhead kernel launch API > other CUDA runtime/driver API > framework ops on the CPU in
+                       GPU runs > framework Python (self time of torch/transformers/stdlib Python
+                       functions; sampled framework code; outside ops in CPU-only runs)
     cpu_compute        framework ops computing on the CPU in CPU-only runs (no GPU activity in the trace)
     waiting            host off-CPU: sampled 'waiting' (sleep, I/O, locks) and OS-runtime waits
     other              nothing recorded explains this time
@@ -47,15 +49,95 @@ CATEGORY_LABELS = {
 
 PART_LABELS = {
     "tokenization": "tokenization", "preprocessing": "other preprocessing", "user_code": "user code",
-    "launch_api": "CUDA runtime / launch API", "framework_ops": "framework ops (host side)",
+    "launch_api": "kernel launch API", "runtime_api": "other CUDA runtime API", "framework_ops": "framework ops (host side)",
     "framework_python": "framework Python",
 }
 
 SAMPLE_CLASSES = ("tokenization", "preprocessing", "user_code", "framework", "cpu_compute", "waiting")
 
+Intervals = tuple  # (starts int64[], ends int64[])
 
-def source_masks(trace: Trace) -> dict[str, np.ndarray]:
-    """Boolean span masks for every evidence source the categories are built from."""
+
+def _iv(trace: Trace, mask: np.ndarray) -> Intervals:
+    s = trace.spans
+    return s.start_ns[mask], s.end_ns[mask]
+
+
+def _cat(*ivs: Intervals) -> Intervals:
+    ivs = [iv for iv in ivs if len(iv[0])]
+    if not ivs:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate([iv[0] for iv in ivs]), np.concatenate([iv[1] for iv in ivs])
+
+
+def python_self_intervals(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Self time of PYTHON spans: each span minus its children, as (start, end, owner span).
+
+    A Python frame's time belongs to its innermost frame, so a long outer frame
+    (threading bootstrap, main()) only owns the moments when nothing deeper is recorded.
+    """
+    s = trace.spans
+    py = np.flatnonzero(s.kind == SpanKind.PYTHON)
+    if len(py) == 0:
+        z = np.zeros(0, np.int64)
+        return z, z, z
+    par = s.parent.astype(np.int64)
+    child = np.flatnonzero((par >= 0) & (s.kind[np.maximum(par, 0)] == SpanKind.PYTHON))
+    child = child[np.argsort(par[child], kind="stable")]  # by (parent, start): spans are start-sorted
+    cp = par[child]
+    c_st, c_en = s.start_ns[child], s.end_ns[child]
+    # running max end within a parent guards against overlapping siblings
+    same_next = np.zeros(len(child), dtype=bool)
+    same_next[:-1] = cp[1:] == cp[:-1]
+    nxt_start = np.where(same_next, np.roll(c_st, -1), s.end_ns[cp])
+    gap_s = c_en
+    gap_e = nxt_start
+    first = np.ones(len(child), dtype=bool)
+    first[1:] = cp[1:] != cp[:-1]
+    lead_s = s.start_ns[cp[first]]
+    lead_e = c_st[first]
+    has_child = np.zeros(len(s), dtype=bool)
+    has_child[cp] = True
+    leaf = py[~has_child[py]]
+    st = np.concatenate((gap_s, lead_s, s.start_ns[leaf]))
+    en = np.concatenate((gap_e, lead_e, s.end_ns[leaf]))
+    owner = np.concatenate((cp, cp[first], leaf))
+    ok = en > st
+    return st[ok], en[ok], owner[ok]
+
+
+_FRAMEWORK_PY_RE = None
+
+
+def _python_class_of_names(trace: Trace) -> np.ndarray:
+    """Per string id: 0 tokenization, 1 preprocessing, 2 framework, 3 user code."""
+    import re
+    import sys
+    global _FRAMEWORK_PY_RE
+    if _FRAMEWORK_PY_RE is None:
+        libs = r"torch|transformers|accelerate|vllm|diffusers|timm|triton|huggingface_hub|safetensors|optimum|" \
+               r"xformers|flash_attn|sglang|tensorrt|onnxruntime|deepspeed|peft|bitsandbytes|einops|numpy|importlib|_pytest"
+        _FRAMEWORK_PY_RE = re.compile(rf"^(nn\.Module:|<built-in |torch/|<frozen |(?:.*/)?(?:{libs})/)")
+    stdlib = set(getattr(sys, "stdlib_module_names", ()))
+
+    def cls(name: str) -> int:
+        if C.TOKENIZE_RE.search(name):
+            return 0
+        if C.PREPROCESS_RE.search(name):
+            return 1
+        if _FRAMEWORK_PY_RE.search(name):
+            return 2
+        head = name.split("(", 1)[0].split("/", 1)[0]
+        mod = head[:-3] if head.endswith(".py") else head
+        if mod in stdlib or mod.startswith("<"):
+            return 2
+        return 3
+
+    return np.fromiter((cls(x) for x in trace.strings.as_list()), dtype=np.int8, count=len(trace.strings))
+
+
+def source_intervals(trace: Trace) -> dict[str, Intervals]:
+    """Intervals for every evidence source the categories are built from."""
     s = trace.spans
     k = s.kind
     gpu_run = trace.has_gpu
@@ -63,31 +145,41 @@ def source_masks(trace: Trace) -> dict[str, np.ndarray]:
     h2d = memcpy & (s.copy_kind == CopyKind.H2D)
     d2h = memcpy & (s.copy_kind == CopyKind.D2H)
     sample = k == SpanKind.CPU_SAMPLE
+    none = np.zeros(len(s), dtype=bool)
 
     def sample_class(name: str) -> np.ndarray:
         sid = trace.strings.get(name)
-        return sample & (s.name == sid) if sid >= 0 else np.zeros(len(s), dtype=bool)
+        return sample & (s.name == sid) if sid >= 0 else none
 
-    named_kinds = (SpanKind.ANNOTATION, SpanKind.PYTHON)
     sync = C.sync_api_mask(trace)
     host_api = C.host_api_mask(trace)
+    launch = C.launch_api_mask(trace)
     cpu_op = k == SpanKind.CPU_OP
-    m = {
-        "kernel": np.isin(k, [SpanKind.KERNEL, SpanKind.GRAPH_LAUNCH]),
-        "h2d": h2d,
-        "d2h": d2h,
-        "copy_other": (memcpy & ~h2d & ~d2h) | (k == SpanKind.MEMSET),
-        "sync": sync,
-        "tokenization": sample_class("tokenization") | C.spans_matching(trace, C.TOKENIZE_RE, kinds=named_kinds),
-        "preprocessing": sample_class("preprocessing") | C.spans_matching(trace, C.PREPROCESS_RE, kinds=named_kinds),
-        "user_code": sample_class("user_code"),
-        "launch_api": host_api & ~sync,
-        "framework_ops": cpu_op if gpu_run else np.zeros(len(s), dtype=bool),
-        "framework_python": sample_class("framework") | (sample_class("cpu_compute") if gpu_run else False),
-        "cpu_ops": (cpu_op | sample_class("cpu_compute")) if not gpu_run else np.zeros(len(s), dtype=bool),
-        "waiting": sample_class("waiting") | (k == SpanKind.OS_RUNTIME),
+    ann = k == SpanKind.ANNOTATION
+    # Python functions (with_stack): self time, classified by file / function name
+    pst, pen, powner = python_self_intervals(trace)
+    pcls = _python_class_of_names(trace)[s.name[powner]] if len(powner) else np.zeros(0, np.int8)
+
+    def py(c):
+        m = pcls == c
+        return pst[m], pen[m]
+
+    return {
+        "kernel": _iv(trace, np.isin(k, [SpanKind.KERNEL, SpanKind.GRAPH_LAUNCH])),
+        "h2d": _iv(trace, h2d),
+        "d2h": _iv(trace, d2h),
+        "copy_other": _iv(trace, (memcpy & ~h2d & ~d2h) | (k == SpanKind.MEMSET)),
+        "sync": _iv(trace, sync),
+        "tokenization": _cat(_iv(trace, sample_class("tokenization") | C.spans_matching(trace, C.TOKENIZE_RE, base_mask=ann)), py(0)),
+        "preprocessing": _cat(_iv(trace, sample_class("preprocessing") | C.spans_matching(trace, C.PREPROCESS_RE, base_mask=ann)), py(1)),
+        "user_code": _cat(_iv(trace, sample_class("user_code")), py(3)),
+        "launch_api": _iv(trace, launch & ~sync),
+        "runtime_api": _iv(trace, host_api & ~launch & ~sync),
+        "framework_ops": _iv(trace, cpu_op if gpu_run else none),
+        "framework_python": _cat(_iv(trace, sample_class("framework") | (sample_class("cpu_compute") if gpu_run else none)), py(2)),
+        "cpu_ops": _iv(trace, (cpu_op | sample_class("cpu_compute")) if not gpu_run else none),
+        "waiting": _iv(trace, sample_class("waiting") | (k == SpanKind.OS_RUNTIME)),
     }
-    return m
 
 
 def segment_classes(trace: Trace, window: Window):
@@ -97,27 +189,25 @@ def segment_classes(trace: Trace, window: Window):
     where the category has no sub-parts.
     """
     lo, hi = int(window.start_ns), int(window.end_ns)
-    s = trace.spans
-    masks = source_masks(trace)
-    relevant = np.zeros(len(s), dtype=bool)
-    for v in masks.values():
-        relevant |= v
-    st = np.maximum(s.start_ns[relevant], lo)
-    en = np.minimum(s.end_ns[relevant], hi)
+    src = source_intervals(trace)
+    st_all, en_all = _cat(*src.values())
+    st = np.maximum(st_all, lo)
+    en = np.minimum(en_all, hi)
     ok = en > st
     bounds = np.unique(np.concatenate(([lo, hi], st[ok], en[ok])))
     seg_s = bounds[:-1]
-    seg_e = bounds[1:]
     if hi <= lo:
-        seg_s = seg_e = np.zeros(0, dtype=np.int64)
+        seg_s = np.zeros(0, dtype=np.int64)
+        bounds = np.zeros(1, dtype=np.int64)
+    seg_e = bounds[1:]
 
     def cov(key: str) -> np.ndarray:
-        mk = masks[key]
-        if not mk.any() or len(seg_s) == 0:
+        a, b = src[key]
+        if len(a) == 0 or len(seg_s) == 0:
             return np.zeros(len(seg_s), dtype=bool)
-        return active_at(s.start_ns[mk], s.end_ns[mk], seg_s) > 0
+        return active_at(a, b, seg_s) > 0
 
-    c = {key: cov(key) for key in masks}
+    c = {key: cov(key) for key in src}
     gpu_run = trace.has_gpu
     framework_python = c["framework_python"] if gpu_run else (c["framework_python"] & ~c["cpu_ops"])
     rules = [
@@ -128,8 +218,8 @@ def segment_classes(trace: Trace, window: Window):
         ("sync_wait", [], [c["sync"]]),
         ("cpu_preprocessing", ["tokenization", "preprocessing", "user_code"],
          [c["tokenization"], c["preprocessing"], c["user_code"]]),
-        ("framework_overhead", ["launch_api", "framework_ops", "framework_python"],
-         [c["launch_api"], c["framework_ops"], framework_python]),
+        ("framework_overhead", ["launch_api", "runtime_api", "framework_ops", "framework_python"],
+         [c["launch_api"], c["runtime_api"], c["framework_ops"], framework_python]),
         ("cpu_compute", [], [c["cpu_ops"]]),
         ("waiting", [], [c["waiting"]]),
     ]

@@ -144,13 +144,18 @@ def compute_depth_parent(trace: Trace) -> None:
     is the number of earlier spans still open at start_i = i - #(end_j <= start_i).
     The parent is the latest earlier span at depth-1.  Improperly nested input
     (overlapping siblings) gets a best-effort answer, never an error.
+
+    Spans that are not part of a call stack are left out (depth 0, parent -1): STEP ranges
+    (ProfilerStep#N opens inside profiler.step() and outlives it), marks, and CPU samples.
     """
     s = trace.spans
     n = len(s)
     depth = np.zeros(n, dtype=np.int16)
     parent = np.full(n, -1, dtype=np.int32)
     if n:
-        host = trace.tracks.kind[s.track] == TrackKind.CPU_THREAD
+        from .kinds import SpanKind
+        host = (trace.tracks.kind[s.track] == TrackKind.CPU_THREAD) & \
+            ~np.isin(s.kind, [SpanKind.STEP, SpanKind.MARK, SpanKind.CPU_SAMPLE])
         idx_host = np.flatnonzero(host)
         if len(idx_host):
             tr = s.track[idx_host]
