@@ -107,7 +107,7 @@ def track_ids(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
 def _meta_event(name: str, pid: int, tid: int | None, args: dict) -> str:
     t = "" if tid is None else f',"tid":{tid}'
     args = {k: _SURROGATE.sub("\ufffd", v) if isinstance(v, str) else v for k, v in args.items()}
-    return f'{{"ph":"M","name":"{name}","pid":{pid}{t},"ts":0,"args":{json.dumps(args, ensure_ascii=False)}}}'
+    return f'{{"ph":"M","name":"{name}","pid":{pid}{t},"ts":0.000,"args":{json.dumps(args, ensure_ascii=False)}}}'
 
 
 def iter_events(trace: Trace, result: dict | None = None):
