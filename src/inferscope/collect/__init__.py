@@ -1,0 +1,15 @@
+"""Live collection (``inferscope run`` and the ``scope()`` library API).
+
+Modules: config of a run lives in ``inferscope.config``; here:
+  buffer.py     bounded ring buffer of events (INFERSCOPE_TRACE_SIZE_MB)
+  classify.py   code object -> domain (tokenization / preprocessing / framework / user / neutral)
+  sampler.py    CPU/Python sampling thread (sys._current_frames + per-thread CPU clocks)
+  system.py     psutil / getrusage counters, NUMA placement
+  nvml.py       GPU counters through NVML (optional)
+  torchprof.py  torch.profiler for the whole run, exported as Chrome JSON, merged on one clock
+  session.py    one collection session: starts/stops collectors, builds and saves the Trace
+  api.py        scope(), mark(), save_report()
+  bootstrap.py  started by the injected sitecustomize in the child of ``inferscope run``
+  runner.py     the parent side of ``inferscope run``
+Nothing here is imported by ``import inferscope``.
+"""

@@ -1,0 +1,142 @@
+"""Library API: scope(), mark(), save_report().
+
+``with scope("name"):`` / ``@scope("name")`` records an ANNOTATION span on the calling thread
+(nestable, thread-safe: the open-scope stack is per thread), a torch ``record_function`` of the
+same name while InferScope's torch profiler runs (so it nests with the ops), and an NVTX range
+when the ``nvtx`` package is installed.  With INFERSCOPE_ENABLED=0 everything is a no-op.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+import time
+
+from ..trace.kinds import SpanKind
+from . import session as _S
+
+_tls = threading.local()
+_nvtx = None          # module, False when unavailable
+_ANN = int(SpanKind.ANNOTATION)
+_MARK = int(SpanKind.MARK)
+
+
+def _get_nvtx():
+    global _nvtx
+    if _nvtx is None:
+        try:
+            import nvtx  # noqa: F401
+            _nvtx = nvtx
+        except Exception:
+            _nvtx = False
+    return _nvtx
+
+
+class scope:
+    """Context manager and decorator recording a named range."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = str(name)
+
+    def __enter__(self):
+        s = _S._session or _S.get_or_start()
+        st = getattr(_tls, "stack", None)
+        if st is None:
+            st = _tls.stack = []
+        if s is None or s.finalized:
+            st.append(None)
+            return self
+        ident = threading.get_ident()
+        names = s.scope_stacks.get(ident)
+        if names is None:
+            names = s.scope_stacks[ident] = []
+        s.scope_names.add(self.name)
+        rf = None
+        tp = s.torch
+        if tp is not None and tp.prof is not None:
+            try:
+                from torch.autograd.profiler import record_function
+                rf = record_function(self.name)
+                rf.__enter__()
+            except Exception:
+                rf = None
+        nv = _get_nvtx()
+        if nv:
+            try:
+                nv.push_range(self.name)
+            except Exception:
+                nv = None
+        names.append(self.name)
+        st.append((s, time.perf_counter_ns(), rf, bool(nv)))
+        return self
+
+    def __exit__(self, et, ev, tb):
+        t1 = time.perf_counter_ns()
+        st = getattr(_tls, "stack", None)
+        if not st:
+            return False
+        ent = st.pop()
+        if ent is None:
+            return False
+        s, t0, rf, nv = ent
+        names = s.scope_stacks.get(threading.get_ident())
+        if names:
+            names.pop()
+        if nv:
+            try:
+                _nvtx.pop_range()
+            except Exception:
+                pass
+        if rf is not None:
+            try:
+                rf.__exit__(None, None, None)
+            except Exception:
+                pass
+        s.buffer.append((0, _ANN, threading.get_native_id(), t0, t1, self.name, None, "inferscope.scope"))
+        return False
+
+    def __call__(self, fn):
+        name = self.name
+
+        @functools.wraps(fn)
+        def wrapper(*a, **kw):
+            with scope(name):
+                return fn(*a, **kw)
+        return wrapper
+
+
+def mark(name: str) -> None:
+    """Record an instant event (MARK) on the calling thread."""
+    s = _S._session or _S.get_or_start()
+    if s is None or s.finalized:
+        return
+    t = time.perf_counter_ns()
+    s.buffer.append((0, _MARK, threading.get_native_id(), t, t, str(name), None, "inferscope.mark"))
+
+
+def save_report(path: str | None = None, format: str | None = None, trace_path: str | None = None) -> list:
+    """Analyse what was collected so far and write the report(s); returns the written paths.
+
+    Library mode: stops collection (torch profiler included) first; the next scope() starts a new
+    session.  Under ``inferscope run``: writes a snapshot; collection continues and the run's own
+    report is still written at exit.
+    """
+    from ..analyze.pipeline import analyze
+    from ..analyze.options import AnalyzeOptions
+    from ..cli import resolve_outputs, write_reports
+    s = _S._session or _S.get_or_start()
+    if s is None:
+        return []
+    if s.mode == "run" and not s.finalized:
+        trace = s.build_trace(final=False)
+    else:
+        trace = s.finalize()
+        _S.set_current(None)
+    if trace_path:
+        from ..trace import native
+        native.save(trace, trace_path)
+    fmt = format if format is not None else s.cfg.report_format
+    outputs = resolve_outputs(path or s.cfg.report_path, fmt)
+    result = analyze(trace, AnalyzeOptions())
+    return write_reports(result, trace, outputs)

@@ -1,0 +1,89 @@
+"""Child side of ``inferscope run``: imported by the injected sitecustomize when
+INFERSCOPE_ENABLED=1 and INFERSCOPE_TRACE_OUT names the trace file.
+
+Starts a Session before the user's script runs; the trace is written at interpreter exit
+(normal end, uncaught exception, sys.exit, KeyboardInterrupt, SIGTERM -> SystemExit) and
+periodically while running (so SIGKILL leaves the last snapshot).  Only the first process
+claiming the trace file collects: subprocesses inheriting the environment do not.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import sys
+
+_session = None
+_exc_name = None
+
+
+def _on_term(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def _excepthook(orig):
+    def hook(et, ev, tb):
+        global _exc_name
+        _exc_name = et.__name__
+        return orig(et, ev, tb)
+    return hook
+
+
+def _at_exit():
+    s = _session
+    if s is None or s.finalized or s.pid != os.getpid():
+        return
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not cut the trace
+    except (ValueError, OSError):
+        pass
+    try:
+        s.finalize(exit_reason=f"exception:{_exc_name}" if _exc_name else "exit")
+    except BaseException as e:  # never turn the user's exit into our traceback
+        sys.stderr.write(f"inferscope: could not write the trace: {type(e).__name__}: {e}\n")
+
+
+def _after_fork_child():
+    s = _session
+    if s is not None:
+        s.finalized = True   # forked workers neither collect nor write
+
+
+def main() -> None:
+    global _session
+    if os.environ.get("INFERSCOPE_ENABLED", "").strip().lower() not in ("1", "true", "yes", "on"):
+        return
+    out = os.environ.get("INFERSCOPE_TRACE_OUT")
+    if not out:
+        return
+    try:
+        fd = os.open(out + ".claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+    except FileExistsError:
+        return
+    except OSError as e:
+        sys.stderr.write(f"inferscope: cannot create the trace file next to {out}: {e}\n")
+        return
+    from .. import log
+    from ..config import Config, load_config
+    from . import session as S
+    cj = os.environ.get("INFERSCOPE_CONFIG_JSON")
+    try:
+        cfg = Config.from_json(cj) if cj else load_config()
+    except Exception as e:
+        sys.stderr.write(f"inferscope: bad configuration, not collecting: {e}\n")
+        return
+    log.set_level(cfg.log_level)
+    s = S.Session(cfg, trace_out=out, mode="run")
+    S.set_current(s)
+    _session = s
+    s.start()
+    atexit.register(_at_exit)
+    sys.excepthook = _excepthook(sys.excepthook)
+    try:
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _on_term)
+    except (ValueError, OSError):
+        pass
+    os.register_at_fork(after_in_child=_after_fork_child)

@@ -1,0 +1,109 @@
+"""GPU counters through NVML (``pip install nvidia-ml-py``, extra ``nvml``).
+
+Counters per device d: gpu.util_pct, gpu.mem_util_pct, gpu.mem_used_bytes, gpu.sm_clock_mhz,
+gpu.power_w, gpu.temp_c, gpu.pcie_tx_bytes_per_s, gpu.pcie_rx_bytes_per_s.
+Absent or failing NVML: one warning, no counters.  Tested here with a fake pynvml only (no GPU
+on the development machine); the real-GPU path is untested.
+"""
+from __future__ import annotations
+
+import os
+
+
+def visible_indices(count: int, env=None) -> list[int]:
+    """NVML indices visible to CUDA given CUDA_VISIBLE_DEVICES (NVML ignores that variable)."""
+    env = os.environ if env is None else env
+    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    if cvd is None:
+        return list(range(count))
+    out = []
+    for part in cvd.split(","):
+        p = part.strip()
+        if not p:
+            continue
+        if p.isdigit():
+            if int(p) < count:
+                out.append(int(p))
+            else:
+                break
+        else:
+            break  # UUIDs / MIG names: resolved below by the caller if needed; stop like CUDA does on invalid
+    return out
+
+
+class NvmlSampler:
+    def __init__(self, append, env=None) -> None:
+        self.append = append
+        self.handles: list = []
+        self.devices: list[dict] = []
+        self.warning: str | None = None
+        self.errors = 0
+        try:
+            import pynvml
+        except Exception:
+            self.nv = None
+            return
+        self.nv = pynvml
+        try:
+            pynvml.nvmlInit()
+            n = pynvml.nvmlDeviceGetCount()
+            for i in visible_indices(n, env):
+                h = pynvml.nvmlDeviceGetHandleByIndex(i)
+                self.handles.append(h)
+                name = pynvml.nvmlDeviceGetName(h)
+                if isinstance(name, bytes):
+                    name = name.decode()
+                mem = pynvml.nvmlDeviceGetMemoryInfo(h)
+                try:
+                    bus = pynvml.nvmlDeviceGetPciInfo(h).busId
+                    bus = bus.decode() if isinstance(bus, bytes) else str(bus)
+                except Exception:
+                    bus = None
+                self.devices.append({"id": len(self.devices), "nvml_index": i, "name": str(name),
+                                     "total_memory_bytes": int(mem.total), "pci_bus_id": bus})
+        except Exception as e:
+            self.warning = f"NVML unavailable ({type(e).__name__}: {e}); GPU counters not recorded"
+            self.handles = []
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.handles)
+
+    def sample(self, ts: int) -> None:
+        nv = self.nv
+        ap = self.append
+        for d, h in enumerate(self.handles):
+            try:
+                u = nv.nvmlDeviceGetUtilizationRates(h)
+                ap((1, "gpu.util_pct", d, ts, float(u.gpu)))
+                ap((1, "gpu.mem_util_pct", d, ts, float(u.memory)))
+                ap((1, "gpu.mem_used_bytes", d, ts, float(nv.nvmlDeviceGetMemoryInfo(h).used)))
+                ap((1, "gpu.sm_clock_mhz", d, ts, float(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM))))
+                ap((1, "gpu.power_w", d, ts, nv.nvmlDeviceGetPowerUsage(h) / 1000.0))
+                ap((1, "gpu.temp_c", d, ts, float(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))))
+                ap((1, "gpu.pcie_tx_bytes_per_s", d, ts, nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_TX_BYTES) * 1024.0))
+                ap((1, "gpu.pcie_rx_bytes_per_s", d, ts, nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_RX_BYTES) * 1024.0))
+            except Exception as e:
+                self.errors += 1
+                if self.errors == 1:
+                    self.warning = f"NVML sampling failed ({type(e).__name__}: {e}); some GPU counters missing"
+
+    def shutdown(self) -> None:
+        if self.nv is not None and self.handles:
+            try:
+                self.nv.nvmlShutdown()
+            except Exception:
+                pass
+
+
+def count_visible_gpus(env=None) -> int | None:
+    """Visible GPU count through NVML (None when NVML is unavailable)."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        try:
+            return len(visible_indices(pynvml.nvmlDeviceGetCount(), env))
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return None

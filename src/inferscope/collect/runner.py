@@ -1,0 +1,174 @@
+"""Parent side of ``inferscope run [--report PATH] [--format F] [--trace PATH] -- CMD ...``.
+
+Spawns CMD with INFERSCOPE_ENABLED=1, INFERSCOPE_TRACE_OUT=<trace file>, the resolved
+configuration (INFERSCOPE_CONFIG_JSON) and a PYTHONPATH whose first entry holds InferScope's
+sitecustomize.py (chaining to any existing one), so a Python child collects without code
+changes.  stdin/stdout/stderr pass through; the child's exit code is returned (128+N for a
+signal N).  When the child ends the parent loads the trace, analyses it and writes the report,
+also after an exception, sys.exit(n), Ctrl-C or SIGKILL (then from the last periodic flush).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .. import log
+from ..config import load_config
+from ..errors import ConfigError, InferScopeError
+
+SITE_DIR = str(Path(__file__).resolve().parent / "_site")
+PKG_PARENT = str(Path(__file__).resolve().parents[2])
+
+
+def child_env(trace_out: str, cfg, base: dict | None = None) -> dict:
+    env = dict(os.environ if base is None else base)
+    env["INFERSCOPE_ENABLED"] = "1"
+    env["INFERSCOPE_TRACE_OUT"] = trace_out
+    env["INFERSCOPE_CONFIG_JSON"] = cfg.to_json()
+    env["INFERSCOPE_PKG_PATH"] = PKG_PARENT
+    old = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = SITE_DIR + (os.pathsep + old if old else "")
+    return env
+
+
+def _signame(n: int) -> str:
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"
+
+
+def _spawn_and_wait(cmd: list[str], env: dict) -> int:
+    try:
+        proc = subprocess.Popen(cmd, env=env)
+    except FileNotFoundError:
+        raise InferScopeError(f"run: command not found: {cmd[0]}") from None
+    except PermissionError:
+        raise InferScopeError(f"run: permission denied: {cmd[0]}") from None
+    state = {"sigint_at": None, "forwarded": False}
+
+    def on_int(signum, frame):
+        # Ctrl-C in a terminal reaches the child too; forward only if it is still running later
+        state["sigint_at"] = time.monotonic()
+
+    def on_term(signum, frame):
+        try:
+            proc.send_signal(signum)
+        except OSError:
+            pass
+
+    old_int = signal.signal(signal.SIGINT, on_int)
+    old_term = signal.signal(signal.SIGTERM, on_term)
+    try:
+        while True:
+            try:
+                return proc.wait(timeout=0.1)
+            except subprocess.TimeoutExpired:
+                pass
+            t = state["sigint_at"]
+            if t is not None and not state["forwarded"] and time.monotonic() - t > 0.5:
+                state["forwarded"] = True
+                try:
+                    proc.send_signal(signal.SIGINT)
+                except OSError:
+                    pass
+    finally:
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)
+
+
+def run_command(args) -> int:
+    cmd = list(args.cmd or [])
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise ConfigError("run: no command given (usage: inferscope run [--report PATH] -- python app.py ARGS...)")
+    cfg = load_config(flags={"report_path": getattr(args, "report", None),
+                             "report_format": getattr(args, "format", None)})
+    log.set_level(cfg.log_level)
+    if not cfg.enabled:
+        log.info("collection disabled (INFERSCOPE_ENABLED=0 / enabled: false): running the program unprofiled")
+        env = dict(os.environ)
+        return _exit_code(_spawn_and_wait(cmd, env))
+    from .nvml import count_visible_gpus
+    from .session import multi_gpu_message
+    n = count_visible_gpus()
+    if n is not None and n > 1:
+        raise InferScopeError(multi_gpu_message(n))
+    from ..cli import _options_from_args, resolve_outputs
+    opts = _options_from_args(args)
+    outputs = resolve_outputs(cfg.report_path, cfg.report_format)
+    tmpdir = tempfile.mkdtemp(prefix="inferscope-run-")
+    keep = getattr(args, "trace", None)
+    trace_path = os.path.abspath(keep) if keep else os.path.join(tmpdir, "trace.iscope")
+    try:
+        if keep:
+            Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
+            for p in (trace_path, trace_path + ".claim"):
+                if os.path.exists(p):
+                    os.unlink(p)
+        t0 = time.perf_counter()
+        rc = _spawn_and_wait(cmd, child_env(trace_path, cfg))
+        wall_ms = (time.perf_counter() - t0) * 1e3
+        return _report(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep)
+    finally:
+        try:
+            os.unlink(trace_path + ".claim")
+        except OSError:
+            pass
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _exit_code(rc: int) -> int:
+    return 128 - rc if rc < 0 else rc
+
+
+def _report(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep) -> int:
+    from ..trace import native
+    code = _exit_code(rc)
+    how = f"exit code {rc}" if rc >= 0 else f"killed by {_signame(-rc)}"
+    if rc != 0:
+        log.warn(f"the program ended with {how}")
+    if not os.path.exists(trace_path):
+        if not os.path.exists(trace_path + ".claim"):
+            log.error("no trace was collected: the program did not start a Python interpreter with InferScope's "
+                      "bootstrap (not Python, python -S/-I, or PYTHONPATH overridden); no report written")
+        else:
+            log.error(f"no trace was collected: the program ended ({how}) before InferScope flushed any data; no report written")
+        return code
+    trace = native.load(trace_path)
+    coll = trace.meta.setdefault("collection", {})
+    coll["exit_code"] = rc if rc >= 0 else None
+    coll["exit_signal"] = _signame(-rc) if rc < 0 else None
+    coll["command"] = os.path.basename(cmd[0])
+    coll["run_wall_ms"] = round(wall_ms, 3)
+    warnings = trace.meta.setdefault("warnings", [])
+    if not coll.get("complete", False):
+        msg = (f"the program was {how} before InferScope could finalise; the report covers the data flushed "
+               f"up to {coll.get('duration_ms', 0):.0f} ms into the run (torch profiler data lost)")
+        warnings.append(msg)
+        log.warn(msg)
+    if keep:
+        native.save(trace, trace_path)   # with the exit status: `inferscope analyze` reproduces the report
+        log.info(f"Trace written: {trace_path}")
+    try:
+        from ..analyze.pipeline import analyze
+    except ImportError as e:
+        log.error(f"analysis unavailable ({e}); trace kept at {trace_path if keep else '(use --trace PATH to keep it)'}")
+        return code
+    from ..cli import write_reports
+    t0 = time.perf_counter()
+    result = analyze(trace, opts)
+    written = write_reports(result, trace, outputs)
+    v = result.get("verdict") or {}
+    if v.get("id"):
+        log.info(f"Bottleneck analysis: {v.get('id')} (confidence={v.get('confidence', 0):.2f})")
+    for p in written:
+        log.info(f"Report generated: {p} ({(time.perf_counter() - t0) * 1e3:.0f} ms)")
+    return code

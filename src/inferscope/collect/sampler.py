@@ -1,0 +1,233 @@
+"""CPU/Python sampler: one daemon thread, ``sys._current_frames()`` at ~1 kHz.
+
+Per sample and thread:
+  on/off CPU   the thread's CPU clock (pthread_getcpuclockid) advanced by less than half the
+               wall time since its previous sample -> ``waiting`` (sleep, I/O, locks, GIL).
+  domain       walk the stack from the innermost frame outwards; the innermost frame that is
+               not transparent (stdlib, unknown libraries, InferScope) decides (classify.py).
+               A user-code frame defers to an enclosing tokenization/preprocessing frame or
+               an enclosing scope() whose name says so.
+  cpu_compute  the sampler woke on time, i.e. no thread was holding the GIL: an on-CPU thread
+               whose domain is framework (or user code once torch is imported) is then inside
+               native code that released the GIL - a torch C++ op (torch releases the GIL around
+               every op).  When the sampler had to wait for the GIL (> GIL_WAIT_NS), on-CPU
+               threads were running Python bytecode -> framework / user_code.
+Consecutive samples of one class on one thread are merged into one CPU_SAMPLE span covering
+the wall time between samples (spans tile the thread's observed time); its detail is the most
+frequent innermost function ("file:func").
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+from ..trace.kinds import SpanKind
+from . import classify as C
+
+GIL_WAIT_NS = 250_000
+MAX_DEPTH = 96
+CLS_WAITING = "waiting"
+CLS_COMPUTE = "cpu_compute"
+
+
+class _ThreadState:
+    __slots__ = ("tid", "clk", "cpu", "t", "cls", "start", "counts", "oncpu")
+
+    def __init__(self, tid, clk, cpu, t):
+        self.tid = tid
+        self.clk = clk
+        self.cpu = cpu
+        self.t = t
+        self.cls = None
+        self.start = t
+        self.counts = {}
+        self.oncpu = 0
+
+
+class Sampler:
+    def __init__(self, buffer, hz: float, scope_stacks: dict, skip_idents: set) -> None:
+        self.buffer = buffer
+        self.interval_ns = int(1e9 / hz) if hz > 0 else 0
+        self.scope_stacks = scope_stacks
+        self.skip = skip_idents
+        self.threads: dict[int, _ThreadState] = {}
+        self.oncpu_by_tid: dict[int, int] = {}
+        self.main_tid = threading.main_thread().native_id
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.samples = 0
+        self.ticks = 0
+        self.cpu_ns = 0          # the sampler thread's own CPU time
+        self.started_ns = 0
+        self.torch_seen = False
+
+    # ---------------------------------------------------------------------
+    def start(self) -> None:
+        if not self.interval_ns:
+            return
+        self._thread = threading.Thread(target=self._run, name="inferscope-sampler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+        self._close_all(time.perf_counter_ns())
+
+    @property
+    def achieved_hz(self) -> float:
+        dur = (time.perf_counter_ns() - self.started_ns) / 1e9 if self.started_ns else 0
+        return self.ticks / dur if dur > 0 else 0.0
+
+    # ---------------------------------------------------------------------
+    def _native_ids(self) -> dict:
+        return {t.ident: t.native_id for t in threading.enumerate()}
+
+    def _emit(self, st: _ThreadState) -> None:
+        if st.cls is None or st.t <= st.start:
+            return
+        detail = max(st.counts, key=st.counts.get) if st.counts else None
+        self.buffer.append((0, int(SpanKind.CPU_SAMPLE), st.tid, st.start, st.t, st.cls, detail, "sample"))
+
+    def open_runs(self) -> list:
+        """Spans for the runs still open (used by snapshots; not appended to the buffer)."""
+        out = []
+        for st in list(self.threads.values()):
+            cls, start, t, counts = st.cls, st.start, st.t, dict(st.counts)
+            if cls is not None and t > start:
+                detail = max(counts, key=counts.get) if counts else None
+                out.append((0, int(SpanKind.CPU_SAMPLE), st.tid, start, t, cls, detail, "sample"))
+        return out
+
+    def _close_all(self, now: int) -> None:
+        for st in list(self.threads.values()):
+            self._emit(st)
+            st.cls = None
+        self.threads.clear()
+
+    def idle_tids(self) -> set:
+        """Threads never seen on CPU (the main thread is always kept)."""
+        return {tid for tid, n in self.oncpu_by_tid.items() if n == 0 and tid != self.main_tid}
+
+    # ---------------------------------------------------------------------
+    def _run(self) -> None:
+        my_clk = self.my_clk = time.pthread_getcpuclockid(threading.get_ident())
+        self.skip.add(threading.get_ident())
+        getframes = sys._current_frames
+        clock = time.perf_counter_ns
+        cputime = time.clock_gettime_ns
+        getclk = time.pthread_getcpuclockid
+        code_info = C.code_info
+        interval = self.interval_ns
+        threads = self.threads
+        oncpu_by_tid = self.oncpu_by_tid
+        scope_stacks = self.scope_stacks
+        skip = self.skip
+        idmap = self._native_ids()
+        stop = self._stop
+        sleep = time.sleep
+        self.started_ns = clock()
+        isec = interval / 1e9
+        USER, FW, TOK, PRE = C.USER, C.FW, C.TOK, C.PRE
+        names = C.DOMAIN_NAMES
+        while not stop.is_set():
+            # never catch up on missed ticks: always release the GIL for a full interval,
+            # otherwise a late sampler would hold the GIL back-to-back and starve the workload
+            target = clock() + interval
+            sleep(isec)
+            t = clock()
+            gil_free = (t - target) < GIL_WAIT_NS
+            self.ticks += 1
+            torch_seen = self.torch_seen or ("torch" in sys.modules)
+            self.torch_seen = torch_seen
+            frames = getframes()
+            seen = 0
+            for ident, frame in frames.items():
+                if ident in skip:
+                    continue
+                seen += 1
+                st = threads.get(ident)
+                if st is None:
+                    tid = idmap.get(ident)
+                    if tid is None:
+                        idmap = self._native_ids()
+                        tid = idmap.get(ident, ident)
+                    try:
+                        clk = getclk(ident)
+                        cpu = cputime(clk)
+                    except (OSError, OverflowError):
+                        clk, cpu = None, 0
+                    st = threads[ident] = _ThreadState(tid, clk, cpu, t)
+                    oncpu_by_tid.setdefault(tid, 0)
+                    continue
+                if st.clk is not None:
+                    try:
+                        cpu = cputime(st.clk)
+                    except OSError:
+                        cpu = st.cpu
+                    oncpu = (cpu - st.cpu) * 2 >= (t - st.t)
+                    st.cpu = cpu
+                else:
+                    oncpu = True
+                # classify the stack
+                f = frame
+                dom = 0
+                label = None
+                depth = 0
+                while f is not None and depth < MAX_DEPTH:
+                    d, lab = code_info(f.f_code)
+                    if d:
+                        if dom == 0:
+                            dom, label = d, lab
+                            if d != USER:
+                                break
+                        elif d == TOK or d == PRE:
+                            dom = d
+                            break
+                    f = f.f_back
+                    depth += 1
+                if dom == 0:
+                    dom = USER
+                if dom == USER:
+                    ss = scope_stacks.get(ident)
+                    if ss:
+                        sd = C.scope_domain(ss)
+                        if sd:
+                            dom = sd
+                if not oncpu:
+                    cls = CLS_WAITING
+                else:
+                    oncpu_by_tid[st.tid] += 1
+                    if gil_free and (dom == FW or (dom == USER and torch_seen)):
+                        cls = CLS_COMPUTE
+                    else:
+                        cls = names[dom]
+                if cls is not st.cls:
+                    self._emit(st)
+                    st.cls = cls
+                    st.start = st.t
+                    st.counts = {}
+                if label is not None:
+                    counts = st.counts
+                    counts[label] = counts.get(label, 0) + 1
+                st.t = t
+                self.samples += 1
+            if seen != len(threads):
+                live = set(frames)
+                for ident in [i for i in threads if i not in live]:
+                    self._emit(threads.pop(ident))
+        try:
+            self.cpu_ns = cputime(my_clk)
+        except OSError:
+            pass
+
+    def own_cpu_ns(self) -> int:
+        clk = getattr(self, "my_clk", None)
+        if clk is not None and self._thread is not None and self._thread.is_alive():
+            try:
+                return time.clock_gettime_ns(clk)
+            except OSError:
+                pass
+        return self.cpu_ns

@@ -1,0 +1,448 @@
+"""One collection session: owns the ring buffer and the collectors, builds and saves the Trace.
+
+Threads: the CPU sampler (sampler.py) and one housekeeping thread (system + NVML counters at
+``system_sampling_hz``, periodic flush of a complete snapshot to the trace file every
+``flush_interval_s`` (stretched when a flush gets slow), so a SIGKILLed child still leaves data).
+Timestamps: ``time.perf_counter_ns`` (CLOCK_MONOTONIC); torch profiler events are shifted onto it.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+from .. import log
+from ..config import Config
+from ..trace.kinds import SpanKind, TrackKind
+from .buffer import BYTES_PER_EVENT, RingBuffer
+
+_session = None
+_session_lock = threading.Lock()
+
+
+def current():
+    return _session
+
+
+def get_or_start(mode: str = "library"):
+    """The running session, starting a library-mode one if collection is enabled."""
+    global _session
+    s = _session
+    if s is not None:
+        return s
+    with _session_lock:
+        if _session is None:
+            from ..config import load_config
+            try:
+                cfg = load_config()
+            except Exception as e:
+                log.warn(f"configuration error, collection disabled: {e}")
+                return None
+            if not cfg.enabled:
+                return None
+            log.set_level(cfg.log_level)
+            s = Session(cfg, mode=mode)
+            s.start()
+            _session = s
+    return _session
+
+
+def set_current(s) -> None:
+    global _session
+    _session = s
+
+
+class Session:
+    def __init__(self, cfg: Config, trace_out: str | None = None, mode: str = "run") -> None:
+        self.cfg = cfg
+        self.trace_out = trace_out
+        self.mode = mode
+        self.buffer = RingBuffer(cfg.trace_size_mb)
+        self.scope_stacks: dict[int, list] = {}
+        self.scope_names: set[str] = set()
+        self.skip_idents: set[int] = set()
+        self.warnings: list[str] = []
+        self.pid = os.getpid()
+        self.sampler = None
+        self.system = None
+        self.nvml = None
+        self.torch = None
+        self.torch_hook = None
+        self.torch_state = "not imported"
+        self._stop = threading.Event()
+        self._hk: threading.Thread | None = None
+        self._hk_clk = None
+        self.flushes = 0
+        self.flush_ms_total = 0.0
+        self.finalized = False
+        self._final_lock = threading.Lock()
+        self.thread_names: dict[int, str] = {}
+        self.start_ns = 0
+        self.end_ns = 0
+        self.gpu_count = None
+        self.single_gpu_error: str | None = None
+
+    # ------------------------------------------------------------------ start
+    def start(self) -> None:
+        from .sampler import Sampler
+        from .system import SystemSampler
+        from .nvml import NvmlSampler
+        cfg = self.cfg
+        self.start_ns = time.perf_counter_ns()
+        self.wall_start_ns = time.time_ns()
+        self.cpu_start_ns = time.process_time_ns()
+        log.info(f"Trace collection started (buffer_size_mb={cfg.trace_size_mb:g}, cpu_sampling_hz={cfg.cpu_sampling_frequency_hz:g})")
+        self.sampler = Sampler(self.buffer, cfg.cpu_sampling_frequency_hz, self.scope_stacks, self.skip_idents)
+        self.system = SystemSampler(self.buffer.append)
+        if self.system.warning:
+            self._warn(self.system.warning)
+        self.nvml = NvmlSampler(self.buffer.append)
+        if self.nvml.warning:
+            self._warn(self.nvml.warning)
+        if self.nvml.nv is not None and self.nvml.ok:
+            self.gpu_count = len(self.nvml.handles)
+            if self.gpu_count > 1:
+                self.single_gpu_error = multi_gpu_message(self.gpu_count)
+        # torch: now if already imported, else when the workload imports it
+        if cfg.torch_profiler != "off":
+            from .torchprof import TorchImportHook, TorchProfiler
+            self.torch = TorchProfiler(log)
+            if "torch" in sys.modules:
+                self._on_torch_import()
+            else:
+                self.torch_hook = TorchImportHook(self._on_torch_import)
+                self.torch_hook.install()
+        else:
+            self.torch_state = "off (config)"
+        self.sampler.start()
+        if cfg.system_sampling_hz > 0 or self.trace_out:
+            self._hk = threading.Thread(target=self._housekeeping, name="inferscope-housekeeping", daemon=True)
+            self._hk.start()
+        log.debug(f"CPU collector initialized (threads={threading.active_count()})")
+
+    def _warn(self, msg: str) -> None:
+        if msg not in self.warnings:
+            self.warnings.append(msg)
+            log.warn(msg)
+
+    def _on_torch_import(self) -> None:
+        import torch
+        try:
+            n = int(torch.cuda.device_count())
+        except Exception:
+            n = 0
+        self.gpu_count = n if self.gpu_count is None else max(n, self.gpu_count)
+        if n > 1:
+            self.single_gpu_error = multi_gpu_message(n)
+        if self.torch is not None and self.torch.start():
+            self.torch_state = "on"
+            log.debug(f"torch profiler started (cuda={self.torch.cuda})")
+        elif self.torch is not None:
+            self.torch_state = "failed"
+            self._warn(self.torch.error or "torch profiler failed to start")
+        if self.single_gpu_error and self.mode == "run":
+            log.error(self.single_gpu_error)
+            self.finalize(exit_reason="multi_gpu")
+            os._exit(2)
+
+    # ---------------------------------------------------------- housekeeping
+    def _housekeeping(self) -> None:
+        self.skip_idents.add(threading.get_ident())
+        try:
+            self._hk_clk = time.pthread_getcpuclockid(threading.get_ident())
+        except OSError:
+            pass
+        hz = self.cfg.system_sampling_hz
+        period = 1.0 / hz if hz > 0 else 0.25
+        flush_every = self.cfg.flush_interval_s
+        next_flush = time.monotonic() + min(1.0, flush_every)
+        while not self._stop.wait(period):
+            now = time.perf_counter_ns()
+            if hz > 0:
+                try:
+                    self.system.sample(now)
+                    if self.nvml.ok:
+                        self.nvml.sample(now)
+                except Exception as e:
+                    log.debug(f"system sampling failed: {e}")
+            if self.trace_out and time.monotonic() >= next_flush:
+                t0 = time.perf_counter()
+                try:
+                    self.flush()
+                except Exception as e:
+                    log.debug(f"periodic flush failed: {e}")
+                dt = time.perf_counter() - t0
+                # keep flushing below ~2% of one core
+                next_flush = time.monotonic() + max(flush_every, 50 * dt)
+
+    def thread_cpu_ns(self) -> int:
+        n = self.sampler.own_cpu_ns() if self.sampler else 0
+        if self._hk_clk is not None and self._hk is not None and self._hk.is_alive():
+            try:
+                n += time.clock_gettime_ns(self._hk_clk)
+            except OSError:
+                pass
+        else:
+            n += getattr(self, "_hk_cpu_final", 0)
+        return n
+
+    # ------------------------------------------------------------- building
+    def _collection_meta(self, end_ns: int, complete: bool) -> dict:
+        proc_cpu = time.process_time_ns() - self.cpu_start_ns
+        own = self.thread_cpu_ns() + int(self.flush_ms_total * 1e6)
+        smp = self.sampler
+        dur_ms = (end_ns - self.start_ns) / 1e6
+        return {
+            "mode": "live", "complete": complete, "pid": self.pid,
+            "collection_ms": round(dur_ms, 3), "duration_ms": round(dur_ms, 3),
+            "events": 0, "dropped_events": int(self.buffer.dropped),
+            "clock_sync_error_us": None,
+            "estimated_overhead_pct": round(100.0 * own / proc_cpu, 2) if proc_cpu > 0 else None,
+            "overhead_basis": "CPU time of InferScope's sampler + housekeeping threads (incl. periodic flushes) / CPU time of the whole process",
+            "buffer_capacity_events": self.buffer.capacity, "bytes_per_event_estimate": BYTES_PER_EVENT,
+            "trace_size_mb": self.cfg.trace_size_mb,
+            "cpu_sampling_hz": self.cfg.cpu_sampling_frequency_hz,
+            "cpu_sampling_hz_achieved": round(smp.achieved_hz, 1) if smp else 0.0,
+            "cpu_samples": smp.samples if smp else 0,
+            "system_sampling_hz": self.cfg.system_sampling_hz,
+            "torch_profiler": self.torch_state,
+            "nvml": "on" if (self.nvml and self.nvml.ok) else "unavailable",
+            "flushes": self.flushes,
+            "wall_start_unix_ns": self.wall_start_ns,
+        }
+
+    def build_trace(self, final: bool = False, kineto_path: str | None = None, end_ns: int | None = None):
+        from ..trace.builder import TraceBuilder
+        import numpy as np
+        end_ns = end_ns or time.perf_counter_ns()
+        events = self.buffer.snapshot()
+        if not final and self.sampler is not None:
+            events += self.sampler.open_runs()
+        for t in threading.enumerate():
+            if t.native_id is not None:
+                self.thread_names[t.native_id] = t.name
+        idle = self.sampler.idle_tids() if self.sampler else set()
+        b = TraceBuilder()
+        pid = self.pid
+        tracks: dict = {}
+        ctracks: dict = {}
+        S = b.strings.intern
+        cols = {k: [] for k in ("start_ns", "end_ns", "track", "kind", "name", "detail", "cat")}
+        cnt = {"track": [], "ts_ns": [], "value": []}
+        cs = int(SpanKind.CPU_SAMPLE)
+        for ev in events:
+            if ev[0] == 0:
+                _, kind, tid, st, en, name, detail, cat = ev
+                if kind == cs and tid in idle:
+                    continue
+                tr = tracks.get(tid)
+                if tr is None:
+                    nm = self.thread_names.get(tid, "")
+                    if tid == threading.main_thread().native_id:
+                        nm = "main"
+                    tr = tracks[tid] = b.track(TrackKind.CPU_THREAD, pid=pid, tid=tid, name=f"{nm} ({tid})" if nm else "")
+                cols["start_ns"].append(st)
+                cols["end_ns"].append(en)
+                cols["track"].append(tr)
+                cols["kind"].append(kind)
+                cols["name"].append(S(name))
+                cols["detail"].append(S(detail) if detail else -1)
+                cols["cat"].append(S(cat) if cat else -1)
+            else:
+                _, metric, dev, ts, val = ev
+                key = (metric, dev)
+                tr = ctracks.get(key)
+                if tr is None:
+                    tr = ctracks[key] = b.track(TrackKind.COUNTER, pid=pid if dev < 0 else -1, device=dev, name=metric)
+                cnt["track"].append(tr)
+                cnt["ts_ns"].append(ts)
+                cnt["value"].append(val)
+        if cols["start_ns"]:
+            b.add_spans(**{k: np.asarray(v) for k, v in cols.items()})
+        if cnt["ts_ns"]:
+            b.add_counters(np.asarray(cnt["track"]), np.asarray(cnt["ts_ns"]), np.asarray(cnt["value"]))
+        meta = self._collection_meta(end_ns, final)
+        warnings = list(self.warnings)
+        meta_devices = []
+        tool_versions = {"python": sys.version.split()[0]}
+        tv = sys.modules.get("torch")
+        if tv is not None:
+            tool_versions["torch"] = str(getattr(tv, "__version__", "?"))
+        if self.nvml is not None and self.nvml.ok:
+            meta_devices = [{k: d[k] for k in ("id", "name", "total_memory_bytes")} for d in self.nvml.devices]
+        dropped_extra = 0
+        if kineto_path:
+            dropped_extra, err_us = self._merge_kineto(b, kineto_path, len(events), warnings, meta_devices)
+            meta["clock_sync_error_us"] = err_us
+            if err_us is not None and err_us > self.cfg.sync_error_margin_us:
+                warnings.append(f"clock sync error {err_us:.0f} us exceeds the margin of "
+                                f"{self.cfg.sync_error_margin_us:g} us (INFERSCOPE_SYNC_ERROR_MARGIN_US): "
+                                "torch op times may be misaligned with CPU samples by that much")
+        meta["dropped_events"] += dropped_extra
+        if meta["dropped_events"]:
+            warnings.append(f"trace buffer overflow: the oldest {meta['dropped_events']} events were dropped "
+                            f"(buffer {self.cfg.trace_size_mb:g} MB ~ {self.buffer.capacity} events); "
+                            "increase INFERSCOPE_TRACE_SIZE_MB")
+        b.meta.update({"source_format": "inferscope", "devices": meta_devices, "tool_versions": tool_versions,
+                       "warnings": warnings, "missing": self._missing(), "collection": meta})
+        if self.numa:
+            b.meta["numa"] = self.numa
+        trace = b.finalize()
+        meta["events"] = int(trace.n_events)
+        return trace
+
+    numa: dict | None = None
+
+    def _missing(self) -> list[str]:
+        miss = []
+        if self.torch_state != "on":
+            miss.append("torch_ops")
+        if not (self.nvml and self.nvml.ok):
+            miss.append("gpu_counters")
+        if not (self.torch and self.torch.cuda):
+            miss.append("gpu_kernels")
+        return miss
+
+    def _merge_kineto(self, b, path: str, n_own: int, warnings: list, devices: list) -> tuple[int, float | None]:
+        import numpy as np
+        from ..trace.model import SPAN_COLUMNS
+        from .torchprof import SYNC_PREFIX, clock_offset, load_chrome
+        try:
+            kt = load_chrome(path)
+        except Exception as e:
+            warnings.append(f"could not read the torch profiler trace ({type(e).__name__}: {e}); torch ops not merged")
+            return 0, None
+        strs = kt.strings.as_list()
+        s = kt.spans
+        ann = (s.kind == int(SpanKind.ANNOTATION)) | (s.kind == int(SpanKind.OTHER))
+        starts = {}
+        for i in np.flatnonzero(ann):
+            nm = strs[s.name[i]] if s.name[i] >= 0 else ""
+            if nm.startswith(SYNC_PREFIX):
+                starts.setdefault(nm, int(s.start_ns[i]))
+        off, err_us, _ = clock_offset(starts, self.torch.markers)
+        if off is None:
+            warnings.append("torch profiler trace has no clock-sync markers; torch ops not merged")
+            return 0, None
+        drop_names = {i for i, x in enumerate(strs) if x.startswith("inferscope::") or x in self.scope_names}
+        keep = ~(ann & np.isin(s.name, np.fromiter(drop_names, dtype=np.int64, count=len(drop_names))))
+        # bounded memory: torch events share the buffer budget; drop the oldest beyond it
+        room = max(0, self.buffer.capacity - n_own)
+        kept_idx = np.flatnonzero(keep)
+        dropped = 0
+        if len(kept_idx) > room:
+            dropped = len(kept_idx) - room
+            kept_idx = kept_idx[dropped:]  # spans are sorted by start: drop the oldest
+        if not len(kept_idx):
+            return dropped, err_us
+        smap = np.asarray([b.strings.intern(x) for x in strs] or [0], dtype=np.int32)
+        tk = kt.tracks
+        tmap = np.asarray([b.track(TrackKind(int(tk.kind[t])), pid=int(tk.pid[t]), tid=int(tk.tid[t]),
+                                   device=int(tk.device[t]),
+                                   name=strs[tk.name[t]] if tk.name[t] >= 0 and int(tk.kind[t]) == int(TrackKind.COUNTER) else "")
+                           for t in range(len(tk))] or [0], dtype=np.int32)
+        cols = {}
+        for k in SPAN_COLUMNS:
+            v = getattr(s, k)[kept_idx]
+            if k in ("name", "cat", "detail"):
+                v = np.where(v >= 0, smap[np.maximum(v, 0)], -1)
+            elif k == "track":
+                v = tmap[v]
+            elif k in ("start_ns", "end_ns"):
+                v = v - off
+            elif k in ("depth", "parent"):
+                continue
+            cols[k] = v
+        prov = b.add_spans(**cols)
+        if len(kt.flows):
+            pos = np.full(len(s), -1, dtype=np.int64)
+            pos[kept_idx] = prov
+            src, dst = pos[kt.flows.src], pos[kt.flows.dst]
+            ok = (src >= 0) & (dst >= 0)
+            if ok.any():
+                b.add_flows(src[ok], dst[ok], kt.flows.kind[ok])
+        if len(kt.counters):
+            b.add_counters(tmap[kt.counters.track], kt.counters.ts_ns - off, kt.counters.value)
+        if not devices and kt.meta.get("devices"):
+            devices.extend(kt.meta["devices"])
+        for w in kt.meta.get("warnings", []) or []:
+            warnings.append(f"torch profiler trace: {w}")
+        return dropped, err_us
+
+    # ------------------------------------------------------------- outputs
+    def flush(self) -> None:
+        from ..trace import native
+        t0 = time.perf_counter()
+        trace = self.build_trace(final=False)
+        native.save(trace, self.trace_out)
+        self.flushes += 1
+        self.flush_ms_total += (time.perf_counter() - t0) * 1e3
+
+    def stop_collectors(self) -> None:
+        self._stop.set()
+        if self.torch_hook is not None:
+            self.torch_hook.remove()
+        if self.sampler is not None:
+            self.sampler.stop()
+        if self._hk is not None:
+            if self._hk_clk is not None:
+                try:
+                    self._hk_cpu_final = time.clock_gettime_ns(self._hk_clk)
+                except OSError:
+                    pass
+            self._hk.join(timeout=2.0)
+        if self.nvml is not None:
+            self.nvml.shutdown()
+
+    def finalize(self, exit_reason: str | None = None):
+        """Stop every collector, merge the torch profiler trace, save (if trace_out). Idempotent."""
+        with self._final_lock:
+            if self.finalized:
+                return getattr(self, "_final_trace", None)
+            self.finalized = True
+            end_ns = time.perf_counter_ns()
+            t0 = time.perf_counter()
+            # self CPU time before stopping (threads' CPU clocks vanish when they exit)
+            self.stop_collectors()
+            kpath = None
+            if self.torch is not None and self.torch.active:
+                import tempfile
+                fd, kpath = tempfile.mkstemp(prefix="inferscope-torch-", suffix=".json")
+                os.close(fd)
+                if not self.torch.stop_and_export(kpath):
+                    self._warn(self.torch.error or "torch profiler export failed")
+                    kpath = None
+            if self.torch is not None and self.torch.error and self.torch.error not in self.warnings:
+                self.warnings.append(self.torch.error)
+            if self.gpu_count == 0 or (self.gpu_count is None and not (self.nvml and self.nvml.ok)):
+                self._warn("CUDA unavailable: CPU-only mode (no GPU timeline)")
+            try:
+                from .system import numa_placement
+                buses = [d.get("pci_bus_id") for d in self.nvml.devices if d.get("pci_bus_id")] if self.nvml else []
+                self.numa = numa_placement(buses) if buses else None
+            except Exception:
+                self.numa = None
+            trace = self.build_trace(final=True, kineto_path=kpath, end_ns=end_ns)
+            if kpath:
+                try:
+                    os.unlink(kpath)
+                except OSError:
+                    pass
+            if exit_reason:
+                trace.meta["collection"]["exit_reason"] = exit_reason
+            trace.meta["collection"]["finalize_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
+            if self.trace_out:
+                from ..trace import native
+                native.save(trace, self.trace_out)
+            c = trace.meta["collection"]
+            log.info(f"Trace collection completed (events={c['events']}, duration_ms={c['duration_ms']:.1f})")
+            if c.get("clock_sync_error_us") is not None:
+                log.info(f"Timeline merger: CPU/torch profiler clock sync (error_us={c['clock_sync_error_us']:.0f})")
+            self._final_trace = trace
+            return trace
+
+
+def multi_gpu_message(n: int) -> str:
+    return (f"InferScope supports a single GPU; {n} GPUs are visible. "
+            "Set CUDA_VISIBLE_DEVICES=0 (or another single index) to profile one GPU.")

@@ -1,0 +1,190 @@
+"""Configuration: CLI flags > environment (INFERSCOPE_*) > .inferscope.yaml > defaults.
+
+Keys (seed 001): enabled, log_level, trace_size_mb, sync_error_margin_us, report_format,
+report_path, cuda_version, cpu_sampling_frequency_hz.  InferScope additions:
+system_sampling_hz, torch_profiler (auto|on|off), flush_interval_s.
+A bad value raises ConfigError (one line; the CLI exits 2).
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from .errors import ConfigError
+
+CONFIG_FILE = ".inferscope.yaml"
+
+ENV = {
+    "enabled": "INFERSCOPE_ENABLED",
+    "trace_size_mb": "INFERSCOPE_TRACE_SIZE_MB",
+    "log_level": "INFERSCOPE_LOG_LEVEL",
+    "sync_error_margin_us": "INFERSCOPE_SYNC_ERROR_MARGIN_US",
+    "report_format": "INFERSCOPE_REPORT_FORMAT",
+    "report_path": "INFERSCOPE_REPORT_PATH",
+    "cuda_version": "INFERSCOPE_CUDA_VERSION",
+    "cpu_sampling_frequency_hz": "INFERSCOPE_CPU_SAMPLING_FREQUENCY_HZ",
+    "system_sampling_hz": "INFERSCOPE_SYSTEM_SAMPLING_HZ",
+    "torch_profiler": "INFERSCOPE_TORCH_PROFILER",
+    "flush_interval_s": "INFERSCOPE_FLUSH_INTERVAL_S",
+}
+LOG_LEVELS = ("debug", "info", "warn", "warning", "error")
+REPORT_FORMATS = {"markdown": "md", "md": "md", "html": "html", "htm": "html", "json": "json",
+                  "csv": "csv", "chrome": "chrome"}
+
+
+@dataclass
+class Config:
+    enabled: bool = True
+    log_level: str = "info"
+    trace_size_mb: float = 100.0
+    sync_error_margin_us: float = 1000.0
+    report_format: str | None = None       # None: from the report path's extension, else markdown
+    report_path: str = "report.md"
+    cuda_version: str | None = None        # informational (recorded in meta)
+    cpu_sampling_frequency_hz: float = 1000.0
+    system_sampling_hz: float = 20.0
+    torch_profiler: str = "auto"           # auto: on when the workload imports torch
+    flush_interval_s: float = 2.0
+    sources: dict | None = None            # key -> "flag" | "env" | "file" | "default"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "Config":
+        d = json.loads(text)
+        return cls(**{k: v for k, v in d.items() if k in {f.name for f in fields(cls)}})
+
+
+def _bool(v, where):
+    if isinstance(v, bool):
+        return v
+    s = str(v).strip().lower()
+    if s in ("1", "true", "yes", "on"):
+        return True
+    if s in ("0", "false", "no", "off", ""):
+        return False
+    raise ConfigError(f"{where}: expected a boolean (1/0, true/false), got {v!r}")
+
+
+def _num(v, where, lo=None, hi=None):
+    if isinstance(v, bool):
+        raise ConfigError(f"{where}: expected a number, got {v!r}")
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: expected a number, got {v!r}") from None
+    if x != x or (lo is not None and x < lo) or (hi is not None and x > hi):
+        rng = f" between {lo:g} and {hi:g}" if lo is not None and hi is not None else (f" >= {lo:g}" if lo is not None else "")
+        raise ConfigError(f"{where}: expected a number{rng}, got {v!r}")
+    return x
+
+
+def _validate(key: str, v, where: str):
+    if key == "enabled":
+        return _bool(v, where)
+    if key == "log_level":
+        s = str(v).strip().lower()
+        if s not in LOG_LEVELS:
+            raise ConfigError(f"{where}: log level must be one of debug, info, warn, error; got {v!r}")
+        return s
+    if key == "trace_size_mb":
+        return _num(v, where, 0.01, 1_000_000)
+    if key == "sync_error_margin_us":
+        return _num(v, where, 0, 1e9)
+    if key == "cpu_sampling_frequency_hz":
+        return _num(v, where, 0, 10_000)
+    if key == "system_sampling_hz":
+        return _num(v, where, 0, 1000)
+    if key == "flush_interval_s":
+        return _num(v, where, 0.1, 3600)
+    if key == "report_format":
+        out = []
+        for part in str(v).split(","):
+            p = part.strip().lower()
+            if not p:
+                continue
+            if p not in REPORT_FORMATS:
+                raise ConfigError(f"{where}: report format must be markdown, html, json (or csv, chrome); got {part.strip()!r}")
+            out.append(REPORT_FORMATS[p])
+        if not out:
+            raise ConfigError(f"{where}: empty report format")
+        return ",".join(out)
+    if key == "report_path":
+        s = str(v).strip()
+        if not s:
+            raise ConfigError(f"{where}: empty report path")
+        return s
+    if key == "cuda_version":
+        return None if v is None else str(v)
+    if key == "torch_profiler":
+        s = str(v).strip().lower()
+        s = {"1": "on", "true": "on", "yes": "on", "0": "off", "false": "off", "no": "off"}.get(s, s)
+        if s not in ("auto", "on", "off"):
+            raise ConfigError(f"{where}: torch_profiler must be auto, on or off; got {v!r}")
+        return s
+    raise ConfigError(f"{where}: unknown configuration key {key!r}")
+
+
+def read_file(path: Path) -> dict:
+    try:
+        import yaml
+    except ImportError:  # PyYAML is a core dependency; be explicit if it is missing
+        raise ConfigError(f"{path}: PyYAML is needed to read it (pip install PyYAML)") from None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read ({e.strerror or e})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise ConfigError(f"{path}: not valid YAML{where}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of keys to values")
+    known = {f.name for f in fields(Config)} - {"sources"}
+    unknown = sorted(str(k) for k in data if k not in known)
+    if unknown:
+        raise ConfigError(f"{path}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
+    return data
+
+
+def find_config_file(cwd: str | os.PathLike | None = None) -> Path | None:
+    explicit = os.environ.get("INFERSCOPE_CONFIG")
+    if explicit:
+        p = Path(explicit)
+        if not p.is_file():
+            raise ConfigError(f"INFERSCOPE_CONFIG={explicit}: no such file")
+        return p
+    p = Path(cwd or os.getcwd()) / CONFIG_FILE
+    return p if p.is_file() else None
+
+
+def load_config(flags: dict | None = None, env: dict | None = None, cwd=None, use_file: bool = True) -> Config:
+    """Resolve the configuration.  ``flags``: {key: value} from the CLI (None values ignored)."""
+    env = os.environ if env is None else env
+    cfg = Config()
+    sources = {f.name: "default" for f in fields(Config) if f.name != "sources"}
+    if use_file:
+        path = find_config_file(cwd)
+        if path is not None:
+            for k, v in read_file(path).items():
+                setattr(cfg, k, _validate(k, v, f"{path}: {k}"))
+                sources[k] = "file"
+    for k, var in ENV.items():
+        v = env.get(var)
+        if v is not None and v != "":
+            setattr(cfg, k, _validate(k, v, var))
+            sources[k] = "env"
+    for k, v in (flags or {}).items():
+        if v is None:
+            continue
+        setattr(cfg, k, _validate(k, v, f"--{k.replace('_', '-')}"))
+        sources[k] = "flag"
+    cfg.sources = sources
+    return cfg
