@@ -11,6 +11,8 @@ LAUNCH_STORM_RULES = (
     (50_000.0, 10.0),
     (100_000.0, 20.0),
 )
+# Rates from a handful of kernels are noise: a storm needs at least this many kernels.
+LAUNCH_STORM_MIN_KERNELS = 100
 # A kernel shorter than this is "tiny": its launch cost is comparable to its run time.
 TINY_KERNEL_US = 10.0
 
@@ -47,11 +49,26 @@ CPU_PREPROCESSING_HIGH_PCT = 30.0
 # --- host launch bound -------------------------------------------------------
 # GPU mostly idle between kernels and the host busy launching: launch API time
 # is at least this share of total kernel time.
+# Uses the typical (median) launch call x launches, so one slow first launch (lazy module
+# loading) does not make a run launch-bound.
 HOST_LAUNCH_API_VS_KERNEL_RATIO = 0.5
+HOST_LAUNCH_MIN_KERNELS = 10
 
 # --- idle-gap attribution (HTA definitions) ----------------------------------
 # A gap shorter than this after a kernel is counted as launch latency, not host wait.
 IDLE_GAP_MIN_NS = 1_000
+
+# --- one-off host calls (initialisation inside the window) --------------------
+# A single non-sync host API call / op longer than this share of the window and this
+# absolute time is start-up work (CUDA context creation, lazy module loading,
+# cuDNN/cuBLAS handle creation, allocator growth), not steady-state inference.
+ONE_OFF_CALL_MIN_PCT = 10.0
+ONE_OFF_CALL_MIN_MS = 10.0
+ONE_OFF_HIGH_PCT = 30.0   # their union above this share decides the verdict (init_bound)
+
+# --- GPU-bound details ---------------------------------------------------------
+# Elementwise + copy kernels above this share of kernel time: fusion is the lever.
+ELEMENTWISE_COPY_SHARE_PCT = 30.0
 
 # --- verdict -----------------------------------------------------------------
 # A category must hold at least this share of e2e time to decide the verdict;

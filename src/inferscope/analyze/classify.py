@@ -70,7 +70,27 @@ def host_api_mask(trace: Trace) -> np.ndarray:
 
 
 def sync_api_mask(trace: Trace) -> np.ndarray:
-    return spans_matching(trace, SYNC_API_RE, base_mask=host_api_mask(trace))
+    """Host calls that block until the GPU gets somewhere: explicit syncs, blocking copies,
+    and *Async copies whose host side is pageable (the driver stages them through a pinned
+    buffer and the call returns only when the copy is done)."""
+    m = spans_matching(trace, SYNC_API_RE, base_mask=host_api_mask(trace))
+    return m | pageable_copy_launch_mask(trace)
+
+
+def pageable_copy_launch_mask(trace: Trace) -> np.ndarray:
+    from ..trace.kinds import FlowKind, MemKind
+    s = trace.spans
+    out = np.zeros(len(s), dtype=bool)
+    f = trace.flows
+    if not len(f):
+        return out
+    dst = f.dst[f.kind == FlowKind.LAUNCH]
+    src = f.src[f.kind == FlowKind.LAUNCH]
+    ck = s.copy_kind[dst]
+    host_mem = np.where(ck == CopyKind.H2D, s.src_mem[dst], np.where(ck == CopyKind.D2H, s.dst_mem[dst], 0))
+    pg = (s.kind[dst] == SpanKind.MEMCPY) & (host_mem == MemKind.PAGEABLE)
+    out[src[pg]] = True
+    return out
 
 
 def stream_wait_mask(trace: Trace) -> np.ndarray:

@@ -94,8 +94,11 @@ def findings_for(res: dict) -> list[dict]:
         add("gpu_idle", sev, f"GPU idle {gpu['idle_pct']:.0f}% of the timeline", ev, txt, sugg)
 
     # --- sync_stall ---------------------------------------------------------
-    if sy.get("count") and sy["blocked_pct"] >= T.SYNC_STALL_MEDIUM_PCT:
-        sev = "high" if sy["blocked_pct"] >= T.SYNC_STALL_HIGH_PCT else "medium"
+    if sy.get("count"):
+        idle_sync_pct = _share(bd, "sync_wait")
+        # what the syncs cost is the part with the GPU idle; blocking while the GPU computes is benign
+        sev = "high" if idle_sync_pct >= T.SYNC_STALL_HIGH_PCT else "medium" if idle_sync_pct >= T.SYNC_STALL_MEDIUM_PCT \
+            else "low"
         top = sy["top"][0] if sy.get("top") else {}
         ev = {"sync_calls": sy["count"], "blocked_ms": round(sy["blocked_ms"], 3), "blocked_pct": round(sy["blocked_pct"], 2),
               "top_api": top.get("api"), "top_api_issued_by": top.get("issued_by"),
@@ -104,7 +107,8 @@ def findings_for(res: dict) -> list[dict]:
               "tiny_d2h_reads": (sy.get("tiny_d2h") or {}).get("count", 0)}
         txt = [f"{sy['count']} sync-like calls blocked the host {sy['blocked_ms']:.2f} ms ({sy['blocked_pct']:.1f}% of the window).",
                f"Top: {top.get('api')} x{top.get('count')} = {top.get('ms', 0):.2f} ms, issued by {top.get('issued_by')}.",
-               f"{_ms(bd, 'sync_wait'):.2f} ms of it with the GPU idle (breakdown sync_wait)."]
+               f"{_ms(bd, 'sync_wait'):.2f} ms of it with the GPU idle (breakdown sync_wait, {idle_sync_pct:.1f}% of the window); "
+               f"severity follows that part: blocking while the GPU computes costs little."]
         td = sy.get("tiny_d2h") or {}
         if td.get("count"):
             txt.append(f"{td['count']} device->host reads of <= {td['threshold_bytes']} bytes (the .item()/.cpu() pattern).")
@@ -155,6 +159,40 @@ def findings_for(res: dict) -> list[dict]:
             [f"{t0['name'][:120]} takes {t0['share_pct']:.1f}% of kernel time ({t0['total_ms']:.2f} ms over {t0['calls']} calls)."],
             "Start there: check its shapes and dtype (tensor-core friendly sizes, bf16/fp16), and profile it with Nsight Compute.")
 
+    # --- one-off host calls (start-up inside the window) --------------------
+    oo = res.get("one_off_calls") or {}
+    if oo.get("calls"):
+        sev = "high" if oo["union_pct"] >= T.ONE_OFF_HIGH_PCT else "medium"
+        top = oo["calls"][0]
+        add("warmup_in_window", sev, "Start-up work inside the analysed window",
+            {"one_off_calls": oo["count"], "union_ms": round(oo["union_ms"], 3), "union_pct": round(oo["union_pct"], 2),
+             "longest_call": top["name"][:200], "longest_call_ms": round(top["ms"], 3)},
+            [f"{oo['count']} single host calls each longer than {oo['threshold_ms']:.1f} ms cover {oo['union_ms']:.1f} ms "
+             f"({oo['union_pct']:.1f}% of the window)."] +
+            [f"{c['name'][:120]} ({c['kind']}): {c['ms']:.1f} ms at +{c['offset_ms']:.1f} ms" for c in oo["calls"][:3]],
+            "These are one-off costs (CUDA context creation, lazy module loading, cuDNN/cuBLAS set-up, allocator growth): "
+            "warm up before profiling (torch.profiler schedule wait/warmup) or analyse a steady-state step with --window.")
+
+    # --- gpu busy: what the GPU spends its time on -----------------------
+    if gpu is not None and _share(bd, "gpu_compute") >= T.VERDICT_MIN_SHARE_PCT and k.get("classes"):
+        cl = k["classes"]
+        ew = sum(r["share_pct"] for r in cl if r["class"] in ("elementwise", "copy_cat_transpose"))
+        ev = {f"{r['class']}_pct": round(r["share_pct"], 2) for r in cl}
+        ev.update({"gpu_compute_pct": round(_share(bd, "gpu_compute"), 2),
+                   "top_kernel": k["top"][0]["name"][:200] if k.get("top") else None,
+                   "top_kernel_pct": round(k["top"][0]["share_pct"], 2) if k.get("top") else None})
+        txt = [f"Kernels run {_share(bd, 'gpu_compute'):.1f}% of the window.",
+               "Kernel time by family: " + ", ".join(f"{r['class']} {r['share_pct']:.1f}%" for r in cl) + "."]
+        if k.get("top"):
+            txt.append("Top kernels: " + "; ".join(f"{r['name'][:70]} {r['share_pct']:.1f}%" for r in k["top"][:3]) + ".")
+        if ew >= T.ELEMENTWISE_COPY_SHARE_PCT:
+            sugg = (f"Elementwise and copy/concat kernels take {ew:.0f}% of GPU time: fuse them (torch.compile), avoid dtype casts "
+                    "and .contiguous() copies, and use a static/pre-allocated KV cache instead of torch.cat growth.")
+        else:
+            sugg = ("The GPU is the bottleneck: cut work per token (lower precision or quantization, fused attention kernels) "
+                    "or raise batch size for throughput; deep-dive the top kernels with Nsight Compute.")
+        add("gpu_compute_bound", "medium", "The GPU is busy: kernels dominate the time", ev, txt, sugg)
+
     # --- cpu_preprocessing --------------------------------------------------
     pre = _share(bd, "cpu_preprocessing")
     if pre >= T.CPU_PREPROCESSING_MEDIUM_PCT:
@@ -174,15 +212,17 @@ def findings_for(res: dict) -> list[dict]:
             f"{'Tokenization' if dom[0] == 'tokenization' else 'CPU preprocessing'} dominates CPU time", ev, txt, sugg)
 
     # --- host_launch_bound --------------------------------------------------
-    ratio = k.get("launch_api_vs_kernel_ratio")
+    ratio = k.get("launch_api_typical_vs_kernel_ratio")
     bc = gaps.get("by_class_ms") or {}
     if gpu is not None and gpu["idle_pct"] >= T.GPU_IDLE_MEDIUM_PCT and ratio is not None \
+            and k.get("count", 0) >= T.HOST_LAUNCH_MIN_KERNELS \
             and ratio >= T.HOST_LAUNCH_API_VS_KERNEL_RATIO and bc and bc.get("host_wait", 0) >= max(bc.get("other", 0), bc.get("kernel_wait", 0)):
         ev = {"launch_api_ms": round(k["launch_api_ms"], 3), "kernel_ms": round(k["total_ms"], 3),
               "launch_api_vs_kernel_ratio": round(ratio, 3), "gap_host_wait_ms": round(bc.get("host_wait", 0), 3),
               "gpu_idle_pct": round(gpu["idle_pct"], 2), "kernel_p50_us": round(k.get("p50_us", 0), 3)}
         add("host_launch_bound", "high", "The host cannot issue work fast enough", ev,
-            [f"Launch API calls take {k['launch_api_ms']:.2f} ms for {k['total_ms']:.2f} ms of kernels (ratio {ratio:.2f}).",
+            [f"{k['launch_api_calls']} launch calls at a median {k['launch_api_p50_us']:.1f} us: {ratio:.2f} x the {k['total_ms']:.2f} ms of kernel time "
+             f"(all launch calls together {k['launch_api_ms']:.2f} ms).",
              f"Most stream gaps are host_wait ({bc.get('host_wait', 0):.2f} ms): the next kernel was issued after the previous one ended."],
             "Cut per-kernel host cost: CUDA graphs (torch.compile mode='reduce-overhead'), fewer/fused ops, larger batches; "
             "check for Python overhead between ops.")
@@ -232,6 +272,7 @@ VERDICT_TITLES = {
     "cpu_compute_bound": "CPU compute-bound: the model itself runs on the CPU",
     "waiting_bound": "Waiting-bound: threads are off-CPU (I/O, sleep, locks)",
     "balanced": "Balanced: no single cause holds a clear majority",
+    "init_bound": "Initialisation-dominated: one-off start-up calls fill the window; analyse a steady-state window",
     "empty": "Empty window: nothing to analyse",
 }
 
@@ -259,6 +300,14 @@ def verdict_for(res: dict, findings: list[dict]) -> dict:
     evidence = [f"{top.replace('_bound', '')} holds {top_pct:.1f}% of the window; runner-up {second.replace('_bound', '')} {second_pct:.1f}%"]
     if other > 0:
         evidence.append(f"{other:.1f}% of the window is unattributed ('other')")
+    oo = res.get("one_off_calls") or {}
+    if oo.get("union_pct", 0) >= T.ONE_OFF_HIGH_PCT:
+        return {"id": "init_bound", "title": VERDICT_TITLES["init_bound"],
+                "confidence": round(min(1.0, oo["union_pct"] / 100.0), 2),
+                "confidence_basis": "share of the window inside one-off host calls",
+                "shares_pct": {k2: round(v, 2) for k2, v in ranked},
+                "evidence": [f"one-off host calls cover {oo['union_pct']:.1f}% of the window; longest "
+                             f"{oo['calls'][0]['name'][:80]} {oo['calls'][0]['ms']:.1f} ms"] + evidence}
     if top_pct < T.VERDICT_MIN_SHARE_PCT:
         vid = "balanced"
         evidence.insert(0, f"no group reaches {T.VERDICT_MIN_SHARE_PCT:g}% of the window")

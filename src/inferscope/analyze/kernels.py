@@ -8,7 +8,6 @@ from .. import thresholds
 from ..trace.kinds import SpanKind
 from ..trace.model import Trace
 from .classify import launch_api_mask
-from .intervals import clip
 from .stats import grouped_stats, percentile
 from .window import Window
 
@@ -51,13 +50,19 @@ def kernels(trace: Trace, window: Window, top_n: int = 20) -> dict:
             "max_us": g["max"][k] / 1e3, "share_pct": 100.0 * g["sum"][k] / total_ns if total_ns else 0.0,
         })
     span_ns = int(en.max() - st.min())
-    rate = n / (span_ns / 1e9) if span_ns > 0 else 0.0
+    first_last_ns = int(st.max() - st.min())
+    rate = (n - 1) / (first_last_ns / 1e9) if first_last_ns > 0 else 0.0
     p50_us = percentile(dur, 50) / 1e3
     storm, storm_rule = classify_launch_storm(rate, p50_us)
+    if n < thresholds.LAUNCH_STORM_MIN_KERNELS:
+        storm, storm_rule = False, f"fewer than {thresholds.LAUNCH_STORM_MIN_KERNELS} kernels: rate not meaningful"
     tiny = dur < thresholds.TINY_KERNEL_US * 1e3
     # launch API time (host side) for the launches in the window
     la = launch_api_mask(trace) & (s.start_ns >= lo) & (s.start_ns < hi)
-    launch_api_ns = int((s.end_ns[la] - s.start_ns[la]).sum())
+    la_dur = s.end_ns[la] - s.start_ns[la]
+    launch_api_ns = int(la_dur.sum())
+    launch_p50_ns = percentile(la_dur, 50) if len(la_dur) else 0.0
+    typical_ns = launch_p50_ns * len(la_dur)
     out.update({
         "total_ms": total_ns / 1e6, "distinct": int(len(g["key"])),
         "mean_us": float(dur.mean()) / 1e3, "p50_us": p50_us, "p90_us": percentile(dur, 90) / 1e3,
@@ -69,9 +74,45 @@ def kernels(trace: Trace, window: Window, top_n: int = 20) -> dict:
         "launch_storm": bool(storm), "launch_storm_rule": storm_rule,
         "launch_api_calls": int(la.sum()), "launch_api_ms": launch_api_ns / 1e6,
         "launch_api_vs_kernel_ratio": launch_api_ns / total_ns if total_ns else None,
+        "launch_api_p50_us": launch_p50_ns / 1e3,
+        "launch_api_typical_vs_kernel_ratio": typical_ns / total_ns if total_ns else None,
+        "classes": kernel_classes(trace, s.name[idx], dur, total_ns),
         "graph_launches": int((la & (C_graph_mask(trace))).sum()),
         "top": top,
     })
+    return out
+
+
+KERNEL_CLASSES = [
+    ("attention", r"flash|fmha|attention|attn|sdpa|paged|mha_|xformers"),
+    ("gemm", r"gemm|matmul|xmma|cutlass|cublas|s16816|h16816|sm\d\d_x|wgmma|hgemm|sgemm|bmm|_mm_|dot_|conv|implicit_convolve|cudnn"),
+    ("norm_softmax_reduce", r"norm|softmax|reduce|welford|topk|argmax|sort|cumsum|scan"),
+    ("copy_cat_transpose", r"copy|cat_?array|catarray|transpose|permute|gather|scatter|index|embedding|memcpy|fill|clone"),
+    ("elementwise", r"elementwise|vectorized|unrolled|pointwise|triton_poi|act_and_mul|silu|gelu|rotary|rope|add|mul"),
+]
+
+
+def kernel_classes(trace: Trace, name_ids: np.ndarray, dur: np.ndarray, total_ns: int) -> list[dict]:
+    """Share of kernel time per kernel family, by name (first matching family wins)."""
+    import re
+    pats = [(c, re.compile(p, re.I)) for c, p in KERNEL_CLASSES]
+
+    def cls(name: str) -> int:
+        for i, (_, p) in enumerate(pats):
+            if p.search(name):
+                return i
+        return len(pats)
+
+    table = np.fromiter((cls(x) for x in trace.strings.as_list()), dtype=np.int8, count=len(trace.strings))
+    k = table[name_ids]
+    labels = [c for c, _ in KERNEL_CLASSES] + ["other"]
+    out = []
+    for i, lab in enumerate(labels):
+        m = k == i
+        if m.any():
+            t = int(dur[m].sum())
+            out.append({"class": lab, "ms": t / 1e6, "calls": int(m.sum()), "share_pct": 100.0 * t / total_ns if total_ns else 0.0})
+    out.sort(key=lambda r: -r["ms"])
     return out
 
 

@@ -13,6 +13,7 @@ from . import breakdown as B
 from .copies import copies, copy_table
 from .diagnosis import findings_for, verdict_for
 from .gpu import gpu_utilisation
+from .host_calls import one_off_host_calls
 from .idle_gaps import idle_gaps
 from .kernels import kernel_table, kernels
 from .options import AnalyzeOptions
@@ -88,6 +89,7 @@ def analyze(trace: Trace, options: AnalyzeOptions | None = None) -> dict:
     res["copies"] = copies(trace, window)
     res["syncs"] = syncs(trace, window, options.top_n)
     res["phases"] = phases(trace, window, options.phase_map)
+    res["one_off_calls"] = one_off_host_calls(trace, window)
     warnings = list(trace.meta.get("warnings", []))
     tables = {}
     if res["kernels"]["count"]:

@@ -1,6 +1,7 @@
 """Synchronisation: sync-like host calls, blocked time, and the CPU op that issued them.
 
 Sync-like: device/stream/event synchronize, blocking (non-Async) cudaMemcpy/Memset,
+*Async copies from/to pageable memory (they block the host like a synchronous copy),
 stream-wait-event (counted; it does not block the host), and tiny D2H reads
 (<= thresholds.TINY_D2H_BYTES), the signature of `.item()` / `.cpu()` on a scalar.
 """
@@ -11,7 +12,7 @@ import numpy as np
 from .. import thresholds
 from ..trace.kinds import CopyKind, SpanKind
 from ..trace.model import Trace
-from .classify import api_base_name, stream_wait_mask, sync_api_mask
+from .classify import api_base_name, pageable_copy_launch_mask, stream_wait_mask, sync_api_mask
 from .intervals import clip, total
 from .links import ancestors_of_kind, launcher_of
 from .window import Window
@@ -29,8 +30,10 @@ def syncs(trace: Trace, window: Window, top_n: int = 20) -> dict:
     op = ancestors_of_kind(trace, idx, SpanKind.CPU_OP) if len(idx) else np.zeros(0, dtype=np.int64)
     groups: dict[tuple[str, str], list] = {}
     names = trace.names(idx)
+    pg = pageable_copy_launch_mask(trace)[idx]
     for j, (nm, o) in enumerate(zip(names, op.tolist())):
-        key = (api_base_name(nm), trace.name_of(o) if o >= 0 else "(no enclosing op)")
+        api = api_base_name(nm) + (" (pageable copy)" if pg[j] else "")
+        key = (api, trace.name_of(o) if o >= 0 else "(no enclosing op)")
         g = groups.setdefault(key, [0, 0, 0])
         g[0] += 1
         g[1] += int(dur[j])

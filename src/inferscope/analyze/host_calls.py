@@ -1,0 +1,52 @@
+"""One-off host calls: single API calls or ops so long they are start-up work, not inference.
+
+CUDA context creation (first runtime call), lazy kernel-module loading (first launch of a
+kernel), cuDNN/cuBLAS handle creation and autotuning show up as one call of seconds.
+A window that contains them describes start-up, not steady state.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import thresholds as T
+from ..trace.kinds import SpanKind
+from ..trace.model import Trace
+from .classify import sync_api_mask
+from .intervals import clip, total
+from .window import Window
+
+
+def one_off_host_calls(trace: Trace, window: Window, top_n: int = 5) -> dict:
+    s = trace.spans
+    lo, hi = window.start_ns, window.end_ns
+    win = window.dur_ns
+    if win <= 0:
+        return {"calls": [], "union_ms": 0.0, "union_pct": 0.0}
+    min_ns = max(T.ONE_OFF_CALL_MIN_MS * 1e6, win * T.ONE_OFF_CALL_MIN_PCT / 100.0)
+    m = np.isin(s.kind, [SpanKind.RUNTIME, SpanKind.DRIVER, SpanKind.CPU_OP]) & ~sync_api_mask(trace)
+    dur = np.minimum(s.end_ns, hi) - np.maximum(s.start_ns, lo)
+    cand = np.flatnonzero(m & (dur >= min_ns))
+    # a call that recurs (>= 3 long calls of the same name) is steady-state behaviour, not start-up
+    if len(cand):
+        ids, cnt = np.unique(s.name[cand], return_counts=True)
+        recurring = ids[cnt >= 3]
+        cand = cand[~np.isin(s.name[cand], recurring)]
+    # innermost first: drop a span when a chosen descendant covers >= 90% of it
+    cand = cand[np.argsort(-s.depth[cand].astype(np.int64), kind="stable")]
+    chosen: list[int] = []
+    for i in cand.tolist():
+        covered = any(s.track[j] == s.track[i] and s.start_ns[j] >= s.start_ns[i] and s.end_ns[j] <= s.end_ns[i]
+                      and dur[j] >= 0.9 * dur[i] for j in chosen)
+        if not covered:
+            chosen.append(i)
+    chosen.sort(key=lambda i: -int(dur[i]))
+    if chosen:
+        a, b = clip(s.start_ns[chosen], s.end_ns[chosen], lo, hi)
+        u = total(a, b)
+    else:
+        u = 0
+    calls = [{"name": trace.name_of(i), "kind": SpanKind(int(s.kind[i])).name.lower(), "ms": int(dur[i]) / 1e6,
+              "offset_ms": (int(s.start_ns[i]) - lo) / 1e6, "pct_of_window": 100.0 * int(dur[i]) / win}
+             for i in chosen[:top_n]]
+    return {"calls": calls, "count": len(chosen), "union_ms": u / 1e6, "union_pct": 100.0 * u / win,
+            "threshold_ms": min_ns / 1e6}
