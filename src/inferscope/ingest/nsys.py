@@ -176,8 +176,41 @@ class _Reader:
             self.missing.append(f"{table}.{col}")
         return str(int(default))
 
-    def columns(self, table: str, exprs: list[str], dtypes: list, where: str = "") -> list[np.ndarray]:
-        """SELECT exprs FROM table -> list of numpy columns, streamed in chunks."""
+    def columns(self, table: str, exprs: list, dtypes: list, where: str = "") -> list[np.ndarray]:
+        """SELECT exprs FROM table -> list of numpy columns, streamed in chunks.
+
+        An expr may be a pair (hi, lo) of small non-negative integer expressions: SQLite packs
+        them into one 64-bit value (hi << 32 | lo), which halves the Python ints created per
+        row; they are unpacked in numpy (lo == 0xFFFFFFFF, i.e. a -1 default, becomes -1).
+        """
+        flat_dtypes: list = []
+        sel: list[str] = []
+        packed: list[bool] = []
+        it = iter(dtypes)
+        for e in exprs:
+            if isinstance(e, tuple):
+                sel.append(f"((({e[0]}) << 32) | (({e[1]}) & 4294967295))")
+                packed.append(True)
+                flat_dtypes.append((next(it), next(it)))
+            else:
+                sel.append(e)
+                packed.append(False)
+                flat_dtypes.append(next(it))
+        cols = self._select(table, sel, [np.int64 if p else d for p, d in zip(packed, flat_dtypes)], where)
+        out = []
+        for c, p, d in zip(cols, packed, flat_dtypes):
+            if not p:
+                out.append(c)
+                continue
+            hi = (c >> 32).astype(d[0])
+            lo = (c & 0xFFFFFFFF)
+            lo[lo == 0xFFFFFFFF] = -1
+            out.append(hi)
+            out.append(lo.astype(d[1]))
+            del c
+        return out
+
+    def _select(self, table: str, exprs: list[str], dtypes: list, where: str = "") -> list[np.ndarray]:
         k = len(exprs)
         sql = f"SELECT {', '.join(exprs)} FROM [{table}]" + (f" WHERE {where}" if where else "")
         cur = self.con.execute(sql)
@@ -286,9 +319,10 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
         if name_col is None:
             rd.missing.append(f"{ktab}.demangledName")
         st, en, dev, strm, corr, gpid, nm, sn = rd.columns(ktab, [
-            rd.expr(ktab, "start", 0), rd.expr(ktab, "end", 0), rd.expr(ktab, "deviceId", 0),
-            rd.expr(ktab, "streamId", 0), rd.expr(ktab, "correlationId", -1), rd.expr(ktab, "globalPid", -1),
-            rd.expr(ktab, name_col, -1, False) if name_col else "-1", rd.expr(ktab, "shortName", -1)],
+            rd.expr(ktab, "start", 0), rd.expr(ktab, "end", 0),
+            (rd.expr(ktab, "deviceId", 0), rd.expr(ktab, "streamId", 0)),
+            rd.expr(ktab, "correlationId", -1), rd.expr(ktab, "globalPid", -1),
+            (rd.expr(ktab, name_col, -1, False) if name_col else "-1", rd.expr(ktab, "shortName", -1))],
             [np.int64, np.int64, np.int32, np.int64, np.int64, np.int64, np.int64, np.int64])
         if name_col is None:
             nm = np.full(len(st), -1, dtype=np.int64)
@@ -368,10 +402,10 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
     runtime_part = None
     if RUNTIME_TABLE in schema:
         t = RUNTIME_TABLE
-        st, en, ecl, gtid, corr, nid = rd.columns(t, [
+        st, en, ecl, nid, gtid, corr = rd.columns(t, [
             rd.expr(t, "start", 0), f"COALESCE([end], [start])" if rd.has(t, "end") else rd.expr(t, "start", 0),
-            rd.expr(t, "eventClass", 0), rd.expr(t, "globalTid", -1), rd.expr(t, "correlationId", -1),
-            rd.expr(t, "nameId", -1)],
+            (rd.expr(t, "eventClass", 0), rd.expr(t, "nameId", -1)), rd.expr(t, "globalTid", -1),
+            rd.expr(t, "correlationId", -1)],
             [np.int64, np.int64, np.int16, np.int64, np.int64, np.int64])
         kind = np.where(ecl == DRIVER_EVENT_CLASS, np.uint8(SpanKind.DRIVER), np.uint8(SpanKind.RUNTIME)).astype(np.uint8)
         del ecl
