@@ -151,7 +151,7 @@ def findings_for(res: dict) -> list[dict]:
             "Fuse small kernels (torch.compile), capture the loop in CUDA graphs, or raise the batch size so each launch does more work.")
 
     # --- dominant_kernel ----------------------------------------------------
-    if k.get("top") and k["top"][0]["share_pct"] >= T.DOMINANT_KERNEL_SHARE_PCT:
+    if k.get("top") and k.get("distinct", 0) >= 2 and k["top"][0]["share_pct"] >= T.DOMINANT_KERNEL_SHARE_PCT:
         t0 = k["top"][0]
         ev = {"kernel": t0["name"][:200], "share_pct": round(t0["share_pct"], 2), "total_ms": round(t0["total_ms"], 3),
               "calls": t0["calls"], "p50_us": round(t0["p50_us"], 3)}
