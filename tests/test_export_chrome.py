@@ -38,6 +38,13 @@ def check_export(doc: dict, raw: str, trace=None) -> dict:
         assert k[0] in proc, f"unnamed process {k}"
         assert k in thr, f"unnamed thread {k}"
         slices[k].sort()
+        if not thr[k].endswith("(overlapping)"):     # strict nesting, as trace viewers require
+            stack = []
+            for st, nd, cat, name in slices[k]:
+                while stack and stack[-1] <= st:
+                    stack.pop()
+                assert not stack or st - nd <= stack[-1], (thr[k], name, cat)
+                stack.append(st - nd)
     starts = {k: [s[0] for s in v] for k, v in slices.items()}
     gpu_starts = {(k, x[0]): x for k, v in slices.items() for x in v if x[2] in GPU_CATS}
 
@@ -159,3 +166,28 @@ def test_cli_export(tmp_path):
     assert main(["export", str(p), "-o", str(out), "-q"]) == 0
     raw = out.read_text(encoding="utf-8")
     check_export(json.loads(raw), raw)
+
+
+def test_export_moves_misnested_spans(tmp_path):
+    """Overlapping-but-not-nested spans go to an "(overlapping)" sibling thread, flows follow them."""
+    from inferscope.trace import FlowKind, SpanKind, TraceBuilder, TrackKind
+    b = TraceBuilder()
+    cpu = b.track(TrackKind.CPU_THREAD, pid=1, tid=1, name="main")
+    gpu = b.track(TrackKind.GPU_STREAM, pid=1, tid=7, device=0)
+    S = b.strings.intern
+    idx = b.add_spans(start_ns=BASE + __import__("numpy").array([0, 10, 40, 45, 50, 75]),
+                      end_ns=BASE + __import__("numpy").array([100, 50, 60, 48, 80, 90]),
+                      track=[cpu, cpu, cpu, cpu, gpu, gpu],
+                      kind=[int(SpanKind.CPU_OP), int(SpanKind.CPU_OP), int(SpanKind.CPU_OP), int(SpanKind.RUNTIME),
+                            int(SpanKind.KERNEL), int(SpanKind.KERNEL)],
+                      name=[S("parent"), S("child"), S("straddler"), S("cudaLaunchKernel"), S("k1"), S("k2")])
+    b.add_flows([idx[3]], [idx[5]], FlowKind.LAUNCH)
+    trace = b.finalize()
+    out = tmp_path / "t.json"
+    chrome.render({}, trace, out)
+    raw = out.read_text()
+    doc = json.loads(raw)
+    info = check_export(doc, raw, trace)
+    assert "main (overlapping)" in info["threads"].values() and info["flows"] == 1
+    moved = {e["name"] for e in doc["traceEvents"] if e["ph"] == "X" and info["threads"][(e["pid"], e["tid"])].endswith("(overlapping)")}
+    assert moved == {"straddler", "k2"}          # the launch stays nested in "child"; k2 overlaps k1

@@ -38,6 +38,7 @@ ANALYSIS_PID = 999_999_002          # InferScope's own annotations
 UNKNOWN_HOST_PID = 999_999_000      # host tracks with pid -1
 RANGE_TID_OFFSET = 1 << 30          # GPU stream s -> its ranges thread tid s + offset
 DEVICE_TID_OFFSET = (1 << 30) + (1 << 29)
+OVERLAP_TID_OFFSET = 1 << 32         # improperly nested spans -> sibling "(overlapping)" thread
 CHUNK_EVENTS = 20_000
 
 SPAN_CAT = {
@@ -104,6 +105,42 @@ def track_ids(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return pid, tid
 
 
+def misnested(trace: Trace, group: np.ndarray | None = None) -> np.ndarray:
+    """Mask of spans that overlap an enclosing span on their track without nesting in it.
+
+    Trace viewers require 'X' events on one thread to nest strictly; such spans (clock skew,
+    overlapping kernels on a stream) are moved to a sibling "(overlapping)" thread instead of
+    being dropped or mis-drawn.
+    """
+    s = trace.spans
+    bad = np.zeros(len(s), dtype=bool)
+    if not len(s):
+        return bad
+    # one stack walk per track, in (start, -end) order (spans are sorted that way already)
+    grp = s.track.astype(np.int64) if group is None else np.asarray(group, dtype=np.int64)
+    order = np.lexsort((s.start_ns, grp))
+    tr = grp[order]
+    st = s.start_ns[order]
+    en = s.end_ns[order]
+    new_track = np.ones(len(order), dtype=bool)
+    new_track[1:] = tr[1:] != tr[:-1]
+    for lo, hi in zip(np.flatnonzero(new_track).tolist(), (np.append(np.flatnonzero(new_track)[1:], len(order))).tolist()):
+        e = en[lo:hi]
+        a = st[lo:hi]
+        if hi - lo < 2 or np.all(a[1:] >= e[:-1]):
+            continue        # no overlaps at all on this track
+        stack: list[int] = []
+        idx = order[lo:hi].tolist()
+        for j, (a0, e0) in enumerate(zip(a.tolist(), e.tolist())):
+            while stack and stack[-1] <= a0:
+                stack.pop()
+            if stack and e0 > stack[-1]:
+                bad[idx[j]] = True
+                continue
+            stack.append(e0)
+    return bad
+
+
 def _meta_event(name: str, pid: int, tid: int | None, args: dict) -> str:
     t = "" if tid is None else f',"tid":{tid}'
     args = {k: _SURROGATE.sub("\ufffd", v) if isinstance(v, str) else v for k, v in args.items()}
@@ -125,6 +162,9 @@ def iter_events(trace: Trace, result: dict | None = None):
     span_tid = ttid[s.track].copy() if n else np.zeros(0, np.int64)
     gpu_range = (s.kind == SpanKind.GPU_ANNOTATION) & (tracks.kind[s.track] == TrackKind.GPU_STREAM) if n else np.zeros(0, bool)
     span_tid[gpu_range] += RANGE_TID_OFFSET
+    overlap = misnested(trace, s.track.astype(np.int64) * 2 + gpu_range)
+    span_tid[overlap] += OVERLAP_TID_OFFSET
+    overlap_threads = sorted({(int(p), int(t)) for p, t in zip(span_pid[overlap].tolist(), span_tid[overlap].tolist())})
 
     # ---- metadata: processes and threads ----
     meta: list[str] = []
@@ -166,6 +206,11 @@ def iter_events(trace: Trace, result: dict | None = None):
             meta.append(_meta_event("thread_name", p, tid, {"name": label}))
             if k == TrackKind.GPU_DEVICE:
                 meta.append(_meta_event("thread_sort_index", p, tid, {"sort_index": 1 << 20}))
+    label_of = {(int(tpid[t]), int(ttid[t])): trace.track_label(t) for t in range(len(tracks))}
+    for p, t in overlap_threads:
+        base_tid = t - OVERLAP_TID_OFFSET
+        base_label = label_of.get((p, base_tid)) or label_of.get((p, base_tid - RANGE_TID_OFFSET), f"thread {base_tid}")
+        meta.append(_meta_event("thread_name", p, t, {"name": f"{base_label} (overlapping)"}))
     meta.append(_meta_event("thread_name", ANALYSIS_PID, 1, {"name": "analysis window"}))
     meta.append(_meta_event("thread_name", ANALYSIS_PID, 2, {"name": "largest GPU idle gaps"}))
     yield meta
