@@ -49,7 +49,7 @@ def _file_domain(filename: str) -> tuple[int, str, str]:
         return r
     dom, pkg, label = USER, "", os.path.basename(filename)
     if filename.startswith("<"):
-        dom = NEUTRAL if filename.startswith("<frozen") else USER
+        dom = NEUTRAL   # <frozen ...>, <string> (exec, dataclasses, python -c): transparent; all-neutral -> user
     elif filename.startswith(_inferscope_dir):
         dom, pkg = NEUTRAL, "inferscope"
     else:
@@ -83,6 +83,9 @@ def _file_domain(filename: str) -> tuple[int, str, str]:
     return r
 
 
+IMPORT = 8   # flag bit: import machinery frame (import in progress)
+
+
 def code_info(code) -> tuple[int, str]:
     """(domain, 'file:func' label) for a code object; cached."""
     r = _code_cache.get(code)
@@ -95,6 +98,8 @@ def code_info(code) -> tuple[int, str]:
             dom = TOK
         elif PRE_NAME.search(qual):
             dom = PRE
+    if code.co_filename.startswith("<frozen importlib"):
+        dom = IMPORT
     r = (dom, f"{flabel}:{qual}")
     _code_cache[code] = r
     return r

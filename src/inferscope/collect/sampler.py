@@ -1,12 +1,16 @@
 """CPU/Python sampler: one daemon thread, ``sys._current_frames()`` at ~1 kHz.
 
 Per sample and thread:
-  on/off CPU   the thread's CPU clock (pthread_getcpuclockid) advanced by less than half the
-               wall time since its previous sample -> ``waiting`` (sleep, I/O, locks, GIL).
+  on/off CPU   the thread's CPU clock (pthread_getcpuclockid) advanced by less than a quarter of the
+               wall time since its previous sample -> ``waiting`` (sleep, I/O, locks, GIL),
+               unless /proc/self/task/<tid>/schedstat shows it was runnable on a run queue
+               (CPU contention: it wanted the CPU; one pread of a kept-open fd per sample).
   domain       walk the stack from the innermost frame outwards; the innermost frame that is
                not transparent (stdlib, unknown libraries, InferScope) decides (classify.py).
                A user-code frame defers to an enclosing tokenization/preprocessing frame or
-               an enclosing scope() whose name says so.
+               an enclosing scope() whose name says so.  The whole stack is walked: a sample
+               taken while a module is being imported (importlib frames) is ``framework``
+               (library loading), whatever the module.
   cpu_compute  the sampler woke on time, i.e. no thread was holding the GIL: an on-CPU thread
                whose domain is framework (or user code once torch is imported) is then inside
                native code that released the GIL - a torch C++ op (torch releases the GIL around
@@ -30,10 +34,29 @@ GIL_WAIT_NS = 250_000
 MAX_DEPTH = 96
 CLS_WAITING = "waiting"
 CLS_COMPUTE = "cpu_compute"
+CLS_FRAMEWORK = "framework"
+
+
+def _runq_ns(tid: int) -> int:
+    """Time the thread spent runnable on a run queue (ns), from /proc (Linux schedstats); -1 n/a."""
+    try:
+        with open(f"/proc/self/task/{tid}/schedstat", "rb") as f:
+            return int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+def _close(st) -> None:
+    if st.rq_t >= 0:
+        try:
+            os.close(st.rq_t)
+        except OSError:
+            pass
+        st.rq_t = -1
 
 
 class _ThreadState:
-    __slots__ = ("tid", "clk", "cpu", "t", "cls", "start", "counts", "oncpu")
+    __slots__ = ("tid", "clk", "cpu", "t", "cls", "start", "counts", "oncpu", "rq", "rq_t")
 
     def __init__(self, tid, clk, cpu, t):
         self.tid = tid
@@ -44,6 +67,8 @@ class _ThreadState:
         self.start = t
         self.counts = {}
         self.oncpu = 0
+        self.rq = -1      # run-queue wait (ns) from /proc schedstat
+        self.rq_t = -1    # fd of /proc/self/task/<tid>/schedstat (-1 none)
 
 
 class Sampler:
@@ -105,6 +130,7 @@ class Sampler:
         for st in list(self.threads.values()):
             self._emit(st)
             st.cls = None
+            _close(st)
         self.threads.clear()
 
     def idle_tids(self) -> set:
@@ -130,8 +156,10 @@ class Sampler:
         sleep = time.sleep
         self.started_ns = clock()
         isec = interval / 1e9
-        USER, FW, TOK, PRE = C.USER, C.FW, C.TOK, C.PRE
+        USER, FW, TOK, PRE, IMPORT = C.USER, C.FW, C.TOK, C.PRE, C.IMPORT
         names = C.DOMAIN_NAMES
+        schedstat = _runq_ns(threading.get_native_id()) >= 0
+        pread = os.pread
         while not stop.is_set():
             # never catch up on missed ticks: always release the GIL for a full interval,
             # otherwise a late sampler would hold the GIL back-to-back and starve the workload
@@ -160,6 +188,11 @@ class Sampler:
                     except (OSError, OverflowError):
                         clk, cpu = None, 0
                     st = threads[ident] = _ThreadState(tid, clk, cpu, t)
+                    if schedstat:
+                        try:
+                            st.rq_t = os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY)
+                        except OSError:
+                            st.rq_t = -1
                     oncpu_by_tid.setdefault(tid, 0)
                     continue
                 if st.clk is not None:
@@ -167,7 +200,18 @@ class Sampler:
                         cpu = cputime(st.clk)
                     except OSError:
                         cpu = st.cpu
-                    oncpu = (cpu - st.cpu) * 2 >= (t - st.t)
+                    dcpu = cpu - st.cpu
+                    oncpu = dcpu * 4 >= (t - st.t)
+                    if st.rq_t >= 0:
+                        # runnable but descheduled (CPU contention) is not "waiting": add the
+                        # run-queue delay from schedstat (fd kept open, one pread per sample)
+                        try:
+                            rq = int(pread(st.rq_t, 96, 0).split()[1])
+                            if not oncpu and st.rq >= 0:
+                                oncpu = (dcpu + rq - st.rq) * 4 >= (t - st.t)
+                            st.rq = rq
+                        except (OSError, ValueError, IndexError):
+                            st.rq_t = -1
                     st.cpu = cpu
                 else:
                     oncpu = True
@@ -176,16 +220,17 @@ class Sampler:
                 dom = 0
                 label = None
                 depth = 0
+                importing = False
                 while f is not None and depth < MAX_DEPTH:
                     d, lab = code_info(f.f_code)
                     if d:
+                        if d == IMPORT:
+                            importing = True
+                            break
                         if dom == 0:
                             dom, label = d, lab
-                            if d != USER:
-                                break
-                        elif d == TOK or d == PRE:
+                        elif dom == USER and (d == TOK or d == PRE):
                             dom = d
-                            break
                     f = f.f_back
                     depth += 1
                 if dom == 0:
@@ -200,7 +245,9 @@ class Sampler:
                     cls = CLS_WAITING
                 else:
                     oncpu_by_tid[st.tid] += 1
-                    if gil_free and (dom == FW or (dom == USER and torch_seen)):
+                    if importing:
+                        cls = CLS_FRAMEWORK   # module loading (library import) counts as framework
+                    elif gil_free and (dom == FW or (dom == USER and torch_seen)):
                         cls = CLS_COMPUTE
                     else:
                         cls = names[dom]
@@ -217,7 +264,9 @@ class Sampler:
             if seen != len(threads):
                 live = set(frames)
                 for ident in [i for i in threads if i not in live]:
-                    self._emit(threads.pop(ident))
+                    gone = threads.pop(ident)
+                    self._emit(gone)
+                    _close(gone)
         try:
             self.cpu_ns = cputime(my_clk)
         except OSError:
