@@ -91,7 +91,7 @@ def _validate(key: str, v, where: str):
             raise ConfigError(f"{where}: log level must be one of debug, info, warn, error; got {v!r}")
         return s
     if key == "trace_size_mb":
-        return _num(v, where, 0.01, 1_000_000)
+        return _num(v, where, 0.001, 1_000_000)
     if key == "sync_error_margin_us":
         return _num(v, where, 0, 1e9)
     if key == "cpu_sampling_frequency_hz":

@@ -11,13 +11,12 @@ import functools
 import threading
 import time
 
-from ..trace.kinds import SpanKind
 from . import session as _S
 
 _tls = threading.local()
 _nvtx = None          # module, False when unavailable
-_ANN = int(SpanKind.ANNOTATION)
-_MARK = int(SpanKind.MARK)
+_ANN = 8    # SpanKind.ANNOTATION (no trace import here: importing inferscope must stay light)
+_MARK = 13  # SpanKind.MARK
 
 
 def _get_nvtx():

@@ -33,14 +33,32 @@ def _at_exit():
     s = _session
     if s is None or s.finalized or s.pid != os.getpid():
         return
+    old = None
     try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not cut the trace
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not cut the trace
     except (ValueError, OSError):
         pass
     try:
         s.finalize(exit_reason=f"exception:{_exc_name}" if _exc_name else "exit")
     except BaseException as e:  # never turn the user's exit into our traceback
         sys.stderr.write(f"inferscope: could not write the trace: {type(e).__name__}: {e}\n")
+    finally:
+        if old is not None:
+            try:
+                signal.signal(signal.SIGINT, old)
+            except (ValueError, OSError):
+                pass
+    if _exc_name == "KeyboardInterrupt":
+        # Python reports an uncaught KeyboardInterrupt by dying of SIGINT (exit 130), but the
+        # imports done while finalising (numpy) reset that flag; do it ourselves.  Our atexit
+        # handler was registered first, so it runs last.
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except Exception:
+            pass
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
 
 
 def _after_fork_child():

@@ -27,9 +27,9 @@ import sys
 import threading
 import time
 
-from ..trace.kinds import SpanKind
 from . import classify as C
 
+CPU_SAMPLE = 11   # SpanKind.CPU_SAMPLE
 GIL_WAIT_NS = 250_000
 MAX_DEPTH = 96
 CLS_WAITING = "waiting"
@@ -114,7 +114,7 @@ class Sampler:
         if st.cls is None or st.t <= st.start:
             return
         detail = max(st.counts, key=st.counts.get) if st.counts else None
-        self.buffer.append((0, int(SpanKind.CPU_SAMPLE), st.tid, st.start, st.t, st.cls, detail, "sample"))
+        self.buffer.append((0, CPU_SAMPLE, st.tid, st.start, st.t, st.cls, detail, "sample"))
 
     def open_runs(self) -> list:
         """Spans for the runs still open (used by snapshots; not appended to the buffer)."""
@@ -123,7 +123,7 @@ class Sampler:
             cls, start, t, counts = st.cls, st.start, st.t, dict(st.counts)
             if cls is not None and t > start:
                 detail = max(counts, key=counts.get) if counts else None
-                out.append((0, int(SpanKind.CPU_SAMPLE), st.tid, start, t, cls, detail, "sample"))
+                out.append((0, CPU_SAMPLE, st.tid, start, t, cls, detail, "sample"))
         return out
 
     def _close_all(self, now: int) -> None:

@@ -14,7 +14,6 @@ import time
 
 from .. import log
 from ..config import Config
-from ..trace.kinds import SpanKind, TrackKind
 from .buffer import BYTES_PER_EVENT, RingBuffer
 
 _session = None
@@ -214,6 +213,7 @@ class Session:
 
     def build_trace(self, final: bool = False, kineto_path: str | None = None, end_ns: int | None = None):
         from ..trace.builder import TraceBuilder
+        from ..trace.kinds import SpanKind, TrackKind
         import numpy as np
         end_ns = end_ns or time.perf_counter_ns()
         events = self.buffer.snapshot()
@@ -306,6 +306,7 @@ class Session:
 
     def _merge_kineto(self, b, path: str, n_own: int, warnings: list, devices: list) -> tuple[int, float | None]:
         import numpy as np
+        from ..trace.kinds import SpanKind, TrackKind
         from ..trace.model import SPAN_COLUMNS
         from .torchprof import SYNC_PREFIX, clock_offset, load_chrome
         try:

@@ -1,0 +1,189 @@
+"""Unit tests of the live collectors (in-process; no subprocess)."""
+import sys
+import threading
+import time
+import types
+
+import numpy as np
+import pytest
+
+from inferscope.collect import classify as C
+from inferscope.collect.buffer import RingBuffer
+from inferscope.config import Config
+from inferscope.trace.kinds import SpanKind, TrackKind
+
+
+def test_ring_buffer_drops_oldest():
+    b = RingBuffer(0.01)
+    n = b.capacity + 25
+    for i in range(n):
+        b.append((1, "m", -1, i, 0.0))
+    assert len(b) == b.capacity and b.dropped == 25
+    assert b.snapshot()[0][3] == 25
+
+
+def test_classify_domains():
+    def tokenize_words():
+        pass
+
+    def plain():
+        pass
+    assert C.code_info(tokenize_words.__code__)[0] == C.TOK
+    assert C.code_info(plain.__code__)[0] == C.USER
+    assert C.scope_domain(["generate", "tokenize"]) == C.TOK
+    assert C._file_domain("/x/lib/python3.11/site-packages/torch/nn/modules/linear.py")[0] == C.FW
+    assert C._file_domain("/x/site-packages/tokenizers/__init__.py")[0] == C.TOK
+    assert C._file_domain("/x/site-packages/transformers/tokenization_utils_base.py")[0] == C.TOK
+    assert C._file_domain("/x/site-packages/transformers/models/llama/modeling_llama.py")[0] == C.FW
+    assert C._file_domain("/x/site-packages/PIL/Image.py")[0] == C.PRE
+    assert C._file_domain("/x/site-packages/requests/api.py")[0] == C.NEUTRAL
+
+
+class FakeNvml(types.ModuleType):
+    NVML_CLOCK_SM = 1
+    NVML_TEMPERATURE_GPU = 0
+    NVML_PCIE_UTIL_TX_BYTES = 0
+    NVML_PCIE_UTIL_RX_BYTES = 1
+
+    def __init__(self, n=1):
+        super().__init__("pynvml")
+        self.n = n
+
+    def nvmlInit(self): pass
+    def nvmlShutdown(self): pass
+    def nvmlDeviceGetCount(self): return self.n
+    def nvmlDeviceGetHandleByIndex(self, i): return i
+    def nvmlDeviceGetName(self, h): return b"Fake GPU"
+    def nvmlDeviceGetMemoryInfo(self, h): return types.SimpleNamespace(total=16 << 30, used=3 << 30)
+    def nvmlDeviceGetPciInfo(self, h): return types.SimpleNamespace(busId=b"00000000:3B:00.0")
+    def nvmlDeviceGetUtilizationRates(self, h): return types.SimpleNamespace(gpu=42, memory=7)
+    def nvmlDeviceGetClockInfo(self, h, k): return 1410
+    def nvmlDeviceGetPowerUsage(self, h): return 123456
+    def nvmlDeviceGetTemperature(self, h, k): return 55
+    def nvmlDeviceGetPcieThroughput(self, h, k): return 1000 if k == 0 else 2000
+
+
+def test_nvml_counters_with_fake_pynvml(monkeypatch):
+    from inferscope.collect import nvml
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(1))
+    got = []
+    s = nvml.NvmlSampler(got.append, env={})
+    assert s.ok and s.devices[0]["name"] == "Fake GPU" and s.devices[0]["total_memory_bytes"] == 16 << 30
+    s.sample(1000)
+    vals = {m: v for _, m, d, ts, v in got}
+    assert vals == {"gpu.util_pct": 42.0, "gpu.mem_util_pct": 7.0, "gpu.mem_used_bytes": float(3 << 30),
+                    "gpu.sm_clock_mhz": 1410.0, "gpu.power_w": 123.456, "gpu.temp_c": 55.0,
+                    "gpu.pcie_tx_bytes_per_s": 1024000.0, "gpu.pcie_rx_bytes_per_s": 2048000.0}
+
+
+def test_single_gpu_rule_counts_visible(monkeypatch):
+    from inferscope.collect import nvml
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(4))
+    assert nvml.count_visible_gpus(env={}) == 4
+    assert nvml.count_visible_gpus(env={"CUDA_VISIBLE_DEVICES": "2"}) == 1
+    assert nvml.count_visible_gpus(env={"CUDA_VISIBLE_DEVICES": "0,1"}) == 2
+    assert nvml.count_visible_gpus(env={"CUDA_VISIBLE_DEVICES": ""}) == 0
+    from inferscope.collect.session import multi_gpu_message
+    assert "CUDA_VISIBLE_DEVICES" in multi_gpu_message(2)
+
+
+def test_nvml_absent_is_soft(monkeypatch):
+    from inferscope.collect import nvml
+    monkeypatch.setitem(sys.modules, "pynvml", None)   # import raises ImportError
+    s = nvml.NvmlSampler(lambda e: None)
+    assert not s.ok and nvml.count_visible_gpus() is None
+
+
+def test_numa_placement_fake_sysfs(tmp_path):
+    from inferscope.collect.system import numa_placement
+    import os
+    ncpu = max(os.sched_getaffinity(0)) + 1
+    for n, cpus in ((0, f"0-{ncpu - 1}"), (1, f"{ncpu}-{2 * ncpu - 1}")):
+        d = tmp_path / f"devices/system/node/node{n}"
+        d.mkdir(parents=True)
+        (d / "cpulist").write_text(cpus + "\n")
+    dev = tmp_path / "bus/pci/devices/0000:3b:00.0"
+    dev.mkdir(parents=True)
+    (dev / "numa_node").write_text("1\n")
+    info = numa_placement(["00000000:3B:00.0"], sysfs=str(tmp_path))
+    assert info["numa_nodes"] == 2 and info["process_numa_nodes"] == [0]
+    assert info["gpu_numa_nodes"][0]["numa_node"] == 1 and info["gpu_local"] is False
+
+
+def test_system_counters():
+    from inferscope.collect.system import SystemSampler
+    got = []
+    SystemSampler(got.append).sample(5)
+    names = {e[1] for e in got}
+    assert {"cpu.util_pct", "proc.rss_bytes", "proc.ctx_switches", "proc.page_faults"} <= names
+    assert any(n.startswith("cpu.core") for n in names)
+
+
+@pytest.fixture
+def session():
+    from inferscope.collect import session as S
+    cfg = Config(cpu_sampling_frequency_hz=500, system_sampling_hz=20, torch_profiler="off")
+    s = S.Session(cfg, mode="library")
+    S.set_current(s)
+    s.start()
+    yield s
+    s.finalize()
+    S.set_current(None)
+
+
+def _busy(sec):
+    t = time.perf_counter()
+    x = 0
+    while time.perf_counter() - t < sec:
+        x += 1
+    return x
+
+
+def test_scope_mark_sampler_in_process(session):
+    import inferscope
+    from inferscope import mark, scope
+
+    @scope("decorated")
+    def work():
+        _busy(0.05)
+
+    with scope("outer"):
+        with scope("tokenize"):
+            _busy(0.15)
+        work()
+        mark("checkpoint")
+        time.sleep(0.15)
+    th = threading.Thread(target=lambda: scope("in_thread")(_busy)(0.05))
+    th.start()
+    th.join()
+    trace = session.finalize()
+    s = trace.spans
+    names = trace.names(np.arange(len(s)))
+    ann = {names[i]: i for i in np.flatnonzero(s.kind == SpanKind.ANNOTATION)}
+    assert set(ann) == {"outer", "tokenize", "decorated", "in_thread"}
+    assert s.depth[ann["tokenize"]] == 1 and s.parent[ann["tokenize"]] == ann["outer"]
+    assert trace.tracks.tid[s.track[ann["in_thread"]]] != trace.tracks.tid[s.track[ann["outer"]]]
+    assert "checkpoint" in [names[i] for i in np.flatnonzero(s.kind == SpanKind.MARK)]
+    samp = np.flatnonzero(s.kind == SpanKind.CPU_SAMPLE)
+    by = {}
+    for i in samp:
+        by[names[i]] = by.get(names[i], 0) + int(s.end_ns[i] - s.start_ns[i])
+    assert set(by) <= {"tokenization", "preprocessing", "user_code", "framework", "cpu_compute", "waiting"}
+    assert by.get("tokenization", 0) > 0.08e9       # busy loop inside scope("tokenize")
+    assert by.get("waiting", 0) > 0.08e9            # time.sleep
+    c = trace.meta["collection"]
+    for k in ("collection_ms", "events", "clock_sync_error_us", "dropped_events", "estimated_overhead_pct"):
+        assert k in c
+    assert c["events"] == trace.n_events and c["dropped_events"] == 0
+    assert any(trace.tracks.kind == TrackKind.COUNTER)
+    assert inferscope.scope is scope
+
+
+def test_disabled_is_noop(monkeypatch):
+    from inferscope.collect import session as S
+    from inferscope import scope
+    monkeypatch.setenv("INFERSCOPE_ENABLED", "0")
+    S.set_current(None)
+    with scope("x"):
+        pass
+    assert S.current() is None
