@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from .stats import fast_unique
+
 from ..trace.kinds import CopyKind, SpanKind
 from ..trace.model import Trace
 from . import classify as C
-from .intervals import active_at
+from .intervals import active_at_sorted
 from .window import Window
 
 CATEGORIES = ("gpu_compute", "h2d_copy", "d2h_copy", "other_copy", "sync_wait", "cpu_preprocessing",
@@ -194,7 +196,7 @@ def segment_classes(trace: Trace, window: Window):
     st = np.maximum(st_all, lo)
     en = np.minimum(en_all, hi)
     ok = en > st
-    bounds = np.unique(np.concatenate(([lo, hi], st[ok], en[ok])))
+    bounds = fast_unique(np.concatenate(([lo, hi], st[ok], en[ok])))
     seg_s = bounds[:-1]
     if hi <= lo:
         seg_s = np.zeros(0, dtype=np.int64)
@@ -205,7 +207,7 @@ def segment_classes(trace: Trace, window: Window):
         a, b = src[key]
         if len(a) == 0 or len(seg_s) == 0:
             return np.zeros(len(seg_s), dtype=bool)
-        return active_at(a, b, seg_s) > 0
+        return active_at_sorted(a, b, seg_s) > 0
 
     c = {key: cov(key) for key in src}
     gpu_run = trace.has_gpu

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .stats import fast_unique
+
 from ..trace.kinds import SpanKind
 from ..trace.model import Trace
 from .classify import gpu_work_mask
@@ -45,16 +47,16 @@ def gpu_utilisation(trace: Trace, window: Window) -> dict | None:
     out["copy_ms"] = kind_total([SpanKind.MEMCPY])
     out["memset_ms"] = kind_total([SpanKind.MEMSET])
     tr = s.track[m]
-    out["streams"] = int(len(np.unique(tr)))
+    out["streams"] = int(len(fast_unique(tr)))
     dev = trace.tracks.device[tr]
     devices = []
-    for d in np.unique(dev).tolist():
+    for d in fast_unique(dev).tolist():
         md = m.copy()
         md[m] = dev == d
         a, b = clip(s.start_ns[md], s.end_ns[md], lo, hi)
         bd = total(a, b)
         devices.append({"device": int(d), "busy_ms": bd / 1e6,
                         "idle_pct": 100.0 * (win - bd) / win if win else 0.0,
-                        "streams": int(len(np.unique(s.track[md])))})
+                        "streams": int(len(fast_unique(s.track[md])))})
     out["devices"] = devices
     return out

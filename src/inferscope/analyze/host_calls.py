@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .stats import fast_unique
+
 from .. import thresholds as T
 from ..trace.kinds import SpanKind
 from ..trace.model import Trace
@@ -28,7 +30,7 @@ def one_off_host_calls(trace: Trace, window: Window, top_n: int = 5) -> dict:
     cand = np.flatnonzero(m & (dur >= min_ns))
     # a call that recurs (>= 3 long calls of the same name) is steady-state behaviour, not start-up
     if len(cand):
-        ids, cnt = np.unique(s.name[cand], return_counts=True)
+        ids, cnt = fast_unique(s.name[cand], return_counts=True)
         recurring = ids[cnt >= 3]
         cand = cand[~np.isin(s.name[cand], recurring)]
     # innermost first: drop a span when a chosen descendant covers >= 90% of it

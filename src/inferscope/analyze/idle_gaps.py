@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .stats import fast_unique
+
 from .. import thresholds
 from ..trace.kinds import SpanKind, TrackKind
 from ..trace.model import Trace
@@ -25,12 +27,22 @@ BUCKETS_US = (10, 100, 1_000, 10_000)
 BUCKET_LABELS = ("<10us", "10-100us", "100us-1ms", "1-10ms", ">=10ms")
 
 
-def _host_activity(trace: Trace, a: int, b: int) -> dict:
+def _host_index(trace: Trace):
+    s = trace.spans
+    host = (trace.tracks.kind[s.track] == TrackKind.CPU_THREAD) & (s.kind != SpanKind.STEP) & (s.kind != SpanKind.MARK)
+    hidx = np.flatnonzero(host)  # ascending start (spans are start-sorted)
+    max_dur = int((s.end_ns[hidx] - s.start_ns[hidx]).max()) if len(hidx) else 0
+    return hidx, s.start_ns[hidx], max_dur
+
+
+def _host_activity(trace: Trace, a: int, b: int, hostix=None) -> dict:
     """What the host threads were doing in [a, b): the innermost host span covering most of it."""
     s = trace.spans
-    host = trace.tracks.kind[s.track] == TrackKind.CPU_THREAD
-    cand = host & (s.start_ns < b) & (s.end_ns > a) & (s.kind != SpanKind.STEP) & (s.kind != SpanKind.MARK)
-    idx = np.flatnonzero(cand)
+    hidx, hstart, max_dur = hostix if hostix is not None else _host_index(trace)
+    i0 = np.searchsorted(hstart, a - max_dur, side="left")
+    i1 = np.searchsorted(hstart, b, side="left")
+    sub = hidx[i0:i1]
+    idx = sub[s.end_ns[sub] > a]
     if len(idx) == 0:
         return {"host": "nothing recorded on the host", "host_kind": None, "host_overlap_pct": 0.0}
     ov = np.minimum(s.end_ns[idx], b) - np.maximum(s.start_ns[idx], a)
@@ -98,7 +110,7 @@ def idle_gaps(trace: Trace, window: Window, top_n: int = 10) -> dict:
     for c in range(3):
         out["by_class_ms"][names[c]] = float(g_ns[cls == c].sum()) / 1e6
     gtr = tr[gi]
-    for t in np.unique(tr).tolist():
+    for t in fast_unique(tr).tolist():
         mt = gtr == t
         out["per_stream"].append({
             "track": int(t), "stream": trace.track_label(int(t)),
@@ -116,11 +128,12 @@ def idle_gaps(trace: Trace, window: Window, top_n: int = 10) -> dict:
     ds, de = gaps(us, ue, int(us[0]) if len(us) else lo, int(ue[-1]) if len(ue) else hi)
     dl = de - ds
     top = np.argsort(-dl, kind="stable")[:top_n]
+    hostix = _host_index(trace)
     for j in top.tolist():
         a, bb = int(ds[j]), int(de[j])
         row = {"start_ns": a, "end_ns": bb, "ms": (bb - a) / 1e6,
                "offset_ms": (a - lo) / 1e6}
-        row.update(_host_activity(trace, a, bb))
+        row.update(_host_activity(trace, a, bb, hostix))
         out["largest"].append(row)
     out["device_gaps"] = int(len(dl))
     out["device_gap_ms"] = float(dl.sum()) / 1e6

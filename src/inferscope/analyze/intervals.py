@@ -49,6 +49,19 @@ def active_at(starts: np.ndarray, ends: np.ndarray, points: np.ndarray) -> np.nd
     return np.searchsorted(ss, points, side="right") - np.searchsorted(es, points, side="right")
 
 
+def active_at_sorted(starts: np.ndarray, ends: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """active_at for ascending ``points``: bins the intervals into the points instead of
+    searching every point (O(k log n + n) for k intervals, n points; cache friendly)."""
+    n = len(points)
+    if len(starts) == 0 or n == 0:
+        return np.zeros(n, dtype=I64)
+    # interval counts at point p if start <= p  <=> first point index >= start
+    ps = np.searchsorted(points, starts, side="left")
+    pe = np.searchsorted(points, ends, side="left")
+    d = np.bincount(ps, minlength=n + 1)[: n + 1].astype(I64) - np.bincount(pe, minlength=n + 1)[: n + 1]
+    return np.cumsum(d[:n])
+
+
 def gaps(us: np.ndarray, ue: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """Complement of a disjoint sorted union inside [lo, hi)."""
     gs = np.concatenate(([lo], ue))

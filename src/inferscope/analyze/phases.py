@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .stats import fast_unique
+
 from ..trace.kinds import SpanKind
 from ..trace.model import Trace
 from .classify import gpu_work_mask
@@ -55,7 +57,7 @@ def phases(trace: Trace, window: Window, phase_map: dict | None = None, max_step
     covered_mask = np.zeros(len(ldur), dtype=bool)
     if len(ridx) and len(ldur):
         rt = s.track[ridx]
-        for t in np.unique(rt).tolist():
+        for t in fast_unique(rt).tolist():
             a = np.searchsorted(ltrack, t, side="left")
             b = np.searchsorted(ltrack, t, side="right")
             if a == b:
