@@ -9,7 +9,7 @@ from pathlib import Path
 from ..util.atomic import atomic_write_text
 
 # seed 004 names for the tables it defines
-FILE_NAMES = {"kernels": "kernels.csv", "gpu_idle_gaps": "gpu_idle_gaps.csv", "ranges": "nvtx_ranges.csv"}
+FILE_NAMES = {"kernels": "kernels.csv", "gpu_idle_gaps": "gpu_idle_gaps.csv"}
 
 
 def _safe(name: str) -> str:

@@ -88,7 +88,7 @@ TABLE_TITLES = [
     ("syncs", "Sync-like calls"),
     ("gpu_idle_gaps", "Largest GPU idle gaps (no activity on any stream)"),
     ("steps", "Profiler steps"),
-    ("ranges", "User / NVTX ranges"),
+    ("ranges", "User / NVTX ranges (GPU time inclusive: a kernel counts for every range around its launch)"),
     ("phases", "Phases"),
 ]
 
