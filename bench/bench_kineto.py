@@ -1,0 +1,229 @@
+"""Kineto import benchmark: decode floor vs ``kineto.load`` vs full ``inferscope analyze``.
+
+    .venv/bin/python bench/bench_kineto.py [--repeat 3] [--events 2000000] [--skip-synthetic]
+
+For the largest shared Kineto trace and for a synthetic trace of >= --events events (the
+same real trace tiled in time, written uncompressed to a temp dir), every measured step
+runs in a fresh subprocess (so peak RSS = ru_maxrss of that step alone, and no warm
+caches leak between steps), --repeat times; the median is reported.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("INFERSCOPE_SHARED_TRACES", REPO.parent / "shared" / "traces")) / "kineto"
+
+# ----------------------------------------------------------------------------- child side
+_CHILD = r"""
+import json, resource, sys, time, zlib
+sys.path.insert(0, {src!r})
+step, path = sys.argv[1], sys.argv[2]
+
+def read_bytes(p):
+    with open(p, 'rb') as f:
+        data = f.read()
+    if data[:2] == b'\x1f\x8b':
+        data = zlib.decompress(data, 47)
+    return data
+
+out = {{}}
+if step == 'baseline':
+    import numpy, msgspec, orjson
+    from inferscope.ingest import kineto
+    t = 0.0
+elif step == 'gunzip':
+    with open(path, 'rb') as f:
+        raw = f.read()
+    t0 = time.perf_counter()
+    data = zlib.decompress(raw, 47) if raw[:2] == b'\x1f\x8b' else raw
+    t = time.perf_counter() - t0
+    out['bytes'] = len(data)
+elif step in ('orjson', 'msgspec'):
+    import orjson, msgspec
+    data = read_bytes(path)
+    t0 = time.perf_counter()
+    obj = orjson.loads(data) if step == 'orjson' else msgspec.json.decode(data)
+    t = time.perf_counter() - t0
+    ev = obj['traceEvents'] if isinstance(obj, dict) else obj
+    out['events'] = len(ev)
+elif step == 'load':
+    from inferscope.ingest import kineto
+    t0 = time.perf_counter()
+    tr = kineto.load(path)
+    t = time.perf_counter() - t0
+    out['spans'] = len(tr.spans); out['flows'] = len(tr.flows); out['counters'] = len(tr.counters)
+elif step == 'analyze':
+    import tempfile
+    from inferscope import cli
+    with tempfile.TemporaryDirectory() as d:
+        t0 = time.perf_counter()
+        rc = cli.main(['analyze', path, '-o', d, '-q'])
+        t = time.perf_counter() - t0
+    out['rc'] = rc
+out['seconds'] = t
+out['maxrss_mb'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+print('@@' + json.dumps(out))
+"""
+
+
+def run_step(step: str, path: Path, repeat: int) -> dict:
+    code = _CHILD.format(src=str(REPO / "src"))
+    runs = []
+    for _ in range(repeat):
+        p = subprocess.run([sys.executable, "-c", code, step, str(path)], capture_output=True, text=True)
+        line = [ln for ln in p.stdout.splitlines() if ln.startswith("@@")]
+        if p.returncode != 0 or not line:
+            err = (p.stderr.strip().splitlines() or ["?"])[-1]
+            return {"error": err}
+        runs.append(json.loads(line[-1][2:]))
+    res = dict(runs[-1])
+    res["seconds"] = statistics.median(r["seconds"] for r in runs)
+    res["maxrss_mb"] = max(r["maxrss_mb"] for r in runs)
+    res["all_seconds"] = [round(r["seconds"], 4) for r in runs]
+    return res
+
+
+def has_pipeline() -> bool:
+    code = ("import sys; sys.path.insert(0, %r); from inferscope.analyze import pipeline; "
+            "print(hasattr(pipeline, 'analyze'))" % str(REPO / "src"))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    return p.returncode == 0 and p.stdout.strip().endswith("True")
+
+
+# ----------------------------------------------------------------------------- synthetic trace
+def make_synthetic(src: Path, target_events: int, out: Path) -> int:
+    """Tile a real trace in time: repeat its traceEvents shifted by its duration, with
+    correlation / External id / flow ids offset so they stay unique.  Streams the output,
+    one copy in memory at a time.  Returns the number of events written."""
+    import gzip
+    import orjson
+    with gzip.open(src, "rb") if src.suffix == ".gz" else open(src, "rb") as f:
+        d = orjson.loads(f.read())
+    evs = d["traceEvents"]
+    meta = [e for e in evs if e.get("ph") == "M"]
+    body = [e for e in evs if e.get("ph") != "M" and e.get("cat") != "Trace"]
+    t0 = min(e["ts"] for e in body if "ts" in e)
+    t1 = max(e["ts"] + e.get("dur", 0) for e in body if "ts" in e)
+    shift = (t1 - t0) + 1000  # us; integers stay integers
+    max_id = 0
+    for e in body:
+        a = e.get("args") or {}
+        for k in ("correlation", "External id"):
+            if isinstance(a.get(k), int):
+                max_id = max(max_id, a[k])
+        if isinstance(e.get("id"), int):
+            max_id = max(max_id, e["id"])
+    id_step = max_id + 1
+    copies = max(1, -(-(target_events - len(meta)) // len(body)))
+    head = {k: v for k, v in d.items() if k in ("schemaVersion", "deviceProperties")}
+    n = 0
+    with open(out, "wb") as f:
+        f.write(orjson.dumps(head)[:-1] + b', "traceEvents": [')
+        f.write(b",".join(orjson.dumps(e) for e in meta))
+        n += len(meta)
+        for c in range(copies):
+            chunk = []
+            for e in body:
+                e2 = dict(e)
+                if "ts" in e2:
+                    e2["ts"] = e["ts"] + c * shift
+                if isinstance(e.get("id"), int):
+                    e2["id"] = e["id"] + c * id_step
+                a = e.get("args")
+                if a and ("correlation" in a or "External id" in a):
+                    a2 = dict(a)
+                    for k in ("correlation", "External id"):
+                        if isinstance(a.get(k), int):
+                            a2[k] = a[k] + c * id_step
+                    e2["args"] = a2
+                chunk.append(orjson.dumps(e2))
+            f.write(b"," + b",".join(chunk))
+            n += len(chunk)
+        f.write(b"]}")
+    return n
+
+
+# ----------------------------------------------------------------------------- report
+def fmt_s(x):
+    return f"{x * 1000:9.1f} ms" if x is not None else "        n/a"
+
+
+def bench_one(label: str, path: Path, repeat: int, analyze: bool) -> dict:
+    print(f"\n== {label}: {path.name} ({path.stat().st_size / 1e6:.1f} MB on disk)", flush=True)
+    r = {s: run_step(s, path, repeat) for s in ["baseline", "gunzip", "orjson", "msgspec", "load"]}
+    if analyze:
+        r["analyze"] = run_step("analyze", path, repeat)
+    nbytes = r["gunzip"].get("bytes", 0)
+    events = r["orjson"].get("events") or r["msgspec"].get("events") or 0
+    floor_name = min(("orjson", "msgspec"), key=lambda k: r[k].get("seconds", 1e9))
+    floor = r[floor_name]["seconds"]
+    gz = r["gunzip"]["seconds"]
+    base = r["baseline"]["maxrss_mb"]
+    print(f"   bytes (uncompressed)   {nbytes:>12,d}")
+    print(f"   events (traceEvents)   {events:>12,d}")
+    print(f"   python+libs baseline   {'':>9s}    peak {base:7.0f} MB")
+    for step, what in [("gunzip", "gunzip"), ("orjson", "orjson.loads"), ("msgspec", "msgspec.json.decode"),
+                       ("load", "kineto.load (read+gunzip+decode+build)"), ("analyze", "full analyze (cli, md/json/csv)")]:
+        if step not in r:
+            continue
+        x = r[step]
+        if "error" in x:
+            print(f"   {what:<40s} ERROR {x['error']}")
+            continue
+        extra = ""
+        if step in ("load", "analyze"):
+            extra = (f"  {x['seconds'] / floor:5.2f}x decode floor, {x['seconds'] / (floor + gz):5.2f}x gunzip+floor,"
+                     f" {events / x['seconds'] / 1e6:5.2f} M events/s")
+        print(f"   {what:<40s} {fmt_s(x['seconds'])}   peak {x['maxrss_mb']:7.0f} MB{extra}   runs {x['all_seconds']}")
+    print(f"   decode floor = {floor_name} ({fmt_s(floor).strip()})")
+    return r
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--events", type=int, default=2_000_000)
+    ap.add_argument("--trace", type=Path, default=None, help="trace to bench (default: largest shared)")
+    ap.add_argument("--skip-synthetic", action="store_true")
+    ap.add_argument("--no-analyze", action="store_true")
+    args = ap.parse_args(argv)
+    src = args.trace
+    if src is None:
+        cands = sorted(SHARED.glob("*.json.gz"), key=lambda p: p.stat().st_size) if SHARED.is_dir() else []
+        if not cands:
+            print(f"no shared Kineto traces at {SHARED}; pass --trace", file=sys.stderr)
+            return 2
+        src = cands[-1]
+    analyze = has_pipeline() and not args.no_analyze
+    if not analyze:
+        print("note: full analyze not measured (inferscope.analyze.pipeline.analyze missing or --no-analyze)")
+    bench_one("largest shared trace", src, args.repeat, analyze)
+    if not args.skip_synthetic:
+        tmp = Path(tempfile.mkdtemp(prefix="inferscope-bench-"))
+        try:
+            out = tmp / "synthetic_kineto.json"
+            # generated in a child so this (parent) process stays small: Linux carries
+            # ru_maxrss across fork+exec, which would inflate the children's peak RSS
+            code = ("import sys; sys.path.insert(0, %r); import bench_kineto as b; "
+                    "print(b.make_synthetic(__import__('pathlib').Path(%r), %d, __import__('pathlib').Path(%r)))"
+                    % (str(Path(__file__).parent), str(src), args.events, str(out)))
+            n = int(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                                   text=True).stdout.split()[-1])
+            print(f"\n(synthetic: {n:,d} events tiled from {src.name}, written to {out})")
+            bench_one(f"synthetic >= {args.events:,d} events (uncompressed)", out, args.repeat, analyze)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
