@@ -221,7 +221,8 @@ def test_demo_breakdown_adds_up_and_analyze_reproduces(tmp_path):
     r = subprocess.run([PY, "-m", "inferscope", "run", "--report", str(tmp_path / "report.md"), "--format", "md,json",
                         "--trace", str(tmp_path / "t.iscope"), "--", PY, str(REPO / "examples/llm_demo.py"),
                         "--requests", "1", "--max-new-tokens", "16", "--scopes"],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, INFERSCOPE_TORCH_PROFILER="on"))
     assert r.returncode == 0, r.stderr
     rep = report_json(tmp_path)
     b = breakdown(rep)
@@ -239,3 +240,18 @@ def test_demo_breakdown_adds_up_and_analyze_reproduces(tmp_path):
     assert r2.returncode == 0, r2.stderr
     rep2 = json.loads((tmp_path / "again/report.json").read_text())
     assert rep2["breakdown"] == rep["breakdown"] and rep2["e2e_ms"] == rep["e2e_ms"]
+
+
+def test_demo_default_cpu_only_skips_torch_profiler(tmp_path):
+    r = subprocess.run([PY, "-m", "inferscope", "run", "--report", str(tmp_path / "report.md"), "--format", "md,json",
+                        "--trace", str(tmp_path / "t.iscope"), "--", PY, str(REPO / "examples/llm_demo.py"),
+                        "--requests", "1", "--max-new-tokens", "8"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    t = native.load(tmp_path / "t.iscope")
+    c = t.meta["collection"]
+    assert c["torch_profiler"].startswith("off (auto") and c["clock_sync_error_us"] == 0.0
+    by = samples_ms(t)
+    assert by.get("cpu_compute", 0) > 0 and by.get("framework", 0) > 0, by
+    rep = report_json(tmp_path)
+    assert abs(sum(x["ms"] for x in rep["breakdown"]) - rep["e2e_ms"]) < 0.01 * rep["e2e_ms"]

@@ -45,7 +45,7 @@ class Config:
     cuda_version: str | None = None        # informational (recorded in meta)
     cpu_sampling_frequency_hz: float = 1000.0
     system_sampling_hz: float = 20.0
-    torch_profiler: str = "auto"           # auto: on when the workload imports torch
+    torch_profiler: str = "auto"           # auto: on when the workload imports torch and CUDA is available
     flush_interval_s: float = 2.0
     sources: dict | None = None            # key -> "flag" | "env" | "file" | "default"
 

@@ -134,6 +134,18 @@ class Session:
         self.gpu_count = n if self.gpu_count is None else max(n, self.gpu_count)
         if n > 1:
             self.single_gpu_error = multi_gpu_message(n)
+        if self.torch is not None and self.cfg.torch_profiler == "auto":
+            try:
+                cuda = bool(torch.cuda.is_available())
+            except Exception:
+                cuda = False
+            if not cuda:
+                # measured (bench/README.md): on CPU-only runs the profiler's post-processing costs
+                # ~15 us per recorded op after the run (650k ops: 11 s); the sampler already splits
+                # CPU time into framework / cpu_compute.  INFERSCOPE_TORCH_PROFILER=on forces it.
+                self.torch = None
+                self.torch_state = "off (auto: no CUDA; INFERSCOPE_TORCH_PROFILER=on records torch ops)"
+                log.debug("torch profiler not started: CPU-only run (torch_profiler=auto)")
         if self.torch is not None and self.torch.start():
             self.torch_state = "on"
             log.debug(f"torch profiler started (cuda={self.torch.cuda})")
@@ -279,6 +291,9 @@ class Session:
                 warnings.append(f"clock sync error {err_us:.0f} us exceeds the margin of "
                                 f"{self.cfg.sync_error_margin_us:g} us (INFERSCOPE_SYNC_ERROR_MARGIN_US): "
                                 "torch op times may be misaligned with CPU samples by that much")
+        if meta["clock_sync_error_us"] is None and not kineto_path:
+            meta["clock_sync_error_us"] = 0.0   # one clock only (perf_counter): nothing to align
+        meta["clock_sources"] = ["perf_counter_ns", "torch_profiler"] if kineto_path else ["perf_counter_ns"]
         meta["dropped_events"] += dropped_extra
         if meta["dropped_events"]:
             warnings.append(f"trace buffer overflow: the oldest {meta['dropped_events']} events were dropped "
