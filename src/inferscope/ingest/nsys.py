@@ -634,10 +634,10 @@ def _tracks_for(b: TraceBuilder, pid, dev, stream, device_wide, proc_names) -> n
     n = len(pid)
     if n == 0:
         return np.zeros(0, dtype=np.int32)
-    key = np.stack([pid.astype(np.int64), dev.astype(np.int64), stream.astype(np.int64),
-                    device_wide.astype(np.int64)], axis=1)
     # combine into one uint64 when possible (fast unique), else unique over rows
-    if (pid.max(initial=0) < (1 << 24)) and dev.max(initial=0) < 256 and stream.max(initial=0) < (1 << 31):
+    fast = (pid.max(initial=0) < (1 << 24)) and dev.max(initial=0) < 256 and stream.max(initial=0) < (1 << 31)
+    if fast:
+        key = None
         k = (((pid.astype(np.uint64) + np.uint64(1)) << np.uint64(40))
              | ((dev.astype(np.uint64) & np.uint64(0xFF)) << np.uint64(32))
              | (stream.astype(np.uint64) + np.uint64(1)))
@@ -645,10 +645,12 @@ def _tracks_for(b: TraceBuilder, pid, dev, stream, device_wide, proc_names) -> n
         first = np.zeros(len(uk), dtype=np.int64)
         first[inv[::-1]] = np.arange(n - 1, -1, -1)
     else:
+        key = np.stack([pid.astype(np.int64), dev.astype(np.int64), stream.astype(np.int64),
+                        device_wide.astype(np.int64)], axis=1)
         _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
     tids = np.empty(len(first), dtype=np.int32)
     for j, i in enumerate(first.tolist()):
-        p, d, s, w = (int(x) for x in key[i])
+        p, d, s, w = int(pid[i]), int(dev[i]), int(stream[i]), int(device_wide[i])
         if w:
             name = f"GPU {d} (device-wide)" + (f" pid {p}" if p >= 0 else "")
             tids[j] = b.track(TrackKind.GPU_DEVICE, pid=p, tid=-1, device=d, name=name)
@@ -724,15 +726,18 @@ def _assemble(b: TraceBuilder, parts: list[dict], fsrc, fdst, fkind) -> Trace:
     """Concatenate parts column by column straight into sorted order (bounded memory)."""
     n = sum(len(p["start_ns"]) for p in parts)
     tracks = Tracks(**{k: np.asarray(v) for k, v in b.track_rows().items()}) if b.n_tracks else Tracks.empty()
-    starts = np.concatenate([p["start_ns"] for p in parts]) if parts else np.zeros(0, np.int64)
-    ends = np.concatenate([p["end_ns"] for p in parts]) if parts else np.zeros(0, np.int64)
-    np.maximum(ends, starts, out=ends)  # never a negative duration
-    order = np.lexsort((-ends, starts)) if n else np.zeros(0, np.int64)
-    cols = {"start_ns": starts[order], "end_ns": ends[order]}
-    del starts, ends
     for p in parts:
-        p["_n"] = len(p.pop("start_ns"))
-        p.pop("end_ns")
+        p["_n"] = len(p["start_ns"])
+    starts = np.concatenate([p.pop("start_ns") for p in parts]) if parts else np.zeros(0, np.int64)
+    ends = np.concatenate([p.pop("end_ns") for p in parts]) if parts else np.zeros(0, np.int64)
+    np.maximum(ends, starts, out=ends)  # never a negative duration
+    neg = np.negative(ends)
+    order = np.lexsort((neg, starts)) if n else np.zeros(0, np.int64)
+    del neg
+    cols = {"start_ns": starts[order]}
+    del starts
+    cols["end_ns"] = ends[order]
+    del ends
     for k, dtype in SPAN_COLUMNS.items():
         if k in cols:
             continue
