@@ -329,6 +329,7 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
         gpu_parts.append(dict(start_ns=st, end_ns=en, device=dev, stream=strm, correlation=corr, gpid=gpid,
                               nsname=nm, nsdetail=sn, kind=SpanKind.KERNEL, cat=intern(ktab),
                               name_default=intern("kernel")))
+        del st, en, dev, strm, corr, gpid, nm, sn   # the part dicts own the arrays now
     else:
         warnings.append("no kernel table (CUPTI_ACTIVITY_KIND_KERNEL): the capture has no CUDA kernels "
                         "(was it taken with --trace=cuda?)")
@@ -356,7 +357,7 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
                               src_mem=_gather(mk_map, sk.astype(np.int64), 0).astype(np.uint8),
                               dst_mem=_gather(mk_map, dk.astype(np.int64), 0).astype(np.uint8)))
         copy_names = ck_name
-        del ck, sk, dk
+        del ck, sk, dk, st, en, dev, strm, corr, gpid, nbytes
 
     if MEMSET_TABLE in schema:
         t = MEMSET_TABLE
@@ -371,6 +372,7 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
         gpu_parts.append(dict(start_ns=st, end_ns=en, device=dev, stream=strm, correlation=corr, gpid=gpid,
                               name=intern("[CUDA memset]"), bytes=nbytes, kind=SpanKind.MEMSET, cat=intern(t),
                               dst_mem=_gather(mk_map, mk.astype(np.int64), 0).astype(np.uint8)))
+        del st, en, dev, strm, corr, gpid, nbytes, mk
 
     if GRAPH_TABLE in schema:
         t = GRAPH_TABLE
@@ -384,6 +386,7 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
         gpu_parts.append(dict(start_ns=st, end_ns=en, device=dev, stream=strm, correlation=corr, gpid=gpid,
                               name=gname[inv] if len(ug) else np.zeros(0, np.int32),
                               kind=SpanKind.GRAPH_LAUNCH, cat=intern(t)))
+        del st, en, dev, strm, corr, gpid, gid, inv
 
     if SYNC_TABLE in schema:
         t = SYNC_TABLE
@@ -397,6 +400,7 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
         sync_parts.append(dict(start_ns=st, end_ns=en, device=dev, stream=strm, correlation=corr, gpid=gpid,
                                name=_gather(nm_map, sty.astype(np.int64), nm_map[0]).astype(np.int32),
                                kind=SpanKind.GPU_SYNC, cat=intern(t)))
+        del st, en, dev, strm, corr, gpid, sty
 
     # ---- host-side -------------------------------------------------------
     runtime_part = None
@@ -412,6 +416,7 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
         runtime_part = dict(start_ns=st, end_ns=en, gtid=gtid, correlation=corr, nsname=nid, kind=kind,
                             cat=intern(t), name_default=intern("cuda_api"))
         host_parts.append(runtime_part)
+        del st, en, gtid, corr, nid, kind
     elif ktab:
         warnings.append("no CUPTI_ACTIVITY_KIND_RUNTIME table: kernels cannot be linked to their launching API calls")
 
@@ -442,6 +447,7 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
             cat[ety == k] = v
         host_parts.append(dict(start_ns=st, end_ns=en, gtid=gtid, final_name=name, textid=tid_, has_text=has_t,
                                kind=kind, cat=cat, open=open_, name_default=intern("(unnamed range)")))
+        del st, en, ety, gtid, tid_, has_t, name, is_mark, open_, kind, cat
 
     if include_osrt and OSRT_TABLE in schema:
         t = OSRT_TABLE
@@ -450,6 +456,7 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
                                        [np.int64, np.int64, np.int64, np.int64])
         host_parts.append(dict(start_ns=st, end_ns=en, gtid=gtid, nsname=nid, kind=SpanKind.OS_RUNTIME,
                                cat=intern(t), name_default=intern("osrt")))
+        del st, en, gtid, nid
 
     if include_overhead and OVERHEAD_TABLE in schema:
         t = OVERHEAD_TABLE
@@ -458,6 +465,7 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
                                        [np.int64, np.int64, np.int64, np.int64])
         host_parts.append(dict(start_ns=st, end_ns=en, gtid=gtid, nsname=nid, kind=SpanKind.OVERHEAD,
                                cat=intern(t), name_default=intern("profiler overhead")))
+        del st, en, gtid, nid
 
     # ---- strings: intern only the nsys ids actually used -----------------
     used_ids = [p[k] for p in gpu_parts + host_parts for k in ("nsname", "nsdetail", "textid") if k in p]
