@@ -15,6 +15,8 @@ import re
 
 import numpy as np
 
+from .stats import fast_unique
+
 from ..trace.kinds import CopyKind, FlowKind, MemKind, SpanKind
 from ..trace.model import Trace
 from .nvtx_attribution import clipped_durations, group_sum, in_window, pct_stats_us
@@ -49,7 +51,7 @@ def analyze_nsys_extras(trace: Trace, window=None, options=None) -> dict:
                 "api_to_kernel_ratio": None}
     rows = []
     if len(ks):
-        apis, inv = np.unique(ks, return_inverse=True)
+        apis, inv = fast_unique(ks, return_inverse=True)
         first = np.full(len(apis), np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(first, inv, s.start_ns[kd])
         ktime = np.bincount(inv, weights=(s.end_ns[kd] - s.start_ns[kd]).astype(np.float64), minlength=len(apis))
@@ -60,7 +62,7 @@ def analyze_nsys_extras(trace: Trace, window=None, options=None) -> dict:
                   kernel_ms=_ms(ktime.sum()), queued_launches=int(queued.sum()),
                   api_to_kernel_ratio=round(float(api_dur.sum() / ktime.sum()), 4) if ktime.sum() else None)
         nm = s.name[apis]
-        un, ninv = np.unique(nm, return_inverse=True)
+        un, ninv = fast_unique(nm, return_inverse=True)
         for j in range(len(un)):
             m = ninv == j
             q = queue[m & queued]
@@ -99,21 +101,21 @@ def analyze_nsys_extras(trace: Trace, window=None, options=None) -> dict:
         mem["pageable_async_bytes"] = int(nbytes[pa].sum())
         mem["pageable_async_ms"] = _ms(gdur[pa].sum())
         sc = ~asy & is_cp
-        sapis = np.unique(ms_[sc])
+        sapis = fast_unique(ms_[sc])
         mem["sync_copies"] = int(sc.sum())
         mem["sync_copy_bytes"] = int(nbytes[sc].sum())
         mem["sync_copy_api_ms"] = _ms((s.end_ns[sapis] - s.start_ns[sapis]).sum())
         sm = ~asy & ~is_cp
-        mapis = np.unique(ms_[sm])
+        mapis = fast_unique(ms_[sm])
         mem["sync_memsets"] = int(sm.sum())
         mem["sync_memset_api_ms"] = _ms((s.end_ns[mapis] - s.start_ns[mapis]).sum())
         op = np.where(is_cp, s.copy_kind[md].astype(np.int64), -1)
         key = (anm.astype(np.int64) << 8) | (op & 0xFF)
-        uk, inv = np.unique(key, return_inverse=True)
+        uk, inv = fast_unique(key, return_inverse=True)
         for j in range(len(uk)):
             m = inv == j
             nid, o = int(uk[j]) >> 8, int(uk[j]) & 0xFF
-            apis_j = np.unique(ms_[m])
+            apis_j = fast_unique(ms_[m])
             mrows.append([strings[nid] if nid >= 0 else "", "memset" if o == 0xFF else _COPY_NAMES.get(o, "UNKNOWN"),
                           not bool(asy[m][0]), int(pageable[m].sum()), int(m.sum()), int(nbytes[m].sum()),
                           _ms(gdur[m].sum()), _ms((s.end_ns[apis_j] - s.start_ns[apis_j]).sum())])

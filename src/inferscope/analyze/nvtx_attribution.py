@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .stats import fast_unique
+
 from .. import thresholds
 from ..trace.kinds import FlowKind, SpanKind
 from ..trace.model import Trace
@@ -107,7 +109,7 @@ def group_sum(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndar
     """(unique keys, sums, counts)."""
     if len(keys) == 0:
         return keys, values[:0], np.zeros(0, dtype=np.int64)
-    uk, inv = np.unique(keys, return_inverse=True)
+    uk, inv = fast_unique(keys, return_inverse=True)
     sums = np.bincount(inv, weights=values.astype(np.float64), minlength=len(uk))
     cnt = np.bincount(inv, minlength=len(uk))
     return uk, sums, cnt
@@ -302,7 +304,7 @@ def nvtx_by_pid(trace: Trace, window=None, options=None) -> dict:
     key_k = (kpid[ok].astype(np.int64) << 32) | s.name[rng[ok]].astype(np.int64)
     kk, ksum, kcnt = group_sum(key_k, kdur[ok])
     kmap = {int(k): (float(v), int(c)) for k, v, c in zip(kk.tolist(), ksum.tolist(), kcnt.tolist())}
-    pids = np.unique(spid[ann])
+    pids = fast_unique(spid[ann])
     cov_by_pid = {}
     for p in pids.tolist():
         ktot = int(kdur[kpid == p].sum())
