@@ -96,7 +96,8 @@ TABLE_TITLES = [
 def render_markdown(result: dict) -> str:
     src = result["source"]
     L = ["# InferScope report", "",
-         f"Source: {md_escape(src.get('file') or '?')} ({md_escape(src.get('format'))}, {src.get('events', 0):,} events)"
+         f"Source: {md_escape(src.get('file') or ('live run' if src.get('format') == 'inferscope' else 'unnamed trace'))} "
+         f"({md_escape(src.get('format'))}, {src.get('events', 0):,} events)"
          + (f"; device: {md_escape(src['devices'][0].get('name'))}" if src.get("devices") else ""), "",
          "```", headline(result), "```", ""]
     L += ["## Breakdown", "", f"Rule: {md_escape(result.get('breakdown_rule', ''), 400)}.", "",
