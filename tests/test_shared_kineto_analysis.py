@@ -106,3 +106,21 @@ def test_a100_pageable_copies_and_syncs_found():
     res3 = analyze(load_trace(shared_path("kineto", "hta_trace_diff_control_a100_rank3.json.gz")))
     assert {r["api"] for r in res3["syncs"]["top"]} >= {"cudaStreamSynchronize"}
     assert "pageable_copy" in {f["id"] for f in res3["findings"]}
+
+
+def test_window_on_a_real_step_and_phase_map(tmp_path):
+    from inferscope.analyze.options import AnalyzeOptions
+    tr = load_trace(shared_path("kineto", "hta_negative_queue_a100_80gb_rank0.json.gz"))
+    full = analyze(tr)
+    step = full["phases"]["steps"][1]
+    res = analyze(tr, AnalyzeOptions(window=step["name"]))
+    assert res["window"]["kind"] == "step"
+    assert res["e2e_ms"] == pytest.approx(step["wall_ms"], abs=1e-6)
+    assert sum(r["ms"] for r in res["breakdown"]) == pytest.approx(res["e2e_ms"], rel=1e-9)
+    assert res["verdict"]["id"] == "sync_bound"   # the pageable copy blocks the host every step
+    tr2 = load_trace(shared_path("kineto", "hta_gpu_user_annotation_gp100.json.gz"))
+    res2 = analyze(tr2, AnalyzeOptions(phase_map={"optimizer": ["Optimizer."], "zero": ["zero_grad"]}))
+    phases = {p["phase"]: p for p in res2["phases"]["phases"]}
+    ranges = {r["name"]: r for r in res2["phases"]["ranges"]}
+    assert phases["optimizer"]["ranges"] == ranges["Optimizer.step#SGD.step"]["count"] + ranges["Optimizer.zero_grad#SGD.zero_grad"]["count"]
+    assert 0 < res2["phases"]["gpu_attribution_coverage_pct"] <= 100

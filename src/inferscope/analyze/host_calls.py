@@ -25,9 +25,20 @@ def one_off_host_calls(trace: Trace, window: Window, top_n: int = 5) -> dict:
     if win <= 0:
         return {"calls": [], "union_ms": 0.0, "union_pct": 0.0}
     min_ns = max(T.ONE_OFF_CALL_MIN_MS * 1e6, win * T.ONE_OFF_CALL_MIN_PCT / 100.0)
-    m = np.isin(s.kind, [SpanKind.RUNTIME, SpanKind.DRIVER, SpanKind.CPU_OP]) & ~sync_api_mask(trace)
+    sync = sync_api_mask(trace)
+    m = np.isin(s.kind, [SpanKind.RUNTIME, SpanKind.DRIVER, SpanKind.CPU_OP]) & ~sync
     dur = np.minimum(s.end_ns, hi) - np.maximum(s.start_ns, lo)
     cand = np.flatnonzero(m & (dur >= min_ns))
+    # an op that is mostly a blocking sync inside (aten::copy_ around a pageable copy, aten::item)
+    # is a sync, not start-up work
+    if len(cand):
+        sidx = np.flatnonzero(sync)
+        keep = []
+        for i in cand.tolist():
+            inside = sidx[(s.track[sidx] == s.track[i]) & (s.start_ns[sidx] >= s.start_ns[i]) & (s.end_ns[sidx] <= s.end_ns[i])]
+            if int((s.end_ns[inside] - s.start_ns[inside]).sum()) < 0.5 * int(s.end_ns[i] - s.start_ns[i]):
+                keep.append(i)
+        cand = np.asarray(keep, dtype=np.int64)
     # a call that recurs (>= 3 long calls of the same name) is steady-state behaviour, not start-up
     if len(cand):
         ids, cnt = fast_unique(s.name[cand], return_counts=True)
