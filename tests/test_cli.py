@@ -137,3 +137,12 @@ def test_secrets_in_real_trace_metadata_never_reach_outputs(tmp_path):
             txt = f.read_text(errors="replace")
             for s in secrets:
                 assert s not in txt, (f, s)
+
+
+def test_outputs_have_normal_permissions(tmp_path):
+    src = small_kineto(tmp_path)
+    out = tmp_path / "o"
+    assert main(["analyze", str(src), "-o", str(out), "-q"]) == 0
+    um = os.umask(0)
+    os.umask(um)
+    assert (out / "report.md").stat().st_mode & 0o777 == 0o666 & ~um
