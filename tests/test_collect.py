@@ -187,3 +187,24 @@ def test_disabled_is_noop(monkeypatch):
     with scope("x"):
         pass
     assert S.current() is None
+
+
+def test_save_report_library_mode(session, tmp_path):
+    from inferscope import save_report, scope
+    with scope("infer"):
+        _busy(0.05)
+    written = save_report(str(tmp_path / "lib_report.md"), trace_path=str(tmp_path / "lib.iscope"))
+    assert [p.name for p in written] == ["lib_report.md"]
+    assert "InferScope" in (tmp_path / "lib_report.md").read_text()
+    from inferscope.trace import native
+    t = native.load(tmp_path / "lib.iscope")
+    assert t.meta["source_format"] == "inferscope" and t.meta["collection"]["complete"]
+
+
+def test_clock_offset_estimate():
+    from inferscope.collect.torchprof import clock_offset
+    markers = [("m1", 0, 100), ("m2", 1000, 1100), ("m3", 5000, 5100), ("m4", 9000, 9100)]
+    off = 10**12
+    starts = {"m1": off + 50, "m2": off + 1050 + 400, "m3": off + 5050, "m4": off + 9050 - 200}
+    o, err_us, n = clock_offset(starts, markers)   # first marker is the warm-up, ignored
+    assert n == 3 and o == off and abs(err_us - (400 + 50) / 1000) < 1e-9

@@ -24,6 +24,21 @@ class SeedFormatter(logging.Formatter):
         return f"[{stamp}] {_NAMES.get(record.levelno, record.levelname):<8} {record.getMessage()}"
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to the *current* sys.stderr (it may be replaced after the handler is created)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
 _logger = logging.getLogger("inferscope")
 _configured = False
 
@@ -32,7 +47,7 @@ def get_logger() -> logging.Logger:
     global _configured
     if not _configured:
         _configured = True
-        h = logging.StreamHandler(sys.stderr)
+        h = _StderrHandler()
         h.setFormatter(SeedFormatter())
         _logger.addHandler(h)
         _logger.propagate = False

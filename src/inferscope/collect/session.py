@@ -448,6 +448,8 @@ class Session:
             if exit_reason:
                 trace.meta["collection"]["exit_reason"] = exit_reason
             trace.meta["collection"]["finalize_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
+            # whole-process CPU time since interpreter start (user+sys, all threads), for benchmarks
+            trace.meta["collection"]["process_cpu_ms"] = round(time.process_time_ns() / 1e6, 3)
             if self.trace_out:
                 from ..trace import native
                 native.save(trace, self.trace_out)

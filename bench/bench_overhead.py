@@ -1,0 +1,179 @@
+"""Collection overhead of `inferscope run`, beside torch.profiler alone and a sys.settrace tracer.
+
+    python bench/bench_overhead.py [--pairs 5] [--workloads demo,tinyops] [--inferscope-env K=V ...]
+
+Workloads (torch threads fixed to 1):
+  demo     examples/llm_demo.py at default settings (tokenizer + random-weight Llama generate())
+  tinyops  worst case: tens of thousands of tiny tensor ops from a Python loop
+Modes, run interleaved in a shuffled order within each round (>= 5 rounds):
+  base        python WORKLOAD
+  inferscope  inferscope run -- python WORKLOAD   (default settings)
+  torchprof   torch.profiler (CPU activities, defaults) around the workload, export_chrome_trace at exit
+  settrace    a sys.settrace/threading.settrace tracer recording every Python call
+Three times per run: "workload" = the time the workload measures itself (from after `import torch`
+to the end of its work: what the inference experiences); "process" = the Python process from
+spawn to exit (for inferscope: the child, including starting collection and writing the trace at
+exit, read from the trace's meta run_wall_ms); "command" = the whole command (for inferscope
+also loading, analysing and writing the report in the parent); "process CPU" = user+sys CPU
+time of the Python process (inferscope: the child's process_time at the end of finalisation,
+from the trace meta) - far less sensitive to other jobs on a shared machine than wall time.  Printed: median ratio vs base (min-max over rounds).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import resource
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+TINYOPS = r'''
+import time, torch
+torch.set_num_threads(1)
+t0 = time.perf_counter()
+a = torch.ones(8)
+b = torch.ones(8)
+acc = 0.0
+for i in range(150000):
+    c = a + b
+    c = c * 0.5
+    a = torch.relu(c - 0.1)
+    if i % 1000 == 0:
+        acc += float(a.sum())
+print(f"workload_s {time.perf_counter() - t0:.4f}")
+'''
+
+TORCHPROF = r'''
+import runpy, sys, atexit, tempfile, os
+import torch
+from torch.profiler import profile, ProfilerActivity
+p = profile(activities=[ProfilerActivity.CPU])
+p.start()
+def _stop():
+    p.stop()
+    fd, path = tempfile.mkstemp(suffix=".json"); os.close(fd)
+    p.export_chrome_trace(path); os.unlink(path)
+atexit.register(_stop)
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+'''
+
+SETTRACE = r'''
+import runpy, sys, threading, time
+events = []
+ap = events.append
+def tracer(frame, event, arg):
+    if event == "call":
+        ap((time.perf_counter_ns(), frame.f_code))
+    return None
+threading.settrace(tracer)
+sys.settrace(tracer)
+sys.argv = sys.argv[1:]
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+finally:
+    sys.settrace(None)
+'''
+
+
+def workload_time(out: str) -> float | None:
+    m = re.search(r"workload_s ([\d.]+)", out) or re.search(r"new tokens in ([\d.]+) s", out)
+    return float(m.group(1)) if m else None
+
+
+def run_once(mode: str, script: Path, tmp: Path, extra_env: dict) -> tuple[float, float, float]:
+    env = dict(os.environ)
+    env.pop("INFERSCOPE_ENABLED", None)
+    env["OMP_NUM_THREADS"] = "1"
+    if mode == "base":
+        cmd = [PY, str(script)]
+    elif mode == "inferscope":
+        env.update(extra_env)
+        cmd = [PY, "-m", "inferscope", "run", "-q", "--report", str(tmp / "report.md"),
+               "--trace", str(tmp / "t.iscope"), "--", PY, str(script)]
+    elif mode == "torchprof":
+        cmd = [PY, str(tmp / "torchprof_wrap.py"), str(script)]
+    elif mode == "settrace":
+        cmd = [PY, str(tmp / "settrace_wrap.py"), str(script)]
+    else:
+        raise ValueError(mode)
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp)
+    wall = time.perf_counter() - t
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+    if r.returncode != 0:
+        raise SystemExit(f"{mode} failed ({r.returncode}):\n{r.stderr[-2000:]}")
+    w = workload_time(r.stdout)
+    if w is None:
+        raise SystemExit(f"{mode}: no workload time in output:\n{r.stdout[-500:]}")
+    proc = wall
+    if mode == "inferscope":   # the child's own spawn-to-exit time (collection incl. writing the trace)
+        from inferscope.trace import native
+        c = native.load(tmp / "t.iscope").meta["collection"]
+        proc = c["run_wall_ms"] / 1e3
+        cpu = c["process_cpu_ms"] / 1e3
+    return w, proc, wall, cpu
+
+
+def fmt(ratios: list[float]) -> str:
+    return f"{statistics.median(ratios):.3f} ({min(ratios):.2f}-{max(ratios):.2f})"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pairs", type=int, default=5)
+    ap.add_argument("--workloads", default="demo,tinyops")
+    ap.add_argument("--modes", default="base,inferscope,torchprof,settrace")
+    ap.add_argument("--inferscope-env", action="append", default=[], metavar="K=V",
+                    help="extra environment for the inferscope mode, e.g. INFERSCOPE_TORCH_PROFILER=on")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    extra_env = dict(kv.split("=", 1) for kv in args.inferscope_env)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if "base" not in modes:
+        modes.insert(0, "base")
+    rng = random.Random(args.seed)
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}, "
+          f"pairs {args.pairs}, inferscope env {extra_env or 'default'}")
+    with tempfile.TemporaryDirectory(prefix="inferscope-bench-") as td:
+        tmp = Path(td)
+        (tmp / "torchprof_wrap.py").write_text(TORCHPROF)
+        (tmp / "settrace_wrap.py").write_text(SETTRACE)
+        (tmp / "tinyops.py").write_text(TINYOPS)
+        scripts = {"demo": REPO / "examples" / "llm_demo.py", "tinyops": tmp / "tinyops.py"}
+        for wl in [w.strip() for w in args.workloads.split(",") if w.strip()]:
+            script = scripts[wl]
+            run_once("base", script, tmp, extra_env)  # warm the page cache
+            res = {m: [] for m in modes}
+            for i in range(args.pairs):
+                order = modes[:]
+                rng.shuffle(order)
+                for m in order:
+                    res[m].append(run_once(m, script, tmp, extra_env))
+                print(f"  {wl} round {i + 1} (workload/process/command s): " +
+                      ", ".join(f"{m} {res[m][-1][0]:.2f}/{res[m][-1][1]:.2f}/{res[m][-1][2]:.2f}" for m in modes),
+                      flush=True)
+            base = res["base"]
+            print(f"{wl}: base median workload {statistics.median(b[0] for b in base):.3f} s, "
+                  f"process {statistics.median(b[1] for b in base):.3f} s")
+            print("  median ratio vs base (min-max):   workload            process             command             process CPU")
+            for m in modes:
+                if m == "base":
+                    continue
+                r4 = [fmt([r[k] / b[k] for r, b in zip(res[m], base)]) for k in (0, 1, 2, 3)]
+                print(f"  {m:<11}                      {r4[0]:<19} {r4[1]:<19} {r4[2]:<19} {r4[3]}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
