@@ -15,8 +15,7 @@ to the end of its work: what the inference experiences); "process" = the Python 
 spawn to exit (for inferscope: the child, including starting collection and writing the trace at
 exit, read from the trace's meta run_wall_ms); "command" = the whole command (for inferscope
 also loading, analysing and writing the report in the parent); "process CPU" = user+sys CPU
-time of the Python process (inferscope: the child's process_time at the end of finalisation,
-from the trace meta) - far less sensitive to other jobs on a shared machine than wall time.  Printed: median ratio vs base (min-max over rounds).
+time of the Python process (inferscope: the child's, from wait4 in the parent, in the trace meta) - far less sensitive to other jobs on a shared machine than wall time.  Printed: median ratio vs base (min-max over rounds).
 """
 from __future__ import annotations
 
@@ -121,7 +120,7 @@ def run_once(mode: str, script: Path, tmp: Path, extra_env: dict) -> tuple[float
         from inferscope.trace import native
         c = native.load(tmp / "t.iscope").meta["collection"]
         proc = c["run_wall_ms"] / 1e3
-        cpu = c["process_cpu_ms"] / 1e3
+        cpu = c["child_cpu_ms"] / 1e3
     return w, proc, wall, cpu
 
 

@@ -44,6 +44,9 @@ def _signame(n: int) -> str:
         return f"signal {n}"
 
 
+CHILD_RUSAGE: dict = {}
+
+
 def _spawn_and_wait(cmd: list[str], env: dict) -> int:
     try:
         proc = subprocess.Popen(cmd, env=env)
@@ -68,9 +71,15 @@ def _spawn_and_wait(cmd: list[str], env: dict) -> int:
     try:
         while True:
             try:
-                return proc.wait(timeout=0.1)
-            except subprocess.TimeoutExpired:
-                pass
+                pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+            except ChildProcessError:
+                return proc.wait()
+            if pid == proc.pid:
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                CHILD_RUSAGE.update(cpu_ms=round((ru.ru_utime + ru.ru_stime) * 1e3, 3),
+                                    maxrss_mb=round(ru.ru_maxrss / 1024.0, 1))
+                return proc.returncode
+            time.sleep(0.02)
             t = state["sigint_at"]
             if t is not None and not state["forwarded"] and time.monotonic() - t > 0.5:
                 state["forwarded"] = True
@@ -148,6 +157,9 @@ def _report(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep) -> int:
     coll["exit_signal"] = _signame(-rc) if rc < 0 else None
     coll["command"] = os.path.basename(cmd[0])
     coll["run_wall_ms"] = round(wall_ms, 3)
+    if CHILD_RUSAGE:   # the child's own CPU time and peak RSS (wait4), excluding this parent
+        coll["child_cpu_ms"] = CHILD_RUSAGE.get("cpu_ms")
+        coll["child_maxrss_mb"] = CHILD_RUSAGE.get("maxrss_mb")
     warnings = trace.meta.setdefault("warnings", [])
     if not coll.get("complete", False):
         msg = (f"the program was {how} before InferScope could finalise; the report covers the data flushed "

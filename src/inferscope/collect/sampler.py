@@ -4,7 +4,7 @@ Per sample and thread:
   on/off CPU   the thread's CPU clock (pthread_getcpuclockid) advanced by less than a quarter of the
                wall time since its previous sample -> ``waiting`` (sleep, I/O, locks, GIL),
                unless /proc/self/task/<tid>/schedstat shows it was runnable on a run queue
-               (CPU contention: it wanted the CPU; one pread of a kept-open fd per sample).
+               (CPU contention: it wanted the CPU; one pread of a kept-open fd, off-CPU samples only).
   domain       walk the stack from the innermost frame outwards; the innermost frame that is
                not transparent (stdlib, unknown libraries, InferScope) decides (classify.py).
                A user-code frame defers to an enclosing tokenization/preprocessing frame or
@@ -56,7 +56,7 @@ def _close(st) -> None:
 
 
 class _ThreadState:
-    __slots__ = ("tid", "clk", "cpu", "t", "cls", "start", "counts", "oncpu", "rq", "rq_t")
+    __slots__ = ("tid", "clk", "cpu", "t", "cls", "start", "counts", "oncpu", "rq", "rq_t", "rq_at")
 
     def __init__(self, tid, clk, cpu, t):
         self.tid = tid
@@ -69,6 +69,7 @@ class _ThreadState:
         self.oncpu = 0
         self.rq = -1      # run-queue wait (ns) from /proc schedstat
         self.rq_t = -1    # fd of /proc/self/task/<tid>/schedstat (-1 none)
+        self.rq_at = 0    # sample time of the rq reading
 
 
 class Sampler:
@@ -160,6 +161,11 @@ class Sampler:
         names = C.DOMAIN_NAMES
         schedstat = _runq_ns(threading.get_native_id()) >= 0
         pread = os.pread
+        try:
+            import importlib._bootstrap as _bs
+            module_locks = _bs._module_locks      # non-empty while a module import is in progress
+        except (ImportError, AttributeError):
+            module_locks = {0: None}              # unknown: always walk the whole stack
         while not stop.is_set():
             # never catch up on missed ticks: always release the GIL for a full interval,
             # otherwise a late sampler would hold the GIL back-to-back and starve the workload
@@ -191,8 +197,9 @@ class Sampler:
                     if schedstat:
                         try:
                             st.rq_t = os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY)
-                        except OSError:
-                            st.rq_t = -1
+                            st.rq, st.rq_at = int(pread(st.rq_t, 96, 0).split()[1]), t
+                        except (OSError, ValueError, IndexError):
+                            _close(st)
                     oncpu_by_tid.setdefault(tid, 0)
                     continue
                 if st.clk is not None:
@@ -202,25 +209,33 @@ class Sampler:
                         cpu = st.cpu
                     dcpu = cpu - st.cpu
                     oncpu = dcpu * 4 >= (t - st.t)
-                    if st.rq_t >= 0:
-                        # runnable but descheduled (CPU contention) is not "waiting": add the
-                        # run-queue delay from schedstat (fd kept open, one pread per sample)
+                    if not oncpu and st.rq_t >= 0:
+                        # runnable but descheduled (CPU contention) is not "waiting": check the
+                        # run-queue delay from schedstat (fd kept open; read only when off-CPU)
                         try:
                             rq = int(pread(st.rq_t, 96, 0).split()[1])
-                            if not oncpu and st.rq >= 0:
-                                oncpu = (dcpu + rq - st.rq) * 4 >= (t - st.t)
-                            st.rq = rq
+                            dt = t - st.t
+                            if st.rq >= 0:
+                                if st.rq_at == st.t:      # reading from the previous sample: exact
+                                    oncpu = (dcpu + rq - st.rq) * 4 >= dt
+                                else:                     # older reading: an upper bound
+                                    oncpu = (rq - st.rq) * 4 >= dt
+                            st.rq, st.rq_at = rq, t
                         except (OSError, ValueError, IndexError):
-                            st.rq_t = -1
+                            _close(st)
                     st.cpu = cpu
                 else:
                     oncpu = True
                 # classify the stack
+                # walk outwards until a framework/tokenization/preprocessing frame decides;
+                # user frames keep walking (an enclosing tokenizer wins).  The full walk (to see
+                # importlib frames) only while some import holds a module lock.
                 f = frame
                 dom = 0
                 label = None
                 depth = 0
                 importing = False
+                full = bool(module_locks)
                 while f is not None and depth < MAX_DEPTH:
                     d, lab = code_info(f.f_code)
                     if d:
@@ -229,8 +244,12 @@ class Sampler:
                             break
                         if dom == 0:
                             dom, label = d, lab
+                            if d != USER and not full:
+                                break
                         elif dom == USER and (d == TOK or d == PRE):
                             dom = d
+                            if not full:
+                                break
                     f = f.f_back
                     depth += 1
                 if dom == 0:
