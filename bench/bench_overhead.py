@@ -7,7 +7,7 @@ Workloads (torch threads fixed to 1):
   tinyops  worst case: tens of thousands of tiny tensor ops from a Python loop
 Modes, run interleaved in a shuffled order within each round (>= 5 rounds):
   base        python WORKLOAD
-  inferscope  inferscope run -- python WORKLOAD   (default settings)
+  inferscope  inferscope run -- python WORKLOAD   (default settings; inferscope@HZ: sampling rate HZ)
   torchprof   torch.profiler (CPU activities, defaults) around the workload, export_chrome_trace at exit
   settrace    a sys.settrace/threading.settrace tracer recording every Python call
 Three times per run: "workload" = the time the workload measures itself (from after `import torch`
@@ -94,8 +94,10 @@ def run_once(mode: str, script: Path, tmp: Path, extra_env: dict) -> tuple[float
     env["OMP_NUM_THREADS"] = "1"
     if mode == "base":
         cmd = [PY, str(script)]
-    elif mode == "inferscope":
+    elif mode.startswith("inferscope"):   # inferscope, or inferscope@HZ (sampling rate override)
         env.update(extra_env)
+        if "@" in mode:
+            env["INFERSCOPE_CPU_SAMPLING_FREQUENCY_HZ"] = mode.split("@", 1)[1]
         cmd = [PY, "-m", "inferscope", "run", "-q", "--report", str(tmp / "report.md"),
                "--trace", str(tmp / "t.iscope"), "--", PY, str(script)]
     elif mode == "torchprof":
@@ -116,7 +118,7 @@ def run_once(mode: str, script: Path, tmp: Path, extra_env: dict) -> tuple[float
     if w is None:
         raise SystemExit(f"{mode}: no workload time in output:\n{r.stdout[-500:]}")
     proc = wall
-    if mode == "inferscope":   # the child's own spawn-to-exit time (collection incl. writing the trace)
+    if mode.startswith("inferscope"):   # the child's own spawn-to-exit time (collection incl. writing the trace)
         from inferscope.trace import native
         c = native.load(tmp / "t.iscope").meta["collection"]
         proc = c["run_wall_ms"] / 1e3

@@ -8,14 +8,20 @@ Per sample and thread:
   domain       walk the stack from the innermost frame outwards; the innermost frame that is
                not transparent (stdlib, unknown libraries, InferScope) decides (classify.py).
                A user-code frame defers to an enclosing tokenization/preprocessing frame or
-               an enclosing scope() whose name says so.  The whole stack is walked: a sample
-               taken while a module is being imported (importlib frames) is ``framework``
-               (library loading), whatever the module.
+               an enclosing scope() whose name says so.  While an import holds a module lock the
+               whole stack is walked: a sample taken inside an import (importlib frames) is
+               ``framework`` (library loading), whatever the module.
   cpu_compute  the sampler woke on time, i.e. no thread was holding the GIL: an on-CPU thread
                whose domain is framework (or user code once torch is imported) is then inside
                native code that released the GIL - a torch C++ op (torch releases the GIL around
                every op).  When the sampler had to wait for the GIL (> GIL_WAIT_NS), on-CPU
                threads were running Python bytecode -> framework / user_code.
+  Known bias (measured on examples/llm_demo.py with INFERSCOPE_TORCH_PROFILER=on, inside
+               generate(): torch ops cover 64 % of the time by the profiler, the sampler says 87 %
+               cpu_compute): when ops follow each other every few tens of microseconds the main
+               thread releases the GIL at the next op entry before the sampler gets it, so short
+               Python stretches between ops are counted as cpu_compute; framework Python is
+               under-counted by the same amount.  Use the torch profiler for exact op time.
 Consecutive samples of one class on one thread are merged into one CPU_SAMPLE span covering
 the wall time between samples (spans tile the thread's observed time); its detail is the most
 frequent innermost function ("file:func").

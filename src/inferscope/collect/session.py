@@ -455,7 +455,7 @@ class Session:
                 native.save(trace, self.trace_out)
             c = trace.meta["collection"]
             log.info(f"Trace collection completed (events={c['events']}, duration_ms={c['duration_ms']:.1f})")
-            if c.get("clock_sync_error_us") is not None:
+            if kpath and c.get("clock_sync_error_us") is not None:
                 log.info(f"Timeline merger: CPU/torch profiler clock sync (error_us={c['clock_sync_error_us']:.0f})")
             self._final_trace = trace
             return trace
