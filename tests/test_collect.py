@@ -208,3 +208,29 @@ def test_clock_offset_estimate():
     starts = {"m1": off + 50, "m2": off + 1050 + 400, "m3": off + 5050, "m4": off + 9050 - 200}
     o, err_us, n = clock_offset(starts, markers)   # first marker is the warm-up, ignored
     assert n == 3 and o == off and abs(err_us - (400 + 50) / 1000) < 1e-9
+
+
+def test_perf_ip_sampling_separates_torch_from_python():
+    """perf_event task-clock IP samples: inside torch's libraries vs the interpreter."""
+    torch = pytest.importorskip("torch")
+    from inferscope.collect.perfip import Maps, PerfIP
+    p = PerfIP.open(threading.get_native_id())
+    if p is None:
+        pytest.skip("perf_event_open unavailable here (perf_event_paranoid > 2 or seccomp)")
+    try:
+        maps = Maps()
+        torch.set_num_threads(1)
+        a = torch.randn(192, 192)
+        t = time.perf_counter()
+        while time.perf_counter() - t < 0.2:
+            a = (a @ a).tanh()
+        nt, py, ot = p.drain(maps)
+        assert nt > 5 * (py + 1), (nt, py, ot)
+        t = time.perf_counter()
+        x = 0
+        while time.perf_counter() - t < 0.2:
+            x += sum(range(50))
+        nt, py, ot = p.drain(maps)
+        assert py > 5 * (nt + 1), (nt, py, ot)
+    finally:
+        p.close()

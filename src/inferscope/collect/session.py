@@ -216,6 +216,8 @@ class Session:
             "cpu_sampling_hz": self.cfg.cpu_sampling_frequency_hz,
             "cpu_sampling_hz_achieved": round(smp.achieved_hz, 1) if smp else 0.0,
             "cpu_samples": smp.samples if smp else 0,
+            "cpu_compute_source": ("perf_event task-clock IP samples" if smp and smp.perf_active
+                                   else "GIL heuristic (perf_event unavailable)"),
             "system_sampling_hz": self.cfg.system_sampling_hz,
             "torch_profiler": self.torch_state,
             "nvml": "on" if (self.nvml and self.nvml.ok) else "unavailable",
