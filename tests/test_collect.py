@@ -234,3 +234,17 @@ def test_perf_ip_sampling_separates_torch_from_python():
         assert py > 5 * (nt + 1), (nt, py, ot)
     finally:
         p.close()
+
+
+def test_library_mode_multi_gpu_is_an_error(monkeypatch):
+    from inferscope.collect import session as S
+    from inferscope.errors import InferScopeError
+    from inferscope import scope
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(2))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("INFERSCOPE_ENABLED", raising=False)
+    S.set_current(None)
+    with pytest.raises(InferScopeError, match="CUDA_VISIBLE_DEVICES"):
+        with scope("x"):
+            pass
+    assert S.current() is None

@@ -43,6 +43,10 @@ def get_or_start(mode: str = "library"):
             log.set_level(cfg.log_level)
             s = Session(cfg, mode=mode)
             s.start()
+            if s.single_gpu_error:
+                s.finalize()
+                from ..errors import InferScopeError
+                raise InferScopeError(s.single_gpu_error)
             _session = s
     return _session
 
