@@ -88,10 +88,12 @@ def test_planted_tokenization_rises_by_planted_amount(tmp_path):
 
 
 def test_sleep_shows_as_waiting_not_compute(tmp_path):
-    r = run(tmp_path, "import time\nx = sum(range(10**6))\ntime.sleep(0.6)\nwith open('/dev/zero','rb') as f: f.read(10)\n")
+    # 0.4 s of sleep + a 0.4 s blocking read on a pipe that a timer thread writes to later
+    r = run(tmp_path, "import os, threading, time\nx = sum(range(10**6))\ntime.sleep(0.4)\n"
+                      "rd, wr = os.pipe()\nthreading.Timer(0.4, os.write, (wr, b'x')).start()\nos.read(rd, 1)\n")
     assert r.returncode == 0, r.stderr
     b = breakdown(report_json(tmp_path))
-    assert b["waiting"] >= 500, b
+    assert b["waiting"] >= 650, b
     assert b.get("cpu_compute", 0) < 100 and b.get("framework_overhead", 0) < 200, b
 
 
