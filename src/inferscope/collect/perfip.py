@@ -17,6 +17,7 @@ import mmap
 import os
 import platform
 import struct
+import time
 
 _NR = {"x86_64": 298, "aarch64": 241}.get(platform.machine())
 PERF_TYPE_SOFTWARE = 1
@@ -61,6 +62,7 @@ class Maps:
         self.starts: list[int] = []
         self.ends: list[int] = []
         self.kinds: list[int] = []
+        self.loaded_at = 0.0
         self.reload()
 
     def reload(self) -> None:
@@ -69,12 +71,14 @@ class Maps:
             with open("/proc/self/maps") as f:
                 for line in f:
                     parts = line.split(None, 5)
-                    if len(parts) < 6 or "x" not in parts[1]:
+                    if len(parts) < 5 or "x" not in parts[1]:
                         continue
                     a, b = parts[0].split("-")
-                    path = parts[5].strip()
+                    path = parts[5].strip() if len(parts) > 5 else ""
                     base = os.path.basename(path)
-                    if any(base.startswith(p) for p in TORCH_LIBS):
+                    if not path:
+                        k = NATIVE_TORCH   # anonymous executable memory: JIT kernels (oneDNN/xbyak)
+                    elif any(base.startswith(p) for p in TORCH_LIBS):
                         k = NATIVE_TORCH
                     elif base.startswith("libpython") or base.startswith("python"):
                         k = PYTHON
@@ -84,6 +88,7 @@ class Maps:
         except OSError:
             pass
         rows.sort()
+        self.loaded_at = time.monotonic()
         self.starts = [r[0] for r in rows]
         self.ends = [r[1] for r in rows]
         self.kinds = [r[2] for r in rows]
@@ -152,8 +157,8 @@ class PerfIP:
                 o2 = page + ((tail + 8) % size)
                 ip = struct.unpack_from("<Q", b, o2)[0] if o2 + 8 <= page + size else 0
                 k = maps.kind(ip)
-                if k == 0 and not reload_done:
-                    maps.reload()
+                if k == 0 and not reload_done and time.monotonic() - maps.loaded_at > 0.5:
+                    maps.reload()      # a library loaded since: re-read, at most twice a second
                     reload_done = True
                     k = maps.kind(ip)
                 counts[k or OTHER] += 1
