@@ -13,10 +13,11 @@ Per sample and thread:
                ``framework`` (library loading), whatever the module.
   cpu_compute  an on-CPU thread whose domain is framework (or user code once torch is imported)
                and which is executing native torch code: decided by Linux perf_event task-clock
-               sampling of the thread's instruction pointer (perfip.py; 1 sample per ms of the
+               sampling of the thread's instruction pointer (perfip.py; 1 sample per 2 ms of the
                thread's CPU time, user space only, unprivileged at perf_event_paranoid <= 2):
                majority of the interval's IP samples inside torch's libraries (libtorch*, libc10,
-               oneDNN/MKL/OpenBLAS/OpenMP) -> cpu_compute, inside the interpreter -> framework.
+               oneDNN/MKL/OpenBLAS/OpenMP, JIT code) -> cpu_compute, else framework; a tick with
+               no new IP sample keeps the thread's last verdict.
                Fallback when perf_event is unavailable (or no IP sample fell in the interval): the
                GIL heuristic - the sampler woke on time (no thread held the GIL), so the thread
                runs native code that released the GIL, as torch ops do.  The fallback is biased
@@ -37,6 +38,7 @@ from . import classify as C
 
 CPU_SAMPLE = 11   # SpanKind.CPU_SAMPLE
 GIL_WAIT_NS = 250_000
+PERF_PERIOD_NS = 2_000_000   # one IP sample per 2 ms of a thread's CPU time (kernel cost ~0.7 %)
 MAX_DEPTH = 96
 CLS_WAITING = "waiting"
 CLS_COMPUTE = "cpu_compute"
@@ -65,7 +67,7 @@ def _close(st) -> None:
 
 
 class _ThreadState:
-    __slots__ = ("tid", "clk", "cpu", "t", "cls", "start", "counts", "oncpu", "rq", "rq_t", "rq_at", "perf")
+    __slots__ = ("tid", "clk", "cpu", "t", "cls", "start", "counts", "oncpu", "rq", "rq_t", "rq_at", "perf", "native")
 
     def __init__(self, tid, clk, cpu, t):
         self.tid = tid
@@ -80,6 +82,7 @@ class _ThreadState:
         self.rq_t = -1    # fd of /proc/self/task/<tid>/schedstat (-1 none)
         self.rq_at = 0    # sample time of the rq reading
         self.perf = None  # PerfIP of this thread (perf_event task-clock IP samples)
+        self.native = None  # last perf verdict: in torch native code
 
 
 class Sampler:
@@ -225,7 +228,7 @@ class Sampler:
                             _close(st)
                     if perf_maps is not None:
                         try:
-                            st.perf = PerfIP.open(tid)
+                            st.perf = PerfIP.open(tid, PERF_PERIOD_NS)
                         except Exception:
                             st.perf = None
                     oncpu_by_tid.setdefault(tid, 0)
@@ -298,9 +301,11 @@ class Sampler:
                     if st.perf is not None:
                         nt, py, ot = st.perf.drain(perf_maps)
                         if nt + py + ot:
-                            native = nt > py + ot          # majority of task-clock IP samples in torch libs
-                            if nt * 2 == nt + py + ot:
-                                native = gil_free          # tie: fall back to the GIL heuristic
+                            # majority of the task-clock IP samples taken since the last tick
+                            native = nt > py + ot if nt * 2 != nt + py + ot else gil_free
+                            st.native = native
+                        elif st.native is not None:
+                            native = st.native             # no new IP sample: keep the last verdict
                     if importing:
                         cls = CLS_FRAMEWORK   # module loading (library import) counts as framework
                     elif native and (dom == FW or (dom == USER and torch_seen)):
