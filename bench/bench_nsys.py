@@ -3,10 +3,17 @@
     python bench/bench_nsys.py                 # 1e6 and 1e7 kernels
     python bench/bench_nsys.py --sizes 1e6     # one size
     python bench/bench_nsys.py --no-analyze    # import + floor only
+    python bench/bench_nsys.py --sizes 1e7 --keep --workdir /tmp/nb10 --repeat 3
 
 Each export has N kernels, N matching runtime rows (4 processes with colliding correlation
 ids, VM bits set in global ids), N/100 NVTX push/pop ranges, in the real 3.24 column set.
-Files go to a temp dir (never the repo) and are deleted afterwards unless --keep.
+Files go to a temp dir (never the repo) and are deleted afterwards unless --keep. With
+--workdir, an export already there (bench_N.sqlite) is reused, not rebuilt (build s = 0);
+a build is written under a temporary name and renamed when complete, so an interrupted
+build is never mistaken for a finished one.
+
+With --repeat R every measurement runs R times; the median time and the largest peak are
+printed (the machine may be shared: single runs are noisy).
 
 Every measurement runs in a fresh subprocess and reports wall time and peak RSS (ru_maxrss):
   floor   - bare SELECT of the same columns into numpy (fetchmany + np.fromiter)
@@ -42,6 +49,9 @@ def build(path: Path, n: int) -> float:
     from nsys_factory import ENUMS, SCHEMAS, create_table, _RUNTIME, gpid, gtid
     t0 = time.perf_counter()
     sc = SCHEMAS["3.24"]
+    final, path = path, path.with_name(path.name + ".partial")
+    if path.exists():
+        path.unlink()
     con = sqlite3.connect(path)
     con.execute("PRAGMA journal_mode=OFF")
     con.execute("PRAGMA synchronous=OFF")
@@ -92,6 +102,7 @@ def build(path: Path, n: int) -> float:
                                 (1000 + (first // N_PROC // 100) % 50).tolist()))
     con.commit()
     con.close()
+    os.replace(path, final)
     return time.perf_counter() - t0
 
 
@@ -133,7 +144,20 @@ def child_analyze(path: str) -> None:
         shutil.rmtree(out, ignore_errors=True)
 
 
-def run_child(mode: str, path: Path) -> dict:
+def run_child(mode: str, path: Path, repeat: int = 1) -> dict:
+    """Median time and largest peak over `repeat` fresh subprocesses."""
+    runs = [_run_child_once(mode, path) for _ in range(max(1, repeat))]
+    errors = [r for r in runs if "error" in r]
+    if errors:
+        return errors[0]
+    out = {"s": round(float(np.median([r["s"] for r in runs])), 2), "peak_mb": max(r["peak_mb"] for r in runs)}
+    if len(runs) > 1:
+        out["all_s"] = [r["s"] for r in runs]
+        out["all_mb"] = [r["peak_mb"] for r in runs]
+    return out
+
+
+def _run_child_once(mode: str, path: Path) -> dict:
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
     r = subprocess.run([sys.executable, __file__, "--child", mode, str(path)], capture_output=True, text=True, env=env)
     if r.returncode != 0:
@@ -146,7 +170,8 @@ def main() -> int:
     ap.add_argument("--sizes", default="1e6,1e7")
     ap.add_argument("--no-analyze", action="store_true")
     ap.add_argument("--keep", action="store_true")
-    ap.add_argument("--workdir", default=None)
+    ap.add_argument("--workdir", default=None, help="where exports are built; an existing bench_N.sqlite is reused")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per measurement (median time, max peak)")
     ap.add_argument("--child", nargs=2, metavar=("MODE", "FILE"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -166,13 +191,17 @@ def main() -> int:
             path = work / f"bench_{n}.sqlite"
             bt = build(path, n) if not path.exists() else 0.0
             mb = path.stat().st_size / 1e6
-            fl = run_child("floor", path)
-            im = run_child("import", path)
-            an = {"s": "-", "peak_mb": "-"} if a.no_analyze else run_child("analyze", path)
+            fl = run_child("floor", path, a.repeat)
+            im = run_child("import", path, a.repeat)
+            an = {"s": "-", "peak_mb": "-"} if a.no_analyze else run_child("analyze", path, a.repeat)
             ratio = (im["s"] / fl["s"]) if ("s" in im and "s" in fl and fl["s"]) else float("nan")
             print(f"{n:>10} {bt:>8.1f} {mb:>8.0f} | {fl.get('s', fl.get('error'))!s:>8} {fl.get('peak_mb', '')!s:>6} | "
                   f"{im.get('s', im.get('error'))!s:>8} {im.get('peak_mb', '')!s:>6} {ratio:>7.2f} | "
                   f"{an.get('s', an.get('error'))!s:>9} {an.get('peak_mb', '')!s:>6}", flush=True)
+            if a.repeat > 1:
+                for label, r in (("floor", fl), ("import", im), ("analyze", an)):
+                    if "all_s" in r:
+                        print(f"{'':>10} {label} runs: s {r['all_s']}  MB {r['all_mb']}", flush=True)
             if not a.keep:
                 path.unlink()
     finally:

@@ -309,3 +309,80 @@ def test_p4arth_manifest():
     assert "cudaDeviceSynchronize_v3020" in api and api.count("cudaMemcpy_v3020") == 3
     (n_osrt,), = _sql(shared_path("nsys", "p4arth_report1.sqlite"), "SELECT count(*) FROM OSRT_API")
     assert int((s.kind == SpanKind.OS_RUNTIME).sum()) == n_osrt
+
+
+# ---------------------------------------------------------------------------
+# bounded-memory reading and assembly: same Trace whatever the path taken
+# ---------------------------------------------------------------------------
+def _assert_same_trace(a, b):
+    for tab in ("spans", "flows", "tracks"):
+        for k, v in getattr(a, tab).columns().items():
+            w = getattr(getattr(b, tab), k)
+            assert v.dtype == w.dtype and np.array_equal(v, w), f"{tab}.{k}"
+    assert a.strings.as_list() == b.strings.as_list()
+    assert {**a.meta, "source_file": ""} == {**b.meta, "source_file": ""}
+
+
+def test_span_order_is_lexsort():
+    rng = np.random.default_rng(1)
+    for n in (0, 1, 2, 1000, 20000):
+        st = rng.integers(0, max(n // 4, 1), n)           # many equal starts
+        en = st + rng.integers(0, 3, n)                     # and many full (start, end) ties
+        assert np.array_equal(nsys._span_order(st, en), np.lexsort((-en, st)))
+    st = np.sort(rng.integers(0, 10**9, 5000))              # already sorted, no ties
+    assert np.array_equal(nsys._span_order(st, st + 5), np.lexsort((-(st + 5), st)))
+
+
+@pytest.fixture
+def multi_chunk(tmp_path):
+    """2500 kernels + runtime rows: several 1024-row chunks per table."""
+    e = NsysExport("3.24")
+    e.process(PID_A, "python")
+    for i in range(2500):
+        e.runtime(PID_A, PID_A, 10 * i, 10 * i + 5, "cudaLaunchKernel_v7000", i + 1)
+        e.kernel(PID_A, 10 * i + 7 - (i % 3) * 4, 10 * i + 20, f"k{i % 7}(float*)", i + 1, stream=7 + i % 2)
+    for i in range(0, 2500, 100):
+        e.nvtx(PID_A, PID_A, 10 * i - 1, 10 * i + 700, f"r{i}")
+    return e.write(tmp_path / "chunks.sqlite")
+
+
+def _rewrite_rowids(src, dst, factor):
+    import shutil
+    shutil.copy(src, dst)
+    con = sqlite3.connect(dst)
+    for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"):
+        con.execute(f"UPDATE {t} SET rowid = -rowid")                 # (no collisions while renumbering)
+        con.execute(f"UPDATE {t} SET rowid = -rowid * {factor}")
+    con.commit()
+    con.close()
+    return dst
+
+
+def test_row_bounds_do_not_change_the_trace(multi_chunk, tmp_path, monkeypatch):
+    ref = nsys.load(multi_chunk, chunk_rows=1024)
+    assert len(ref.spans) == 5025 and int((ref.flows.kind == FlowKind.LAUNCH).sum()) == 2500
+    assert np.all(np.diff(ref.spans.start_ns) >= 0)
+    _assert_same_trace(ref, nsys.load(multi_chunk))                    # one chunk
+    # rowid gaps: the rowid range over-estimates (columns shrunk at the end)
+    _assert_same_trace(ref, nsys.load(_rewrite_rowids(multi_chunk, tmp_path / "gaps.sqlite", 3), chunk_rows=1024))
+    # implausibly sparse rowids: count(*) is used instead
+    _assert_same_trace(ref, nsys.load(_rewrite_rowids(multi_chunk, tmp_path / "sparse.sqlite", 1 << 20), chunk_rows=1024))
+    # a bound that is too small: columns grow in place
+    for bound in (0, 1, 1500):
+        monkeypatch.setattr(nsys._Reader, "rows_bound", lambda self, table, where="", _b=bound: _b)
+        _assert_same_trace(ref, nsys.load(multi_chunk, chunk_rows=1024))
+
+
+def test_kernel_table_as_view(multi_chunk, tmp_path):
+    import shutil
+    p = tmp_path / "view.sqlite"
+    shutil.copy(multi_chunk, p)
+    con = sqlite3.connect(p)
+    con.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME TO k_raw")
+    con.execute("CREATE VIEW CUPTI_ACTIVITY_KIND_KERNEL AS SELECT * FROM k_raw")
+    con.commit()
+    con.close()
+    a, b = nsys.load(multi_chunk, chunk_rows=1024), nsys.load(p, chunk_rows=1024)
+    for k in ("start_ns", "end_ns", "kind", "name", "track", "correlation"):
+        assert np.array_equal(getattr(a.spans, k), getattr(b.spans, k)), k
+    assert np.array_equal(a.flows.src, b.flows.src) and np.array_equal(a.flows.dst, b.flows.dst)

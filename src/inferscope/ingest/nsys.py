@@ -7,9 +7,11 @@ Schema facts: /work/shared/docs/nsys-sqlite-schema.md (summarised in the docstri
 * Tables are created lazily by nsys, so every table and column is probed
   (``sqlite_master`` + ``PRAGMA table_info``) and whatever is absent is listed in
   ``meta["missing"]``; absent optional columns get defaults in SQL (``COALESCE``).
-* Rows are streamed with ``fetchmany`` straight into narrow numpy columns (one chunk at
-  a time); names stay integer StringIds ids until the end, when only the ids actually
-  used are interned and remapped with one numpy gather.
+* Rows are streamed with ``fetchmany`` straight into narrow, preallocated numpy columns
+  (one chunk at a time); names stay integer StringIds ids until the end, when only the ids
+  actually used are interned and remapped with one numpy gather.
+* Assembly is bounded in memory: one stable argsort of start (ties re-sorted by -end), then
+  every column is scattered from its per-table part straight into sorted order (bench/README.md).
 * ``globalTid``/``globalPid`` are decoded with the hardware/VM bits masked:
   ``pid = (g >> 24) & 0xFFFFFF``, ``tid = g & 0xFFFFFF``.
 * LAUNCH flows join host API rows to GPU activities on ``(pid, correlationId)``;
@@ -176,46 +178,57 @@ class _Reader:
             self.missing.append(f"{table}.{col}")
         return str(int(default))
 
+    def rows_bound(self, table: str, where: str = "") -> int:
+        """An upper bound on the rows SELECTed from table, for preallocating the columns.
+
+        The rowid range costs two B-tree lookups; only when it is unavailable (views, WITHOUT
+        ROWID tables, empty tables) or implausibly sparse is ``count(*)`` (a full scan) used.
+        Over-allocation is cheap: untouched pages of np.empty are never committed, and the
+        columns are shrunk in place at the end.
+        """
+        try:
+            lo, hi = self.con.execute(f"SELECT min(rowid), max(rowid) FROM [{table}]").fetchone()
+        except sqlite3.Error:
+            lo = hi = None
+        if isinstance(lo, int) and isinstance(hi, int) and 0 <= hi - lo < (1 << 25):
+            return hi - lo + 1
+        try:
+            sql = f"SELECT count(*) FROM [{table}]" + (f" WHERE {where}" if where else "")
+            return int(self.con.execute(sql).fetchone()[0] or 0)
+        except sqlite3.Error:
+            return 0   # the SELECT itself reports the problem; columns grow as needed
+
     def columns(self, table: str, exprs: list, dtypes: list, where: str = "") -> list[np.ndarray]:
         """SELECT exprs FROM table -> list of numpy columns, streamed in chunks.
 
+        The columns are preallocated (``rows_bound``) and filled chunk by chunk, so no list
+        of chunks is ever concatenated (which would briefly hold every column twice).
+
         An expr may be a pair (hi, lo) of small non-negative integer expressions: SQLite packs
         them into one 64-bit value (hi << 32 | lo), which halves the Python ints created per
-        row; they are unpacked in numpy (lo == 0xFFFFFFFF, i.e. a -1 default, becomes -1).
+        row; they are unpacked in numpy chunk by chunk (lo == 0xFFFFFFFF, i.e. a -1 default,
+        becomes -1).
         """
-        flat_dtypes: list = []
         sel: list[str] = []
         packed: list[bool] = []
+        out_dtypes: list = []
         it = iter(dtypes)
         for e in exprs:
             if isinstance(e, tuple):
                 sel.append(f"((({e[0]}) << 32) | (({e[1]}) & 4294967295))")
                 packed.append(True)
-                flat_dtypes.append((next(it), next(it)))
+                out_dtypes += [next(it), next(it)]
             else:
                 sel.append(e)
                 packed.append(False)
-                flat_dtypes.append(next(it))
-        cols = self._select(table, sel, [np.int64 if p else d for p, d in zip(packed, flat_dtypes)], where)
-        out = []
-        for c, p, d in zip(cols, packed, flat_dtypes):
-            if not p:
-                out.append(c)
-                continue
-            hi = (c >> 32).astype(d[0])
-            lo = (c & 0xFFFFFFFF)
-            lo[lo == 0xFFFFFFFF] = -1
-            out.append(hi)
-            out.append(lo.astype(d[1]))
-            del c
-        return out
-
-    def _select(self, table: str, exprs: list[str], dtypes: list, where: str = "") -> list[np.ndarray]:
-        k = len(exprs)
-        sql = f"SELECT {', '.join(exprs)} FROM [{table}]" + (f" WHERE {where}" if where else "")
+                out_dtypes.append(next(it))
+        k = len(sel)
+        cap = self.rows_bound(table, where)
+        out = [np.empty(cap, dtype=d) for d in out_dtypes]
+        sql = f"SELECT {', '.join(sel)} FROM [{table}]" + (f" WHERE {where}" if where else "")
         cur = self.con.execute(sql)
-        parts: list[list[np.ndarray]] = [[] for _ in range(k)]
         chain = itertools.chain.from_iterable
+        pos = 0
         while True:
             rows = cur.fetchmany(self.chunk)
             if not rows:
@@ -223,18 +236,27 @@ class _Reader:
             m = len(rows)
             a = np.fromiter(chain(rows), dtype=np.int64, count=m * k).reshape(m, k)
             del rows
+            if pos + m > cap:   # the bound was wrong (rows added to a live file?): grow in place
+                cap = max(2 * cap, pos + m)
+                for c in out:
+                    c.resize(cap, refcheck=False)
+            j = 0
             for i in range(k):
-                parts[i].append(a[:, i].astype(dtypes[i]))
+                v = a[:, i]
+                if packed[i]:
+                    out[j][pos:pos + m] = v >> 32
+                    lo = v & 0xFFFFFFFF
+                    lo[lo == 0xFFFFFFFF] = -1
+                    out[j + 1][pos:pos + m] = lo
+                    j += 2
+                else:
+                    out[j][pos:pos + m] = v
+                    j += 1
             del a
-        out = []
-        for i in range(k):
-            if not parts[i]:
-                out.append(np.zeros(0, dtype=dtypes[i]))
-            elif len(parts[i]) == 1:
-                out.append(parts[i][0])
-            else:
-                out.append(np.concatenate(parts[i]))
-            parts[i] = []
+            pos += m
+        if pos < cap:   # shrink in place (realloc; no copy for large, mmap-backed columns)
+            for c in out:
+                c.resize(pos, refcheck=False)
         return out
 
     def texts(self, table: str, col: str, where: str, strings) -> np.ndarray:
@@ -500,6 +522,7 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
         e = p["end_ns"] if "open" not in p else p["end_ns"][~p["open"]]
         if len(e):
             bounds_end = max(bounds_end, int(e.max()))
+        del e
     for p in host_parts:
         op = p.pop("open", None)
         if op is not None and op.any():
@@ -516,42 +539,16 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
         key = np.where(device_wide, -1, strm)
         p["track"] = _tracks_for(b, pid, dev, key, device_wide, proc_names)
         p["pid"] = pid
+        del g, pid, dev, strm, device_wide, key   # (the last part's would outlive the loop)
     for p in host_parts:
         g = p.pop("gtid")
         p["pid"] = np.where(g >= 0, (g >> 24) & PID_MASK, -1)
         p["track"] = _thread_tracks(b, g, proc_names, thread_names)
+        del g
 
     # ---- flows: (pid, correlation) join -------------------------------------
-    flows_src, flows_dst, flows_kind = [], [], []
-    offs = {}
-    off = 0
-    for p in all_parts:
-        offs[id(p)] = off
-        off += len(p["start_ns"])
-    dup = 0
-    if runtime_part is not None and len(runtime_part["start_ns"]):
-        rkey = _corr_key(runtime_part["pid"], runtime_part["correlation"])
-        valid = np.flatnonzero(rkey >= 0)
-        o = valid[np.argsort(rkey[valid], kind="stable")]
-        rk_sorted = rkey[o]
-        if len(rk_sorted) > 1:
-            dup = int(np.count_nonzero(rk_sorted[1:] == rk_sorted[:-1]))
-        for p, fk in [(q, FlowKind.LAUNCH) for q in gpu_parts] + [(q, FlowKind.OTHER) for q in sync_parts]:
-            k = _corr_key(p["pid"], p["correlation"])
-            pos = np.searchsorted(rk_sorted, k, side="left")
-            pos_c = np.minimum(pos, max(len(rk_sorted) - 1, 0))
-            hit = (k >= 0) & (pos < len(rk_sorted)) & (rk_sorted[pos_c] == k) if len(rk_sorted) else np.zeros(len(k), bool)
-            dst_local = np.flatnonzero(hit)
-            src_local = o[pos_c[hit]]
-            flows_src.append(src_local + offs[id(runtime_part)])
-            flows_dst.append(dst_local + offs[id(p)])
-            flows_kind.append(np.full(len(dst_local), int(fk), dtype=np.uint8))
-            if fk == FlowKind.LAUNCH and len(k):
-                miss = int(((k >= 0) & ~hit).sum())
-                if miss and p["kind"] is SpanKind.KERNEL:
-                    warnings.append(f"{miss} of {len(k)} kernels have no matching runtime/driver call on (pid, correlationId)")
-    if dup:
-        warnings.append(f"{dup} runtime/driver rows share a (pid, correlationId) with another row; the first is used for launch links")
+    # (in a function, so that its full-length temporaries are gone before assembly)
+    flows = list(_launch_flows(runtime_part, gpu_parts, sync_parts, all_parts, warnings))   # _assemble empties it
 
     for p in all_parts:
         p.pop("pid", None)
@@ -580,7 +577,71 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
     meta["warnings"] = warnings
     b.meta = meta
 
-    return _assemble(b, all_parts, flows_src, flows_dst, flows_kind)
+    del runtime_part, gpu_parts, sync_parts, host_parts
+    return _assemble(b, all_parts, flows)
+
+
+def _launch_flows(runtime_part, gpu_parts, sync_parts, all_parts, warnings):
+    """(pid, correlation) join of GPU activities to runtime/driver rows.
+
+    Returns (src, dst, kind) in provisional indices (parts concatenated in order), or
+    (None, None, None) when there are none.
+    """
+    offs = {}
+    off = 0
+    for p in all_parts:
+        offs[id(p)] = off
+        off += len(p["start_ns"])
+    if runtime_part is None or not len(runtime_part["start_ns"]):
+        return None, None, None
+    rkey = _corr_key(runtime_part["pid"], runtime_part["correlation"])
+    valid = np.flatnonzero(rkey >= 0)
+    o = valid[np.argsort(rkey[valid], kind="stable")]
+    del valid
+    rk_sorted = rkey[o]
+    del rkey
+    dup = int(np.count_nonzero(rk_sorted[1:] == rk_sorted[:-1])) if len(rk_sorted) > 1 else 0
+    targets = [(q, FlowKind.LAUNCH) for q in gpu_parts] + [(q, FlowKind.OTHER) for q in sync_parts]
+    hits = []
+    for p, fk in targets:
+        k = _corr_key(p["pid"], p["correlation"])
+        if len(rk_sorted):
+            pos = np.searchsorted(rk_sorted, k, side="left")
+            np.minimum(pos, len(rk_sorted) - 1, out=pos)
+            hit = rk_sorted[pos] == k
+            hit &= k >= 0
+        else:
+            pos = np.zeros(len(k), dtype=np.int64)
+            hit = np.zeros(len(k), dtype=bool)
+        if fk == FlowKind.LAUNCH and len(k):
+            miss = int(np.count_nonzero(k >= 0)) - int(np.count_nonzero(hit))
+            if miss and p["kind"] is SpanKind.KERNEL:
+                warnings.append(f"{miss} of {len(k)} kernels have no matching runtime/driver call on (pid, correlationId)")
+        del k
+        dst_local = np.flatnonzero(hit)
+        src_pos = pos[dst_local]     # positions in rk_sorted
+        del pos, hit
+        hits.append((p, fk, dst_local, src_pos))
+    if dup:
+        warnings.append(f"{dup} runtime/driver rows share a (pid, correlationId) with another row; the first is used for launch links")
+    del rk_sorted
+    # one output array per end, filled part by part (no list of pieces to concatenate)
+    nf = sum(len(h[2]) for h in hits)
+    src = np.empty(nf, dtype=np.int64)
+    dst = np.empty(nf, dtype=np.int64)
+    kind = np.empty(nf, dtype=np.uint8)
+    i = 0
+    r_off = offs[id(runtime_part)]
+    while hits:
+        p, fk, dst_local, src_pos = hits.pop(0)
+        m = len(dst_local)
+        np.add(o[src_pos], r_off, out=src[i:i + m])
+        del src_pos
+        np.add(dst_local, offs[id(p)], out=dst[i:i + m])
+        del dst_local
+        kind[i:i + m] = int(fk)
+        i += m
+    return src, dst, kind
 
 
 def _corr_key(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
@@ -730,52 +791,94 @@ def _session(con, schema) -> dict | None:
     return None
 
 
-def _assemble(b: TraceBuilder, parts: list[dict], fsrc, fdst, fkind) -> Trace:
-    """Concatenate parts column by column straight into sorted order (bounded memory)."""
+def _span_order(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Permutation sorting spans by (start, -end), stable: exactly ``np.lexsort((-ends, starts))``.
+
+    One stable argsort of start (timsort: the parts are each nearly sorted, so this is a
+    merge of long runs, ~10x cheaper than lexsort at 20M rows), then only the runs of equal
+    starts are re-sorted by -end.
+    """
+    o = np.argsort(starts, kind="stable")
+    if len(o) < 2:
+        return o
+    s = starts[o]
+    eq = s[1:] == s[:-1]
+    if eq.any():
+        member = np.zeros(len(o), dtype=bool)
+        member[1:] = eq
+        member[:-1] |= eq
+        tp = np.flatnonzero(member)
+        del member
+        sub = np.lexsort((-ends[o[tp]], s[tp]))   # stable: provisional order kept on full ties
+        o[tp] = o[tp][sub]
+    return o
+
+
+def _assemble(b: TraceBuilder, parts: list[dict], flows: list) -> Trace:
+    """Build the sorted span columns from the parts with bounded memory.
+
+    Only start/end are ever concatenated; every other column is scattered from the parts
+    straight into its sorted position (one preallocated output, each part's column dropped
+    as soon as it is placed), so an unsorted full-length copy of a column never exists.
+    ``parts`` and ``flows`` ([src, dst, kind] in provisional indices) are emptied, so the
+    caller's references do not keep anything alive.
+    """
+    fsrc, fdst, fkind = flows
+    flows.clear()
     n = sum(len(p["start_ns"]) for p in parts)
     tracks = Tracks(**{k: np.asarray(v) for k, v in b.track_rows().items()}) if b.n_tracks else Tracks.empty()
-    for p in parts:
-        p["_n"] = len(p["start_ns"])
-    starts = np.concatenate([p.pop("start_ns") for p in parts]) if parts else np.zeros(0, np.int64)
-    ends = np.concatenate([p.pop("end_ns") for p in parts]) if parts else np.zeros(0, np.int64)
+    sizes = [len(p["start_ns"]) for p in parts]
+    offs = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64).tolist()
+
+    def concat(key, dtype):
+        out = np.empty(n, dtype=dtype)
+        for p, a, z in zip(parts, offs[:-1], offs[1:]):
+            out[a:z] = p.pop(key)
+        return out
+
+    starts = concat("start_ns", np.int64)
+    ends = concat("end_ns", np.int64)
     np.maximum(ends, starts, out=ends)  # never a negative duration
-    neg = np.negative(ends)
-    order = np.lexsort((neg, starts)) if n else np.zeros(0, np.int64)
-    del neg
+    order = _span_order(starts, ends)
     cols = {"start_ns": starts[order]}
     del starts
     cols["end_ns"] = ends[order]
     del ends
+    # inverse permutation: provisional index -> sorted position (int32 halves its size)
+    idt = np.int32 if n < (1 << 31) else np.int64
+    inv = np.empty(n, dtype=idt)
+    inv[order] = np.arange(n, dtype=idt)
+    del order
     for k, dtype in SPAN_COLUMNS.items():
         if k in cols:
             continue
-        chunks = []
-        for p in parts:
-            m = p["_n"]
+        if k in ("depth", "parent"):
+            # never set by parts; compute_depth_parent (below) replaces both with fresh arrays.
+            # np.zeros is calloc'd: the placeholder costs no resident memory.
+            cols[k] = np.zeros(n, dtype=dtype)
+            for p in parts:
+                p.pop(k, None)
+            continue
+        col = np.empty(n, dtype=dtype)
+        for p, a, z in zip(parts, offs[:-1], offs[1:]):
             v = p.pop(k, None)
             if v is None:
                 v = SPAN_DEFAULTS.get(k, -1)
             if np.ndim(v) == 0:
-                chunks.append(np.full(m, int(v), dtype=dtype))
+                col[inv[a:z]] = int(v)
             else:
-                chunks.append(np.asarray(v, dtype=dtype))
-        col = np.concatenate(chunks) if chunks else np.zeros(0, dtype=dtype)
-        del chunks
-        cols[k] = col[order]
+                col[inv[a:z]] = np.asarray(v, dtype=dtype)
+            del v
+        cols[k] = col
         del col
     spans = Spans(**cols)
     del cols
-    if fsrc:
-        inv = np.empty(n, dtype=np.int64)
-        inv[order] = np.arange(n)
-        s = np.concatenate(fsrc)
-        d = np.concatenate(fdst)
-        flows = Flows(src=inv[s], dst=inv[d], kind=np.concatenate(fkind))
-        del inv
+    if fsrc is not None and len(fsrc):
+        fl = Flows(src=inv[fsrc], dst=inv[fdst], kind=fkind)
     else:
-        flows = Flows.empty()
-    del order
-    trace = Trace(strings=b.strings, tracks=tracks, spans=spans, flows=flows,
+        fl = Flows.empty()
+    del inv, fsrc, fdst, fkind
+    trace = Trace(strings=b.strings, tracks=tracks, spans=spans, flows=fl,
                   counters=Counters.empty(), meta=dict(b.meta))
     compute_depth_parent(trace)
     return trace
