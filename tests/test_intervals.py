@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from inferscope.analyze.intervals import active_at, active_at_sorted, clip, gaps, overlap_with_union, total, union
+from inferscope.analyze.intervals import active_at, active_at_sorted, clip, coverage_on_bounds, gaps, overlap_with_union, total, union
 
 
 def brute_cover(starts, ends, lo, hi):
@@ -30,6 +30,8 @@ def test_union_total_and_overlap_match_brute_force(seed):
     assert int((ge - gs).sum()) == 6000 - int(cov.sum())
     pts = rng.integers(0, 6000, 100)
     assert (active_at(s, e, pts) > 0).tolist() == [bool(cov[p]) for p in pts]
+    b = np.unique(np.concatenate(([0, 6000], us, ue, rng.integers(0, 6000, 300))))
+    assert coverage_on_bounds(us, ue, b).tolist() == [bool(cov[x]) for x in b[:-1]]
     sp = np.sort(pts)
     assert active_at_sorted(s, e, sp).tolist() == active_at(s, e, sp).tolist()
 

@@ -30,7 +30,7 @@ from .stats import fast_unique
 from ..trace.kinds import CopyKind, SpanKind
 from ..trace.model import Trace
 from . import classify as C
-from .intervals import active_at_sorted
+from .intervals import clip, coverage_on_bounds, union
 from .window import Window
 
 CATEGORIES = ("gpu_compute", "h2d_copy", "d2h_copy", "other_copy", "sync_wait", "cpu_preprocessing",
@@ -192,24 +192,22 @@ def segment_classes(trace: Trace, window: Window):
     """
     lo, hi = int(window.start_ns), int(window.end_ns)
     src = source_intervals(trace)
-    st_all, en_all = _cat(*src.values())
-    st = np.maximum(st_all, lo)
-    en = np.minimum(en_all, hi)
-    ok = en > st
-    bounds = fast_unique(np.concatenate(([lo, hi], st[ok], en[ok])))
-    seg_s = bounds[:-1]
+    # coverage only changes at the edges of each source's union, so segment there
+    unions = {}
+    for key in list(src):
+        a, b = src.pop(key)
+        unions[key] = union(*clip(a, b, lo, hi))
+        del a, b
     if hi <= lo:
-        seg_s = np.zeros(0, dtype=np.int64)
         bounds = np.zeros(1, dtype=np.int64)
+    else:
+        edges = [np.asarray([lo, hi], dtype=np.int64)] + [x for u in unions.values() for x in u]
+        bounds = fast_unique(np.concatenate(edges))
+        del edges
+    seg_s = bounds[:-1]
     seg_e = bounds[1:]
-
-    def cov(key: str) -> np.ndarray:
-        a, b = src[key]
-        if len(a) == 0 or len(seg_s) == 0:
-            return np.zeros(len(seg_s), dtype=bool)
-        return active_at_sorted(a, b, seg_s) > 0
-
-    c = {key: cov(key) for key in src}
+    c = {key: coverage_on_bounds(us, ue, bounds) for key, (us, ue) in unions.items()}
+    del unions
     gpu_run = trace.has_gpu
     framework_python = c["framework_python"] if gpu_run else (c["framework_python"] & ~c["cpu_ops"])
     rules = [

@@ -20,7 +20,7 @@ from ..trace.kinds import SpanKind, TrackKind
 from ..trace.model import Trace
 from .classify import gpu_work_mask
 from .intervals import clip, gaps, union
-from .links import launcher_of
+from .links import launchers_for
 from .window import Window
 
 BUCKETS_US = (10, 100, 1_000, 10_000)
@@ -75,33 +75,29 @@ def idle_gaps(trace: Trace, window: Window, top_n: int = 10) -> dict:
            "distribution": [], "largest": [], "rule": __doc__.strip().splitlines()[0]}
     if not m.any():
         return out
-    launcher = launcher_of(trace)
     idx = np.flatnonzero(m)
+    del m
     tr = s.track[idx]
-    o = np.lexsort((s.start_ns[idx], tr))
+    o = np.argsort(tr, kind="stable")  # spans are start-sorted: stable by track keeps start order
     idx = idx[o]
     tr = tr[o]
+    del o
     st = s.start_ns[idx]
-    en = s.end_ns[idx]
+    cm = s.end_ns[idx]
     # running max of end within a stream (activities on one stream can overlap in traces)
-    same = np.empty(len(idx), dtype=bool)
-    same[0] = False
-    same[1:] = tr[1:] == tr[:-1]
-    prev_end = np.empty(len(idx), dtype=np.int64)
-    prev_end[0] = st[0]
-    # per-stream cumulative max of end
-    cm = en.copy()
-    bounds = np.flatnonzero(~same)
-    for b0, b1 in zip(bounds, list(bounds[1:]) + [len(idx)]):
-        cm[b0:b1] = np.maximum.accumulate(en[b0:b1])
-    prev_end[1:] = cm[:-1]
-    gap = np.where(same, st - prev_end, 0)
-    gap_mask = same & (gap > 0)
-    gi = np.flatnonzero(gap_mask)
-    g_ns = gap[gi]
-    g_prev_end = prev_end[gi]
+    same = tr[1:] == tr[:-1]
+    bounds = np.concatenate(([0], np.flatnonzero(~same) + 1, [len(idx)]))
+    for b0, b1 in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        np.maximum.accumulate(cm[b0:b1], out=cm[b0:b1])
+    gap = st[1:] - cm[:-1]          # gap before activity i+1
+    del st
+    gi = np.flatnonzero(same & (gap > 0)) + 1
+    del same
+    g_ns = gap[gi - 1]
+    g_prev_end = cm[gi - 1]
+    del gap, cm
     nxt = idx[gi]
-    lsrc = launcher[nxt]
+    lsrc = launchers_for(trace, nxt)
     launch_start = np.where(lsrc >= 0, s.start_ns[np.maximum(lsrc, 0)], -1)
     cls = np.full(len(gi), 2, dtype=np.int8)  # other
     cls[(lsrc >= 0) & (launch_start >= g_prev_end)] = 0  # host_wait
@@ -124,7 +120,10 @@ def idle_gaps(trace: Trace, window: Window, top_n: int = 10) -> dict:
         mb = b == i
         out["distribution"].append({"bucket": lab, "count": int(mb.sum()), "ms": float(g_ns[mb].sum()) / 1e6})
     # device-wide gaps: no GPU activity on any stream
-    us, ue = union(*clip(st, en, lo, hi))
+    del idx, tr, nxt, lsrc, launch_start
+    gw = gpu_work_mask(trace)   # start-sorted, so the union needs no sort
+    us, ue = union(*clip(s.start_ns[gw], s.end_ns[gw], lo, hi))
+    del gw
     ds, de = gaps(us, ue, int(us[0]) if len(us) else lo, int(ue[-1]) if len(ue) else hi)
     dl = de - ds
     top = np.argsort(-dl, kind="stable")[:top_n]

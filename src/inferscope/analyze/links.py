@@ -18,6 +18,27 @@ def launcher_of(trace: Trace) -> np.ndarray:
     return out
 
 
+def launchers_for(trace: Trace, idx: np.ndarray) -> np.ndarray:
+    """Launching host call of each span in idx (-1 none), without a full-length array."""
+    f = trace.flows
+    out = np.full(len(idx), -1, dtype=np.int64)
+    if not len(f) or not len(idx):
+        return out
+    m = f.kind == FlowKind.LAUNCH
+    dst = f.dst[m]
+    src = f.src[m]
+    if len(dst) > 1 and not bool(np.all(dst[1:] >= dst[:-1])):
+        o = np.argsort(dst, kind="stable")
+        dst = dst[o]
+        src = src[o]
+        del o
+    pos = np.searchsorted(dst, idx)
+    ok = pos < len(dst)
+    ok[ok] = dst[pos[ok]] == idx[ok]
+    out[ok] = src[pos[ok]]
+    return out
+
+
 def ancestors_of_kind(trace: Trace, idx: np.ndarray, kind: int, max_depth: int = 64) -> np.ndarray:
     """For each span in idx, the nearest ancestor (parent chain) of the given kind, or -1."""
     s = trace.spans

@@ -42,7 +42,12 @@ def grouped_stats(keys: np.ndarray, values: np.ndarray, percentiles=(50, 90)) ->
         return {"key": np.zeros(0, dtype=keys.dtype), "count": z.astype(np.int64), "sum": z, "mean": z,
                 "min": z, "max": z, **{f"p{p}": z for p in percentiles}}
     uk, inv = fast_unique(keys, return_inverse=True)
-    o = np.lexsort((values, inv))
+    vmin = int(values.min())
+    span = int(values.max()) - vmin + 1
+    if span * len(uk) < 2**62:   # one combined int64 key sorts ~3x faster than lexsort
+        o = np.argsort(inv.astype(np.int64) * span + (values.astype(np.int64) - vmin))
+    else:
+        o = np.lexsort((values, inv))
     v = values[o].astype(np.float64)
     g = inv[o]
     count = np.bincount(g, minlength=len(uk))
