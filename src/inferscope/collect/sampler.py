@@ -1,4 +1,4 @@
-"""CPU/Python sampler: one daemon thread, ``sys._current_frames()`` at ~1 kHz.
+"""CPU/Python sampler: one daemon thread, ``sys._current_frames()`` at 500 Hz by default (cpu_sampling_frequency_hz).
 
 Per sample and thread:
   on/off CPU   the thread's CPU clock (pthread_getcpuclockid) advanced by less than a quarter of the
@@ -108,6 +108,19 @@ class Sampler:
     def start(self) -> None:
         if not self.interval_ns:
             return
+        # perf_event setup in the caller's thread: done in the sampler thread it delayed the
+        # first sample by >100 ms (imports fighting a busy main thread for the GIL)
+        self._perf_maps = self._PerfIP = None
+        if self.use_perf:
+            try:
+                from .perfip import Maps, PerfIP
+                probe = PerfIP.open(threading.get_native_id())
+                if probe is not None:
+                    probe.close()
+                    self._perf_maps, self._PerfIP = Maps(), PerfIP
+            except Exception:
+                self._perf_maps = None
+        self.perf_active = self._perf_maps is not None
         self._thread = threading.Thread(target=self._run, name="inferscope-sampler", daemon=True)
         self._thread.start()
 
@@ -176,17 +189,8 @@ class Sampler:
         names = C.DOMAIN_NAMES
         schedstat = _runq_ns(threading.get_native_id()) >= 0
         pread = os.pread
-        perf_maps = None
-        if self.use_perf:
-            try:
-                from .perfip import Maps, PerfIP
-                probe = PerfIP.open(threading.get_native_id())
-                if probe is not None:
-                    probe.close()
-                    perf_maps = Maps()
-            except Exception:
-                perf_maps = None
-        self.perf_active = perf_maps is not None
+        perf_maps = self._perf_maps
+        PerfIP = self._PerfIP
         try:
             import importlib._bootstrap as _bs
             module_locks = _bs._module_locks      # non-empty while a module import is in progress
