@@ -276,6 +276,18 @@ class Sampler:
                     if d:
                         if d == IMPORT:
                             importing = True
+                            if label is None:   # name the module being loaded (innermost import)
+                                g = f
+                                for _ in range(40):
+                                    if g is None:
+                                        break
+                                    if g.f_code.co_name == "_find_and_load":
+                                        try:
+                                            label = str(g.f_locals.get("name"))
+                                        except Exception:
+                                            pass
+                                        break
+                                    g = g.f_back
                             break
                         if dom == 0:
                             dom, label = d, lab
@@ -312,6 +324,7 @@ class Sampler:
                             native = st.native             # no new IP sample: keep the last verdict
                     if importing:
                         cls = CLS_FRAMEWORK   # module loading (library import) counts as framework
+                        label = "import " + label if label else "import"
                     elif native and (dom == FW or (dom == USER and torch_seen)):
                         cls = CLS_COMPUTE
                     else:
