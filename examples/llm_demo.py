@@ -90,15 +90,20 @@ def main(argv=None) -> int:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--vocab", type=int, default=4096)
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
-    ap.add_argument("--scopes", action="store_true", help="annotate phases with inferscope.scope()")
+    ap.add_argument("--scopes", dest="scopes", action="store_true", default=True,
+                    help="annotate phases with inferscope.scope() (default)")
+    ap.add_argument("--no-scopes", dest="scopes", action="store_false",
+                    help="do not annotate phases with inferscope.scope() (the report then covers the whole process)")
     args = ap.parse_args(argv)
 
     import torch
     torch.set_num_threads(args.threads)
     t_start = time.perf_counter()
-    if args.scopes:
+    try:
         from inferscope import scope
-    else:
+    except ImportError:  # running the demo without InferScope installed
+        args.scopes = False
+    if not args.scopes:
         import contextlib
 
         def scope(name):

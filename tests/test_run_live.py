@@ -236,7 +236,16 @@ def test_demo_breakdown_adds_up_and_analyze_reproduces(tmp_path):
     c = t.meta["collection"]
     assert c["torch_profiler"] == "on" and c["clock_sync_error_us"] is not None
     assert np.count_nonzero(t.spans.kind == SpanKind.CPU_OP) > 1000
-    assert abs(rep["e2e_ms"] - c["duration_ms"]) < 0.1 * c["duration_ms"]
+    # the default window of a live run with scope() ranges is their extent ...
+    from inferscope.analyze.window import scope_extent
+    a, b_ = scope_extent(t)
+    assert rep["window"]["kind"] == "scopes" and rep["e2e_ms"] == pytest.approx((b_ - a) / 1e6)
+    # ... and --window all covers the whole collection
+    r3 = subprocess.run([PY, "-m", "inferscope", "analyze", str(tmp_path / "t.iscope"), "-o", str(tmp_path / "all"),
+                         "--format", "json", "-q", "--window", "all"], capture_output=True, text=True, timeout=60)
+    assert r3.returncode == 0, r3.stderr
+    rep3 = json.loads((tmp_path / "all/report.json").read_text())
+    assert abs(rep3["e2e_ms"] - c["duration_ms"]) < 0.1 * c["duration_ms"]
     r2 = subprocess.run([PY, "-m", "inferscope", "analyze", str(tmp_path / "t.iscope"), "-o", str(tmp_path / "again"),
                          "--format", "json", "-q"], capture_output=True, text=True, timeout=60)
     assert r2.returncode == 0, r2.stderr

@@ -170,8 +170,9 @@ def findings_for(res: dict) -> list[dict]:
             [f"{oo['count']} single host calls each longer than {oo['threshold_ms']:.1f} ms cover {oo['union_ms']:.1f} ms "
              f"({oo['union_pct']:.1f}% of the window)."] +
             [f"{c['name'][:120]} ({c['kind']}): {c['ms']:.1f} ms at +{c['offset_ms']:.1f} ms" for c in oo["calls"][:3]],
-            "These are one-off costs (CUDA context creation, lazy module loading, cuDNN/cuBLAS set-up, allocator growth): "
-            "warm up before profiling (torch.profiler schedule wait/warmup) or analyse a steady-state step with --window.")
+            "These are one-off start-up costs (Python module imports, CUDA context creation, lazy kernel loading, cuDNN/cuBLAS "
+            "set-up, allocator growth): warm up before profiling (torch.profiler schedule wait/warmup), analyse a steady-state "
+            "step with --window, or mark the inference itself with inferscope.scope().")
 
     # --- gpu busy: what the GPU spends its time on -----------------------
     if gpu is not None and _share(bd, "gpu_compute") >= T.VERDICT_MIN_SHARE_PCT and k.get("classes"):
@@ -231,9 +232,12 @@ def findings_for(res: dict) -> list[dict]:
     fw = _share(bd, "framework_overhead")
     if fw >= 30.0 and not any(f["id"] == "host_launch_bound" for f in out):
         parts = {p["name"]: p["ms"] for r in bd if r["category"] == "framework_overhead" for p in r["parts"]}
-        add("framework_overhead", "medium", "Framework / runtime overhead is a large share", 
+        where = ("with no GPU work running" if gpu is not None else
+                 "outside compute ops (Python in torch/transformers, dispatch, generation loop)")
+        add("framework_overhead", "medium", "Framework / runtime overhead is a large share",
             {"framework_overhead_pct": round(fw, 2), **{f"{k2}_ms": round(v, 3) for k2, v in parts.items()}},
-            [f"Framework and runtime work on the host with no GPU work running: {fw:.1f}% of the window."],
+            [f"Framework and runtime work on the host {where}: {fw:.1f}% of the window."] +
+            ([f"Parts: " + ", ".join(f"{k2} {v:.1f} ms" for k2, v in parts.items()) + "."] if parts else []),
             "Reduce op count and Python between ops (torch.compile, fused modules, inference_mode), or batch more work per call.")
 
     # --- cpu_compute (CPU-only runs) ----------------------------------------

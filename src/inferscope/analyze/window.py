@@ -31,15 +31,39 @@ class Window:
                 "kind": self.kind, "dur_ms": round(self.dur_ms, 6)}
 
 
+SCOPE_CAT = "inferscope.scope"
+
+
+def scope_extent(trace: Trace) -> tuple[int, int] | None:
+    """First start to last end of the inferscope.scope() ranges of a live run, if any.
+
+    A live run covers the whole process (interpreter start, imports, model load); when the
+    program marks its inference with scope(), those ranges are what the user asked about.
+    """
+    cid = trace.strings.get(SCOPE_CAT)
+    if cid < 0:
+        return None
+    s = trace.spans
+    m = (s.kind == SpanKind.ANNOTATION) & (s.cat == cid) & (s.end_ns > s.start_ns)
+    if not m.any():
+        return None
+    return int(s.start_ns[m].min()), int(s.end_ns[m].max())
+
+
 _TIME_RE = re.compile(r"^\s*([0-9.]+)\s*:\s*([0-9.]+)\s*$")
 
 
 def resolve_window(trace: Trace, spec: str | None) -> Window:
     """Default: earliest start to latest end of all duration events.
 
+    Live runs whose program used inferscope.scope() default to the extent of those ranges.
     spec: 'all' | 'gpu' | 'step:N' | 'START_MS:END_MS' | '<range name>[:k]' (k-th occurrence, 1-based)
     """
     lo, hi = trace.bounds_ns()
+    if spec is None:
+        sc = scope_extent(trace)
+        if sc is not None:
+            return Window(sc[0], sc[1], "inferscope.scope() ranges (--window all: whole run)", "scopes")
     if spec is None or spec.strip().lower() in ("", "all", "trace"):
         return Window(lo, hi, "whole trace", "trace")
     spec = spec.strip()
