@@ -77,7 +77,7 @@ def kernels(trace: Trace, window: Window, top_n: int = 20) -> dict:
         "launch_api_p50_us": launch_p50_ns / 1e3,
         "launch_api_typical_vs_kernel_ratio": typical_ns / total_ns if total_ns else None,
         "classes": kernel_classes(trace, s.name[idx], dur, total_ns),
-        "graph_launches": int((la & (C_graph_mask(trace))).sum()),
+        "graph_launches": int((la & (_graph_launch_mask(trace))).sum()),
         "top": top,
     })
     return out
@@ -116,7 +116,7 @@ def kernel_classes(trace: Trace, name_ids: np.ndarray, dur: np.ndarray, total_ns
     return out
 
 
-def C_graph_mask(trace: Trace) -> np.ndarray:
+def _graph_launch_mask(trace: Trace) -> np.ndarray:
     from .classify import GRAPH_LAUNCH_RE, spans_matching
     return spans_matching(trace, GRAPH_LAUNCH_RE, kinds=(SpanKind.RUNTIME, SpanKind.DRIVER))
 
