@@ -190,3 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError:
         print("inferscope: error: out of memory while processing the trace", file=sys.stderr)
         return 2
+    except Exception as e:  # a bug, not bad input: still one line; INFERSCOPE_DEBUG=1 shows the traceback
+        if os.environ.get("INFERSCOPE_DEBUG"):
+            raise
+        msg = " ".join(str(e).split())[:300]
+        print(f"inferscope: internal error: {type(e).__name__}: {msg} (set INFERSCOPE_DEBUG=1 for the traceback; "
+              "please report it)", file=sys.stderr)
+        return 3

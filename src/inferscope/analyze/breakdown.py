@@ -266,7 +266,8 @@ def breakdown(trace: Trace, window: Window) -> dict:
                 row["parts"].append({"name": pn, "label": PART_LABELS.get(pn, pn), "ns": pns, "ms": pns / 1e6,
                                      "pct": (100.0 * pns / total_ns) if total_ns else 0.0})
         rows.append(row)
-    assert int(cat_ns.sum()) == total_ns or total_ns == 0
+    if total_ns and int(cat_ns.sum()) != total_ns:  # an invariant, not an input problem
+        raise RuntimeError(f"breakdown does not partition the window ({int(cat_ns.sum())} != {total_ns} ns)")
     return {"e2e_ns": total_ns, "e2e_ms": total_ns / 1e6, "breakdown": rows,
             "rule": "exclusive partition by priority: " + " > ".join(CATEGORIES)}
 

@@ -232,6 +232,8 @@ def decode_events(data: bytes, name: str = "trace", raw_ts: bool = False):
         if "truncated" in msg.lower():
             raise InputError(f"{name}: truncated JSON (file ends early)") from None
         raise InputError(f"{name}: invalid JSON ({_one_line(msg)})") from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"{name}: not valid UTF-8 JSON (bad byte at offset {e.start})") from None
     if obj is not None:
         if is_list:
             return None, obj, warnings
@@ -394,6 +396,14 @@ def _load(path) -> Trace:
 
     ts_f = np.array(ts_l, dtype=np.float64)  # None -> nan
     dur_f = np.array(dur_l, dtype=np.float64)
+    # Times beyond these cannot be real and would overflow int64 nanoseconds downstream:
+    # |ts| < 4e15 us (year ~2096 on an epoch clock), 0 <= dur < 1e12 us (11.6 days).
+    insane = (~np.isnan(ts_f) & ~(np.abs(ts_f) < _TS_MAX_US)) | (~np.isnan(dur_f) & ~(np.abs(dur_f) < _DUR_MAX_US))
+    if insane.any():
+        warnings.append(f"skipped {int(insane.sum())} event(s) with an out-of-range ts or dur")
+        ts_f[insane] = np.nan
+        for i in np.flatnonzero(insane).tolist():
+            ts_l[i] = None
 
     # ---- timestamps -> exact int64 ns ---------------------------------------------------
     has_ts = ~np.isnan(ts_f)
@@ -571,6 +581,10 @@ def _code_mask(codes: np.ndarray, uniq: list, wanted: set) -> np.ndarray:
     return lut[codes] if len(uniq) else np.zeros(len(codes), bool)
 
 
+_TS_MAX_US = 4.0e15
+_DUR_MAX_US = 1.0e12
+
+
 def _id_col(values) -> tuple[np.ndarray, np.ndarray]:
     """pid/tid column: ints stay; numeric strings parse; 'stream 7' -> 7;
     other strings ('Spans', '') get distinct negative ids <= -2 and are flagged named."""
@@ -587,7 +601,7 @@ def _id_col(values) -> tuple[np.ndarray, np.ndarray]:
         if isinstance(u, bool) or u is None:
             vals[i] = -1
         elif isinstance(u, int):
-            vals[i] = u
+            vals[i] = u if -(2 ** 63) <= u < 2 ** 63 else -1
         elif isinstance(u, float):
             vals[i] = int(u) if u == u and abs(u) < 9e18 else -1
         else:

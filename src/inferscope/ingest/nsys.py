@@ -90,10 +90,14 @@ def _connect(path) -> sqlite3.Connection:
     uri = p.resolve().as_uri() + "?mode=ro&immutable=1"
     try:
         con = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        # names in a damaged or odd export may not be UTF-8: show them with U+FFFD, never fail
+        con.text_factory = lambda b: b.decode("utf-8", "replace")
         con.execute("PRAGMA query_only = 1")
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.Error as e:
         raise InputError(f"{p}: not a readable SQLite database ({e})") from None
+    except UnicodeDecodeError:  # sqlite3 could not decode the error text of a damaged schema
+        raise InputError(f"{p}: corrupt SQLite database (malformed schema)") from None
     return con
 
 
@@ -129,8 +133,8 @@ def describe_schema(path) -> str:
     try:
         try:
             schema = _schema(con)
-        except sqlite3.Error as e:
-            raise InputError(f"{path}: corrupt or truncated SQLite file ({e})") from None
+        except (sqlite3.Error, UnicodeDecodeError) as e:
+            raise InputError(f"{path}: corrupt or truncated SQLite file ({type(e).__name__})") from None
         if not _is_nsys(schema):
             raise InputError(f"{path}: SQLite database but not an Nsight Systems export (no StringIds / CUPTI / NVTX tables)")
         v = _versions(con, schema)
@@ -310,6 +314,8 @@ def load(path, include_osrt: bool = True, include_overhead: bool = True,
             raise InputError(f"{path}: corrupt or truncated Nsight Systems export ({e})") from None
         except sqlite3.Error as e:
             raise InputError(f"{path}: cannot read Nsight Systems export ({e})") from None
+        except UnicodeDecodeError:
+            raise InputError(f"{path}: corrupt Nsight Systems export (undecodable text)") from None
     finally:
         con.close()
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import io
 import json
+import struct
 import zipfile
+import zlib
 
 import numpy as np
 
@@ -89,7 +91,8 @@ def load(path) -> Trace:
                 tables[tname] = cls(**cols)
     except InputError:
         raise
-    except (zipfile.BadZipFile, OSError, ValueError, KeyError, EOFError, UnicodeDecodeError) as e:
+    except (zipfile.BadZipFile, OSError, ValueError, KeyError, EOFError, UnicodeDecodeError, NotImplementedError,
+            zlib.error, struct.error, TypeError) as e:
         raise InputError(f"{path}: corrupt or truncated InferScope trace ({type(e).__name__}: {e})") from None
     sp = tables["spans"]
     n = len(sp)
