@@ -559,8 +559,9 @@ def build_html(result: dict, trace=None, n_bins: int = 1000, max_rows: int = 25)
     result = result if isinstance(result, dict) else {}
     src = _dict(result.get("source"))
     tool = _dict(result.get("tool"))
-    title = f"InferScope report: {clean(src.get('file') or 'trace')}"
-    sub = " · ".join(clean(x) for x in (src.get("format"), src.get("file")) if x)
+    live = src.get("format") == "inferscope" and not src.get("file")
+    title = f"InferScope report: {clean(src.get('file') or ('live run' if live else 'trace'))}"
+    sub = " · ".join(clean(x) for x in (src.get("format"), src.get("file") or ("live run" if live else None)) if x)
     body = "".join([
         _headline(result),
         _breakdown(result),

@@ -26,7 +26,8 @@ CLASSES: list[tuple[str, str, str]] = [
     ("runtime", "CUDA runtime / driver", "#76b7b2"),
     ("preprocessing", "CPU preprocessing", "#b07aa1"),
     ("waiting", "off-CPU / waiting", "#bab0ac"),
-    ("cpu_op", "CPU op / Python", "#59a14f"),
+    ("cpu_op", "CPU op / compute", "#59a14f"),
+    ("python", "Python / framework code", "#8cd17d"),
     ("other", "other", "#9c755f"),
 ]
 CLASS_INDEX = {k: i for i, (k, _, _) in enumerate(CLASSES)}
@@ -36,7 +37,7 @@ _KIND_CLASS = {
     SpanKind.MEMCPY: "copy", SpanKind.MEMSET: "memset",
     SpanKind.GPU_SYNC: "sync",
     SpanKind.RUNTIME: "runtime", SpanKind.DRIVER: "runtime",
-    SpanKind.CPU_OP: "cpu_op", SpanKind.PYTHON: "cpu_op", SpanKind.CPU_SAMPLE: "cpu_op",
+    SpanKind.CPU_OP: "cpu_op", SpanKind.PYTHON: "python", SpanKind.CPU_SAMPLE: "cpu_op",
     SpanKind.OS_RUNTIME: "waiting", SpanKind.OVERHEAD: "other", SpanKind.OTHER: "other",
 }
 # ANNOTATION / STEP / GPU_ANNOTATION / MARK are markers, not activity.
@@ -147,14 +148,18 @@ def span_classes(trace: Trace) -> np.ndarray:
         if samp.any():
             prep = trace.strings.ids_matching(lambda n: n in _PREP_SAMPLE_CLASSES)
             wait = trace.strings.ids_matching(lambda n: n == "waiting")
+            pyfw = trace.strings.ids_matching(lambda n: n in ("framework", "user_code"))
             nm = s.name
             ok = samp & (nm >= 0)
             mp = np.zeros(len(s), dtype=bool)
             mw = np.zeros(len(s), dtype=bool)
+            mf = np.zeros(len(s), dtype=bool)
             mp[ok] = prep[nm[ok]]
             mw[ok] = wait[nm[ok]]
+            mf[ok] = pyfw[nm[ok]]
             cls[mp] = CLASS_INDEX["preprocessing"]
             cls[mw] = CLASS_INDEX["waiting"]
+            cls[mf] = CLASS_INDEX["python"]
     return cls
 
 
