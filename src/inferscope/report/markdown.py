@@ -90,6 +90,15 @@ TABLE_TITLES = [
     ("steps", "Profiler steps"),
     ("ranges", "User / NVTX ranges (GPU time inclusive: a kernel counts for every range around its launch)"),
     ("phases", "Phases"),
+    ("nvtx_ranges", "NVTX ranges (seed-004 summary)"),
+    ("nvtx_kernel_time", "GPU kernel time by innermost NVTX range (via the launching call)"),
+    ("nvtx_phases", "NVTX phases (--phase-map)"),
+    ("launch_latency", "Launch API time vs queue time vs kernel time, per launch API"),
+    ("memory_ops_by_api", "Memory operations by API (pageable async copies, synchronous copies / memsets)"),
+    ("sync_apis", "Sync-like APIs (Synchronize / Wait / Query, as nsys-llm-explainer counts them)"),
+    ("kernels_by_pid", "Top kernels per process"),
+    ("sync_by_pid", "Sync-like calls per process"),
+    ("nvtx_by_pid", "NVTX ranges per process"),
 ]
 
 
