@@ -46,7 +46,7 @@ CHUNK = 200_000
 
 
 def build(path: Path, n: int) -> float:
-    from nsys_factory import ENUMS, SCHEMAS, create_table, _RUNTIME, gpid, gtid
+    from nsys_factory import ENUMS, SCHEMAS, create_table, _RUNTIME, gpid
     t0 = time.perf_counter()
     sc = SCHEMAS["3.24"]
     final, path = path, path.with_name(path.name + ".partial")

@@ -1,7 +1,6 @@
 """Small builders for synthetic traces with known ground truth."""
 from __future__ import annotations
 
-import numpy as np
 
 from inferscope.trace import CopyKind, FlowKind, MemKind, SpanKind, TraceBuilder, TrackKind
 

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from inferscope.analyze.breakdown import CATEGORIES, breakdown
+from inferscope.analyze.breakdown import breakdown
 from inferscope.analyze.gpu import gpu_utilisation
 from inferscope.analyze.idle_gaps import idle_gaps
 from inferscope.analyze.kernels import kernels

@@ -237,7 +237,7 @@ def findings_for(res: dict) -> list[dict]:
         add("framework_overhead", "medium", "Framework / runtime overhead is a large share",
             {"framework_overhead_pct": round(fw, 2), **{f"{k2}_ms": round(v, 3) for k2, v in parts.items()}},
             [f"Framework and runtime work on the host {where}: {fw:.1f}% of the window."] +
-            ([f"Parts: " + ", ".join(f"{k2} {v:.1f} ms" for k2, v in parts.items()) + "."] if parts else []),
+            (["Parts: " + ", ".join(f"{k2} {v:.1f} ms" for k2, v in parts.items()) + "."] if parts else []),
             "Reduce op count and Python between ops (torch.compile, fused modules, inference_mode), or batch more work per call.")
 
     # --- cpu_compute (CPU-only runs) ----------------------------------------

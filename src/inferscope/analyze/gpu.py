@@ -8,7 +8,7 @@ from .stats import fast_unique
 from ..trace.kinds import SpanKind
 from ..trace.model import Trace
 from .classify import gpu_work_mask
-from .intervals import clip, total, union
+from .intervals import clip, total
 from .window import Window
 
 

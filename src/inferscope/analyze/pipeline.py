@@ -19,7 +19,7 @@ from .kernels import kernel_table, kernels
 from .options import AnalyzeOptions
 from .phases import phase_tables, phases
 from .syncs import sync_table, syncs
-from .window import Window, resolve_window
+from .window import resolve_window
 
 SCHEMA_VERSION = 1
 

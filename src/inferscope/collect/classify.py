@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import sysconfig
 
 NEUTRAL, TOK, PRE, FW, USER = 0, 1, 2, 3, 4

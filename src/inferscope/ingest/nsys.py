@@ -362,7 +362,6 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
         warnings.append("no kernel table (CUPTI_ACTIVITY_KIND_KERNEL): the capture has no CUDA kernels "
                         "(was it taken with --trace=cuda?)")
 
-    copy_names = {}
     if MEMCPY_TABLE in schema:
         t = MEMCPY_TABLE
         st, en, dev, strm, corr, gpid, nbytes, ck, sk, dk = rd.columns(t, [
@@ -384,7 +383,6 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
                               copy_kind=_gather(ck_map, ck.astype(np.int64), int(CopyKind.UNKNOWN)).astype(np.uint8),
                               src_mem=_gather(mk_map, sk.astype(np.int64), 0).astype(np.uint8),
                               dst_mem=_gather(mk_map, dk.astype(np.int64), 0).astype(np.uint8)))
-        copy_names = ck_name
         del ck, sk, dk, st, en, dev, strm, corr, gpid, nbytes
 
     if MEMSET_TABLE in schema:
@@ -435,7 +433,7 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
     if RUNTIME_TABLE in schema:
         t = RUNTIME_TABLE
         st, en, ecl, nid, gtid, corr = rd.columns(t, [
-            rd.expr(t, "start", 0), f"COALESCE([end], [start])" if rd.has(t, "end") else rd.expr(t, "start", 0),
+            rd.expr(t, "start", 0), "COALESCE([end], [start])" if rd.has(t, "end") else rd.expr(t, "start", 0),
             (rd.expr(t, "eventClass", 0), rd.expr(t, "nameId", -1)), rd.expr(t, "globalTid", -1),
             rd.expr(t, "correlationId", -1)],
             [np.int64, np.int64, np.int16, np.int64, np.int64, np.int64])
@@ -479,7 +477,7 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
 
     if include_osrt and OSRT_TABLE in schema:
         t = OSRT_TABLE
-        st, en, gtid, nid = rd.columns(t, [rd.expr(t, "start", 0), f"COALESCE([end], [start])" if rd.has(t, "end") else "[start]",
+        st, en, gtid, nid = rd.columns(t, [rd.expr(t, "start", 0), "COALESCE([end], [start])" if rd.has(t, "end") else "[start]",
                                            rd.expr(t, "globalTid", -1), rd.expr(t, "nameId", -1)],
                                        [np.int64, np.int64, np.int64, np.int64])
         host_parts.append(dict(start_ns=st, end_ns=en, gtid=gtid, nsname=nid, kind=SpanKind.OS_RUNTIME,
@@ -488,7 +486,7 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
 
     if include_overhead and OVERHEAD_TABLE in schema:
         t = OVERHEAD_TABLE
-        st, en, gtid, nid = rd.columns(t, [rd.expr(t, "start", 0), f"COALESCE([end], [start])" if rd.has(t, "end") else "[start]",
+        st, en, gtid, nid = rd.columns(t, [rd.expr(t, "start", 0), "COALESCE([end], [start])" if rd.has(t, "end") else "[start]",
                                            rd.expr(t, "globalTid", -1), rd.expr(t, "nameId", -1)],
                                        [np.int64, np.int64, np.int64, np.int64])
         host_parts.append(dict(start_ns=st, end_ns=en, gtid=gtid, nsname=nid, kind=SpanKind.OVERHEAD,

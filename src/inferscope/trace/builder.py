@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from .kinds import TrackKind
-from .model import (COUNTER_COLUMNS, FLOW_COLUMNS, SPAN_COLUMNS, SPAN_DEFAULTS,
+from .model import (COUNTER_COLUMNS, SPAN_COLUMNS, SPAN_DEFAULTS,
                     Counters, Flows, Spans, Trace, Tracks)
 from .strings import StringTable
 
