@@ -165,7 +165,7 @@ def render_markdown(result: dict) -> str:
     ab = result.get("about", {})
     L += ["## About this trace", "",
           f"- Window: {md_escape(result['window']['label'])} ({result['window']['dur_ms']:.3f} ms)",
-          f"- Events: {ab.get('events', 0):,}; analysis {ab.get('analysis_ms', 0):.1f} ms"
+          f"- Events: {ab.get('events', 0):,}; report generation: analysis {ab.get('analysis_ms', 0):.1f} ms"
           + (f"; load {ab['load_ms']:.1f} ms" if ab.get("load_ms") is not None else "")]
     col = ab.get("collection") or {}
     labels = {"collection_ms": "collection time (ms)", "events": "events collected", "dropped_events": "events dropped (buffer full)",
