@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .links import launchers_for
 from .stats import fast_unique
 
 from .. import thresholds
-from ..trace.kinds import FlowKind, SpanKind
+from ..trace.kinds import SpanKind
 from ..trace.model import Trace
 
 _NOT_NESTED_CATS = ("NvtxStartEndRange", "NvtxtStartEndRange")
@@ -52,16 +53,6 @@ def in_window(trace: Trace, mask: np.ndarray, window) -> np.ndarray:
     st, en = s.start_ns[idx], s.end_ns[idx]
     keep = (st <= hi) & (en >= lo) & ((en > lo) | (st >= lo))
     return idx[keep]
-
-
-def launcher_of(trace: Trace) -> np.ndarray:
-    """Per span: index of the host API span that launched it (LAUNCH flow), else -1."""
-    out = np.full(len(trace.spans), -1, dtype=np.int64)
-    f = trace.flows
-    if len(f):
-        m = f.kind == FlowKind.LAUNCH
-        out[f.dst[m]] = f.src[m]
-    return out
 
 
 def nested_range_mask(trace: Trace) -> np.ndarray:
@@ -189,7 +180,7 @@ def analyze_nvtx(trace: Trace, window=None, options=None) -> dict:
     attributed_by_name: dict[int, tuple[float, int]] = {}
     rng = np.full(len(kern), -1, dtype=np.int64)
     if do_map and len(kern):
-        launcher = launcher_of(trace)[kern]
+        launcher = launchers_for(trace, kern)
         has = launcher >= 0
         accept = nested_range_mask(trace)
         rng[has] = enclosing(trace, launcher[has], accept)
@@ -244,7 +235,7 @@ def analyze_nvtx(trace: Trace, window=None, options=None) -> dict:
         ph_rows = []
         k_ph = np.full(len(kern), -1, dtype=np.int64)
         if do_map and len(kern):
-            launcher = launcher_of(trace)[kern]
+            launcher = launchers_for(trace, kern)
             has = launcher >= 0
             acc = nested_range_mask(trace)
             pm = np.zeros(len(s), dtype=bool)
@@ -291,7 +282,7 @@ def nvtx_by_pid(trace: Trace, window=None, options=None) -> dict:
     dur = clipped_durations(trace, ann, window)
     kern = in_window(trace, s.kind == SpanKind.KERNEL, window)
     kdur = clipped_durations(trace, kern, window)
-    launcher = launcher_of(trace)[kern]
+    launcher = launchers_for(trace, kern)
     kpid = np.where(launcher >= 0, spid[np.maximum(launcher, 0)], spid[kern])
     rng = np.full(len(kern), -1, dtype=np.int64)
     if do_map and len(kern):

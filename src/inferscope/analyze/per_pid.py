@@ -11,7 +11,8 @@ import numpy as np
 
 from ..trace.kinds import SpanKind, TrackKind
 from ..trace.model import Trace
-from .nvtx_attribution import clipped_durations, group_sum, in_window, launcher_of, nvtx_by_pid
+from .links import launchers_for
+from .nvtx_attribution import clipped_durations, group_sum, in_window, nvtx_by_pid
 
 # Seed 004 "sync-like" runtime/driver calls: synchronise, waits and polls.
 SYNC_LIKE_RE = re.compile(r"Synchroni[sz]e|WaitEvent|Wait\b|Query", re.I)
@@ -24,7 +25,7 @@ def _ms(ns) -> float:
 
 def kernel_pids(trace: Trace, kern: np.ndarray) -> np.ndarray:
     spid = trace.tracks.pid[trace.spans.track]
-    launcher = launcher_of(trace)[kern]
+    launcher = launchers_for(trace, kern)
     return np.where(launcher >= 0, spid[np.maximum(launcher, 0)], spid[kern])
 
 
@@ -94,7 +95,7 @@ def analyze_per_pid(trace: Trace, window=None, options=None) -> dict:
         if weird.any():
             warnings.append(f"PID attribution looks suspicious: {int(weird.sum())} kernels decode to pid 0 or a pid "
                             f"above {LINUX_PID_MAX} (hardware/VM bits not masked in the export?)")
-        launcher = launcher_of(trace)[kern]
+        launcher = launchers_for(trace, kern)
         has = launcher >= 0
         gpu_pid = trace.tracks.pid[s.track[kern]]
         mismatch = has & (gpu_pid >= 0) & (gpu_pid != kpid)

@@ -15,7 +15,7 @@ from ..trace.kinds import SpanKind
 from ..trace.model import Trace
 from .classify import gpu_work_mask
 from .intervals import union
-from .links import launcher_of
+from .links import launchers_for
 from .window import Window
 
 DEFAULT_PHASE_MAP = {"prefill": ["prefill", "prompt"], "decode": ["decode", "generation", "generate_step"],
@@ -26,7 +26,7 @@ def _launch_table(trace: Trace, window: Window):
     s = trace.spans
     g = gpu_work_mask(trace) & (s.start_ns >= window.start_ns) & (s.start_ns < window.end_ns)
     gi = np.flatnonzero(g)
-    src = launcher_of(trace)[gi]
+    src = launchers_for(trace, gi)
     dur = (s.end_ns[gi] - s.start_ns[gi]).astype(np.int64)
     total_gpu = int(dur.sum())
     ok = src >= 0
