@@ -39,6 +39,16 @@ PREPROCESS_RE = re.compile(
 STEP_RE = re.compile(r"^ProfilerStep#\d+$")
 
 
+def _memo(trace: Trace, key: str, fn) -> np.ndarray:
+    """Per-trace cache of span masks (a Trace is immutable once built).  Returns a copy, so
+    callers may modify the result in place."""
+    cache = trace.__dict__.setdefault("_mask_cache", {})
+    m = cache.get(key)
+    if m is None or len(m) != len(trace.spans):
+        m = cache[key] = fn()
+    return m.copy()
+
+
 @lru_cache(maxsize=None)
 def _re_search(pattern: re.Pattern, s: str) -> bool:
     return pattern.search(s) is not None
@@ -66,15 +76,15 @@ def spans_matching(trace: Trace, pattern: re.Pattern, kinds=None, base_mask: np.
 
 
 def host_api_mask(trace: Trace) -> np.ndarray:
-    return np.isin(trace.spans.kind, [SpanKind.RUNTIME, SpanKind.DRIVER])
+    return _memo(trace, "host_api", lambda: np.isin(trace.spans.kind, [SpanKind.RUNTIME, SpanKind.DRIVER]))
 
 
 def sync_api_mask(trace: Trace) -> np.ndarray:
     """Host calls that block until the GPU gets somewhere: explicit syncs, blocking copies,
     and *Async copies whose host side is pageable (the driver stages them through a pinned
     buffer and the call returns only when the copy is done)."""
-    m = spans_matching(trace, SYNC_API_RE, base_mask=host_api_mask(trace))
-    return m | pageable_copy_launch_mask(trace)
+    return _memo(trace, "sync_api", lambda: spans_matching(trace, SYNC_API_RE, base_mask=host_api_mask(trace))
+                 | pageable_copy_launch_mask(trace))
 
 
 def pageable_copy_launch_mask(trace: Trace) -> np.ndarray:
@@ -98,11 +108,12 @@ def stream_wait_mask(trace: Trace) -> np.ndarray:
 
 
 def launch_api_mask(trace: Trace) -> np.ndarray:
-    return spans_matching(trace, LAUNCH_API_RE, base_mask=host_api_mask(trace))
+    return _memo(trace, "launch_api", lambda: spans_matching(trace, LAUNCH_API_RE, base_mask=host_api_mask(trace)))
 
 
 def gpu_work_mask(trace: Trace) -> np.ndarray:
-    return np.isin(trace.spans.kind, [SpanKind.KERNEL, SpanKind.MEMCPY, SpanKind.MEMSET, SpanKind.GRAPH_LAUNCH])
+    return _memo(trace, "gpu_work", lambda: np.isin(trace.spans.kind, [SpanKind.KERNEL, SpanKind.MEMCPY,
+                                                                       SpanKind.MEMSET, SpanKind.GRAPH_LAUNCH]))
 
 
 def copy_mask(trace: Trace, *kinds: CopyKind) -> np.ndarray:

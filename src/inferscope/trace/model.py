@@ -157,7 +157,12 @@ class Trace:
 
     @property
     def has_gpu(self) -> bool:
-        return bool(np.any(np.isin(self.spans.kind, [SpanKind.KERNEL, SpanKind.MEMCPY, SpanKind.MEMSET, SpanKind.GRAPH_LAUNCH])))
+        c = self.__dict__.setdefault("_mask_cache", {})
+        v = c.get("has_gpu")
+        if v is None or v[1] != len(self.spans):
+            v = c["has_gpu"] = (bool(np.any(np.isin(self.spans.kind, [SpanKind.KERNEL, SpanKind.MEMCPY, SpanKind.MEMSET,
+                                                                       SpanKind.GRAPH_LAUNCH]))), len(self.spans))
+        return v[0]
 
     @property
     def n_events(self) -> int:
