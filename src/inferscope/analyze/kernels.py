@@ -12,6 +12,19 @@ from .stats import grouped_stats, percentile
 from .window import Window
 
 
+def short_kernel_name(name: str, limit: int = 120) -> str:
+    """Readable kernel name for prose: drop 'void ', namespaces and argument lists, keep the
+    template parts that tell kernels apart (functor names), cap the length."""
+    import re
+    n = re.sub(r"^void ", "", name)
+    n = re.sub(r"\(anonymous namespace\)::", "", n)
+    n = re.sub(r"\b[A-Za-z_]\w*::", "", n)          # namespace qualifiers
+    if "(" in n:                                     # argument list (and lambdas inside templates)
+        n = n[: n.index("(")]
+    n = re.sub(r"\s+", " ", n).strip()
+    return n if len(n) <= limit else n[: limit - 1] + "…"
+
+
 def classify_launch_storm(launches_per_s: float, p50_us: float) -> tuple[bool, str]:
     for min_rate, max_p50 in thresholds.LAUNCH_STORM_RULES:
         if launches_per_s >= min_rate and p50_us <= max_p50:
