@@ -154,7 +154,11 @@ def render_markdown(result: dict) -> str:
     tables = result.get("tables", {})
     for name, title in TABLE_TITLES:
         if name in tables and tables[name]["rows"]:
-            L += [f"## {title}", ""] + _table(tables[name]) + [""]
+            t = tables[name]
+            if name == "kernels":  # readable names here; tables/kernels.csv keeps the full ones
+                from ..analyze.kernels import short_kernel_name
+                t = {"columns": t["columns"], "rows": [[short_kernel_name(str(r[0]))] + list(r[1:]) for r in t["rows"]]}
+            L += [f"## {title}", ""] + _table(t) + [""]
     shown = {n for n, _ in TABLE_TITLES} | {"breakdown"}
     for name, t in tables.items():
         if name not in shown and t["rows"]:
