@@ -5,7 +5,6 @@ Every rule here is a documented regular expression over a name as the source rec
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
 import numpy as np
 
@@ -47,11 +46,6 @@ def _memo(trace: Trace, key: str, fn) -> np.ndarray:
     if m is None or len(m) != len(trace.spans):
         m = cache[key] = fn()
     return m.copy()
-
-
-@lru_cache(maxsize=None)
-def _re_search(pattern: re.Pattern, s: str) -> bool:
-    return pattern.search(s) is not None
 
 
 def name_mask(trace: Trace, pattern: re.Pattern) -> np.ndarray:
@@ -114,14 +108,6 @@ def launch_api_mask(trace: Trace) -> np.ndarray:
 def gpu_work_mask(trace: Trace) -> np.ndarray:
     return _memo(trace, "gpu_work", lambda: np.isin(trace.spans.kind, [SpanKind.KERNEL, SpanKind.MEMCPY,
                                                                        SpanKind.MEMSET, SpanKind.GRAPH_LAUNCH]))
-
-
-def copy_mask(trace: Trace, *kinds: CopyKind) -> np.ndarray:
-    s = trace.spans
-    m = s.kind == SpanKind.MEMCPY
-    if kinds:
-        m &= np.isin(s.copy_kind, [int(k) for k in kinds])
-    return m
 
 
 def api_base_name(name: str) -> str:

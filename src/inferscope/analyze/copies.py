@@ -7,7 +7,7 @@ import numpy as np
 from .. import thresholds
 from ..trace.kinds import CopyKind, MemKind, SpanKind
 from ..trace.model import Trace
-from .links import launcher_of
+from .links import launchers_for
 from .window import Window
 
 
@@ -52,9 +52,10 @@ def copies(trace: Trace, window: Window) -> dict:
     out["small"]["storm"] = bool(out["small"]["count"] >= thresholds.SMALL_COPY_STORM_COUNT
                                  or out["small"]["pct_of_window"] >= thresholds.SMALL_COPY_STORM_PCT)
     # issuing host API (e.g. cudaMemcpyAsync vs cudaMemcpy) for pageable copies
-    launcher = launcher_of(trace)
+    pidx = idx[pg]
+    plaunch = launchers_for(trace, pidx)
     apis: dict[str, list] = {}
-    for i, l in zip(idx[pg].tolist(), launcher[idx[pg]].tolist()):
+    for i, l in zip(pidx.tolist(), plaunch.tolist()):
         name = trace.name_of(l) if l >= 0 else "(unknown)"
         a = apis.setdefault(name, [0, 0])
         a[0] += 1

@@ -15,6 +15,7 @@ scaled down by the share of time nothing in the trace explains ('other').
 from __future__ import annotations
 
 from .. import thresholds as T
+from .kernels import short_kernel_name
 
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2, "info": 3}
 
@@ -156,7 +157,7 @@ def findings_for(res: dict) -> list[dict]:
         ev = {"kernel": t0["name"][:200], "share_pct": round(t0["share_pct"], 2), "total_ms": round(t0["total_ms"], 3),
               "calls": t0["calls"], "p50_us": round(t0["p50_us"], 3)}
         add("dominant_kernel", "medium", "One kernel dominates GPU time", ev,
-            [f"{__import__('inferscope.analyze.kernels', fromlist=['x']).short_kernel_name(t0['name'])} takes {t0['share_pct']:.1f}% of kernel time ({t0['total_ms']:.2f} ms over {t0['calls']} calls)."],
+            [f"{short_kernel_name(t0['name'])} takes {t0['share_pct']:.1f}% of kernel time ({t0['total_ms']:.2f} ms over {t0['calls']} calls)."],
             "Start there: check its shapes and dtype (tensor-core friendly sizes, bf16/fp16), and profile it with Nsight Compute.")
 
     # --- one-off host calls (start-up inside the window) --------------------
@@ -185,7 +186,6 @@ def findings_for(res: dict) -> list[dict]:
         txt = [f"Kernels run {_share(bd, 'gpu_compute'):.1f}% of the window.",
                "Kernel time by family: " + ", ".join(f"{r['class']} {r['share_pct']:.1f}%" for r in cl) + "."]
         if k.get("top"):
-            from .kernels import short_kernel_name
             txt.append("Top kernels: " + "; ".join(f"{short_kernel_name(r['name'])} {r['share_pct']:.1f}%" for r in k["top"][:3]) + ".")
         if ew >= T.ELEMENTWISE_COPY_SHARE_PCT:
             sugg = (f"Elementwise and copy/concat kernels take {ew:.0f}% of GPU time: fuse them (torch.compile), avoid dtype casts "

@@ -7,7 +7,7 @@ import numpy as np
 from .. import thresholds
 from ..trace.kinds import SpanKind
 from ..trace.model import Trace
-from .classify import launch_api_mask
+from .classify import GRAPH_LAUNCH_RE, launch_api_mask, spans_matching
 from .stats import grouped_stats, percentile
 from .window import Window
 
@@ -130,7 +130,6 @@ def kernel_classes(trace: Trace, name_ids: np.ndarray, dur: np.ndarray, total_ns
 
 
 def _graph_launch_mask(trace: Trace) -> np.ndarray:
-    from .classify import GRAPH_LAUNCH_RE, spans_matching
     return spans_matching(trace, GRAPH_LAUNCH_RE, kinds=(SpanKind.RUNTIME, SpanKind.DRIVER))
 
 

@@ -7,17 +7,6 @@ from ..trace.kinds import FlowKind
 from ..trace.model import Trace
 
 
-def launcher_of(trace: Trace) -> np.ndarray:
-    """int64 array over spans: index of the host call that launched it (-1 none)."""
-    n = len(trace.spans)
-    out = np.full(n, -1, dtype=np.int64)
-    f = trace.flows
-    if len(f):
-        m = f.kind == FlowKind.LAUNCH
-        out[f.dst[m]] = f.src[m]
-    return out
-
-
 def launchers_for(trace: Trace, idx: np.ndarray) -> np.ndarray:
     """Launching host call of each span in idx (-1 none), without a full-length array."""
     f = trace.flows

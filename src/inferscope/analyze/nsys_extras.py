@@ -20,7 +20,7 @@ from .stats import fast_unique
 from ..trace.kinds import CopyKind, FlowKind, MemKind, SpanKind
 from ..trace.model import Trace
 from .nvtx_attribution import clipped_durations, group_sum, in_window, pct_stats_us
-from .per_pid import SYNC_LIKE_RE
+from .per_pid import sync_like_spans
 
 ASYNC_API_RE = re.compile(r"(Memcpy|Memset)\w*Async|Async$", re.I)
 _COPY_NAMES = {int(k): k.name for k in CopyKind}
@@ -137,10 +137,7 @@ def analyze_nsys_extras(trace: Trace, window=None, options=None) -> dict:
     api = np.flatnonzero(api_in)
     srows = []
     if len(api):
-        like = trace.strings.ids_matching(lambda x: SYNC_LIKE_RE.search(x) is not None)
-        nm = s.name[api]
-        okn = nm >= 0
-        sel = api[okn][like[nm[okn]]]
+        sel = sync_like_spans(trace, api)
         if len(sel):
             d = clipped_durations(trace, sel, window)
             uk, ts, tc = group_sum(s.name[sel].astype(np.int64), d)

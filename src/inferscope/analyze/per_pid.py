@@ -16,6 +16,16 @@ from .nvtx_attribution import clipped_durations, group_sum, in_window, nvtx_by_p
 
 # Seed 004 "sync-like" runtime/driver calls: synchronise, waits and polls.
 SYNC_LIKE_RE = re.compile(r"Synchroni[sz]e|WaitEvent|Wait\b|Query", re.I)
+
+
+def sync_like_spans(trace: Trace, api: np.ndarray) -> np.ndarray:
+    """The API spans among ``api`` whose names are sync-like by seed 004's rule
+    (Synchronize / Wait / Query: wider than classify.SYNC_API_RE, which counts only calls
+    that block the host)."""
+    like = trace.strings.ids_matching(lambda x: SYNC_LIKE_RE.search(x) is not None)
+    nm = trace.spans.name[api]
+    ok = nm >= 0
+    return api[ok][like[nm[ok]]]
 LINUX_PID_MAX = 1 << 22   # 4194304: pid_max upper bound on Linux
 
 
@@ -68,10 +78,7 @@ def analyze_per_pid(trace: Trace, window=None, options=None) -> dict:
     srows = []
     sync_total = 0
     if len(api):
-        like = trace.strings.ids_matching(lambda x: SYNC_LIKE_RE.search(x) is not None)
-        nm = s.name[api]
-        ok = nm >= 0
-        sel = api[ok][like[nm[ok]]]
+        sel = sync_like_spans(trace, api)
         if len(sel):
             d = clipped_durations(trace, sel, window)
             sync_total = int(d.sum())

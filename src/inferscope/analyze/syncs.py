@@ -14,7 +14,7 @@ from ..trace.kinds import CopyKind, SpanKind
 from ..trace.model import Trace
 from .classify import api_base_name, pageable_copy_launch_mask, stream_wait_mask, sync_api_mask
 from .intervals import clip, total
-from .links import ancestors_of_kind, launcher_of
+from .links import ancestors_of_kind, launchers_for
 from .window import Window
 
 
@@ -50,8 +50,7 @@ def syncs(trace: Trace, window: Window, top_n: int = 20) -> dict:
     d2h = (s.kind == SpanKind.MEMCPY) & (s.copy_kind == CopyKind.D2H) & inwin & \
           (s.bytes >= 0) & (s.bytes <= thresholds.TINY_D2H_BYTES)
     didx = np.flatnonzero(d2h)
-    launcher = launcher_of(trace)
-    lsrc = launcher[didx]
+    lsrc = launchers_for(trace, didx)
     tiny_ops: dict[str, int] = {}
     if len(didx):
         has = lsrc >= 0

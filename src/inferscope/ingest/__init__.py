@@ -14,16 +14,9 @@ ZIP_MAGIC = b"PK\x03\x04"
 
 def detect_format(path: str | os.PathLike) -> str:
     """Return 'native', 'nsys' or 'kineto' by content (not by extension)."""
+    from ._files import read_input
     p = Path(path)
-    if not p.exists():
-        raise InputError(f"{p}: no such file")
-    if p.is_dir():
-        raise InputError(f"{p}: is a directory, expected a trace file")
-    try:
-        with open(p, "rb") as f:
-            head = f.read(16)
-    except OSError as e:
-        raise InputError(f"{p}: cannot read ({e.strerror or e})") from None
+    head = read_input(p, 16)
     if not head:
         raise InputError(f"{p}: empty file, not a trace")
     if head.startswith(ZIP_MAGIC):

@@ -49,6 +49,7 @@ import msgspec
 import numpy as np
 
 from ..errors import InputError
+from ._files import read_input
 from ..trace.builder import TraceBuilder
 from ..trace.kinds import CopyKind, FlowKind, MemKind, SpanKind, TrackKind
 from ..trace.model import Trace
@@ -167,15 +168,7 @@ _FAST_TS_LIMIT = float(2 ** 41)
 # reading
 # --------------------------------------------------------------------------------------
 def _read_bytes(p: Path) -> bytes:
-    if not p.exists():
-        raise InputError(f"{p.name}: no such file ({p})")
-    if p.is_dir():
-        raise InputError(f"{p.name}: is a directory, expected a PyTorch profiler trace")
-    try:
-        with open(p, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise InputError(f"{p.name}: cannot read ({e.strerror or e})") from None
+    data = read_input(p, expected="a PyTorch profiler trace")
     if data[:2] == b"\x1f\x8b":
         out = []
         d = zlib.decompressobj(47)

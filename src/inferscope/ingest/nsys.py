@@ -320,6 +320,14 @@ def load(path, include_osrt: bool = True, include_overhead: bool = True,
         con.close()
 
 
+def _host_call_part(rd, t: str, kind: SpanKind, cat: int, name_default: int) -> dict:
+    """Rows of a host-call table with (start, end, globalTid, nameId): OSRT_API, PROFILER_OVERHEAD."""
+    st, en, gtid, nid = rd.columns(t, [rd.expr(t, "start", 0), "COALESCE([end], [start])" if rd.has(t, "end") else "[start]",
+                                       rd.expr(t, "globalTid", -1), rd.expr(t, "nameId", -1)],
+                                   [np.int64, np.int64, np.int64, np.int64])
+    return dict(start_ns=st, end_ns=en, gtid=gtid, nsname=nid, kind=kind, cat=cat, name_default=name_default)
+
+
 def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
     schema = _schema(con)
     if not _is_nsys(schema):
@@ -475,23 +483,10 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
                                kind=kind, cat=cat, open=open_, name_default=intern("(unnamed range)")))
         del st, en, ety, gtid, tid_, has_t, name, is_mark, open_, kind, cat
 
-    if include_osrt and OSRT_TABLE in schema:
-        t = OSRT_TABLE
-        st, en, gtid, nid = rd.columns(t, [rd.expr(t, "start", 0), "COALESCE([end], [start])" if rd.has(t, "end") else "[start]",
-                                           rd.expr(t, "globalTid", -1), rd.expr(t, "nameId", -1)],
-                                       [np.int64, np.int64, np.int64, np.int64])
-        host_parts.append(dict(start_ns=st, end_ns=en, gtid=gtid, nsname=nid, kind=SpanKind.OS_RUNTIME,
-                               cat=intern(t), name_default=intern("osrt")))
-        del st, en, gtid, nid
-
-    if include_overhead and OVERHEAD_TABLE in schema:
-        t = OVERHEAD_TABLE
-        st, en, gtid, nid = rd.columns(t, [rd.expr(t, "start", 0), "COALESCE([end], [start])" if rd.has(t, "end") else "[start]",
-                                           rd.expr(t, "globalTid", -1), rd.expr(t, "nameId", -1)],
-                                       [np.int64, np.int64, np.int64, np.int64])
-        host_parts.append(dict(start_ns=st, end_ns=en, gtid=gtid, nsname=nid, kind=SpanKind.OVERHEAD,
-                               cat=intern(t), name_default=intern("profiler overhead")))
-        del st, en, gtid, nid
+    for t, wanted, kind, default in ((OSRT_TABLE, include_osrt, SpanKind.OS_RUNTIME, "osrt"),
+                                     (OVERHEAD_TABLE, include_overhead, SpanKind.OVERHEAD, "profiler overhead")):
+        if wanted and t in schema:
+            host_parts.append(_host_call_part(rd, t, kind, intern(t), intern(default)))
 
     # ---- strings: intern only the nsys ids actually used -----------------
     used_ids = [p[k] for p in gpu_parts + host_parts for k in ("nsname", "nsdetail", "textid") if k in p]

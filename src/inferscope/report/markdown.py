@@ -1,6 +1,7 @@
 """report.md: headline (seed 000's example shape), findings, tables, warnings, limitations."""
 from __future__ import annotations
 
+from ..analyze.kernels import short_kernel_name
 from ..util.atomic import atomic_write_text
 
 LABEL_W = 22
@@ -156,7 +157,6 @@ def render_markdown(result: dict) -> str:
         if name in tables and tables[name]["rows"]:
             t = tables[name]
             if name == "kernels":  # readable names here; tables/kernels.csv keeps the full ones
-                from ..analyze.kernels import short_kernel_name
                 t = {"columns": t["columns"], "rows": [[short_kernel_name(str(r[0]))] + list(r[1:]) for r in t["rows"]]}
             L += [f"## {title}", ""] + _table(t) + [""]
     shown = {n for n, _ in TABLE_TITLES} | {"breakdown"}

@@ -5,7 +5,6 @@ import contextlib
 import os
 import tempfile
 from pathlib import Path
-from typing import Callable, IO
 
 
 @contextlib.contextmanager
@@ -37,13 +36,3 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None =
 def atomic_write_text(path, text: str) -> None:
     with atomic_open(path, "w") as f:
         f.write(text)
-
-
-def atomic_write_bytes(path, data: bytes) -> None:
-    with atomic_open(path, "wb") as f:
-        f.write(data)
-
-
-def atomic_write_with(path, writer: Callable[[IO], None], binary: bool = True) -> None:
-    with atomic_open(path, "wb" if binary else "w") as f:
-        writer(f)
