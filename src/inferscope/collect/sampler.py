@@ -38,6 +38,9 @@ from . import classify as C
 
 CPU_SAMPLE = 11   # SpanKind.CPU_SAMPLE
 GIL_WAIT_NS = 250_000
+# Sampling rate divisor while a module import is in progress (measured on the demo, 6 pairs:
+# process wall ratio 1.077 at a flat 500 Hz vs 1.010 at 250 Hz; imports are ~90 % of its process).
+IMPORT_RATE_DIVISOR = 4
 PERF_PERIOD_NS = 2_000_000   # one IP sample per 2 ms of a thread's CPU time (kernel cost ~0.7 %)
 MAX_DEPTH = 96
 CLS_WAITING = "waiting"
@@ -194,13 +197,19 @@ class Sampler:
         try:
             import importlib._bootstrap as _bs
             module_locks = _bs._module_locks      # non-empty while a module import is in progress
+            import_aware = True
         except (ImportError, AttributeError):
             module_locks = {0: None}              # unknown: always walk the whole stack
+            import_aware = False
+        slow_interval = interval * IMPORT_RATE_DIVISOR
         while not stop.is_set():
             # never catch up on missed ticks: always release the GIL for a full interval,
-            # otherwise a late sampler would hold the GIL back-to-back and starve the workload
-            target = clock() + interval
-            sleep(isec)
+            # otherwise a late sampler would hold the GIL back-to-back and starve the workload.
+            # While a module import runs (start-up, reported as one bucket) sample less often:
+            # every tick takes the GIL from an import-heavy main thread.
+            iv = slow_interval if (import_aware and module_locks) else interval
+            target = clock() + iv
+            sleep(iv / 1e9)
             t = clock()
             gil_free = (t - target) < GIL_WAIT_NS
             self.ticks += 1
