@@ -90,11 +90,14 @@ def workload_time(out: str) -> float | None:
 
 def run_once(mode: str, script: Path, tmp: Path, extra_env: dict) -> tuple[float, float, float]:
     env = dict(os.environ)
-    env.pop("INFERSCOPE_ENABLED", None)
+    # every mode but inferscope runs with collection off: the demo calls inferscope.scope(), which
+    # would otherwise start a library-mode session (seed 001: enabled by default once imported)
+    env["INFERSCOPE_ENABLED"] = "0"
     env["OMP_NUM_THREADS"] = "1"
     if mode == "base":
         cmd = [PY, str(script)]
     elif mode.startswith("inferscope"):   # inferscope, or inferscope@HZ (sampling rate override)
+        env.pop("INFERSCOPE_ENABLED")
         env.update(extra_env)
         if "@" in mode:
             env["INFERSCOPE_CPU_SAMPLING_FREQUENCY_HZ"] = mode.split("@", 1)[1]
@@ -146,6 +149,11 @@ def main(argv=None) -> int:
     rng = random.Random(args.seed)
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}, "
           f"pairs {args.pairs}, inferscope env {extra_env or 'default'}")
+    # byte-compile InferScope as an installed package would be: under PYTHONDONTWRITEBYTECODE=1
+    # (or a read-only checkout) every child would otherwise recompile it from source (~+150 ms)
+    import compileall
+    import inferscope
+    compileall.compile_dir(str(Path(inferscope.__file__).parent), quiet=1)
     with tempfile.TemporaryDirectory(prefix="inferscope-bench-") as td:
         tmp = Path(td)
         (tmp / "torchprof_wrap.py").write_text(TORCHPROF)

@@ -29,12 +29,12 @@ frequent innermost function ("file:func").
 """
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
 
 from . import classify as C
+from .rawio import ProcFile
 
 CPU_SAMPLE = 11   # SpanKind.CPU_SAMPLE
 GIL_WAIT_NS = 250_000
@@ -61,12 +61,9 @@ def _close(st) -> None:
     if st.perf is not None:
         st.perf.close()
         st.perf = None
-    if st.rq_t >= 0:
-        try:
-            os.close(st.rq_t)
-        except OSError:
-            pass
-        st.rq_t = -1
+    if st.rq_t is not None:
+        st.rq_t.close()
+        st.rq_t = None
 
 
 class _ThreadState:
@@ -82,7 +79,7 @@ class _ThreadState:
         self.counts = {}
         self.oncpu = 0
         self.rq = -1      # run-queue wait (ns) from /proc schedstat
-        self.rq_t = -1    # fd of /proc/self/task/<tid>/schedstat (-1 none)
+        self.rq_t = None  # ProcFile of /proc/self/task/<tid>/schedstat
         self.rq_at = 0    # sample time of the rq reading
         self.perf = None  # PerfIP of this thread (perf_event task-clock IP samples)
         self.native = None  # last perf verdict: in torch native code
@@ -101,11 +98,13 @@ class Sampler:
         self._thread: threading.Thread | None = None
         self.samples = 0
         self.ticks = 0
+        self.busy_ns = 0         # wall time spent in ticks (holding the GIL), sleeps excluded
         self.cpu_ns = 0          # the sampler thread's own CPU time
         self.started_ns = 0
         self.torch_seen = False
         self.use_perf = True
         self.perf_active = False
+        self.periodic = None     # (fn(t_ns), period_ns): system counters, called between ticks
 
     # ---------------------------------------------------------------------
     def start(self) -> None:
@@ -177,7 +176,8 @@ class Sampler:
         clock = time.perf_counter_ns
         cputime = time.clock_gettime_ns
         getclk = time.pthread_getcpuclockid
-        code_info = C.code_info
+        code_get = C.CODE_CACHE.get
+        code_entry = C.code_entry
         interval = self.interval_ns
         threads = self.threads
         oncpu_by_tid = self.oncpu_by_tid
@@ -187,11 +187,11 @@ class Sampler:
         stop = self._stop
         sleep = time.sleep
         self.started_ns = clock()
-        isec = interval / 1e9
         USER, FW, TOK, PRE, IMPORT = C.USER, C.FW, C.TOK, C.PRE, C.IMPORT
         names = C.DOMAIN_NAMES
         schedstat = _runq_ns(threading.get_native_id()) >= 0
-        pread = os.pread
+        periodic, period_ns = self.periodic or (None, 0)
+        next_periodic = 0
         perf_maps = self._perf_maps
         PerfIP = self._PerfIP
         try:
@@ -235,8 +235,8 @@ class Sampler:
                     st = threads[ident] = _ThreadState(tid, clk, cpu, t)
                     if schedstat:
                         try:
-                            st.rq_t = os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY)
-                            st.rq, st.rq_at = int(pread(st.rq_t, 96, 0).split()[1]), t
+                            st.rq_t = ProcFile(f"/proc/self/task/{tid}/schedstat", 128)
+                            st.rq, st.rq_at = int(st.rq_t.read().split()[1]), t
                         except (OSError, ValueError, IndexError):
                             _close(st)
                     if perf_maps is not None:
@@ -253,11 +253,11 @@ class Sampler:
                         cpu = st.cpu
                     dcpu = cpu - st.cpu
                     oncpu = dcpu * 4 >= (t - st.t)
-                    if not oncpu and st.rq_t >= 0:
+                    if not oncpu and st.rq_t is not None:
                         # runnable but descheduled (CPU contention) is not "waiting": check the
                         # run-queue delay from schedstat (fd kept open; read only when off-CPU)
                         try:
-                            rq = int(pread(st.rq_t, 96, 0).split()[1])
+                            rq = int(st.rq_t.read().split()[1])
                             dt = t - st.t
                             if st.rq >= 0:
                                 if st.rq_at == st.t:      # reading from the previous sample: exact
@@ -281,7 +281,11 @@ class Sampler:
                 importing = False
                 full = bool(module_locks)
                 while f is not None and depth < MAX_DEPTH:
-                    d, lab = code_info(f.f_code)
+                    co = f.f_code
+                    e = code_get(id(co))
+                    if e is None or e[0] is not co:
+                        e = code_entry(co)
+                    d = e[1]
                     if d:
                         if d == IMPORT:
                             importing = True
@@ -299,7 +303,7 @@ class Sampler:
                                     g = g.f_back
                             break
                         if dom == 0:
-                            dom, label = d, lab
+                            dom, label = d, e[2]
                             if d != USER and not full:
                                 break
                         elif dom == USER and (d == TOK or d == PRE):
@@ -348,12 +352,20 @@ class Sampler:
                     counts[label] = counts.get(label, 0) + 1
                 st.t = t
                 self.samples += 1
+            if periodic is not None and t >= next_periodic:
+                next_periodic = t + period_ns
+                try:
+                    periodic(t)
+                except Exception:
+                    pass
             if seen != len(threads):
                 live = set(frames)
                 for ident in [i for i in threads if i not in live]:
                     gone = threads.pop(ident)
                     self._emit(gone)
                     _close(gone)
+            frames = frame = f = None
+            self.busy_ns += clock() - t
         try:
             self.cpu_ns = cputime(my_clk)
         except OSError:

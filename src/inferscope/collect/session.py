@@ -100,6 +100,7 @@ class Session:
         self.end_ns = 0
         self.gpu_count = None
         self.single_gpu_error: str | None = None
+        self._hk_system = False
 
     # ------------------------------------------------------------------ start
     def start(self) -> None:
@@ -133,8 +134,13 @@ class Session:
                 self.torch_hook.install()
         else:
             self.torch_state = "off (config)"
+        sys_on_sampler = bool(self.sampler.interval_ns and cfg.system_sampling_hz > 0)
+        if sys_on_sampler:   # piggyback on the sampler's ticks: no extra thread wake-ups
+            self.sampler.periodic = (self.system.sample, int(1e9 / cfg.system_sampling_hz))
         self.sampler.start()
-        if cfg.system_sampling_hz > 0 or self.trace_out:
+        self._hk_system = cfg.system_sampling_hz > 0 and not sys_on_sampler
+        nvml_on = self.nvml.ok and cfg.system_sampling_hz > 0
+        if self._hk_system or nvml_on or self.trace_out:
             self._hk = threading.Thread(target=self._housekeeping, name="inferscope-housekeeping", daemon=True)
             self._hk.start()
         log.debug(f"CPU collector initialized (threads={threading.active_count()})")
@@ -184,18 +190,20 @@ class Session:
         except OSError:
             pass
         hz = self.cfg.system_sampling_hz
-        period = 1.0 / hz if hz > 0 else 0.25
+        sample_system = self._hk_system
+        sample_nvml = self.nvml.ok and hz > 0
+        period = 1.0 / hz if (hz > 0 and (sample_system or sample_nvml)) else 0.25
         flush_every = self.cfg.flush_interval_s
         next_flush = time.monotonic() + min(1.0, flush_every)
         while not self._stop.wait(period):
             now = time.perf_counter_ns()
-            if hz > 0:
-                try:
+            try:
+                if sample_system:
                     self.system.sample(now)
-                    if self.nvml.ok:
-                        self.nvml.sample(now)
-                except Exception as e:
-                    log.debug(f"system sampling failed: {e}")
+                if sample_nvml:
+                    self.nvml.sample(now)
+            except Exception as e:
+                log.debug(f"system sampling failed: {e}")
             if self.trace_out and time.monotonic() >= next_flush:
                 t0 = time.perf_counter()
                 try:

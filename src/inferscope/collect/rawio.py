@@ -1,0 +1,51 @@
+"""Read small /proc files from a collector thread without handing the GIL to another thread.
+
+``os.pread``/``open`` release the GIL around the system call.  In a collector thread that is
+costly: the workload's thread takes the GIL meanwhile, and getting it back means waiting for the
+switch interval (5 ms) and forcing the workload thread to stop — two context switches on the
+workload's critical path per system call (seen as the top kernel symbols of the collector
+threads in ``perf record``).  A /proc read never blocks on I/O and takes microseconds, so
+collectors call libc ``pread`` through ``ctypes.PyDLL``, which keeps the GIL held.
+Falls back to ``os.pread`` where libc cannot be loaded.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+
+_pread = None
+try:
+    _libc = ctypes.PyDLL(None, use_errno=True)   # PyDLL: the call does not release the GIL
+    _pread = _libc.pread
+    _pread.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long]
+    _pread.restype = ctypes.c_ssize_t
+except (OSError, AttributeError):
+    _pread = None
+
+
+class ProcFile:
+    """A kept-open, re-readable file (``/proc/stat``, ``/proc/self/statm``, schedstat...)."""
+
+    __slots__ = ("fd", "size", "buf")
+
+    def __init__(self, path: str, size: int = 4096) -> None:
+        self.fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        self.size = size
+        self.buf = ctypes.create_string_buffer(size) if _pread is not None else None
+
+    def read(self) -> bytes:
+        """The file's content from offset 0 (up to ``size`` bytes); OSError on failure."""
+        if self.buf is None:
+            return os.pread(self.fd, self.size, 0)
+        n = _pread(self.fd, self.buf, self.size, 0)
+        if n < 0:
+            raise OSError(ctypes.get_errno(), "pread failed")
+        return ctypes.string_at(self.buf, n)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            self.fd = -1
