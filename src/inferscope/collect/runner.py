@@ -10,6 +10,7 @@ also after an exception, sys.exit(n), Ctrl-C or SIGKILL (then from the last peri
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -46,13 +47,40 @@ def _signame(n: int) -> str:
 CHILD_RUSAGE: dict = {}
 
 
-def _spawn_and_wait(cmd: list[str], env: dict) -> int:
+def _prewarm(modules: list[str]) -> None:
+    """Import the analysis/report stack while the child runs (a background thread of this parent).
+
+    The parent is otherwise idle until the child exits; importing numpy and the analyses then
+    (~100 ms) would lengthen the command by that much.  Any error is left for the real import
+    after the child exits to report.
+    """
+    import importlib
+    for m in modules:
+        try:
+            importlib.import_module(m)
+        except Exception:   # reported by the real import after the child exits
+            return
+
+
+def _exit_waiter(pid: int):
+    """A file descriptor that becomes readable when ``pid`` exits (Linux pidfd), or None."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _spawn_and_wait(cmd: list[str], env: dict, prewarm: list[str] | None = None) -> int:
     try:
         proc = subprocess.Popen(cmd, env=env)
     except FileNotFoundError:
         raise InferScopeError(f"run: command not found: {cmd[0]}") from None
     except PermissionError:
         raise InferScopeError(f"run: permission denied: {cmd[0]}") from None
+    if prewarm:
+        import threading
+        threading.Thread(target=_prewarm, args=(prewarm,), name="inferscope-prewarm", daemon=True).start()
+    pidfd = _exit_waiter(proc.pid)
     state = {"sigint_at": None, "forwarded": False}
 
     def on_int(signum, frame):
@@ -78,7 +106,13 @@ def _spawn_and_wait(cmd: list[str], env: dict) -> int:
                 CHILD_RUSAGE.update(cpu_ms=round((ru.ru_utime + ru.ru_stime) * 1e3, 3),
                                     maxrss_mb=round(ru.ru_maxrss / 1024.0, 1))
                 return proc.returncode
-            time.sleep(0.02)
+            if pidfd is not None:   # wake as soon as the child exits (a Ctrl-C handler also wakes it)
+                try:
+                    select.select([pidfd], [], [], 0.25)
+                except (OSError, ValueError):
+                    pidfd = None
+            else:
+                time.sleep(0.02)
             t = state["sigint_at"]
             if t is not None and not state["forwarded"] and time.monotonic() - t > 0.5:
                 state["forwarded"] = True
@@ -89,6 +123,8 @@ def _spawn_and_wait(cmd: list[str], env: dict) -> int:
     finally:
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
+        if pidfd is not None:
+            os.close(pidfd)
 
 
 def run_command(args) -> int:
@@ -122,7 +158,8 @@ def run_command(args) -> int:
                 if os.path.exists(p):
                     os.unlink(p)
         t0 = time.perf_counter()
-        rc = _spawn_and_wait(cmd, child_env(trace_path, cfg))
+        rc = _spawn_and_wait(cmd, child_env(trace_path, cfg), prewarm=PREWARM + [
+            m for m in (_renderer_module(f) for f, _ in outputs) if m])
         wall_ms = (time.perf_counter() - t0) * 1e3
         return _report(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep)
     finally:
@@ -131,6 +168,16 @@ def run_command(args) -> int:
         except OSError:
             pass
         shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+# what the parent needs once the child exits: trace loading, the analyses, the renderers
+PREWARM = ["numpy", "inferscope.trace.native", "inferscope.analyze.pipeline"]
+
+
+def _renderer_module(fmt: str) -> str | None:
+    from ..report import RENDERERS
+    r = RENDERERS.get(fmt)
+    return r[0] if r else None
 
 
 def _exit_code(rc: int) -> int:
