@@ -8,21 +8,27 @@ Per sample and thread:
   domain       walk the stack from the innermost frame outwards; the innermost frame that is
                not transparent (stdlib, unknown libraries, InferScope) decides (classify.py).
                A user-code frame defers to an enclosing tokenization/preprocessing frame or
-               an enclosing scope() whose name says so.  While an import holds a module lock the
-               whole stack is walked: a sample taken inside an import (importlib frames) is
-               ``framework`` (library loading), whatever the module.
+               an enclosing scope() whose name says so.  A thread that owns one of importlib's
+               module locks is importing: ``framework`` (library loading), labelled with the
+               innermost module being imported, and the stack is not walked.
   cpu_compute  an on-CPU thread whose domain is framework (or user code once torch is imported)
                and which is executing native torch code: decided by Linux perf_event task-clock
                sampling of the thread's instruction pointer (perfip.py; 1 sample per 2 ms of the
                thread's CPU time, user space only, unprivileged at perf_event_paranoid <= 2):
-               majority of the interval's IP samples inside torch's libraries (libtorch*, libc10,
-               oneDNN/MKL/OpenBLAS/OpenMP, JIT code) -> cpu_compute, else framework; a tick with
-               no new IP sample keeps the thread's last verdict.
-               Fallback when perf_event is unavailable (or no IP sample fell in the interval): the
-               GIL heuristic - the sampler woke on time (no thread held the GIL), so the thread
-               runs native code that released the GIL, as torch ops do.  The fallback is biased
-               (measured on the demo's generate(): 87 % cpu_compute vs 64 % inside ops by the
-               torch profiler) because the main thread hands the GIL over at the next op entry.
+               majority of the IP samples taken between the previous tick and this one inside
+               torch's libraries (libtorch*, libc10, oneDNN/MKL/OpenBLAS/OpenMP, JIT code) ->
+               cpu_compute, else framework; no IP sample in the interval keeps the thread's last
+               verdict.  Such ticks wait in a per-thread queue and are decided in order when the
+               perf ring is drained (every RESOLVE_NS), with the samples' CLOCK_MONOTONIC
+               timestamps placing each sample between two ticks.
+               Fallback when perf_event is unavailable: the GIL heuristic - the sampler woke on
+               time (no thread held the GIL), so the thread runs native code that released the
+               GIL, as torch ops do.  The fallback is biased (measured on the demo's generate():
+               87 % cpu_compute vs 64 % inside ops by the torch profiler) because the main thread
+               hands the GIL over at the next op entry.
+Cost (bench/README.md): with cold caches on a VM one tick holds the GIL ~90-120 us and costs the
+sampler thread ~200-250 us of CPU including the kernel's wake-ups; while a module import runs the
+rate drops by IMPORT_RATE_DIVISOR.  System counters (system.py) are read on the same ticks.
 Consecutive samples of one class on one thread are merged into one CPU_SAMPLE span covering
 the wall time between samples (spans tile the thread's observed time); its detail is the most
 frequent innermost function ("file:func").
@@ -34,14 +40,21 @@ import threading
 import time
 
 from . import classify as C
+from .perfip import NATIVE_TORCH
 from .rawio import ProcFile
 
 CPU_SAMPLE = 11   # SpanKind.CPU_SAMPLE
 GIL_WAIT_NS = 250_000
-# Sampling rate divisor while a module import is in progress (measured on the demo, 6 pairs:
-# process wall ratio 1.077 at a flat 500 Hz vs 1.010 at 250 Hz; imports are ~90 % of its process).
-IMPORT_RATE_DIVISOR = 4
+# Sampling rate divisor while a module import is in progress (start-up is reported as one bucket
+# plus its slowest imports; 50 Hz still gives ~200 samples over the demo's 4 s of imports).  Every
+# tick takes the GIL from the importing thread: on the demo (imports ~85 % of its process) the
+# divisor 4 -> 10 cut the sampler's CPU from ~115 to ~94 ms per run.
+IMPORT_RATE_DIVISOR = 10
 PERF_PERIOD_NS = 2_000_000   # one IP sample per 2 ms of a thread's CPU time (kernel cost ~0.7 %)
+# Pending ticks are decided from the perf ring every RESOLVE_NS (a drain costs ~50 us with cold
+# caches, mostly fixed: per tick it was a third of the sampler's time holding the GIL).  The
+# ring (PAGES in perfip.py) holds ~1300 samples = 2.6 s of one thread's CPU time.
+RESOLVE_NS = 100_000_000
 MAX_DEPTH = 96
 CLS_WAITING = "waiting"
 CLS_COMPUTE = "cpu_compute"
@@ -66,8 +79,30 @@ def _close(st) -> None:
         st.rq_t = None
 
 
+def _import_probe(module_locks):
+    """f(thread ident) -> name of the innermost module that thread is importing, or None.
+
+    An import holds importlib's per-module lock (``_module_locks``: name -> weakref to a lock
+    whose ``owner`` is the importing thread's ident) for its whole duration; the last such entry
+    owned by the thread is the innermost import.  Scanning the handful of live locks replaces
+    walking the whole stack looking for importlib frames.
+    """
+    def importing_module(ident):
+        name = None
+        try:
+            for k, wr in list(module_locks.items()):
+                lock = wr()
+                if lock is not None and getattr(lock, "owner", None) == ident:
+                    name = k
+        except (AttributeError, TypeError):
+            return None
+        return name
+    return importing_module
+
+
 class _ThreadState:
-    __slots__ = ("tid", "clk", "cpu", "t", "cls", "start", "counts", "oncpu", "rq", "rq_t", "rq_at", "perf", "native")
+    __slots__ = ("clk", "cls", "counts", "cpu", "native", "oncpu", "pending", "perf", "rq", "rq_at", "rq_t",
+                 "end", "start", "t", "tid")
 
     def __init__(self, tid, clk, cpu, t):
         self.tid = tid
@@ -83,6 +118,8 @@ class _ThreadState:
         self.rq_at = 0    # sample time of the rq reading
         self.perf = None  # PerfIP of this thread (perf_event task-clock IP samples)
         self.native = None  # last perf verdict: in torch native code
+        self.pending = []   # ticks waiting for the next perf drain: (t, cls or None, label, fallback, gil_free)
+        self.end = t        # end of the current run = time of the last tick applied
 
 
 class Sampler:
@@ -142,16 +179,16 @@ class Sampler:
         return {t.ident: t.native_id for t in threading.enumerate()}
 
     def _emit(self, st: _ThreadState) -> None:
-        if st.cls is None or st.t <= st.start:
+        if st.cls is None or st.end <= st.start:
             return
         detail = max(st.counts, key=st.counts.get) if st.counts else None
-        self.buffer.append((0, CPU_SAMPLE, st.tid, st.start, st.t, st.cls, detail, "sample"))
+        self.buffer.append((0, CPU_SAMPLE, st.tid, st.start, st.end, st.cls, detail, "sample"))
 
     def open_runs(self) -> list:
         """Spans for the runs still open (used by snapshots; not appended to the buffer)."""
         out = []
         for st in list(self.threads.values()):
-            cls, start, t, counts = st.cls, st.start, st.t, dict(st.counts)
+            cls, start, t, counts = st.cls, st.start, st.end, dict(st.counts)
             if cls is not None and t > start:
                 detail = max(counts, key=counts.get) if counts else None
                 out.append((0, CPU_SAMPLE, st.tid, start, t, cls, detail, "sample"))
@@ -159,6 +196,7 @@ class Sampler:
 
     def _close_all(self, now: int) -> None:
         for st in list(self.threads.values()):
+            self._resolve(st)
             self._emit(st)
             st.cls = None
             _close(st)
@@ -167,6 +205,58 @@ class Sampler:
     def idle_tids(self) -> set:
         """Threads never seen on CPU (the main thread is always kept)."""
         return {tid for tid, n in self.oncpu_by_tid.items() if n == 0 and tid != self.main_tid}
+
+    def _apply(self, st: _ThreadState, t: int, cls: str, label) -> None:
+        """Add one classified tick to the thread's current run (a new run when the class changes)."""
+        if cls is not st.cls:
+            self._emit(st)
+            st.cls = cls
+            st.start = st.end
+            st.counts = {}
+        if label is not None:
+            counts = st.counts
+            counts[label] = counts.get(label, 0) + 1
+        st.end = t
+
+    def _resolve(self, st: _ThreadState) -> None:
+        """Decide the pending ticks of one thread from its perf IP samples, in order.
+
+        A tick whose class needs the native verdict (cls None) is cpu_compute when the majority
+        of the IP samples taken since the previous tick fell in torch's libraries; with no sample
+        in that interval the thread's last verdict holds, else the GIL heuristic (gil_free).
+        """
+        pend = st.pending
+        if not pend:
+            return
+        st.pending = []
+        samples = []
+        if st.perf is not None and self._perf_maps is not None:
+            try:
+                samples = st.perf.read(self._perf_maps)
+            except (OSError, ValueError, IndexError):   # a closed/unmapped ring: no verdicts
+                samples = []
+        i, n = 0, len(samples)
+        prev = st.end
+        for t, cls, label, fallback, gil_free in pend:
+            while i < n and samples[i][0] <= prev:
+                i += 1
+            if cls is None:
+                nt = tot = 0
+                while i < n and samples[i][0] <= t:
+                    tot += 1
+                    if samples[i][1] == NATIVE_TORCH:
+                        nt += 1
+                    i += 1
+                if tot:
+                    native = nt * 2 > tot if nt * 2 != tot else gil_free
+                    st.native = native
+                elif st.native is not None:
+                    native = st.native             # no new IP sample: keep the last verdict
+                else:
+                    native = gil_free
+                cls = CLS_COMPUTE if native else fallback
+            self._apply(st, t, cls, label)
+            prev = t
 
     # ---------------------------------------------------------------------
     def _run(self) -> None:
@@ -197,17 +287,17 @@ class Sampler:
         try:
             import importlib._bootstrap as _bs
             module_locks = _bs._module_locks      # non-empty while a module import is in progress
-            import_aware = True
         except (ImportError, AttributeError):
-            module_locks = {0: None}              # unknown: always walk the whole stack
-            import_aware = False
+            module_locks = None
+        importing_module = _import_probe(module_locks)
         slow_interval = interval * IMPORT_RATE_DIVISOR
+        next_resolve = 0
         while not stop.is_set():
             # never catch up on missed ticks: always release the GIL for a full interval,
             # otherwise a late sampler would hold the GIL back-to-back and starve the workload.
             # While a module import runs (start-up, reported as one bucket) sample less often:
             # every tick takes the GIL from an import-heavy main thread.
-            iv = slow_interval if (import_aware and module_locks) else interval
+            iv = slow_interval if module_locks else interval
             target = clock() + iv
             sleep(iv / 1e9)
             t = clock()
@@ -270,88 +360,69 @@ class Sampler:
                     st.cpu = cpu
                 else:
                     oncpu = True
-                # classify the stack
-                # walk outwards until a framework/tokenization/preprocessing frame decides;
-                # user frames keep walking (an enclosing tokenizer wins).  The full walk (to see
-                # importlib frames) only while some import holds a module lock.
-                f = frame
-                dom = 0
+                st.t = t
                 label = None
-                depth = 0
-                importing = False
-                full = bool(module_locks)
-                while f is not None and depth < MAX_DEPTH:
-                    co = f.f_code
-                    e = code_get(id(co))
-                    if e is None or e[0] is not co:
-                        e = code_entry(co)
-                    d = e[1]
-                    if d:
-                        if d == IMPORT:
-                            importing = True
-                            if label is None:   # name the module being loaded (innermost import)
-                                g = f
-                                for _ in range(40):
-                                    if g is None:
-                                        break
-                                    if g.f_code.co_name == "_find_and_load":
-                                        try:
-                                            label = str(g.f_locals.get("name"))
-                                        except Exception:
-                                            pass
-                                        break
-                                    g = g.f_back
-                            break
-                        if dom == 0:
-                            dom, label = d, e[2]
-                            if d != USER and not full:
+                fallback = None
+                # in an import (this thread owns a module lock): library loading = framework
+                mod = importing_module(ident) if module_locks else None
+                if mod is not None:
+                    dom, label = FW, "import " + mod
+                else:
+                    # walk outwards until a framework/tokenization/preprocessing frame decides;
+                    # user frames keep walking (an enclosing tokenizer wins)
+                    f = frame
+                    dom = 0
+                    depth = 0
+                    while f is not None and depth < MAX_DEPTH:
+                        co = f.f_code
+                        e = code_get(id(co))
+                        if e is None or e[0] is not co:
+                            e = code_entry(co)
+                        d = e[1]
+                        if d and d != IMPORT:
+                            if dom == 0:
+                                dom, label = d, e[2]
+                                if d != USER:
+                                    break
+                            elif d == TOK or d == PRE:    # user code called by a tokenizer
+                                dom = d
                                 break
-                        elif dom == USER and (d == TOK or d == PRE):
-                            dom = d
-                            if not full:
-                                break
-                    f = f.f_back
-                    depth += 1
-                if dom == 0:
-                    dom = USER
-                if dom == USER:
-                    ss = scope_stacks.get(ident)
-                    if ss:
-                        sd = C.scope_domain(ss)
-                        if sd:
-                            dom = sd
+                        f = f.f_back
+                        depth += 1
+                    if dom == 0:
+                        dom = USER
+                    if dom == USER:
+                        ss = scope_stacks.get(ident)
+                        if ss:
+                            sd = C.scope_domain(ss)
+                            if sd:
+                                dom = sd
                 if not oncpu:
                     cls = CLS_WAITING
-                    if st.perf is not None:
-                        st.perf.drain(perf_maps)
                 else:
                     oncpu_by_tid[st.tid] += 1
-                    native = gil_free
-                    if st.perf is not None:
-                        nt, py, ot = st.perf.drain(perf_maps)
-                        if nt + py + ot:
-                            # majority of the task-clock IP samples taken since the last tick
-                            native = nt > py + ot if nt * 2 != nt + py + ot else gil_free
-                            st.native = native
-                        elif st.native is not None:
-                            native = st.native             # no new IP sample: keep the last verdict
-                    if importing:
-                        cls = CLS_FRAMEWORK   # module loading (library import) counts as framework
-                        label = "import " + label if label else "import"
-                    elif native and (dom == FW or (dom == USER and torch_seen)):
-                        cls = CLS_COMPUTE
+                    if mod is not None:
+                        cls = CLS_FRAMEWORK
+                    elif dom == FW or (dom == USER and torch_seen):
+                        # framework Python vs torch native code: decided from the perf IP samples
+                        # at the next drain (pending), or by the GIL heuristic without perf
+                        fallback = names[dom]
+                        if st.perf is None:
+                            cls = CLS_COMPUTE if gil_free else fallback
+                        else:
+                            cls = None
                     else:
                         cls = names[dom]
-                if cls is not st.cls:
-                    self._emit(st)
-                    st.cls = cls
-                    st.start = st.t
-                    st.counts = {}
-                if label is not None:
-                    counts = st.counts
-                    counts[label] = counts.get(label, 0) + 1
-                st.t = t
+                if st.pending or cls is None:
+                    st.pending.append((t, cls, label, fallback, gil_free))
+                else:
+                    self._apply(st, t, cls, label)
                 self.samples += 1
+            if t >= next_resolve:
+                next_resolve = t + RESOLVE_NS
+                for st in threads.values():
+                    if st.pending:
+                        self._resolve(st)
             if periodic is not None and t >= next_periodic:
                 next_periodic = t + period_ns
                 try:
@@ -362,6 +433,7 @@ class Sampler:
                 live = set(frames)
                 for ident in [i for i in threads if i not in live]:
                     gone = threads.pop(ident)
+                    self._resolve(gone)
                     self._emit(gone)
                     _close(gone)
             frames = frame = f = None

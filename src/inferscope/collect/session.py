@@ -228,7 +228,7 @@ class Session:
     # ------------------------------------------------------------- building
     def _collection_meta(self, end_ns: int, complete: bool) -> dict:
         proc_cpu = time.process_time_ns() - self.cpu_start_ns
-        own = self.thread_cpu_ns() + int(self.flush_ms_total * 1e6)
+        own = self.thread_cpu_ns()   # the housekeeping thread's CPU clock includes its flushes
         smp = self.sampler
         dur_ms = (end_ns - self.start_ns) / 1e6
         return {
