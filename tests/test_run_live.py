@@ -159,7 +159,7 @@ def test_sigint_child_still_reports(tmp_path):
 def test_sigkill_reports_flushed_data(tmp_path):
     p = _spawn(tmp_path, SPIN)
     _wait_for(tmp_path / "pid")
-    _wait_for(tmp_path / "t.iscope")
+    _wait_for(tmp_path / "t.iscope.journal")   # the first flush of the crash journal
     time.sleep(0.4)
     os.kill(int((tmp_path / "pid").read_text()), signal.SIGKILL)
     out, err = p.communicate(timeout=30)

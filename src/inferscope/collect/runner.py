@@ -21,6 +21,7 @@ from pathlib import Path
 from .. import log
 from ..config import load_config
 from ..errors import ConfigError, InferScopeError
+from .journal import path_for as journal_path
 
 SITE_DIR = str(Path(__file__).resolve().parent / "_site")
 PKG_PARENT = str(Path(__file__).resolve().parents[2])
@@ -154,7 +155,7 @@ def run_command(args) -> int:
     try:
         if keep:
             Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
-            for p in (trace_path, trace_path + ".claim"):
+            for p in (trace_path, trace_path + ".claim", journal_path(trace_path)):
                 if os.path.exists(p):
                     os.unlink(p)
         t0 = time.perf_counter()
@@ -186,18 +187,32 @@ def _exit_code(rc: int) -> int:
 
 def _report(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep) -> int:
     from ..trace import native
+    from . import journal
     code = _exit_code(rc)
     how = f"exit code {rc}" if rc >= 0 else f"killed by {_signame(-rc)}"
     if rc != 0:
         log.warn(f"the program ended with {how}")
-    if not os.path.exists(trace_path):
+    jpath = journal.path_for(trace_path)
+    if os.path.exists(trace_path):
+        trace = native.load(trace_path)
+    elif os.path.exists(jpath):      # killed before finalising: rebuild from the crash journal
+        try:
+            trace = journal.load(jpath)
+        except InferScopeError as e:
+            log.error(f"no report written: {e}")
+            return code
+    else:
         if not os.path.exists(trace_path + ".claim"):
             log.error("no trace was collected: the program did not start a Python interpreter with InferScope's "
                       "bootstrap (not Python, python -S/-I, or PYTHONPATH overridden); no report written")
         else:
             log.error(f"no trace was collected: the program ended ({how}) before InferScope flushed any data; no report written")
         return code
-    trace = native.load(trace_path)
+    if os.path.exists(jpath):
+        try:
+            os.unlink(jpath)
+        except OSError:
+            pass
     coll = trace.meta.setdefault("collection", {})
     coll["exit_code"] = rc if rc >= 0 else None
     coll["exit_signal"] = _signame(-rc) if rc < 0 else None

@@ -1,8 +1,8 @@
 """One collection session: owns the ring buffer and the collectors, builds and saves the Trace.
 
 Threads: the CPU sampler (sampler.py) and one housekeeping thread (system + NVML counters at
-``system_sampling_hz``, periodic flush of a complete snapshot to the trace file every
-``flush_interval_s`` (stretched when a flush gets slow), so a SIGKILLed child still leaves data).
+``system_sampling_hz`` when the sampler is off, NVML, and every ``flush_interval_s`` an append of
+the new events to the crash journal (journal.py), so a SIGKILLed child still leaves data).
 Timestamps: ``time.perf_counter_ns`` (CLOCK_MONOTONIC); torch profiler events are shifted onto it.
 """
 from __future__ import annotations
@@ -76,7 +76,8 @@ class Session:
         self.cfg = cfg
         self.trace_out = trace_out
         self.mode = mode
-        self.buffer = RingBuffer(cfg.trace_size_mb)
+        self.buffer = RingBuffer(cfg.trace_size_mb, journal=bool(trace_out))
+        self.journal = None
         self.scope_stacks: dict[int, list] = {}
         self.scope_names: set[str] = set()
         self.skip_idents: set[int] = set()
@@ -192,18 +193,24 @@ class Session:
         hz = self.cfg.system_sampling_hz
         sample_system = self._hk_system
         sample_nvml = self.nvml.ok and hz > 0
-        period = 1.0 / hz if (hz > 0 and (sample_system or sample_nvml)) else 0.25
+        sampling = hz > 0 and (sample_system or sample_nvml)
+        period = 1.0 / hz if sampling else None
         flush_every = self.cfg.flush_interval_s
-        next_flush = time.monotonic() + min(1.0, flush_every)
-        while not self._stop.wait(period):
-            now = time.perf_counter_ns()
-            try:
-                if sample_system:
-                    self.system.sample(now)
-                if sample_nvml:
-                    self.nvml.sample(now)
-            except Exception as e:
-                log.debug(f"system sampling failed: {e}")
+        next_flush = time.monotonic() + min(1.0, flush_every) if self.trace_out else float("inf")
+        while True:
+            # wake only when there is something to do (each wake-up takes the GIL)
+            wait = period if sampling else max(0.0, min(next_flush - time.monotonic(), 3600.0))
+            if self._stop.wait(wait):
+                break
+            if sampling:
+                now = time.perf_counter_ns()
+                try:
+                    if sample_system:
+                        self.system.sample(now)
+                    if sample_nvml:
+                        self.nvml.sample(now)
+                except Exception as e:
+                    log.debug(f"system sampling failed: {e}")
             if self.trace_out and time.monotonic() >= next_flush:
                 t0 = time.perf_counter()
                 try:
@@ -252,66 +259,37 @@ class Session:
             "wall_start_unix_ns": self.wall_start_ns,
         }
 
-    def build_trace(self, final: bool = False, kineto_path: str | None = None, end_ns: int | None = None):
-        from ..trace.builder import TraceBuilder
-        from ..trace.kinds import SpanKind, TrackKind
-        import numpy as np
-        end_ns = end_ns or time.perf_counter_ns()
-        events = self.buffer.snapshot()
-        if not final and self.sampler is not None:
-            events += self.sampler.open_runs()
+    def _refresh_thread_names(self) -> None:
         for t in threading.enumerate():
             if t.native_id is not None:
                 self.thread_names[t.native_id] = t.name
-        idle = self.sampler.idle_tids() if self.sampler else set()
-        b = TraceBuilder()
-        pid = self.pid
-        tracks: dict = {}
-        ctracks: dict = {}
-        S = b.strings.intern
-        cols = {k: [] for k in ("start_ns", "end_ns", "track", "kind", "name", "detail", "cat")}
-        cnt = {"track": [], "ts_ns": [], "value": []}
-        cs = int(SpanKind.CPU_SAMPLE)
-        for ev in events:
-            if ev[0] == 0:
-                _, kind, tid, st, en, name, detail, cat = ev
-                if kind == cs and tid in idle:
-                    continue
-                tr = tracks.get(tid)
-                if tr is None:
-                    nm = self.thread_names.get(tid, "")
-                    if tid == threading.main_thread().native_id:
-                        nm = "main"
-                    tr = tracks[tid] = b.track(TrackKind.CPU_THREAD, pid=pid, tid=tid, name=f"{nm} ({tid})" if nm else "")
-                cols["start_ns"].append(st)
-                cols["end_ns"].append(en)
-                cols["track"].append(tr)
-                cols["kind"].append(kind)
-                cols["name"].append(S(name))
-                cols["detail"].append(S(detail) if detail else -1)
-                cols["cat"].append(S(cat) if cat else -1)
-            else:
-                _, metric, dev, ts, val = ev
-                key = (metric, dev)
-                tr = ctracks.get(key)
-                if tr is None:
-                    tr = ctracks[key] = b.track(TrackKind.COUNTER, pid=pid if dev < 0 else -1, device=dev, name=metric)
-                cnt["track"].append(tr)
-                cnt["ts_ns"].append(ts)
-                cnt["value"].append(val)
-        if cols["start_ns"]:
-            b.add_spans(**{k: np.asarray(v) for k, v in cols.items()})
-        if cnt["ts_ns"]:
-            b.add_counters(np.asarray(cnt["track"]), np.asarray(cnt["ts_ns"]), np.asarray(cnt["value"]))
-        meta = self._collection_meta(end_ns, final)
-        warnings = list(self.warnings)
-        meta_devices = []
+
+    def _tool_versions(self) -> dict:
         tool_versions = {"python": sys.version.split()[0]}
         tv = sys.modules.get("torch")
         if tv is not None:
             tool_versions["torch"] = str(getattr(tv, "__version__", "?"))
+        return tool_versions
+
+    def _devices(self) -> list:
         if self.nvml is not None and self.nvml.ok:
-            meta_devices = [{k: d[k] for k in ("id", "name", "total_memory_bytes")} for d in self.nvml.devices]
+            return [{k: d[k] for k in ("id", "name", "total_memory_bytes")} for d in self.nvml.devices]
+        return []
+
+    def build_trace(self, final: bool = False, kineto_path: str | None = None, end_ns: int | None = None):
+        from ..trace.builder import TraceBuilder
+        from .assemble import add_events, overflow_warning
+        end_ns = end_ns or time.perf_counter_ns()
+        events = self.buffer.snapshot()
+        if not final and self.sampler is not None:
+            events += self.sampler.open_runs()
+        self._refresh_thread_names()
+        b = TraceBuilder()
+        add_events(b, events, pid=self.pid, main_tid=threading.main_thread().native_id,
+                   thread_names=self.thread_names, idle_tids=self.sampler.idle_tids() if self.sampler else ())
+        meta = self._collection_meta(end_ns, final)
+        warnings = list(self.warnings)
+        meta_devices = self._devices()
         dropped_extra = 0
         if kineto_path:
             dropped_extra, err_us = self._merge_kineto(b, kineto_path, len(events), warnings, meta_devices)
@@ -325,16 +303,31 @@ class Session:
         meta["clock_sources"] = ["perf_counter_ns", "torch_profiler"] if kineto_path else ["perf_counter_ns"]
         meta["dropped_events"] += dropped_extra
         if meta["dropped_events"]:
-            warnings.append(f"trace buffer overflow: the oldest {meta['dropped_events']} events were dropped "
-                            f"(buffer {self.cfg.trace_size_mb:g} MB ~ {self.buffer.capacity} events); "
-                            "increase INFERSCOPE_TRACE_SIZE_MB")
-        b.meta.update({"source_format": "inferscope", "devices": meta_devices, "tool_versions": tool_versions,
+            warnings.append(overflow_warning(meta["dropped_events"], self.cfg.trace_size_mb, self.buffer.capacity))
+        b.meta.update({"source_format": "inferscope", "devices": meta_devices, "tool_versions": self._tool_versions(),
                        "warnings": warnings, "missing": self._missing(), "collection": meta})
         if self.numa:
             b.meta["numa"] = self.numa
         trace = b.finalize()
         meta["events"] = int(trace.n_events)
         return trace
+
+    def journal_meta(self) -> dict:
+        """What the parent needs besides the events to rebuild a trace after a SIGKILL (journal.py)."""
+        self._refresh_thread_names()
+        meta = self._collection_meta(time.perf_counter_ns(), False)
+        meta["clock_sync_error_us"] = 0.0
+        meta["clock_sources"] = ["perf_counter_ns"]
+        return {
+            "pid": self.pid, "main_tid": threading.main_thread().native_id,
+            "thread_names": dict(self.thread_names),
+            "idle_tids": sorted(self.sampler.idle_tids()) if self.sampler else [],
+            "open_runs": self.sampler.open_runs() if self.sampler else [],
+            "capacity": self.buffer.capacity, "total_events": self.buffer.total,
+            "trace_meta": {"source_format": "inferscope", "devices": self._devices(),
+                           "tool_versions": self._tool_versions(), "warnings": list(self.warnings),
+                           "missing": self._missing(), "collection": meta},
+        }
 
     numa: dict | None = None
 
@@ -417,10 +410,17 @@ class Session:
 
     # ------------------------------------------------------------- outputs
     def flush(self) -> None:
-        from ..trace import native
+        """Append the events since the last flush to the crash journal (journal.py)."""
+        from .journal import REWRITE_FACTOR, JournalWriter, path_for
         t0 = time.perf_counter()
-        trace = self.build_trace(final=False)
-        native.save(trace, self.trace_out)
+        if self.journal is None:
+            self.journal = JournalWriter(path_for(self.trace_out))
+        j = self.journal
+        new = self.buffer.take_new()
+        if j.events + len(new) > REWRITE_FACTOR * self.buffer.capacity:
+            j.rewrite(self.buffer.snapshot(), self.journal_meta())   # bounded on disk
+        else:
+            j.append(new, self.journal_meta())
         self.flushes += 1
         self.flush_ms_total += (time.perf_counter() - t0) * 1e3
 
@@ -482,6 +482,8 @@ class Session:
             if self.trace_out:
                 from ..trace import native
                 native.save(trace, self.trace_out)
+                if self.journal is not None:      # the final trace supersedes the crash journal
+                    self.journal.close(remove=True)
             c = trace.meta["collection"]
             log.info(f"Trace collection completed (events={c['events']}, duration_ms={c['duration_ms']:.1f})")
             if kpath and c.get("clock_sync_error_us") is not None:
