@@ -250,6 +250,8 @@ class Session:
             "cpu_sampling_hz": self.cfg.cpu_sampling_frequency_hz,
             "cpu_sampling_hz_achieved": round(smp.achieved_hz, 1) if smp else 0.0,
             "cpu_samples": smp.samples if smp else 0,
+            # wall time the sampler held the GIL: a lower bound on what it cost a Python-bound thread
+            "sampler_gil_held_ms": round(smp.busy_ns / 1e6, 1) if smp else 0.0,
             "cpu_compute_source": ("perf_event task-clock IP samples" if smp and smp.perf_active
                                    else "GIL heuristic (perf_event unavailable)"),
             "system_sampling_hz": self.cfg.system_sampling_hz,

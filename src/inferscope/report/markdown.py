@@ -174,7 +174,8 @@ def render_markdown(result: dict) -> str:
     col = ab.get("collection") or {}
     labels = {"collection_ms": "collection time (ms)", "events": "events collected", "dropped_events": "events dropped (buffer full)",
               "clock_sync_error_us": "clock-sync error (us)", "estimated_overhead_pct": "estimated profiling overhead (%)",
-              "report_ms": "report generation (ms)"}
+              "report_ms": "report generation (ms)",
+              "sampler_gil_held_ms": "sampler time holding the GIL (ms)"}
     for key, val in col.items():
         if isinstance(val, (int, float, str)) or val is None:
             L.append(f"- {labels.get(key, md_escape(key))}: {_fmt(val, 2)}")
