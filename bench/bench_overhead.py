@@ -129,8 +129,16 @@ def run_once(mode: str, script: Path, tmp: Path, extra_env: dict) -> tuple[float
     return w, proc, wall, cpu
 
 
+def median_ci(ratios: list[float], n_boot: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95 % percentile-bootstrap interval of the median of the per-round ratios."""
+    rng = random.Random(seed)
+    meds = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(n_boot))
+    return meds[int(0.025 * n_boot)], meds[int(0.975 * n_boot) - 1]
+
+
 def fmt(ratios: list[float]) -> str:
-    return f"{statistics.median(ratios):.3f} ({min(ratios):.2f}-{max(ratios):.2f})"
+    lo, hi = median_ci(ratios)
+    return f"{statistics.median(ratios):.3f} [{lo:.2f}-{hi:.2f}]"
 
 
 def main(argv=None) -> int:
@@ -175,12 +183,19 @@ def main(argv=None) -> int:
             base = res["base"]
             print(f"{wl}: base median workload {statistics.median(b[0] for b in base):.3f} s, "
                   f"process {statistics.median(b[1] for b in base):.3f} s")
-            print("  median ratio vs base (min-max):   workload            process             command             process CPU")
+            print("  median of per-round ratios vs base [95% bootstrap CI of the median]:")
+            print("  mode                 workload             process              command              process CPU")
             for m in modes:
                 if m == "base":
                     continue
                 r4 = [fmt([r[k] / b[k] for r, b in zip(res[m], base)]) for k in (0, 1, 2, 3)]
-                print(f"  {m:<11}                      {r4[0]:<19} {r4[1]:<19} {r4[2]:<19} {r4[3]}")
+                print(f"  {m:<20} {r4[0]:<20} {r4[1]:<20} {r4[2]:<20} {r4[3]}")
+            print("  ratio of the fastest runs (min over rounds; interference only ever adds time):")
+            for m in modes:
+                if m == "base":
+                    continue
+                mins = [min(r[k] for r in res[m]) / min(b[k] for b in base) for k in (0, 1, 2, 3)]
+                print(f"  {m:<20} " + " ".join(f"{x:<20.3f}" for x in mins))
     return 0
 
 

@@ -269,7 +269,7 @@ def breakdown(trace: Trace, window: Window) -> dict:
     if total_ns and int(cat_ns.sum()) != total_ns:  # an invariant, not an input problem
         raise RuntimeError(f"breakdown does not partition the window ({int(cat_ns.sum())} != {total_ns} ns)")
     return {"e2e_ns": total_ns, "e2e_ms": total_ns / 1e6, "breakdown": rows,
-            "rule": "exclusive partition by priority: " + " > ".join(CATEGORIES)}
+            "rule": "exclusive partition, categories in priority order: " + ", ".join(CATEGORIES)}
 
 
 def share(result_breakdown: list[dict], category: str) -> float:

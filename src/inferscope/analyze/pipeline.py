@@ -68,7 +68,7 @@ def _limitations(trace: Trace, res: dict) -> list[str]:
         out.append("GPU busy counts kernels, memcpy and memset on every stream as one union; concurrent streams are not double-counted.")
         out.append("Idle-gap classes follow HTA's definitions (host_wait / kernel_wait / other) using launch correlation; "
                    "gaps whose next activity has no launch record count as 'other'.")
-    out.append("The breakdown is an exclusive partition by priority (" + " > ".join(B.CATEGORIES) +
+    out.append("The breakdown is an exclusive partition (categories in priority order: " + ", ".join(B.CATEGORIES) +
                "); time where several things overlap goes to the highest-priority one.")
     return out
 

@@ -72,25 +72,36 @@ class Maps:
     def reload(self) -> None:
         rows = []
         try:
-            with open("/proc/self/maps") as f:
-                for line in f:
-                    parts = line.split(None, 5)
-                    if len(parts) < 5 or "x" not in parts[1]:
-                        continue
-                    a, b = parts[0].split("-")
-                    path = parts[5].strip() if len(parts) > 5 else ""
-                    base = os.path.basename(path)
-                    if not path:
-                        k = NATIVE_TORCH   # anonymous executable memory: JIT kernels (oneDNN/xbyak)
-                    elif any(base.startswith(p) for p in TORCH_LIBS):
-                        k = NATIVE_TORCH
-                    elif base.startswith("libpython") or base.startswith("python"):
-                        k = PYTHON
-                    else:
-                        k = OTHER
-                    rows.append((int(a, 16), int(b, 16), k))
+            # one large read (each read() releases the GIL: a hand-over to the workload's thread)
+            fd = os.open("/proc/self/maps", os.O_RDONLY)
+            try:
+                chunks = []
+                while True:
+                    c = os.read(fd, 1 << 20)
+                    if not c:
+                        break
+                    chunks.append(c)
+            finally:
+                os.close(fd)
+            text = b"".join(chunks).decode("utf-8", "replace")
         except OSError:
-            pass
+            text = ""
+        for line in text.splitlines():
+            parts = line.split(None, 5)
+            if len(parts) < 5 or "x" not in parts[1]:
+                continue
+            a, b = parts[0].split("-")
+            path = parts[5].strip() if len(parts) > 5 else ""
+            base = os.path.basename(path)
+            if not path:
+                k = NATIVE_TORCH   # anonymous executable memory: JIT kernels (oneDNN/xbyak)
+            elif any(base.startswith(p) for p in TORCH_LIBS):
+                k = NATIVE_TORCH
+            elif base.startswith("libpython") or base.startswith("python"):
+                k = PYTHON
+            else:
+                k = OTHER
+            rows.append((int(a, 16), int(b, 16), k))
         rows.sort()
         self.loaded_at = time.monotonic()
         self.starts = [r[0] for r in rows]

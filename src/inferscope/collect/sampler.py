@@ -147,19 +147,11 @@ class Sampler:
     def start(self) -> None:
         if not self.interval_ns:
             return
-        # perf_event setup in the caller's thread: done in the sampler thread it delayed the
-        # first sample by >100 ms (imports fighting a busy main thread for the GIL)
+        # perf_event setup happens in the sampler thread (_setup_perf): the first perf_event_open
+        # of a process costs the kernel 20-35 ms here (it enables the scheduler's perf hooks);
+        # there it runs while the workload goes on instead of delaying its start.
         self._perf_maps = self._PerfIP = None
-        if self.use_perf:
-            try:
-                from .perfip import Maps, PerfIP
-                probe = PerfIP.open(threading.get_native_id())
-                if probe is not None:
-                    probe.close()
-                    self._perf_maps, self._PerfIP = Maps(), PerfIP
-            except Exception:
-                self._perf_maps = None
-        self.perf_active = self._perf_maps is not None
+        self._perf_main = None
         self._thread = threading.Thread(target=self._run, name="inferscope-sampler", daemon=True)
         self._thread.start()
 
@@ -168,6 +160,9 @@ class Sampler:
         if self._thread is not None:
             self._thread.join(timeout=2.0)
         self._close_all(time.perf_counter_ns())
+        if self._perf_main is not None:    # opened but the main thread was never sampled
+            self._perf_main.close()
+            self._perf_main = None
 
     @property
     def achieved_hz(self) -> float:
@@ -258,8 +253,41 @@ class Sampler:
             self._apply(st, t, cls, label)
             prev = t
 
+    def _setup_perf(self) -> None:
+        """Open the main thread's perf IP sampler (own short-lived thread; the sampler adopts it
+        at its next tick and meanwhile decides by the GIL heuristic, so sampling starts at once)."""
+        self.skip.add(threading.get_ident())
+        try:
+            from .perfip import Maps, PerfIP
+            main = PerfIP.open(self.main_tid, PERF_PERIOD_NS)   # the system call releases the GIL
+            if main is not None:
+                maps = Maps()
+                self._perf_main = main
+                self._PerfIP = PerfIP
+                self._perf_maps = maps        # set last: the sampler adopts perf when it appears
+        except Exception:
+            self._perf_maps = self._perf_main = None
+        self.perf_active = self._perf_maps is not None
+
+    def _adopt_perf(self) -> None:
+        """perf became available: open it for the threads already being sampled."""
+        for st in self.threads.values():
+            if st.perf is not None:
+                continue
+            if self._perf_main is not None and st.tid == self.main_tid:
+                st.perf, self._perf_main = self._perf_main, None
+            else:
+                try:
+                    st.perf = self._PerfIP.open(st.tid, PERF_PERIOD_NS)
+                except Exception:
+                    st.perf = None
+
     # ---------------------------------------------------------------------
     def _run(self) -> None:
+        if self.use_perf:
+            th = threading.Thread(target=self._setup_perf, name="inferscope-perf-setup", daemon=True)
+            th.start()
+            self.skip.add(th.ident)
         my_clk = self.my_clk = time.pthread_getcpuclockid(threading.get_ident())
         self.skip.add(threading.get_ident())
         getframes = sys._current_frames
@@ -303,6 +331,9 @@ class Sampler:
             t = clock()
             gil_free = (t - target) < GIL_WAIT_NS
             self.ticks += 1
+            if perf_maps is None and self._perf_maps is not None:
+                perf_maps, PerfIP = self._perf_maps, self._PerfIP
+                self._adopt_perf()
             torch_seen = self.torch_seen or ("torch" in sys.modules)
             self.torch_seen = torch_seen
             frames = getframes()
@@ -329,7 +360,9 @@ class Sampler:
                             st.rq, st.rq_at = int(st.rq_t.read().split()[1]), t
                         except (OSError, ValueError, IndexError):
                             _close(st)
-                    if perf_maps is not None:
+                    if self._perf_main is not None and tid == self.main_tid:
+                        st.perf, self._perf_main = self._perf_main, None
+                    elif perf_maps is not None:
                         try:
                             st.perf = PerfIP.open(tid, PERF_PERIOD_NS)
                         except Exception:
