@@ -2,7 +2,7 @@
 
 Keys (seed 001): enabled, log_level, trace_size_mb, sync_error_margin_us, report_format,
 report_path, cuda_version, cpu_sampling_frequency_hz.  InferScope additions:
-system_sampling_hz, torch_profiler (auto|on|off), flush_interval_s.
+system_sampling_hz, torch_profiler (auto|on|off), flush_interval_s, perf_ip_sampling.
 A bad value raises ConfigError (one line; the CLI exits 2).
 """
 from __future__ import annotations
@@ -28,6 +28,7 @@ ENV = {
     "system_sampling_hz": "INFERSCOPE_SYSTEM_SAMPLING_HZ",
     "torch_profiler": "INFERSCOPE_TORCH_PROFILER",
     "flush_interval_s": "INFERSCOPE_FLUSH_INTERVAL_S",
+    "perf_ip_sampling": "INFERSCOPE_PERF_IP_SAMPLING",
 }
 LOG_LEVELS = ("debug", "info", "warn", "warning", "error")
 REPORT_FORMATS = {"markdown": "md", "md": "md", "html": "html", "htm": "html", "json": "json",
@@ -47,6 +48,7 @@ class Config:
     system_sampling_hz: float = 20.0
     torch_profiler: str = "auto"           # auto: on when the workload imports torch and CUDA is available
     flush_interval_s: float = 2.0
+    perf_ip_sampling: bool = True          # perf_event IP samples decide cpu_compute vs framework (Linux)
     sources: dict | None = None            # key -> "flag" | "env" | "file" | "default"
 
     def to_json(self) -> str:
@@ -98,6 +100,8 @@ def _validate(key: str, v, where: str):
         return _num(v, where, 0, 10_000)
     if key == "system_sampling_hz":
         return _num(v, where, 0, 1000)
+    if key == "perf_ip_sampling":
+        return _bool(v, where)
     if key == "flush_interval_s":
         return _num(v, where, 0.1, 3600)
     if key == "report_format":

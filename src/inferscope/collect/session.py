@@ -114,6 +114,7 @@ class Session:
         self.cpu_start_ns = time.process_time_ns()
         log.info(f"Trace collection started (buffer_size_mb={cfg.trace_size_mb:g}, cpu_sampling_hz={cfg.cpu_sampling_frequency_hz:g})")
         self.sampler = Sampler(self.buffer, cfg.cpu_sampling_frequency_hz, self.scope_stacks, self.skip_idents)
+        self.sampler.use_perf = cfg.perf_ip_sampling
         self.system = SystemSampler(self.buffer.append)
         if self.system.warning:
             self._warn(self.system.warning)
@@ -253,7 +254,7 @@ class Session:
             # wall time the sampler held the GIL: a lower bound on what it cost a Python-bound thread
             "sampler_gil_held_ms": round(smp.busy_ns / 1e6, 1) if smp else 0.0,
             "cpu_compute_source": ("perf_event task-clock IP samples" if smp and smp.perf_active
-                                   else "GIL heuristic (perf_event unavailable)"),
+                                   else "GIL heuristic (perf_event off or unavailable)"),
             "system_sampling_hz": self.cfg.system_sampling_hz,
             "torch_profiler": self.torch_state,
             "nvml": "on" if (self.nvml and self.nvml.ok) else "unavailable",
