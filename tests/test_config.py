@@ -11,7 +11,7 @@ from inferscope.errors import ConfigError
 def test_defaults(tmp_path):
     c = load_config(env={}, cwd=tmp_path)
     assert c.enabled and c.trace_size_mb == 100 and c.sync_error_margin_us == 1000
-    assert c.report_path == "report.md" and c.cpu_sampling_frequency_hz == 500 and c.log_level == "info"
+    assert c.report_path == "report.md" and c.cpu_sampling_frequency_hz == 200 and c.log_level == "info"
 
 
 def test_precedence_flags_env_file(tmp_path):

@@ -44,7 +44,9 @@ class Config:
     report_format: str | None = None       # None: from the report path's extension, else markdown
     report_path: str = "report.md"
     cuda_version: str | None = None        # informational (recorded in meta)
-    cpu_sampling_frequency_hz: float = 500.0   # measured: 1 kHz cost ~7 % on the demo, 500 Hz ~1 % (bench/README.md)
+    # measured (bench/README.md, bench_sampler.py): each tick makes the sampler wait for the GIL,
+    # which op-heavy code pays for on every GIL release; 500 Hz cost +6-9 % on generate()/tiny ops
+    cpu_sampling_frequency_hz: float = 200.0
     system_sampling_hz: float = 20.0
     torch_profiler: str = "auto"           # auto: on when the workload imports torch and CUDA is available
     flush_interval_s: float = 2.0

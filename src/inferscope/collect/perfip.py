@@ -193,6 +193,11 @@ class PerfIP:
             counts[k] += 1
         return counts[NATIVE_TORCH], counts[PYTHON], counts[OTHER]
 
+    def enable(self, on: bool = True) -> None:
+        """Start/stop the kernel's sampling (PERF_EVENT_IOC_ENABLE / _DISABLE)."""
+        import fcntl
+        fcntl.ioctl(self.fd, 0x2400 if on else 0x2401, 0)
+
     def close(self) -> None:
         try:
             self.buf.close()

@@ -1,4 +1,4 @@
-"""CPU/Python sampler: one daemon thread, ``sys._current_frames()`` at 500 Hz by default (cpu_sampling_frequency_hz).
+"""CPU/Python sampler: one daemon thread, ``sys._current_frames()`` at 200 Hz by default (cpu_sampling_frequency_hz).
 
 Per sample and thread:
   on/off CPU   the thread's CPU clock (pthread_getcpuclockid) advanced by less than a quarter of the
@@ -46,17 +46,16 @@ from .rawio import ProcFile
 CPU_SAMPLE = 11   # SpanKind.CPU_SAMPLE
 GIL_WAIT_NS = 250_000
 # Sampling rate divisor while a module import is in progress (start-up is reported as one bucket
-# plus its slowest imports; 50 Hz still gives ~200 samples over the demo's 4 s of imports).  Every
-# tick takes the GIL from the importing thread: on the demo (imports ~85 % of its process) the
-# divisor 4 -> 10 cut the sampler's CPU from ~115 to ~94 ms per run.
-IMPORT_RATE_DIVISOR = 10
+# plus its slowest imports; 50 Hz at the default rate still gives ~200 samples over the demo's 4 s
+# of imports).  Every tick takes the GIL from the importing thread.
+IMPORT_RATE_DIVISOR = 4
 PERF_PERIOD_NS = 2_000_000   # one IP sample per 2 ms of a thread's CPU time (kernel cost ~0.7 %)
 # Overhead budget: the sampler may hold the GIL at most this fraction of the wall time on average
 # (its tick interval is stretched beyond 1/cpu_sampling_frequency_hz when ticks are expensive).
-# Measured on the 2-vCPU VM (bench/README.md): a tick holds the GIL ~90-120 us with cold caches
-# and costs a Python-bound thread ~1.5x that with the two thread switches, so at a flat 500 Hz
-# the demo's generate() ran ~7 % slower; at a 1.5 % budget (~170 Hz there) the target is <= 3 %.
-# On a fast host where a tick takes ~20 us the nominal rate holds.
+# Measured on the 2-vCPU VM (bench/README.md): a tick holds the GIL ~20-120 us (more with cold
+# caches, many threads or deep stacks); the budget only binds when ticks are that slow.  The
+# larger cost of a tick is waiting for the GIL (up to the 5 ms switch interval), which a thread
+# that releases the GIL often (torch ops) pays as extra wake-ups: hence the modest default rate.
 GIL_BUDGET = 0.015
 # Pending ticks are decided from the perf ring every RESOLVE_NS (a drain costs ~50 us with cold
 # caches, mostly fixed: per tick it was a third of the sampler's time holding the GIL).  The
@@ -139,6 +138,8 @@ class Sampler:
         self.oncpu_by_tid: dict[int, int] = {}
         self.main_tid = threading.main_thread().native_id
         self._stop = threading.Event()
+        self._running = threading.Event()   # cleared by pause(): the thread blocks, no GIL traffic
+        self._running.set()
         self._thread: threading.Thread | None = None
         self.samples = 0
         self.ticks = 0
@@ -162,8 +163,16 @@ class Sampler:
         self._thread = threading.Thread(target=self._run, name="inferscope-sampler", daemon=True)
         self._thread.start()
 
+    def pause(self) -> None:
+        """Stop taking samples until resume() (the thread blocks; runs stay open)."""
+        self._running.clear()
+
+    def resume(self) -> None:
+        self._running.set()
+
     def stop(self) -> None:
         self._stop.set()
+        self._running.set()
         if self._thread is not None:
             self._thread.join(timeout=2.0)
         self._close_all(time.perf_counter_ns())
@@ -334,6 +343,11 @@ class Sampler:
             # every tick takes the GIL from an import-heavy main thread.
             # overhead budget: never hold the GIL more than GIL_BUDGET of the wall time on
             # average (slower ticks when they are expensive: cold caches, VMs, many threads)
+            if not self._running.is_set():
+                self._running.wait()
+                if stop.is_set():
+                    break
+            interval = self.interval_ns
             iv = max(interval * IMPORT_RATE_DIVISOR if module_locks else interval, int(ema_busy / GIL_BUDGET))
             target = clock() + iv
             sleep(iv / 1e9)
