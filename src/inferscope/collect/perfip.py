@@ -1,7 +1,7 @@
 """Where a thread's CPU time is spent, natively: Linux perf_event task-clock IP sampling.
 
 One software event per sampled thread (PERF_COUNT_SW_TASK_CLOCK, user space only, so it works
-at perf_event_paranoid <= 2 without privileges), period 2 ms of that thread's CPU time, with
+at perf_event_paranoid <= 2 without privileges), period 4 ms of that thread's CPU time, with
 PERF_SAMPLE_IP | PERF_SAMPLE_TIME on CLOCK_MONOTONIC (the clock of time.perf_counter_ns).  The
 kernel takes the samples; the sampler thread drains the ring buffer in batches (every ~100 ms,
 not every tick: one drain costs ~50 us with cold caches, most of it fixed) and maps every
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import fcntl
 import mmap
 import os
 import platform
@@ -195,7 +196,6 @@ class PerfIP:
 
     def enable(self, on: bool = True) -> None:
         """Start/stop the kernel's sampling (PERF_EVENT_IOC_ENABLE / _DISABLE)."""
-        import fcntl
         fcntl.ioctl(self.fd, 0x2400 if on else 0x2401, 0)
 
     def close(self) -> None:
