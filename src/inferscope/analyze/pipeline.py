@@ -18,6 +18,7 @@ from .idle_gaps import idle_gaps
 from .kernels import kernel_table, kernels
 from .options import AnalyzeOptions
 from .phases import phase_tables, phases
+from .sampling import cpu_sampling
 from .syncs import sync_table, syncs
 from .window import resolve_window
 
@@ -68,6 +69,13 @@ def _limitations(trace: Trace, res: dict) -> list[str]:
         out.append("GPU busy counts kernels, memcpy and memset on every stream as one union; concurrent streams are not double-counted.")
         out.append("Idle-gap classes follow HTA's definitions (host_wait / kernel_wait / other) using launch correlation; "
                    "gaps whose next activity has no launch record count as 'other'.")
+    cs = res.get("cpu_sampling")
+    if cs and cs.get("samples_est"):
+        out.append(f"CPU classes (tokenization, preprocessing, framework Python, CPU compute, waiting) are sampled: "
+                   f"an estimated {cs['samples_est']:.0f} samples in the window (~{cs['rate_hz']:.0f} Hz outside imports); "
+                   f"a share near 50 % is uncertain by about ±{cs['ci95_pts_at_50pct']:.1f} points and one near 10 % by "
+                   f"±{cs['ci95_pts_at_10pct']:.1f} (95 %, binomial estimate). Longer runs or a higher "
+                   "cpu_sampling_frequency_hz narrow it (at a higher overhead).")
     out.append("The breakdown is an exclusive partition (categories in priority order: " + ", ".join(B.CATEGORIES) +
                "); time where several things overlap goes to the highest-priority one.")
     return out
@@ -90,6 +98,7 @@ def analyze(trace: Trace, options: AnalyzeOptions | None = None) -> dict:
     res["syncs"] = syncs(trace, window, options.top_n)
     res["phases"] = phases(trace, window, options.phase_map)
     res["one_off_calls"] = one_off_host_calls(trace, window)
+    res["cpu_sampling"] = cpu_sampling(trace, window)
     warnings = list(trace.meta.get("warnings", []))
     tables = {}
     if res["kernels"]["count"]:

@@ -148,6 +148,8 @@ class Sampler:
         self.samples = 0
         self.ticks = 0
         self.busy_ns = 0         # wall time spent in ticks (holding the GIL), sleeps excluded
+        self.steady_ticks = 0    # ticks outside imports, and their nominal intervals (ns)
+        self.steady_ns = 0
         self.cpu_ns = 0          # the sampler thread's own CPU time
         self.started_ns = 0
         self.torch_seen = False
@@ -363,6 +365,7 @@ class Sampler:
         importing_module = _import_probe(module_locks)
         ema_busy = 0.0          # moving average of the GIL-held time per tick (ns)
         perf_off = False        # perf sampling switched off (while importing)
+        last_tick = 0
         next_resolve = 0
         while not stop.is_set():
             # never catch up on missed ticks: always release the GIL for a full interval,
@@ -382,6 +385,10 @@ class Sampler:
             t = clock()
             gil_free = (t - target) < GIL_WAIT_NS
             self.ticks += 1
+            if not module_locks and last_tick:   # steady-state rate (imports run slower on purpose)
+                self.steady_ticks += 1
+                self.steady_ns += t - last_tick
+            last_tick = t
             if perf_maps is None and self._perf_maps is not None:
                 perf_maps, PerfIP = self._perf_maps, self._PerfIP
                 self._adopt_perf()

@@ -251,6 +251,8 @@ class Session:
             "cpu_sampling_hz": self.cfg.cpu_sampling_frequency_hz,
             "cpu_sampling_hz_achieved": round(smp.achieved_hz, 1) if smp else 0.0,
             "cpu_samples": smp.samples if smp else 0,
+            # achieved rate outside module imports (what the analysis window usually sees)
+            "cpu_sampling_hz_steady": round(1e9 * smp.steady_ticks / smp.steady_ns, 1) if smp and smp.steady_ns else None,
             # wall time the sampler held the GIL: a lower bound on what it cost a Python-bound thread
             "sampler_gil_held_ms": round(smp.busy_ns / 1e6, 1) if smp else 0.0,
             "cpu_compute_source": ("perf_event task-clock IP samples" if smp and smp.perf_active

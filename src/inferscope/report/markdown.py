@@ -177,7 +177,11 @@ def render_markdown(result: dict) -> str:
               "report_ms": "report generation (ms)",
               "sampler_gil_held_ms": "sampler time holding the GIL (ms)"}
     for key, val in col.items():
-        if isinstance(val, (int, float, str)) or val is None:
+        if key == "wall_start_unix_ns" and isinstance(val, int):
+            import datetime
+            ts = datetime.datetime.fromtimestamp(val / 1e9, tz=datetime.timezone.utc)
+            L.append(f"- collection started (UTC): {ts.isoformat(timespec='milliseconds')}")
+        elif isinstance(val, (int, float, str)) or val is None:
             L.append(f"- {labels.get(key, md_escape(key))}: {_fmt(val, 2)}")
     L.append(f"- InferScope {result['tool']['version']}, report schema {result['schema_version']}")
     return "\n".join(L) + "\n"

@@ -1,0 +1,45 @@
+"""Sampling uncertainty of live CPU classes: samples in the window and their binomial error."""
+from __future__ import annotations
+
+import math
+
+from helpers import Synth
+
+from inferscope.analyze.pipeline import analyze
+from inferscope.analyze.sampling import cpu_sampling, half_width_pts
+from inferscope.analyze.window import Window
+from inferscope.trace import SpanKind
+
+
+def _live(rate):
+    t = Synth()
+    t.span(SpanKind.CPU_SAMPLE, "framework", 0, 600_000)           # 0.6 s
+    t.span(SpanKind.CPU_SAMPLE, "cpu_compute", 600_000, 1_000_000)  # 0.4 s
+    tr = t.done()
+    tr.meta["collection"] = {"cpu_sampling_hz_steady": rate, "cpu_sampling_hz_achieved": 50.0}
+    return tr
+
+
+def test_samples_and_half_width_from_window_coverage():
+    tr = _live(200.0)
+    out = cpu_sampling(tr, Window(start_ns=250_000_000, end_ns=750_000_000, label="w", kind="range"))
+    assert out["sampled_ms"] == 500.0 and out["rate_hz"] == 200.0
+    assert out["samples_est"] == 100.0                          # 0.5 s x 200 Hz
+    assert math.isclose(out["ci95_pts_at_50pct"], round(100 * 1.96 * math.sqrt(0.25 / 100), 2))
+    assert out["ci95_pts_at_10pct"] < out["ci95_pts_at_50pct"]
+    assert half_width_pts(0.5, 400) * 2 == half_width_pts(0.5, 100)   # 4x the samples halves it
+
+
+def test_falls_back_to_overall_rate_and_reaches_the_report():
+    tr = _live(None)
+    res = analyze(tr)
+    assert res["cpu_sampling"]["rate_hz"] == 50.0 and res["cpu_sampling"]["samples_est"] == 50.0
+    assert any("samples in the window" in x for x in res["limitations"])
+
+
+def test_absent_without_cpu_samples():
+    t = Synth()
+    t.span(SpanKind.CPU_OP, "aten::mm", 0, 1000)
+    res = analyze(t.done())
+    assert res["cpu_sampling"] is None
+    assert not any("samples in the window" in x for x in res["limitations"])
