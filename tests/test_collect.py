@@ -291,3 +291,23 @@ def test_perf_fraction_splits_tick_intervals_without_majority_bias():
     assert dur["framework"] == 6 * ms
     assert dur["waiting"] == 10 * ms
     assert st.native == 0.7
+
+
+def test_import_time_is_framework_labelled_with_the_innermost_module(session, tmp_path, monkeypatch):
+    """A thread that owns importlib's module lock is importing: samples say 'import <module>'."""
+    (tmp_path / "slow_outer_mod.py").write_text("import slow_inner_mod\n")
+    (tmp_path / "slow_inner_mod.py").write_text(
+        "import time\nt = time.perf_counter()\nx = 0\nwhile time.perf_counter() - t < 0.3:\n    x += 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import slow_outer_mod  # noqa: F401
+    trace = session.finalize()
+    s = trace.spans
+    strs = trace.strings.as_list()
+    ms = {}
+    for i in np.flatnonzero(s.kind == SpanKind.CPU_SAMPLE):
+        d = strs[s.detail[i]] if s.detail[i] >= 0 else None
+        key = (strs[s.name[i]], d)
+        ms[key] = ms.get(key, 0) + (s.end_ns[i] - s.start_ns[i]) / 1e6
+    inner = ms.get(("framework", "import slow_inner_mod"), 0)
+    assert inner > 100, ms          # sampled at the import rate; most of the 300 ms busy loop
+    assert not any(d == "import slow_outer_mod" and v > inner for (c, d), v in ms.items())
