@@ -29,6 +29,11 @@ Per sample and thread:
 Cost (bench/README.md): with cold caches on a VM one tick holds the GIL ~90-120 us and costs the
 sampler thread ~200-250 us of CPU including the kernel's wake-ups; while a module import runs the
 rate drops by IMPORT_RATE_DIVISOR.  System counters (system.py) are read on the same ticks.
+Sampling instants: a tick classifies only when its timing did not depend on what the thread was
+doing - it got the GIL at once (the thread was in native code or blocked) or after the switch
+interval forced a hand-over.  A tick that got the GIL after a short wait got it because the thread
+released it voluntarily (a blocking call, a torch op) and keeps the thread's current class.  A class
+change between two ticks is placed at the midpoint of their interval.
 Consecutive samples of one class on one thread are merged into one CPU_SAMPLE span covering
 the wall time between samples (spans tile the thread's observed time); its detail is the most
 frequent innermost function ("file:func").
@@ -69,6 +74,7 @@ MAX_DEPTH = 96
 CLS_WAITING = "waiting"
 CLS_COMPUTE = "cpu_compute"
 CLS_FRAMEWORK = "framework"
+KEEP = "keep"   # pending-tick marker: the tick continues the thread's current class
 
 
 def _runq_ns(tid: int) -> int:
@@ -112,7 +118,7 @@ def _import_probe(module_locks):
 
 class _ThreadState:
     __slots__ = ("clk", "cls", "counts", "cpu", "native", "oncpu", "pending", "perf", "rq", "rq_at", "rq_t",
-                 "end", "start", "t", "tid")
+                 "end", "last_fb", "start", "t", "tid")
 
     def __init__(self, tid, clk, cpu, t):
         self.tid = tid
@@ -130,6 +136,7 @@ class _ThreadState:
         self.native = None  # last perf verdict: fraction of IP samples in torch native code
         self.pending = []   # ticks waiting for the next perf drain: (t, cls or None, label, fallback, gil_free)
         self.end = t        # end of the current run = time of the last tick applied
+        self.last_fb = None  # fallback class of the last tick if perf split it, else None
 
 
 class Sampler:
@@ -223,9 +230,18 @@ class Sampler:
         """Threads never seen on CPU (the main thread is always kept)."""
         return {tid for tid, n in self.oncpu_by_tid.items() if n == 0 and tid != self.main_tid}
 
-    def _apply(self, st: _ThreadState, t: int, cls: str, label) -> None:
-        """Add one classified tick to the thread's current run (a new run when the class changes)."""
+    def _apply(self, st: _ThreadState, t: int, cls: str, label, exact: bool = False) -> None:
+        """Add one classified tick to the thread's current run (a new run when the class changes).
+
+        The tick says what the thread does at ``t``; when that differs from the previous tick the
+        change happened somewhere in between, so the interval is split at its midpoint (the
+        unbiased choice for a uniformly placed change; giving the whole interval to the new class
+        turned one delayed tick - the sampler waiting for the GIL or descheduled - into a long
+        run of the wrong class).  ``exact``: the caller knows the boundary (the perf split).
+        """
         if cls is not st.cls:
+            if st.cls is not None and not exact and t > st.end:
+                st.end = (st.end + t) // 2
             self._emit(st)
             st.cls = cls
             st.start = st.end
@@ -262,7 +278,9 @@ class Sampler:
         for t, cls, label, fallback, gil_free in pend:
             while i < n and samples[i][0] <= prev:
                 i += 1
-            if cls is None:
+            if cls is KEEP:
+                cls = st.cls or CLS_FRAMEWORK
+            elif cls is None:
                 nt = tot = 0
                 while i < n and samples[i][0] <= t:
                     tot += 1
@@ -283,8 +301,8 @@ class Sampler:
                 else:
                     mid = prev + int((t - prev) * frac)
                     if mid > prev:
-                        self._apply(st, mid, CLS_COMPUTE, label if frac >= 0.5 else None)
-                    self._apply(st, t, fallback, label if frac < 0.5 else None)
+                        self._apply(st, mid, CLS_COMPUTE, label if frac >= 0.5 else None, exact=True)
+                    self._apply(st, t, fallback, label if frac < 0.5 else None, exact=True)
                     prev = t
                     continue
             self._apply(st, t, cls, label)
@@ -366,6 +384,7 @@ class Sampler:
         ema_busy = 0.0          # moving average of the GIL-held time per tick (ns)
         perf_off = False        # perf sampling switched off (while importing)
         last_tick = 0
+        forced_ns = int(sys.getswitchinterval() * 1e9 * 0.9)
         next_resolve = 0
         while not stop.is_set():
             # never catch up on missed ticks: always release the GIL for a full interval,
@@ -384,6 +403,13 @@ class Sampler:
             sleep(iv / 1e9)
             t = clock()
             gil_free = (t - target) < GIL_WAIT_NS
+            # Got the GIL after a short wait: a thread released it voluntarily (a blocking call, a
+            # torch op) before the switch interval forced it to.  What that thread is doing now is
+            # not a fair sample - the moment was chosen by its state (in the zoo's tokenizer loop,
+            # ticks piled up on the model step: 15-20 % "user_code" for 2 % of the time).  Such
+            # ticks keep the thread's current class; immediate (gil_free) and forced ticks, whose
+            # timing does not depend on what the thread runs, classify.
+            voluntary = not gil_free and (t - target) < forced_ns
             self.ticks += 1
             if not module_locks and last_tick:   # steady-state rate (imports run slower on purpose)
                 self.steady_ticks += 1
@@ -510,8 +536,17 @@ class Sampler:
                             cls = None
                     else:
                         cls = names[dom]
+                if voluntary and oncpu and (st.cls is not None or st.pending):
+                    if st.last_fb is not None:    # the previous tick was split by perf: so is this
+                        cls, label, fallback = None, None, st.last_fb
+                    else:
+                        cls, label = KEEP, None
+                else:
+                    st.last_fb = fallback if cls is None else None
                 if st.pending or cls is None:
                     st.pending.append((t, cls, label, fallback, gil_free))
+                elif cls is KEEP:
+                    self._apply(st, t, st.cls or CLS_FRAMEWORK, None)
                 else:
                     self._apply(st, t, cls, label)
                 self.samples += 1
