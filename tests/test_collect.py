@@ -311,3 +311,33 @@ def test_import_time_is_framework_labelled_with_the_innermost_module(session, tm
     inner = ms.get(("framework", "import slow_inner_mod"), 0)
     assert inner > 100, ms          # sampled at the import rate; most of the 300 ms busy loop
     assert not any(d == "import slow_outer_mod" and v > inner for (c, d), v in ms.items())
+
+
+def test_frequent_voluntary_gil_releases_do_not_freeze_the_class(session):
+    """A thread that releases the GIL every ~0.1 ms gives the sampler only voluntary hand-overs;
+    its class must still follow what it does (here: sleep-free user code after tokenization)."""
+    import hashlib
+
+    def tokenize_words():
+        x = 0
+        for i in range(30000):
+            x += len(str(i))
+        return x
+
+    from inferscope import scope
+    data = b"x" * 100_000
+    with scope("phases"):
+        t = time.perf_counter()
+        while time.perf_counter() - t < 0.4:
+            tokenize_words()                      # long pure-Python stretches: forced ticks
+        t = time.perf_counter()
+        while time.perf_counter() - t < 0.6:
+            hashlib.sha256(data).digest()         # user code releasing the GIL every ~0.06 ms
+    trace = session.finalize()
+    s = trace.spans
+    names = trace.names(np.arange(len(s)))
+    by = {}
+    for i in np.flatnonzero(s.kind == SpanKind.CPU_SAMPLE):
+        by[names[i]] = by.get(names[i], 0) + int(s.end_ns[i] - s.start_ns[i])
+    assert by.get("tokenization", 0) > 0.2e9, by
+    assert by.get("user_code", 0) > 0.3e9, by     # not frozen on "tokenization"

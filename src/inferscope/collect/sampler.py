@@ -29,11 +29,13 @@ Per sample and thread:
 Cost (bench/README.md): with cold caches on a VM one tick holds the GIL ~90-120 us and costs the
 sampler thread ~200-250 us of CPU including the kernel's wake-ups; while a module import runs the
 rate drops by IMPORT_RATE_DIVISOR.  System counters (system.py) are read on the same ticks.
-Sampling instants: a tick classifies only when its timing did not depend on what the thread was
-doing - it got the GIL at once (the thread was in native code or blocked) or after the switch
-interval forced a hand-over.  A tick that got the GIL after a short wait got it because the thread
-released it voluntarily (a blocking call, a torch op) and keeps the thread's current class.  A class
-change between two ticks is placed at the midpoint of their interval.
+Sampling instants: a tick whose timing did not depend on what the thread was doing classifies - it
+got the GIL at once (the thread was in native code or blocked) or after the switch interval forced
+a hand-over.  A tick that got the GIL after a short wait got it because the thread released it
+voluntarily (a blocking call, a torch op); an isolated one keeps the thread's current class,
+consecutive ones classify (known limit: a thread that releases the GIL more often than the switch
+interval is only ever observed at its release points).  A class change between two ticks is
+placed at the midpoint of their interval.
 Consecutive samples of one class on one thread are merged into one CPU_SAMPLE span covering
 the wall time between samples (spans tile the thread's observed time); its detail is the most
 frequent innermost function ("file:func").
@@ -118,7 +120,7 @@ def _import_probe(module_locks):
 
 class _ThreadState:
     __slots__ = ("clk", "cls", "counts", "cpu", "native", "oncpu", "pending", "perf", "rq", "rq_at", "rq_t",
-                 "end", "last_fb", "start", "t", "tid")
+                 "end", "last_fb", "prev_vol", "start", "t", "tid")
 
     def __init__(self, tid, clk, cpu, t):
         self.tid = tid
@@ -137,6 +139,7 @@ class _ThreadState:
         self.pending = []   # ticks waiting for the next perf drain: (t, cls or None, label, fallback, gil_free)
         self.end = t        # end of the current run = time of the last tick applied
         self.last_fb = None  # fallback class of the last tick if perf split it, else None
+        self.prev_vol = False  # the previous tick got the GIL from a voluntary release
 
 
 class Sampler:
@@ -406,9 +409,11 @@ class Sampler:
             # Got the GIL after a short wait: a thread released it voluntarily (a blocking call, a
             # torch op) before the switch interval forced it to.  What that thread is doing now is
             # not a fair sample - the moment was chosen by its state (in the zoo's tokenizer loop,
-            # ticks piled up on the model step: 15-20 % "user_code" for 2 % of the time).  Such
-            # ticks keep the thread's current class; immediate (gil_free) and forced ticks, whose
-            # timing does not depend on what the thread runs, classify.
+            # ticks piled up on the model step: 15-20 % "user_code" for 2 % of the time).  An
+            # isolated such tick keeps the thread's current class; immediate (gil_free) and forced
+            # ticks, whose timing does not depend on what the thread runs, classify, and so do
+            # consecutive voluntary ones (else a thread releasing the GIL every few ms would keep
+            # its first class for ever).
             voluntary = not gil_free and (t - target) < forced_ns
             self.ticks += 1
             if not module_locks and last_tick:   # steady-state rate (imports run slower on purpose)
@@ -536,13 +541,17 @@ class Sampler:
                             cls = None
                     else:
                         cls = names[dom]
-                if voluntary and oncpu and (st.cls is not None or st.pending):
+                vol = voluntary and oncpu
+                if vol and not st.prev_vol and (st.cls is not None or st.pending):
+                    # an isolated voluntary tick: not classified (consecutive ones are - a thread
+                    # that releases the GIL every few ms is only ever seen at release points)
                     if st.last_fb is not None:    # the previous tick was split by perf: so is this
                         cls, label, fallback = None, None, st.last_fb
                     else:
                         cls, label = KEEP, None
                 else:
                     st.last_fb = fallback if cls is None else None
+                st.prev_vol = vol
                 if st.pending or cls is None:
                     st.pending.append((t, cls, label, fallback, gil_free))
                 elif cls is KEEP:
