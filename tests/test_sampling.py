@@ -43,3 +43,14 @@ def test_absent_without_cpu_samples():
     res = analyze(t.done())
     assert res["cpu_sampling"] is None
     assert not any("samples in the window" in x for x in res["limitations"])
+
+
+def test_fewer_than_one_sample_reports_no_interval():
+    """A very short run (less than one expected sample in the window) must not break the report."""
+    t = Synth()
+    t.span(SpanKind.CPU_SAMPLE, "user_code", 0, 2_000)     # 2 ms at 200 Hz: 0.4 samples
+    tr = t.done()
+    tr.meta["collection"] = {"cpu_sampling_hz_steady": 200.0}
+    res = analyze(tr)
+    assert res["cpu_sampling"]["samples_est"] == 0.4 and res["cpu_sampling"]["ci95_pts_at_50pct"] is None
+    assert not any("samples in the window" in x for x in res["limitations"])

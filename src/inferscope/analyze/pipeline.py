@@ -70,7 +70,7 @@ def _limitations(trace: Trace, res: dict) -> list[str]:
         out.append("Idle-gap classes follow HTA's definitions (host_wait / kernel_wait / other) using launch correlation; "
                    "gaps whose next activity has no launch record count as 'other'.")
     cs = res.get("cpu_sampling")
-    if cs and cs.get("samples_est"):
+    if cs and cs.get("ci95_pts_at_50pct") is not None:
         out.append(f"CPU classes (tokenization, preprocessing, framework Python, CPU compute, waiting) are sampled: "
                    f"an estimated {cs['samples_est']:.0f} samples in the window (~{cs['rate_hz']:.0f} Hz outside imports); "
                    f"a share near 50 % is uncertain by about ±{cs['ci95_pts_at_50pct']:.1f} points and one near 10 % by "
