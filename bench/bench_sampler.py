@@ -29,6 +29,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_overhead import median_ci  # noqa: E402  (one bootstrap for both benchmarks)
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
@@ -69,12 +71,6 @@ def make_workloads(names: list[str]) -> dict:
             return acc
         out["python"] = python
     return out
-
-
-def median_ci(xs: list[float], n_boot: int = 2000) -> tuple[float, float]:
-    rng = random.Random(0)
-    meds = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(n_boot))
-    return meds[int(0.025 * n_boot)], meds[int(0.975 * n_boot) - 1]
 
 
 def main(argv=None) -> int:

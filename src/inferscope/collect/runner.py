@@ -5,7 +5,8 @@ configuration (INFERSCOPE_CONFIG_JSON) and a PYTHONPATH whose first entry holds 
 sitecustomize.py (chaining to any existing one), so a Python child collects without code
 changes.  stdin/stdout/stderr pass through; the child's exit code is returned (128+N for a
 signal N).  When the child ends the parent loads the trace, analyses it and writes the report,
-also after an exception, sys.exit(n), Ctrl-C or SIGKILL (then from the last periodic flush).
+also after an exception, sys.exit(n), Ctrl-C or SIGKILL (then rebuilt from the child's crash
+journal, journal.py).
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from pathlib import Path
 from .. import log
 from ..config import load_config
 from ..errors import ConfigError, InferScopeError
-from .journal import path_for as journal_path
+from . import journal
 
 SITE_DIR = str(Path(__file__).resolve().parent / "_site")
 PKG_PARENT = str(Path(__file__).resolve().parents[2])
@@ -155,7 +156,7 @@ def run_command(args) -> int:
     try:
         if keep:
             Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
-            for p in (trace_path, trace_path + ".claim", journal_path(trace_path)):
+            for p in (trace_path, trace_path + ".claim", journal.path_for(trace_path)):
                 if os.path.exists(p):
                     os.unlink(p)
         t0 = time.perf_counter()
@@ -187,7 +188,6 @@ def _exit_code(rc: int) -> int:
 
 def _report(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep) -> int:
     from ..trace import native
-    from . import journal
     code = _exit_code(rc)
     how = f"exit code {rc}" if rc >= 0 else f"killed by {_signame(-rc)}"
     if rc != 0:

@@ -18,9 +18,9 @@ Per sample and thread:
                the fraction of the IP samples taken between the previous tick and this one inside
                torch's libraries (libtorch*, libc10, oneDNN/MKL/OpenBLAS/OpenMP, JIT code) splits
                that interval into cpu_compute and framework; no IP sample in the interval keeps
-               the thread's last fraction.  Such ticks wait in a per-thread queue and are decided in order when the
-               perf ring is drained (every RESOLVE_NS), with the samples' CLOCK_MONOTONIC
-               timestamps placing each sample between two ticks.
+               the thread's last fraction.  Such ticks wait in a per-thread queue and are decided in
+               order when the perf ring is drained (every RESOLVE_NS), with the samples'
+               CLOCK_MONOTONIC timestamps placing each sample between two ticks.
                Fallback when perf_event is unavailable: the GIL heuristic - the sampler woke on
                time (no thread held the GIL), so the thread runs native code that released the
                GIL, as torch ops do.  The fallback is biased (measured on the demo's generate():
@@ -119,8 +119,8 @@ def _import_probe(module_locks):
 
 
 class _ThreadState:
-    __slots__ = ("clk", "cls", "counts", "cpu", "native", "oncpu", "pending", "perf", "rq", "rq_at", "rq_t",
-                 "end", "last_fb", "prev_vol", "start", "t", "tid")
+    __slots__ = ("clk", "cls", "counts", "cpu", "end", "last_fb", "native", "pending", "perf", "prev_vol",
+                 "rq", "rq_at", "rq_t", "start", "t", "tid")
 
     def __init__(self, tid, clk, cpu, t):
         self.tid = tid
@@ -130,13 +130,13 @@ class _ThreadState:
         self.cls = None
         self.start = t
         self.counts = {}
-        self.oncpu = 0
         self.rq = -1      # run-queue wait (ns) from /proc schedstat
         self.rq_t = None  # ProcFile of /proc/self/task/<tid>/schedstat
         self.rq_at = 0    # sample time of the rq reading
         self.perf = None  # PerfIP of this thread (perf_event task-clock IP samples)
         self.native = None  # last perf verdict: fraction of IP samples in torch native code
-        self.pending = []   # ticks waiting for the next perf drain: (t, cls or None, label, fallback, gil_free)
+        # ticks waiting for the next perf drain: (t, cls | None (perf decides) | KEEP, label, fallback, gil_free)
+        self.pending = []
         self.end = t        # end of the current run = time of the last tick applied
         self.last_fb = None  # fallback class of the last tick if perf split it, else None
         self.prev_vol = False  # the previous tick got the GIL from a voluntary release
@@ -158,7 +158,7 @@ class Sampler:
         self.samples = 0
         self.ticks = 0
         self.busy_ns = 0         # wall time spent in ticks (holding the GIL), sleeps excluded
-        self.steady_ticks = 0    # ticks outside imports, and their nominal intervals (ns)
+        self.steady_ticks = 0    # ticks outside imports, and the wall time between them (ns)
         self.steady_ns = 0
         self.cpu_ns = 0          # the sampler thread's own CPU time
         self.started_ns = 0
@@ -171,9 +171,9 @@ class Sampler:
     def start(self) -> None:
         if not self.interval_ns:
             return
-        # perf_event setup happens in the sampler thread (_setup_perf): the first perf_event_open
-        # of a process costs the kernel 20-35 ms here (it enables the scheduler's perf hooks);
-        # there it runs while the workload goes on instead of delaying its start.
+        # perf_event is set up in a side thread the sampler starts (_setup_perf): the first
+        # perf_event_open of a process costs the kernel 20-35 ms here (it enables the scheduler's
+        # perf hooks); there it runs while the workload goes on instead of delaying its start.
         self._perf_maps = self._PerfIP = None
         self._perf_main = None
         self._thread = threading.Thread(target=self._run, name="inferscope-sampler", daemon=True)
@@ -191,7 +191,7 @@ class Sampler:
         self._running.set()
         if self._thread is not None:
             self._thread.join(timeout=2.0)
-        self._close_all(time.perf_counter_ns())
+        self._close_all()
         if self._perf_main is not None:    # opened but the main thread was never sampled
             self._perf_main.close()
             self._perf_main = None
@@ -221,7 +221,7 @@ class Sampler:
                 out.append((0, CPU_SAMPLE, st.tid, start, t, cls, detail, "sample"))
         return out
 
-    def _close_all(self, now: int) -> None:
+    def _close_all(self) -> None:
         for st in list(self.threads.values()):
             self._resolve(st)
             self._emit(st)
@@ -282,7 +282,7 @@ class Sampler:
             while i < n and samples[i][0] <= prev:
                 i += 1
             if cls is KEEP:
-                cls = st.cls or CLS_FRAMEWORK
+                cls = st.cls or CLS_FRAMEWORK     # (a pending KEEP always follows a decided tick)
             elif cls is None:
                 nt = tot = 0
                 while i < n and samples[i][0] <= t:
@@ -335,18 +335,26 @@ class Sampler:
                 except OSError:
                     pass
 
-    def _adopt_perf(self) -> None:
+    def _open_perf(self, st: _ThreadState, off: bool) -> None:
+        """Give a thread its perf IP sampler: the main thread's pre-opened one, else a new one."""
+        if self._perf_main is not None and st.tid == self.main_tid:
+            st.perf, self._perf_main = self._perf_main, None
+        else:
+            try:
+                st.perf = self._PerfIP.open(st.tid, PERF_PERIOD_NS)
+            except Exception:
+                st.perf = None
+        if st.perf is not None and off:
+            try:
+                st.perf.enable(False)
+            except OSError:
+                pass
+
+    def _adopt_perf(self, off: bool) -> None:
         """perf became available: open it for the threads already being sampled."""
         for st in self.threads.values():
-            if st.perf is not None:
-                continue
-            if self._perf_main is not None and st.tid == self.main_tid:
-                st.perf, self._perf_main = self._perf_main, None
-            else:
-                try:
-                    st.perf = self._PerfIP.open(st.tid, PERF_PERIOD_NS)
-                except Exception:
-                    st.perf = None
+            if st.perf is None:
+                self._open_perf(st, off)
 
     # ---------------------------------------------------------------------
     def _run(self) -> None:
@@ -362,7 +370,6 @@ class Sampler:
         getclk = time.pthread_getcpuclockid
         code_get = C.CODE_CACHE.get
         code_entry = C.code_entry
-        interval = self.interval_ns
         threads = self.threads
         oncpu_by_tid = self.oncpu_by_tid
         scope_stacks = self.scope_stacks
@@ -376,8 +383,7 @@ class Sampler:
         schedstat = _runq_ns(threading.get_native_id()) >= 0
         periodic, period_ns = self.periodic or (None, 0)
         next_periodic = 0
-        perf_maps = self._perf_maps
-        PerfIP = self._PerfIP
+        perf_maps = None        # set when the side thread has perf ready (_adopt_perf)
         try:
             import importlib._bootstrap as _bs
             module_locks = _bs._module_locks      # non-empty while a module import is in progress
@@ -390,16 +396,15 @@ class Sampler:
         forced_ns = int(sys.getswitchinterval() * 1e9 * 0.9)
         next_resolve = 0
         while not stop.is_set():
-            # never catch up on missed ticks: always release the GIL for a full interval,
-            # otherwise a late sampler would hold the GIL back-to-back and starve the workload.
-            # While a module import runs (start-up, reported as one bucket) sample less often:
-            # every tick takes the GIL from an import-heavy main thread.
-            # overhead budget: never hold the GIL more than GIL_BUDGET of the wall time on
-            # average (slower ticks when they are expensive: cold caches, VMs, many threads)
-            if not self._running.is_set():
+            if not self._running.is_set():      # paused
                 self._running.wait()
                 if stop.is_set():
                     break
+            # never catch up on missed ticks: always release the GIL for a full interval,
+            # otherwise a late sampler would hold the GIL back-to-back and starve the workload.
+            # While a module import runs (start-up, reported as one bucket) sample less often:
+            # every tick takes the GIL from an import-heavy main thread.  Overhead budget: never
+            # hold the GIL more than GIL_BUDGET of the wall time on average.
             interval = self.interval_ns
             iv = max(interval * IMPORT_RATE_DIVISOR if module_locks else interval, int(ema_busy / GIL_BUDGET))
             target = clock() + iv
@@ -421,9 +426,8 @@ class Sampler:
                 self.steady_ns += t - last_tick
             last_tick = t
             if perf_maps is None and self._perf_maps is not None:
-                perf_maps, PerfIP = self._perf_maps, self._PerfIP
-                self._adopt_perf()
-                perf_off = False
+                perf_maps = self._perf_maps
+                self._adopt_perf(perf_off)
             if perf_maps is not None and bool(module_locks) != perf_off:
                 perf_off = not perf_off
                 self._perf_enable(not perf_off)
@@ -453,15 +457,8 @@ class Sampler:
                             st.rq, st.rq_at = int(st.rq_t.read().split()[1]), t
                         except (OSError, ValueError, IndexError):
                             _close(st)
-                    if self._perf_main is not None and tid == self.main_tid:
-                        st.perf, self._perf_main = self._perf_main, None
-                    elif perf_maps is not None:
-                        try:
-                            st.perf = PerfIP.open(tid, PERF_PERIOD_NS)
-                            if st.perf is not None and perf_off:
-                                st.perf.enable(False)
-                        except Exception:
-                            st.perf = None
+                    if perf_maps is not None:
+                        self._open_perf(st, perf_off)
                     oncpu_by_tid.setdefault(tid, 0)
                     continue
                 if st.clk is not None:
@@ -555,7 +552,7 @@ class Sampler:
                 if st.pending or cls is None:
                     st.pending.append((t, cls, label, fallback, gil_free))
                 elif cls is KEEP:
-                    self._apply(st, t, st.cls or CLS_FRAMEWORK, None)
+                    self._apply(st, t, st.cls, None)
                 else:
                     self._apply(st, t, cls, label)
                 self.samples += 1

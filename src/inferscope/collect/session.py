@@ -93,7 +93,6 @@ class Session:
         self._hk: threading.Thread | None = None
         self._hk_clk = None
         self.flushes = 0
-        self.flush_ms_total = 0.0
         self.finalized = False
         self._final_lock = threading.Lock()
         self.thread_names: dict[int, str] = {}
@@ -309,8 +308,7 @@ class Session:
         meta["dropped_events"] += dropped_extra
         if meta["dropped_events"]:
             warnings.append(overflow_warning(meta["dropped_events"], self.cfg.trace_size_mb, self.buffer.capacity))
-        b.meta.update({"source_format": "inferscope", "devices": meta_devices, "tool_versions": self._tool_versions(),
-                       "warnings": warnings, "missing": self._missing(), "collection": meta})
+        b.meta.update(self._trace_meta(meta, warnings, meta_devices))
         if self.numa:
             b.meta["numa"] = self.numa
         trace = b.finalize()
@@ -329,10 +327,12 @@ class Session:
             "idle_tids": sorted(self.sampler.idle_tids()) if self.sampler else [],
             "open_runs": self.sampler.open_runs() if self.sampler else [],
             "capacity": self.buffer.capacity, "total_events": self.buffer.total,
-            "trace_meta": {"source_format": "inferscope", "devices": self._devices(),
-                           "tool_versions": self._tool_versions(), "warnings": list(self.warnings),
-                           "missing": self._missing(), "collection": meta},
+            "trace_meta": self._trace_meta(meta, list(self.warnings), self._devices()),
         }
+
+    def _trace_meta(self, collection: dict, warnings: list, devices: list) -> dict:
+        return {"source_format": "inferscope", "devices": devices, "tool_versions": self._tool_versions(),
+                "warnings": warnings, "missing": self._missing(), "collection": collection}
 
     numa: dict | None = None
 
@@ -417,7 +417,6 @@ class Session:
     def flush(self) -> None:
         """Append the events since the last flush to the crash journal (journal.py)."""
         from .journal import REWRITE_FACTOR, JournalWriter, path_for
-        t0 = time.perf_counter()
         if self.journal is None:
             self.journal = JournalWriter(path_for(self.trace_out))
         j = self.journal
@@ -427,7 +426,6 @@ class Session:
         else:
             j.append(new, self.journal_meta())
         self.flushes += 1
-        self.flush_ms_total += (time.perf_counter() - t0) * 1e3
 
     def stop_collectors(self) -> None:
         self._stop.set()

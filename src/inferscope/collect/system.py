@@ -62,9 +62,9 @@ class SystemSampler:
     def _read_stat(self) -> bytes:
         data = self.stat.read()
         while len(data) >= self.stat.size:        # more cores than the buffer holds: grow it
-            path_size = self.stat.size * 4
+            size = self.stat.size * 4
             self.stat.close()
-            self.stat = ProcFile("/proc/stat", path_size)
+            self.stat = ProcFile("/proc/stat", size)
             data = self.stat.read()
         return data
 
