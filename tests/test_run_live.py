@@ -83,7 +83,7 @@ def test_planted_tokenization_rises_by_planted_amount(tmp_path):
         res[plant] = (breakdown(report_json(d)).get("cpu_preprocessing/tokenization", 0.0), planted)
     rise = res[1][0] - res[0][0]
     planted = res[1][1] - res[0][1]
-    # tolerance: +-30 % of the planted time (sampling at ~1 kHz on a noisy 2-vCPU machine)
+    # tolerance: +-30 % of the planted time (sampling at the default 200 Hz on a noisy 2-vCPU machine)
     assert abs(rise - planted) <= 0.3 * planted, (res, rise, planted)
 
 
