@@ -6,6 +6,7 @@
   * requests: prompts are tokenized (batch), generate() (greedy), decoded, post-processed
 
   python examples/llm_demo.py [--batch-size 4] [--max-new-tokens 32] [--requests 2] [--stress-mode]
+                              [--device cuda]
 
 --stress-mode: more, longer requests with heavy Python-side pre/post-processing (text
 normalisation, a pure-Python pre-tokenization pass, JSON round trips) - the CPU-side work that
@@ -90,6 +91,7 @@ def main(argv=None) -> int:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--vocab", type=int, default=4096)
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
+    ap.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
     ap.add_argument("--scopes", dest="scopes", action="store_true", default=True,
                     help="annotate phases with inferscope.scope() (default)")
     ap.add_argument("--no-scopes", dest="scopes", action="store_false",
@@ -97,6 +99,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import torch
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        ap.error("--device cuda: no CUDA device visible to torch")
     torch.set_num_threads(args.threads)
     try:
         from inferscope import scope
@@ -109,7 +113,7 @@ def main(argv=None) -> int:
             return contextlib.nullcontext()
 
     tok = build_tokenizer(args.vocab)
-    model = build_model(len(tok), args.hidden, args.layers)
+    model = build_model(len(tok), args.hidden, args.layers).to(args.device)
     t_start = time.perf_counter()  # serving only: tokenizer training and model build excluded
     n_req = args.requests * (4 if args.stress_mode else 1)
     rng = random.Random(1)
@@ -120,7 +124,7 @@ def main(argv=None) -> int:
             with scope("preprocess"):
                 prompts = preprocess_heavy(prompts * 20)[: args.batch_size]
         with scope("tokenize"):
-            enc = tok(prompts, return_tensors="pt", padding=True)
+            enc = tok(prompts, return_tensors="pt", padding=True).to(args.device)
         with scope("generate"), torch.inference_mode():
             out = model.generate(**enc, max_new_tokens=args.max_new_tokens, do_sample=False,
                                  min_new_tokens=args.max_new_tokens, pad_token_id=tok.pad_token_id)
