@@ -88,7 +88,13 @@ def workload_time(out: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
-def run_once(mode: str, script: Path, tmp: Path, extra_env: dict) -> tuple[float, float, float]:
+def gpu_time(out: str) -> float | None:
+    """GPU time the workload measured itself between CUDA events (CUDA zoo entries print gpu_s)."""
+    m = re.search(r"^gpu_s ([\d.]+)", out, re.M)
+    return float(m.group(1)) if m else None
+
+
+def run_once(mode: str, script: Path, tmp: Path, extra_env: dict) -> tuple[float, float, float, float, float | None]:
     env = dict(os.environ)
     # every mode but inferscope runs with collection off: the demo calls inferscope.scope(), which
     # would otherwise start a library-mode session (seed 001: enabled by default once imported)
@@ -126,7 +132,7 @@ def run_once(mode: str, script: Path, tmp: Path, extra_env: dict) -> tuple[float
         c = native.load(tmp / "t.iscope").meta["collection"]
         proc = c["run_wall_ms"] / 1e3
         cpu = c["child_cpu_ms"] / 1e3
-    return w, proc, wall, cpu
+    return w, proc, wall, cpu, gpu_time(r.stdout)
 
 
 def median_ci(ratios: list[float], n_boot: int = 2000, seed: int = 0) -> tuple[float, float]:

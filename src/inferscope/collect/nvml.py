@@ -1,9 +1,12 @@
 """GPU counters through NVML (``pip install nvidia-ml-py``, extra ``nvml``).
 
 Counters per device d: gpu.util_pct, gpu.mem_util_pct, gpu.mem_used_bytes, gpu.sm_clock_mhz,
-gpu.power_w, gpu.temp_c, gpu.pcie_tx_bytes_per_s, gpu.pcie_rx_bytes_per_s.
-Absent or failing NVML: one warning, no counters.  Tested here with a fake pynvml only (no GPU
-on the development machine); the real-GPU path is untested.
+gpu.mem_clock_mhz, gpu.power_w, gpu.temp_c, gpu.clock_event_reasons (the NVML "clocks event"
+(formerly throttle) reason bitmask: 0x4 SW power cap, 0x20 SW thermal, 0x40 HW thermal, 0x80 HW
+power brake, ...; 0x1 alone = GPU idle), gpu.pcie_tx_bytes_per_s, gpu.pcie_rx_bytes_per_s.
+Absent or failing NVML: one warning, no counters; a metric the driver does not support is skipped
+alone.  The unit tests use a fake pynvml; the real path is checked on an NVIDIA GPU by
+tests/test_gpu.py (against nvidia-smi sampled alongside; figures in bench/README.md).
 """
 from __future__ import annotations
 
@@ -11,7 +14,9 @@ import os
 
 
 def visible_indices(count: int, env=None) -> list[int]:
-    """NVML indices visible to CUDA given CUDA_VISIBLE_DEVICES (NVML ignores that variable)."""
+    """NVML indices visible to CUDA given CUDA_VISIBLE_DEVICES (NVML ignores that variable).
+    Like CUDA, the list stops at the first invalid entry: out of range, not a number, or a
+    repeated index ("0,0" is one device)."""
     env = os.environ if env is None else env
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     if cvd is None:
@@ -22,7 +27,7 @@ def visible_indices(count: int, env=None) -> list[int]:
         if not p:
             continue
         if p.isdigit():
-            if int(p) < count:
+            if int(p) < count and int(p) not in out:
                 out.append(int(p))
             else:
                 break
@@ -38,6 +43,7 @@ class NvmlSampler:
         self.devices: list[dict] = []
         self.warning: str | None = None
         self.errors = 0
+        self._extra: list = []
         try:
             import pynvml
         except Exception:
@@ -64,6 +70,25 @@ class NvmlSampler:
         except Exception as e:
             self.warning = f"NVML unavailable ({type(e).__name__}: {e}); GPU counters not recorded"
             self.handles = []
+        self._extra = self._optional_metrics() if self.handles else []
+
+    def _optional_metrics(self) -> list:
+        """(name, getter) for metrics older drivers / bindings may lack; each probed once."""
+        nv, out = self.nv, []
+        if hasattr(nv, "NVML_CLOCK_MEM"):
+            out.append(("gpu.mem_clock_mhz", lambda h: float(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM))))
+        fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+            getattr(nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
+        if fn is not None:
+            out.append(("gpu.clock_event_reasons", lambda h: float(fn(h))))
+        ok = []
+        for name, get in out:
+            try:
+                get(self.handles[0])
+                ok.append((name, get))
+            except Exception:
+                pass            # not supported on this device/driver: skip this metric only
+        return ok
 
     @property
     def ok(self) -> bool:
@@ -83,6 +108,8 @@ class NvmlSampler:
                 ap((1, "gpu.temp_c", d, ts, float(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))))
                 ap((1, "gpu.pcie_tx_bytes_per_s", d, ts, nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_TX_BYTES) * 1024.0))
                 ap((1, "gpu.pcie_rx_bytes_per_s", d, ts, nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_RX_BYTES) * 1024.0))
+                for name, get in self._extra:
+                    ap((1, name, d, ts, get(h)))
             except Exception as e:
                 self.errors += 1
                 if self.errors == 1:
