@@ -86,7 +86,16 @@ def run_tests(art: Path) -> int:
     return r.returncode
 
 
-def overhead(workloads: list[str], pairs: int, seed: int) -> dict:
+VARIANTS = {   # name -> (bench_overhead mode, extra environment for the inferscope mode)
+    "inferscope": ("inferscope", {}),
+    "inferscope-noprof": ("inferscope", {"INFERSCOPE_TORCH_PROFILER": "off"}),
+    "inferscope-cuda": ("inferscope", {"INFERSCOPE_TORCH_PROFILER": "cuda"}),   # CUDA activities, no op recording
+    "torchprof-cuda": ("torchprof-cuda", {}),          # plain torch.profiler, CPU + CUDA activities
+    "torchprof-cudaonly": ("torchprof-cudaonly", {}),  # plain torch.profiler, CUDA activities only
+}
+
+
+def overhead(workloads: list[str], pairs: int, seed: int, variants: list[str]) -> dict:
     import bench_overhead as bo
     import compileall
     import inferscope
@@ -100,26 +109,29 @@ def overhead(workloads: list[str], pairs: int, seed: int) -> dict:
             script = tmp / f"{wl}.py"
             script.write_text(WRAP.format(argv=argv, path=str(Path(argv[0]).parent)))
             bo.run_once("base", script, tmp, {})          # warm caches (page cache, CUDA JIT cache)
-            res = {"base": [], "inferscope": []}
+            names = ["base"] + variants
+            res = {m: [] for m in names}
             for i in range(pairs):
-                order = ["base", "inferscope"]
+                order = names[:]
                 rng.shuffle(order)
                 for m in order:
-                    res[m].append(bo.run_once(m, script, tmp, {}))
-                b, s = res["base"][-1], res["inferscope"][-1]
-                print(f"  {wl} pair {i + 1}: process base {b[1]:.3f} s / inferscope {s[1]:.3f} s"
-                      + (f"; gpu {b[4]:.4f} / {s[4]:.4f} s" if b[4] and s[4] else ""), flush=True)
-            row = {}
-            for k, label in ((1, "process"), (0, "workload"), (2, "command"), (3, "process_cpu"), (4, "gpu")):
-                rat = [s[k] / b[k] for s, b in zip(res["inferscope"], res["base"]) if s[k] and b[k]]
-                if rat:
-                    lo, hi = bo.median_ci(rat)
-                    row[label] = {"median": round(statistics.median(rat), 4), "ci95": [round(lo, 4), round(hi, 4)],
-                                  "min_ratio": round(min(s[k] for s in res["inferscope"] if s[k]) /
-                                                     min(b[k] for b in res["base"] if b[k]), 4)}
-            row["base_process_s_median"] = round(statistics.median(b[1] for b in res["base"]), 3)
-            out[wl] = row
-            print(f"{wl}: {json.dumps(row)}", flush=True)
+                    mode, env = VARIANTS.get(m, (m, {}))
+                    res[m].append(bo.run_once(mode, script, tmp, env))
+                print(f"  {wl} round {i + 1} process/gpu s: " + ", ".join(
+                    f"{m} {res[m][-1][1]:.3f}/{res[m][-1][4] or 0:.4f}" for m in names), flush=True)
+            out[wl] = {"base_process_s_median": round(statistics.median(b[1] for b in res["base"]), 3)}
+            for m in variants:
+                row = {}
+                for k, label in ((1, "process"), (0, "workload"), (2, "command"), (3, "process_cpu"), (4, "gpu")):
+                    rat = [s[k] / b[k] for s, b in zip(res[m], res["base"]) if s[k] and b[k]]
+                    if rat:
+                        lo, hi = bo.median_ci(rat)
+                        row[label] = {"median": round(statistics.median(rat), 4), "ci95": [round(lo, 4), round(hi, 4)],
+                                      "min_ratio": round(min(s[k] for s in res[m] if s[k]) /
+                                                         min(b[k] for b in res["base"] if b[k]), 4)}
+                out[wl][m] = row
+                print(f"{wl} {m}: " + ", ".join(f"{lab} {v['median']:.3f} [{v['ci95'][0]:.2f}-{v['ci95'][1]:.2f}]"
+                                                 for lab, v in row.items()), flush=True)
     return out
 
 
@@ -136,8 +148,8 @@ def ncu_capture(art: Path, ncu_dir: Path) -> None:
     (ncu_dir / "hottest_kernels_by_inferscope.json").write_text(json.dumps(hot, indent=1))
     demo = [PY, str(REPO / "examples" / "llm_demo.py"), "--device", "cuda", "--requests", "1", "--max-new-tokens", "8"]
     rep_file = ncu_dir / "demo.ncu-rep"
-    # skip the prefill and first decode steps, profile a window of decode kernels (~3 steps)
-    cmd = ["ncu", "--launch-skip", "400", "--launch-count", "300", "--clock-control", "none",
+    # skip the prefill and first decode steps, profile a window of decode kernels
+    cmd = ["ncu", "--launch-skip", "400", "--launch-count", "60", "--clock-control", "none",
            "--export", str(rep_file), "--force-overwrite"] + demo
     env = dict(os.environ, INFERSCOPE_ENABLED="0")
     t = time.perf_counter()
@@ -162,6 +174,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(REPO / "bench" / "out" / "gpu"))
     ap.add_argument("--pairs", type=int, default=10)
     ap.add_argument("--workloads", default="demo-cuda,storm-cuda")
+    ap.add_argument("--variants", default="inferscope",
+                    help="compared with base: " + ", ".join(VARIANTS) + " (comma-separated)")
     ap.add_argument("--skip-tests", action="store_true")
     ap.add_argument("--skip-overhead", action="store_true")
     ap.add_argument("--ncu", action="store_true")
@@ -177,7 +191,8 @@ def main(argv=None) -> int:
     if args.ncu:
         ncu_capture(art, out / "ncu")
     if not args.skip_overhead:
-        summary["overhead"] = overhead([w for w in args.workloads.split(",") if w], args.pairs, args.seed)
+        summary["overhead"] = overhead([w for w in args.workloads.split(",") if w], args.pairs, args.seed,
+                                       [v for v in args.variants.split(",") if v])
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary, indent=1))
     return 0

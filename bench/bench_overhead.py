@@ -54,7 +54,7 @@ TORCHPROF = r'''
 import runpy, sys, atexit, tempfile, os
 import torch
 from torch.profiler import profile, ProfilerActivity
-p = profile(activities=[ProfilerActivity.CPU])
+p = profile(activities=[ProfilerActivity.CPU])  # ACTIVITIES
 p.start()
 def _stop():
     p.stop()
@@ -109,8 +109,13 @@ def run_once(mode: str, script: Path, tmp: Path, extra_env: dict) -> tuple[float
             env["INFERSCOPE_CPU_SAMPLING_FREQUENCY_HZ"] = mode.split("@", 1)[1]
         cmd = [PY, "-m", "inferscope", "run", "-q", "--report", str(tmp / "report.md"),
                "--trace", str(tmp / "t.iscope"), "--", PY, str(script)]
-    elif mode == "torchprof":
-        cmd = [PY, str(tmp / "torchprof_wrap.py"), str(script)]
+    elif mode.startswith("torchprof"):   # torchprof (CPU), torchprof-cuda (CPU+CUDA), torchprof-cudaonly
+        wrap = tmp / f"{mode}_wrap.py"
+        if not wrap.exists():
+            acts = {"torchprof": "[ProfilerActivity.CPU]", "torchprof-cuda": "[ProfilerActivity.CPU, ProfilerActivity.CUDA]",
+                    "torchprof-cudaonly": "[ProfilerActivity.CUDA]"}[mode]
+            wrap.write_text(TORCHPROF.replace("[ProfilerActivity.CPU])  # ACTIVITIES", acts + ")"))
+        cmd = [PY, str(wrap), str(script)]
     elif mode == "settrace":
         cmd = [PY, str(tmp / "settrace_wrap.py"), str(script)]
     else:

@@ -25,7 +25,11 @@ def _fake_nvml(reasons_supported: bool):
     nv.nvmlDeviceGetCount = lambda: 1
     nv.nvmlDeviceGetHandleByIndex = lambda i: i
     nv.nvmlDeviceGetName = lambda h: b"Fake"
-    nv.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(total=8 << 30, used=1 << 30)
+    nv.nvmlMemory_v2 = 0x2000028
+
+    def meminfo(h, version=None):   # v2 excludes the driver's reserved memory from "used"
+        return types.SimpleNamespace(total=8 << 30, used=(1 << 30) - (version is not None) * (480 << 20))
+    nv.nvmlDeviceGetMemoryInfo = meminfo
     nv.nvmlDeviceGetPciInfo = lambda h: types.SimpleNamespace(busId=b"0000:00:00.0")
     nv.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=50, memory=10)
     nv.nvmlDeviceGetClockInfo = lambda h, k: 1980 if k == 1 else 2619
@@ -53,6 +57,7 @@ def test_optional_metrics_recorded(monkeypatch):
     m, s = _sample(monkeypatch, True)
     assert m["gpu.mem_clock_mhz"] == 2619 and m["gpu.sm_clock_mhz"] == 1980
     assert m["gpu.clock_event_reasons"] == 4.0 and m["gpu.power_w"] == 300.0
+    assert m["gpu.mem_used_bytes"] == (1 << 30) - (480 << 20)      # the v2 query, as nvidia-smi
     assert s.errors == 0
 
 

@@ -12,7 +12,8 @@ Rule (documented in ARCHITECTURE.md and quoted in every report):
     sync_wait          host blocked in a synchronising API call (cuda*Synchronize, blocking cudaMemcpy/Memset)
     cpu_preprocessing  tokenization > other preprocessing > user code  (sampled classes; ranges named
                        like tokenize / preprocess; self time of Python functions in tokenizer,
-                       image/data libraries, or in user files)
+                       image/data libraries, or in user files; user code only outside recorded
+                       torch ops and CUDA API calls)
     framework_overhead kernel launch API > other CUDA runtime/driver API > framework ops on the CPU in
                        GPU runs > framework Python (self time of torch/transformers/stdlib Python
                        functions; sampled framework code; outside ops in CPU-only runs)
@@ -180,6 +181,8 @@ def source_intervals(trace: Trace) -> dict[str, Intervals]:
         "framework_ops": _iv(trace, cpu_op if gpu_run else none),
         "framework_python": _cat(_iv(trace, sample_class("framework") | (sample_class("cpu_compute") if gpu_run else none)), py(2)),
         "cpu_ops": _iv(trace, (cpu_op | sample_class("cpu_compute")) if not gpu_run else none),
+        # exact records that the host is inside the framework (a torch op, a CUDA API call)
+        "in_op": _iv(trace, cpu_op | host_api),
         "waiting": _iv(trace, sample_class("waiting") | (k == SpanKind.OS_RUNTIME)),
     }
 
@@ -210,6 +213,12 @@ def segment_classes(trace: Trace, window: Window):
     del unions
     gpu_run = trace.has_gpu
     framework_python = c["framework_python"] if gpu_run else (c["framework_python"] & ~c["cpu_ops"])
+    # 'user code' says the innermost *Python* frame is in a user file; while an exact record (torch
+    # op, CUDA API call) shows the host inside the framework below that frame, the time is the
+    # framework's.  (Measured on an H100: a Python loop of 30k x.add_() was 'user code' 380 ms of
+    # 460 ms although ~all host time is in torch dispatch and cudaLaunchKernel.)  Tokenization and
+    # preprocessing keep their time: there the frame names the purpose of the op.
+    user_code = c["user_code"] & ~c["in_op"]
     rules = [
         ("gpu_compute", [], [c["kernel"]]),
         ("h2d_copy", [], [c["h2d"]]),
@@ -217,7 +226,7 @@ def segment_classes(trace: Trace, window: Window):
         ("other_copy", [], [c["copy_other"]]),
         ("sync_wait", [], [c["sync"]]),
         ("cpu_preprocessing", ["tokenization", "preprocessing", "user_code"],
-         [c["tokenization"], c["preprocessing"], c["user_code"]]),
+         [c["tokenization"], c["preprocessing"], user_code]),
         ("framework_overhead", ["launch_api", "runtime_api", "framework_ops", "framework_python"],
          [c["launch_api"], c["runtime_api"], c["framework_ops"], framework_python]),
         ("cpu_compute", [], [c["cpu_ops"]]),

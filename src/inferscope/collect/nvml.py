@@ -71,6 +71,20 @@ class NvmlSampler:
             self.warning = f"NVML unavailable ({type(e).__name__}: {e}); GPU counters not recorded"
             self.handles = []
         self._extra = self._optional_metrics() if self.handles else []
+        self._mem = self._memory_getter() if self.handles else None
+
+    def _memory_getter(self):
+        """Used memory as nvidia-smi reports it: the v2 query excludes the driver's reserved
+        memory (~480 MiB on an H100, measured); the v1 query counts it as used."""
+        nv = self.nv
+        v2 = getattr(nv, "nvmlMemory_v2", None)
+        if v2 is not None:
+            try:
+                nv.nvmlDeviceGetMemoryInfo(self.handles[0], version=v2)
+                return lambda h: float(nv.nvmlDeviceGetMemoryInfo(h, version=v2).used)
+            except Exception:
+                pass
+        return lambda h: float(nv.nvmlDeviceGetMemoryInfo(h).used)
 
     def _optional_metrics(self) -> list:
         """(name, getter) for metrics older drivers / bindings may lack; each probed once."""
@@ -102,7 +116,7 @@ class NvmlSampler:
                 u = nv.nvmlDeviceGetUtilizationRates(h)
                 ap((1, "gpu.util_pct", d, ts, float(u.gpu)))
                 ap((1, "gpu.mem_util_pct", d, ts, float(u.memory)))
-                ap((1, "gpu.mem_used_bytes", d, ts, float(nv.nvmlDeviceGetMemoryInfo(h).used)))
+                ap((1, "gpu.mem_used_bytes", d, ts, self._mem(h)))
                 ap((1, "gpu.sm_clock_mhz", d, ts, float(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM))))
                 ap((1, "gpu.power_w", d, ts, nv.nvmlDeviceGetPowerUsage(h) / 1000.0))
                 ap((1, "gpu.temp_c", d, ts, float(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))))

@@ -127,7 +127,7 @@ class Session:
         # torch: now if already imported, else when the workload imports it
         if cfg.torch_profiler != "off":
             from .torchprof import TorchImportHook, TorchProfiler
-            self.torch = TorchProfiler(log)
+            self.torch = TorchProfiler(log, cuda_only=cfg.torch_profiler == "cuda")
             if "torch" in sys.modules:
                 self._on_torch_import()
             else:
@@ -160,7 +160,7 @@ class Session:
         self.gpu_count = n if self.gpu_count is None else max(n, self.gpu_count)
         if n > 1:
             self.single_gpu_error = multi_gpu_message(n)
-        if self.torch is not None and self.cfg.torch_profiler == "auto":
+        if self.torch is not None and self.cfg.torch_profiler in ("auto", "cuda"):
             try:
                 cuda = bool(torch.cuda.is_available())
             except Exception:
@@ -360,16 +360,29 @@ class Session:
         s = kt.spans
         ann = (s.kind == int(SpanKind.ANNOTATION)) | (s.kind == int(SpanKind.OTHER))
         starts = {}
+        marker_spans = np.zeros(0, dtype=np.int64)
+        if self.torch.cuda_only:
+            # markers are the finalising thread's last cudaDeviceSynchronize calls, one per bracket
+            sq_ids = [i for i, x in enumerate(strs) if x.startswith("cudaDeviceSynchronize")]
+            if sq_ids and self.torch.marker_tid is not None and self.torch.markers:
+                on_tid = kt.tracks.tid[s.track] == self.torch.marker_tid
+                cand = np.flatnonzero(np.isin(s.name, sq_ids) & on_tid & (s.kind == int(SpanKind.RUNTIME)))
+                marker_spans = cand[-len(self.torch.markers):]
+                if len(marker_spans) == len(self.torch.markers):
+                    for (nm, _, _), i in zip(self.torch.markers, marker_spans.tolist()):
+                        starts[nm] = int(s.start_ns[i])
         for i in np.flatnonzero(ann):
             nm = strs[s.name[i]] if s.name[i] >= 0 else ""
             if nm.startswith(SYNC_PREFIX):
                 starts.setdefault(nm, int(s.start_ns[i]))
         off, err_us, _ = clock_offset(starts, self.torch.markers)
         if off is None:
-            warnings.append("torch profiler trace has no clock-sync markers; torch ops not merged")
+            warnings.append("torch profiler trace has no clock-sync markers; torch ops not merged" +
+                            (" (torch_profiler=cuda: the program never initialised CUDA)" if self.torch.cuda_only else ""))
             return 0, None
         drop_names = {i for i, x in enumerate(strs) if x.startswith("inferscope::") or x in self.scope_names}
         keep = ~(ann & np.isin(s.name, np.fromiter(drop_names, dtype=np.int64, count=len(drop_names))))
+        keep[marker_spans] = False   # our own clock markers (cuda-only mode)
         # bounded memory: torch events share the buffer budget; drop the oldest beyond it
         room = max(0, self.buffer.capacity - n_own)
         kept_idx = np.flatnonzero(keep)
