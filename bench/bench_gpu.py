@@ -149,7 +149,7 @@ def ncu_capture(art: Path, ncu_dir: Path) -> None:
     demo = [PY, str(REPO / "examples" / "llm_demo.py"), "--device", "cuda", "--requests", "1", "--max-new-tokens", "8"]
     rep_file = ncu_dir / "demo.ncu-rep"
     # skip the prefill and first decode steps, profile a window of decode kernels
-    cmd = ["ncu", "--launch-skip", "400", "--launch-count", "60", "--clock-control", "none",
+    cmd = ["ncu", "--launch-skip", "400", "--launch-count", "40", "--clock-control", "none",
            "--export", str(rep_file), "--force-overwrite"] + demo
     env = dict(os.environ, INFERSCOPE_ENABLED="0")
     t = time.perf_counter()
