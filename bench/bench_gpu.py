@@ -89,7 +89,6 @@ def run_tests(art: Path) -> int:
 VARIANTS = {   # name -> (bench_overhead mode, extra environment for the inferscope mode)
     "inferscope": ("inferscope", {}),
     "inferscope-noprof": ("inferscope", {"INFERSCOPE_TORCH_PROFILER": "off"}),
-    "inferscope-cuda": ("inferscope", {"INFERSCOPE_TORCH_PROFILER": "cuda"}),   # CUDA activities, no op recording
     "torchprof-cuda": ("torchprof-cuda", {}),          # plain torch.profiler, CPU + CUDA activities
     "torchprof-cudaonly": ("torchprof-cudaonly", {}),  # plain torch.profiler, CUDA activities only
 }
@@ -111,12 +110,16 @@ def overhead(workloads: list[str], pairs: int, seed: int, variants: list[str]) -
             bo.run_once("base", script, tmp, {})          # warm caches (page cache, CUDA JIT cache)
             names = ["base"] + variants
             res = {m: [] for m in names}
+            est = {m: [] for m in names}    # InferScope's own overhead estimate (trace meta), per run
             for i in range(pairs):
                 order = names[:]
                 rng.shuffle(order)
                 for m in order:
                     mode, env = VARIANTS.get(m, (m, {}))
                     res[m].append(bo.run_once(mode, script, tmp, env))
+                    if mode == "inferscope":
+                        from inferscope.trace import native
+                        est[m].append(native.load(tmp / "t.iscope").meta["collection"].get("estimated_overhead_pct"))
                 print(f"  {wl} round {i + 1} process/gpu s: " + ", ".join(
                     f"{m} {res[m][-1][1]:.3f}/{res[m][-1][4] or 0:.4f}" for m in names), flush=True)
             out[wl] = {"base_process_s_median": round(statistics.median(b[1] for b in res["base"]), 3)}
@@ -129,9 +132,16 @@ def overhead(workloads: list[str], pairs: int, seed: int, variants: list[str]) -
                         row[label] = {"median": round(statistics.median(rat), 4), "ci95": [round(lo, 4), round(hi, 4)],
                                       "min_ratio": round(min(s[k] for s in res[m] if s[k]) /
                                                          min(b[k] for b in res["base"] if b[k]), 4)}
+                if est[m] and all(e is not None for e in est[m]):
+                    # the estimate is a share of the process's CPU time; the measured share is 1 - 1/ratio
+                    row["estimated_overhead_pct_median"] = round(statistics.median(est[m]), 2)
+                    if "process_cpu" in row:
+                        row["measured_cpu_share_pct"] = round(100 * (1 - 1 / row["process_cpu"]["median"]), 2)
                 out[wl][m] = row
                 print(f"{wl} {m}: " + ", ".join(f"{lab} {v['median']:.3f} [{v['ci95'][0]:.2f}-{v['ci95'][1]:.2f}]"
-                                                 for lab, v in row.items()), flush=True)
+                                                 for lab, v in row.items() if isinstance(v, dict))
+                      + (f"; estimated overhead {row['estimated_overhead_pct_median']}% of process CPU vs measured "
+                         f"{row.get('measured_cpu_share_pct')}%" if "estimated_overhead_pct_median" in row else ""), flush=True)
     return out
 
 

@@ -2,7 +2,7 @@
 
 Keys (seed 001): enabled, log_level, trace_size_mb, sync_error_margin_us, report_format,
 report_path, cuda_version, cpu_sampling_frequency_hz.  InferScope additions:
-system_sampling_hz, torch_profiler (auto|on|cuda|off), flush_interval_s, perf_ip_sampling.
+system_sampling_hz, torch_profiler (auto|on|off), flush_interval_s, perf_ip_sampling.
 A bad value raises ConfigError (one line; the CLI exits 2).
 """
 from __future__ import annotations
@@ -128,8 +128,8 @@ def _validate(key: str, v, where: str):
     if key == "torch_profiler":
         s = str(v).strip().lower()
         s = {"1": "on", "true": "on", "yes": "on", "0": "off", "false": "off", "no": "off"}.get(s, s)
-        if s not in ("auto", "on", "off", "cuda"):
-            raise ConfigError(f"{where}: torch_profiler must be auto, on, cuda or off; got {v!r}")
+        if s not in ("auto", "on", "off"):
+            raise ConfigError(f"{where}: torch_profiler must be auto, on or off; got {v!r}")
         return s
     raise ConfigError(f"{where}: unknown configuration key {key!r}")
 

@@ -127,7 +127,7 @@ class Session:
         # torch: now if already imported, else when the workload imports it
         if cfg.torch_profiler != "off":
             from .torchprof import TorchImportHook, TorchProfiler
-            self.torch = TorchProfiler(log, cuda_only=cfg.torch_profiler == "cuda")
+            self.torch = TorchProfiler(log)
             if "torch" in sys.modules:
                 self._on_torch_import()
             else:
@@ -160,7 +160,7 @@ class Session:
         self.gpu_count = n if self.gpu_count is None else max(n, self.gpu_count)
         if n > 1:
             self.single_gpu_error = multi_gpu_message(n)
-        if self.torch is not None and self.cfg.torch_profiler in ("auto", "cuda"):
+        if self.torch is not None and self.cfg.torch_profiler == "auto":
             try:
                 cuda = bool(torch.cuda.is_available())
             except Exception:
@@ -298,6 +298,7 @@ class Session:
         if kineto_path:
             dropped_extra, err_us = self._merge_kineto(b, kineto_path, len(events), warnings, meta_devices)
             meta["clock_sync_error_us"] = err_us
+            self._profiler_cost(meta)
             if err_us is not None and err_us > self.cfg.sync_error_margin_us:
                 warnings.append(f"clock sync error {err_us:.0f} us exceeds the margin of "
                                 f"{self.cfg.sync_error_margin_us:g} us (INFERSCOPE_SYNC_ERROR_MARGIN_US): "
@@ -346,6 +347,26 @@ class Session:
             miss.append("gpu_kernels")
         return miss
 
+    _profiler_host_events = 0
+
+    def _profiler_cost(self, meta: dict) -> None:
+        """Add torch.profiler's estimated cost (recorded host events x measured cost per event) to
+        the overhead estimate: the sampler's own CPU time alone says nothing about it."""
+        from .torchprof import PROFILER_COST_PER_HOST_EVENT_US as per_us
+        n = self._profiler_host_events
+        est_ms = n * per_us / 1e3
+        meta["profiler_host_events"] = n
+        meta["estimated_profiler_overhead_ms"] = round(est_ms, 1)
+        proc_ms = (time.process_time_ns() - self.cpu_start_ns) / 1e6
+        own_ms = self.thread_cpu_ns() / 1e6
+        if proc_ms > 0:
+            # same basis as without the profiler: share of the process's CPU time spent on collection
+            meta["estimated_overhead_pct"] = round(min(100.0, 100.0 * (own_ms + est_ms) / proc_ms), 2)
+        meta["overhead_basis"] = (
+            "(CPU time of InferScope's sampler + housekeeping threads + torch.profiler estimated as "
+            f"{n} recorded ops and CUDA API calls x {per_us:g} us, measured on an H100 host) / "
+            "CPU time of the whole process; an estimate: the per-event cost depends on the CPU")
+
     def _merge_kineto(self, b, path: str, n_own: int, warnings: list, devices: list) -> tuple[int, float | None]:
         import numpy as np
         from ..trace.kinds import SpanKind, TrackKind
@@ -360,29 +381,16 @@ class Session:
         s = kt.spans
         ann = (s.kind == int(SpanKind.ANNOTATION)) | (s.kind == int(SpanKind.OTHER))
         starts = {}
-        marker_spans = np.zeros(0, dtype=np.int64)
-        if self.torch.cuda_only:
-            # markers are the finalising thread's last cudaDeviceSynchronize calls, one per bracket
-            sq_ids = [i for i, x in enumerate(strs) if x.startswith("cudaDeviceSynchronize")]
-            if sq_ids and self.torch.marker_tid is not None and self.torch.markers:
-                on_tid = kt.tracks.tid[s.track] == self.torch.marker_tid
-                cand = np.flatnonzero(np.isin(s.name, sq_ids) & on_tid & (s.kind == int(SpanKind.RUNTIME)))
-                marker_spans = cand[-len(self.torch.markers):]
-                if len(marker_spans) == len(self.torch.markers):
-                    for (nm, _, _), i in zip(self.torch.markers, marker_spans.tolist()):
-                        starts[nm] = int(s.start_ns[i])
         for i in np.flatnonzero(ann):
             nm = strs[s.name[i]] if s.name[i] >= 0 else ""
             if nm.startswith(SYNC_PREFIX):
                 starts.setdefault(nm, int(s.start_ns[i]))
         off, err_us, _ = clock_offset(starts, self.torch.markers)
         if off is None:
-            warnings.append("torch profiler trace has no clock-sync markers; torch ops not merged" +
-                            (" (torch_profiler=cuda: the program never initialised CUDA)" if self.torch.cuda_only else ""))
+            warnings.append("torch profiler trace has no clock-sync markers; torch ops not merged")
             return 0, None
         drop_names = {i for i, x in enumerate(strs) if x.startswith("inferscope::") or x in self.scope_names}
         keep = ~(ann & np.isin(s.name, np.fromiter(drop_names, dtype=np.int64, count=len(drop_names))))
-        keep[marker_spans] = False   # our own clock markers (cuda-only mode)
         # bounded memory: torch events share the buffer budget; drop the oldest beyond it
         room = max(0, self.buffer.capacity - n_own)
         kept_idx = np.flatnonzero(keep)
@@ -398,6 +406,8 @@ class Session:
                                    device=int(tk.device[t]),
                                    name=strs[tk.name[t]] if tk.name[t] >= 0 and int(tk.kind[t]) == int(TrackKind.COUNTER) else "")
                            for t in range(len(tk))] or [0], dtype=np.int32)
+        kk = s.kind[np.flatnonzero(keep)]
+        self._profiler_host_events = int(np.isin(kk, [int(SpanKind.CPU_OP), int(SpanKind.RUNTIME), int(SpanKind.DRIVER)]).sum())
         cols = {}
         for k in SPAN_COLUMNS:
             v = getattr(s, k)[kept_idx]

@@ -12,11 +12,6 @@
   offset_k = marker start in the profiler's clock - bracket midpoint; the median offset maps the
   profiler's events onto the perf_counter_ns clock; the residual (max |offset_k - median| +
   half the median bracket) is the clock-sync error.
-* ``cuda_only`` (INFERSCOPE_TORCH_PROFILER=cuda): CUDA activities only (kernels, copies, CUDA API
-  calls), no CPU-op recording - cheaper per op, but ops are not named.  record_function ranges are
-  not recorded then, so the markers are ``cudaDeviceSynchronize`` calls (``torch.cuda.synchronize``)
-  made at stop, after the program's work (only when the program initialised CUDA), matched to the
-  brackets in order: the last ``cudaDeviceSynchronize`` calls of the finalising thread.
 """
 from __future__ import annotations
 
@@ -26,6 +21,13 @@ import threading
 import time
 
 SYNC_PREFIX = "inferscope::sync#"
+
+# What torch.profiler (CPU ops + CUDA activities) adds to the profiled thread per recorded host
+# event (a CPU op or a CUDA runtime/driver call).  Measured on an H100 host (torch 2.11, CUDA 13,
+# bench/bench_gpu.py, bench/README.md): a 30k-launch x.add_() loop took +7 us per op+launch pair
+# under InferScope (its loop 0.21-0.30 s -> 0.40-0.67 s).  Used for the overhead *estimate* in
+# the trace meta; the true cost depends on the host CPU.
+PROFILER_COST_PER_HOST_EVENT_US = 3.5
 
 
 class _LoaderProxy(importlib.abc.Loader):
@@ -81,9 +83,7 @@ class TorchImportHook(importlib.abc.MetaPathFinder):
 
 
 class TorchProfiler:
-    def __init__(self, log, cuda_only: bool = False) -> None:
-        self.cuda_only = cuda_only
-        self.marker_tid: int | None = None
+    def __init__(self, log) -> None:
         self.prof = None
         self.log = log
         self.markers: list[tuple[str, int, int]] = []   # (name, t0, t1) perf_counter_ns
@@ -103,22 +103,17 @@ class TorchProfiler:
             import torch.autograd.profiler as ap
             self.cuda = bool(torch.cuda.is_available())
             kw = dict(use_kineto=True, record_shapes=False, with_stack=False, profile_memory=False)
-            if self.cuda_only and not self.cuda:
-                raise RuntimeError("torch_profiler=cuda but CUDA is not available")
             try:
-                p = ap.profile(use_cpu=not self.cuda_only, use_device="cuda" if self.cuda else None, **kw)
+                p = ap.profile(use_cpu=True, use_device="cuda" if self.cuda else None, **kw)
             except TypeError:
-                if self.cuda_only:
-                    raise
                 p = ap.profile(use_cuda=self.cuda, **kw)
             p._prepare_trace()
             p._start_trace()
             self.prof = p
             self.started_ns = time.perf_counter_ns()
-            if not self.cuda_only:
-                self.sync_marker()  # warm-up (first record_function is slow)
-                for _ in range(3):
-                    self.sync_marker()
+            self.sync_marker()  # warm-up (first record_function is slow)
+            for _ in range(3):
+                self.sync_marker()
             return True
         except Exception as e:
             self.error = f"torch profiler could not start ({type(e).__name__}: {e}); torch ops not recorded"
@@ -128,8 +123,6 @@ class TorchProfiler:
     def sync_marker(self) -> None:
         if self.prof is None:
             return
-        if self.cuda_only:
-            return self._cuda_marker()
         try:
             from torch.autograd.profiler import record_function
             with self._lock:
@@ -143,30 +136,10 @@ class TorchProfiler:
         except Exception:
             pass
 
-    def _cuda_marker(self) -> None:
-        try:
-            import torch
-            if not torch.cuda.is_initialized():     # never create a context the program did not
-                return
-            self.marker_tid = threading.get_native_id()
-            with self._lock:
-                self._n += 1
-                name = f"{SYNC_PREFIX}{self._n}"
-            t0 = time.perf_counter_ns()
-            torch.cuda.synchronize()
-            t1 = time.perf_counter_ns()
-            self.markers.append((name, t0, t1))
-        except Exception:
-            pass
-
     def stop_and_export(self, path: str) -> bool:
         if self.prof is None:
             return False
-        if self.cuda_only:
-            for _ in range(6):       # the first is a warm-up (clock_offset skips it)
-                self._cuda_marker()
-        else:
-            self.sync_marker()
+        self.sync_marker()
         p, self.prof = self.prof, None
         try:
             p.__exit__(None, None, None)
