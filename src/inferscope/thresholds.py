@@ -20,6 +20,7 @@ TINY_KERNEL_US = 10.0
 DOMINANT_KERNEL_SHARE_PCT = 50.0
 
 # --- GPU idle ----------------------------------------------------------------
+# Source: seed 002 (utilisation alert threshold) and HTA's idle-time breakdown.
 # Seed 002 alerts below 10% utilisation; we flag idle above 30% of the window as
 # worth a look (medium) and above 60% as the first thing to fix (high).
 GPU_IDLE_MEDIUM_PCT = 30.0
@@ -32,19 +33,48 @@ SMALL_COPY_BYTES = 64 * 1024
 # of the window, is a small-copy storm.
 SMALL_COPY_STORM_COUNT = 100
 SMALL_COPY_STORM_PCT = 5.0
-# Pageable copies: flag when they take more than this share of the window.
+# Pageable copies: flag (medium) when their cost (host blocked in their calls, or their GPU time
+# when no call is recorded) is more than this share of the window.  Source: nsys expert-system
+# rule cuda_memcpy_async (any pageable async copy is reported); we keep tiny ones at "low".
 PAGEABLE_COPY_MIN_PCT = 1.0
 PAGEABLE_COPY_MIN_COUNT = 1
 # A D2H read of at most this many bytes followed by a sync is the `.item()` pattern.
 TINY_D2H_BYTES = 16
 
 # --- synchronisation ---------------------------------------------------------
-SYNC_STALL_MEDIUM_PCT = 5.0   # host blocked in sync calls, share of window
+# Host blocked in sync calls with the GPU idle (breakdown sync_wait), share of the window.
+# Source: InferScope's own rule; 5 % is where removing per-step .item() is usually worth it,
+# 20 % makes it the first thing to fix.  SYNC_STALL_HIGH_PCT also rates pageable copies whose
+# calls block the host that long (the same cost, seen from the copy).
+SYNC_STALL_MEDIUM_PCT = 5.0
 SYNC_STALL_HIGH_PCT = 20.0
 
 # --- CPU preprocessing -------------------------------------------------------
+# Source: InferScope's own rule (seed 000: "is tokenization/preprocessing the bottleneck?").
+# A tenth of end-to-end time with the GPU idle is worth moving off the critical path; a third
+# makes it the first thing to fix.
 CPU_PREPROCESSING_MEDIUM_PCT = 10.0
 CPU_PREPROCESSING_HIGH_PCT = 30.0
+
+# --- GPU communication (HTA's compute/communication overlap) --------------------
+# Source: HTA "Communication computation overlap" reports the share of communication time that
+# overlaps compute; what costs wall time is communication with no compute beside it (breakdown
+# `gpu_communication`).  A tenth of the window is worth a look, a third is the first thing to fix
+# (same scale as the other host/GPU categories here).
+COMM_EXPOSED_MEDIUM_PCT = 10.0
+COMM_EXPOSED_HIGH_PCT = 30.0
+
+# --- framework overhead, CPU compute, waiting, coverage -------------------------------
+# Source: InferScope's own rules, on the same scale as the verdict: a category holding this share
+# of the window is large enough to name even when it does not decide the verdict.
+FRAMEWORK_OVERHEAD_MEDIUM_PCT = 30.0
+CPU_COMPUTE_INFO_PCT = 30.0
+# Off-CPU waiting with nothing else running: a tenth of the window is noticeable (low), a fifth
+# is a real cost (medium).
+HOST_WAITING_LOW_PCT = 10.0
+HOST_WAITING_MEDIUM_PCT = 20.0
+# Unexplained time ('other') above this share: the trace lacks the data for a diagnosis.
+LOW_COVERAGE_OTHER_PCT = 30.0
 
 # --- host launch bound -------------------------------------------------------
 # GPU mostly idle between kernels and the host busy launching: launch API time
@@ -65,6 +95,9 @@ IDLE_GAP_MIN_NS = 1_000
 ONE_OFF_CALL_MIN_PCT = 10.0
 ONE_OFF_CALL_MIN_MS = 10.0
 ONE_OFF_HIGH_PCT = 30.0   # their union above this share decides the verdict (init_bound)
+# An op that spends at least this fraction of its time in blocking sync calls inside it
+# (aten::copy_ around a pageable copy, aten::item) is a sync, not start-up work.
+ONE_OFF_SYNC_INSIDE_MAX_FRACTION = 0.5
 
 # --- GPU-bound details ---------------------------------------------------------
 # Elementwise + copy kernels above this share of kernel time: fusion is the lever.

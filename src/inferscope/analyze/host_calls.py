@@ -37,7 +37,7 @@ def one_off_host_calls(trace: Trace, window: Window, top_n: int = 5) -> dict:
         keep = []
         for i in cand.tolist():
             inside = sidx[(s.track[sidx] == s.track[i]) & (s.start_ns[sidx] >= s.start_ns[i]) & (s.end_ns[sidx] <= s.end_ns[i])]
-            if int((s.end_ns[inside] - s.start_ns[inside]).sum()) < 0.5 * int(s.end_ns[i] - s.start_ns[i]):
+            if int((s.end_ns[inside] - s.start_ns[inside]).sum()) < T.ONE_OFF_SYNC_INSIDE_MAX_FRACTION * int(s.end_ns[i] - s.start_ns[i]):
                 keep.append(i)
         cand = np.asarray(keep, dtype=np.int64)
     # a call that recurs (>= 3 long calls of the same name) is steady-state behaviour, not start-up

@@ -22,7 +22,7 @@ from .sampling import cpu_sampling
 from .syncs import sync_table, syncs
 from .window import resolve_window
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # Extra analyses: (result key, fn(trace, window, options) -> dict).  A returned dict may
 # carry "tables" ({name: {columns, rows}}) and "warnings" ([str]); both are merged into the
