@@ -381,44 +381,42 @@ def framework_overhead(res: dict, found: dict) -> dict | None:
                      "work per call.")
 
 
+def _category_evidence(res: dict, cat: str) -> Evidence:
+    """Evidence of a finding about one breakdown category: its share and time."""
+    e = Evidence(res)
+    e.cite(f"{cat}_pct", f"breakdown[{cat}].pct", 2)
+    e.cite(f"{cat}_ms", f"breakdown[{cat}].ms")
+    return e
+
+
 def cpu_compute(res: dict, found: dict) -> dict | None:
     cc = _pct(res, "cpu_compute")
     if res.get("gpu") is not None or cc < T.CPU_COMPUTE_INFO_PCT:
         return None
-    e = Evidence(res)
-    e.cite("cpu_compute_pct", "breakdown[cpu_compute].pct", 2)
-    e.cite("cpu_compute_ms", "breakdown[cpu_compute].ms")
-    return e.finding("cpu_compute", "info", "Model compute runs on the CPU",
-                     [f"Framework ops computing on the CPU take {cc:.1f}% of the window (no GPU activity in the trace)."],
-                     "On CPU: check torch.get_num_threads() matches the cores you own, use bf16/int8 (quantization) or a "
-                     "GPU for the model.")
+    return _category_evidence(res, "cpu_compute").finding(
+        "cpu_compute", "info", "Model compute runs on the CPU",
+        [f"Framework ops computing on the CPU take {cc:.1f}% of the window (no GPU activity in the trace)."],
+        "On CPU: check torch.get_num_threads() matches the cores you own, use bf16/int8 (quantization) or a GPU for the model.")
 
 
 def host_waiting(res: dict, found: dict) -> dict | None:
     wt = _pct(res, "waiting")
     if wt < T.HOST_WAITING_LOW_PCT:
         return None
-    e = Evidence(res)
-    e.cite("waiting_pct", "breakdown[waiting].pct", 2)
-    e.cite("waiting_ms", "breakdown[waiting].ms")
-    return e.finding("host_waiting", "medium" if wt >= T.HOST_WAITING_MEDIUM_PCT else "low",
-                     "The inference thread waits off-CPU",
-                     [f"Threads were off-CPU (sleep, I/O, locks) for {wt:.1f}% of the window with nothing else running."],
-                     "Find the blocking call (I/O, queue get, lock) on the inference path and move it off or make it "
-                     "asynchronous.")
+    return _category_evidence(res, "waiting").finding(
+        "host_waiting", "medium" if wt >= T.HOST_WAITING_MEDIUM_PCT else "low", "The inference thread waits off-CPU",
+        [f"Threads were off-CPU (sleep, I/O, locks) for {wt:.1f}% of the window with nothing else running."],
+        "Find the blocking call (I/O, queue get, lock) on the inference path and move it off or make it asynchronous.")
 
 
 def low_coverage(res: dict, found: dict) -> dict | None:
     oth = _pct(res, "other")
     if oth < T.LOW_COVERAGE_OTHER_PCT:
         return None
-    e = Evidence(res)
-    e.cite("other_pct", "breakdown[other].pct", 2)
-    e.cite("other_ms", "breakdown[other].ms")
-    return e.finding("low_coverage", "info", "Much of the window is not explained by the trace",
-                     [f"{oth:.1f}% of the window has no recorded GPU work, API call, op or sampled CPU activity."],
-                     "Record more: run under `inferscope run` (CPU sampling) or enable CPU activities / with_stack in "
-                     "torch.profiler.")
+    return _category_evidence(res, "other").finding(
+        "low_coverage", "info", "Much of the window is not explained by the trace",
+        [f"{oth:.1f}% of the window has no recorded GPU work, API call, op or sampled CPU activity."],
+        "Record more: run under `inferscope run` (CPU sampling) or enable CPU activities / with_stack in torch.profiler.")
 
 
 # Order matters only where a rule reads an earlier one (framework_overhead after host_launch_bound).
