@@ -47,7 +47,7 @@ def analyze_nsys_extras(trace: Trace, window=None, options=None) -> dict:
     # ---- launch latency ------------------------------------------------------
     kflow = np.isin(s.kind[fdst], [SpanKind.KERNEL, SpanKind.GRAPH_LAUNCH]) & api_in[fsrc]
     ks, kd = fsrc[kflow], fdst[kflow]
-    ll: dict = {"launches": 0, "api_ms": 0.0, "queue_ms": 0.0, "kernel_ms": 0.0, "queued_launches": 0,
+    ll: dict = {"launches": 0, "api_ms": 0.0, "queue_ms": 0.0, "linked_kernel_sum_ms": 0.0, "queued_launches": 0,
                 "api_to_kernel_ratio": None}
     rows = []
     if len(ks):
@@ -59,7 +59,7 @@ def analyze_nsys_extras(trace: Trace, window=None, options=None) -> dict:
         queue = first - s.end_ns[apis]
         queued = queue > 0
         ll.update(launches=int(len(apis)), api_ms=_ms(api_dur.sum()), queue_ms=_ms(queue[queued].sum()),
-                  kernel_ms=_ms(ktime.sum()), queued_launches=int(queued.sum()),
+                  linked_kernel_sum_ms=_ms(ktime.sum()), queued_launches=int(queued.sum()),
                   api_to_kernel_ratio=round(float(api_dur.sum() / ktime.sum()), 4) if ktime.sum() else None)
         nm = s.name[apis]
         un, ninv = fast_unique(nm, return_inverse=True)
