@@ -91,6 +91,9 @@ def test_one_kernel_time_rule(path):
         g = res["gpu"]
         assert g["kernel_busy_ms"] <= ks + 1e-6 and g["kernel_busy_ms"] <= res["e2e_ms"] + 1e-6
         assert g["busy_ms"] <= res["e2e_ms"] + 1e-6
+        # exposed communication (the breakdown) = communication busy minus its overlap with compute
+        comm_cat = next(r for r in res["breakdown"] if r["category"] == "gpu_communication")["ms"]
+        assert comm_cat == pytest.approx(g["comm_kernel_busy_ms"] - g["compute_comm_overlap_ms"], abs=1e-6)
         if k["classes"]:
             comm = sum(r["ms"] for r in k["classes"] if r["class"] == "communication")
             assert (comm > 0) == (g["comm_kernel_busy_ms"] > 0)

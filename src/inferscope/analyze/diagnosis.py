@@ -126,7 +126,7 @@ def gpu_idle(res: dict, found: dict) -> dict | None:
     if bc and any(bc.values()):
         n = e.cite("streams", "idle_gaps.streams")
         for k in bc:
-            e.cite(f"stream_gap_{k}_stream_ms", f"idle_gaps.by_class_stream_ms.{k}")
+            e.cite(f"gap_{k}_stream_ms", f"idle_gaps.by_class_stream_ms.{k}")
         txt.append(f"Per-stream gaps by cause, summed over {n} stream(s) (stream-time, not window time): "
                    + ", ".join(f"{k} {v:.2f} ms" for k, v in bc.items()) + ".")
     if gaps.get("largest"):
