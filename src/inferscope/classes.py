@@ -125,7 +125,6 @@ LAUNCH_API_RE = re.compile(
     r"|^hipLaunchKernel|^hipGraphLaunch"
 )
 GRAPH_LAUNCH_API_RE = re.compile(r"GraphLaunch")
-ASYNC_COPY_API_RE = re.compile(r"^(cuda|hip)Memcpy\w*Async|^cuMemcpy\w*Async")
 # Async copy/memset entry points (nsys `cuda_memcpy_async` rule): the call returns before the
 # copy ends unless the host side is pageable.
 ASYNC_MEMOP_API_RE = re.compile(r"(Memcpy|Memset)\w*Async|Async$", re.I)
@@ -140,8 +139,6 @@ COMM_KERNEL_RE = re.compile(
     r"|allreduce_(fusion|kernel)|quick_?reduce")
 # Host-side collective ops (torch.distributed / c10d, Gloo on the CPU): the op that issues them.
 COMM_OP_RE = re.compile(r"^(nccl|gloo|mpi|ucc):|^c10d::|^record_param_comms$")
-
-STEP_NAME_RE = re.compile(r"^ProfilerStep#\d+$")
 
 
 def api_base_name(name: str) -> str:

@@ -10,7 +10,8 @@ Rule (documented in ARCHITECTURE.md and quoted in every report):
     d2h_copy           device->host memcpy
     other_copy         other memcpy (D2D, P2P, H2H) and memset
     -- below here the GPU is idle --
-    sync_wait          host blocked in a synchronising API call (cuda*Synchronize, blocking cudaMemcpy/Memset)
+    sync_wait          host blocked in a synchronising API call (cuda*Synchronize, blocking cudaMemcpy/Memset,
+                       *MemcpyAsync of a pageable host buffer: classify.sync_api_mask)
     cpu_preprocessing  tokenization > other preprocessing > user code  (sampled classes; ranges named
                        like tokenize / preprocess; self time of Python functions in tokenizer,
                        image/data libraries, or in user files)

@@ -10,9 +10,9 @@ import numpy as np
 from ..trace.kinds import CopyKind, SpanKind
 from ..trace.model import Trace
 
-from ..classes import (ASYNC_COPY_API_RE, BLOCKING_SYNC_API_RE, COMM_KERNEL_RE, GRAPH_LAUNCH_API_RE,  # noqa: F401
-                       LAUNCH_API_RE, PREPROCESS_NAME_RE, STEP_NAME_RE, STREAM_WAIT_API_RE, SYNC_LIKE_NAME_RE,
-                       TOKENIZE_NAME_RE, api_base_name)
+# re-exported for the analyses: every name rule lives in classes.py
+from ..classes import (BLOCKING_SYNC_API_RE, COMM_KERNEL_RE, GRAPH_LAUNCH_API_RE, LAUNCH_API_RE,  # noqa: F401
+                       PREPROCESS_NAME_RE, STREAM_WAIT_API_RE, SYNC_LIKE_NAME_RE, TOKENIZE_NAME_RE, api_base_name)
 
 
 def _memo(trace: Trace, key: str, fn) -> np.ndarray:
@@ -58,19 +58,38 @@ def sync_api_mask(trace: Trace) -> np.ndarray:
                  | pageable_copy_launch_mask(trace))
 
 
+def host_side_mem(trace: Trace, idx: np.ndarray) -> np.ndarray:
+    """Memory kind of the host side of copies ``idx`` (H2D: source, D2H: destination; else UNKNOWN)."""
+    from ..trace.kinds import MemKind
+    s = trace.spans
+    ck = s.copy_kind[idx]
+    return np.where(ck == CopyKind.H2D, s.src_mem[idx], np.where(ck == CopyKind.D2H, s.dst_mem[idx], MemKind.UNKNOWN))
+
+
+def pageable_copy_mask(trace: Trace) -> np.ndarray:
+    """MEMCPY spans whose host side is pageable (the driver stages them through a pinned buffer)."""
+    from ..trace.kinds import MemKind
+
+    def build():
+        s = trace.spans
+        out = np.zeros(len(s), dtype=bool)
+        cp = np.flatnonzero(s.kind == SpanKind.MEMCPY)
+        out[cp[host_side_mem(trace, cp) == MemKind.PAGEABLE]] = True
+        return out
+    return _memo(trace, "pageable_copy", build)
+
+
 def pageable_copy_launch_mask(trace: Trace) -> np.ndarray:
-    from ..trace.kinds import FlowKind, MemKind
+    """Host calls that launched a pageable copy (via LAUNCH flows)."""
+    from ..trace.kinds import FlowKind
     s = trace.spans
     out = np.zeros(len(s), dtype=bool)
     f = trace.flows
     if not len(f):
         return out
-    dst = f.dst[f.kind == FlowKind.LAUNCH]
-    src = f.src[f.kind == FlowKind.LAUNCH]
-    ck = s.copy_kind[dst]
-    host_mem = np.where(ck == CopyKind.H2D, s.src_mem[dst], np.where(ck == CopyKind.D2H, s.dst_mem[dst], 0))
-    pg = (s.kind[dst] == SpanKind.MEMCPY) & (host_mem == MemKind.PAGEABLE)
-    out[src[pg]] = True
+    lm = f.kind == FlowKind.LAUNCH
+    dst, src = f.dst[lm], f.src[lm]
+    out[src[pageable_copy_mask(trace)[dst]]] = True
     return out
 
 

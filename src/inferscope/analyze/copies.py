@@ -7,14 +7,9 @@ import numpy as np
 from .. import thresholds
 from ..trace.kinds import CopyKind, MemKind, SpanKind
 from ..trace.model import Trace
+from .classify import host_side_mem
 from .links import launchers_for
 from .window import Window
-
-
-def _host_side_mem(s, idx):
-    """Memory kind of the host side of each copy (H2D: src, D2H: dst)."""
-    ck = s.copy_kind[idx]
-    return np.where(ck == CopyKind.H2D, s.src_mem[idx], np.where(ck == CopyKind.D2H, s.dst_mem[idx], MemKind.UNKNOWN))
 
 
 def copies(trace: Trace, window: Window) -> dict:
@@ -26,7 +21,7 @@ def copies(trace: Trace, window: Window) -> dict:
     dur = (s.end_ns[idx] - s.start_ns[idx]).astype(np.int64)
     nbytes = np.maximum(s.bytes[idx], 0)
     ck = s.copy_kind[idx]
-    hostmem = _host_side_mem(s, idx)
+    hostmem = host_side_mem(trace, idx)
     out = {"count": int(len(idx)), "total_ms": float(dur.sum()) / 1e6, "by_kind": [],
            "memset": {"count": int(ms.sum()), "ms": float((s.end_ns[ms] - s.start_ns[ms]).sum()) / 1e6,
                       "bytes": int(np.maximum(s.bytes[ms], 0).sum())}}

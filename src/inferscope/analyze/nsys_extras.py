@@ -17,11 +17,11 @@ import numpy as np
 
 from .stats import fast_unique
 
-from ..trace.kinds import CopyKind, FlowKind, MemKind, SpanKind
+from ..trace.kinds import CopyKind, FlowKind, SpanKind
 from ..trace.model import Trace
 from .select import clipped_durations, group_sum, in_window, pct_stats_us
 from ..classes import ASYNC_MEMOP_API_RE
-from .classify import sync_like_name_mask
+from .classify import pageable_copy_mask, sync_like_name_mask
 
 _COPY_NAMES = {int(k): k.name for k in CopyKind}
 
@@ -93,7 +93,7 @@ def analyze_nsys_extras(trace: Trace, window=None, options=None) -> dict:
         okn = anm >= 0
         asy[okn] = is_async[anm[okn]]
         is_cp = s.kind[md] == SpanKind.MEMCPY
-        pageable = is_cp & ((s.src_mem[md] == MemKind.PAGEABLE) | (s.dst_mem[md] == MemKind.PAGEABLE))
+        pageable = pageable_copy_mask(trace)[md]     # host side pageable: the rule sync_wait uses
         gdur = (s.end_ns[md] - s.start_ns[md]).astype(np.int64)
         nbytes = np.maximum(s.bytes[md], 0)
         pa = asy & pageable

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..trace.kinds import SpanKind, TrackKind
+from ..trace.kinds import TrackKind
 from ..trace.model import Trace
 from .classify import kernel_mask, sync_api_mask
 from .links import launchers_for
