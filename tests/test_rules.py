@@ -228,3 +228,14 @@ def test_get_path():
     assert D.get_path(res, "breakdown[sync_wait].ms") == 2.0
     assert D.get_path(res, "breakdown[sync_wait].parts[x].ms") == 1.0
     assert D.get_path(res, "a.b[1]") == 6 and D.get_path(res, "a.b[2]") is None and D.get_path(res, "a.c") is None
+
+
+def test_every_threshold_states_its_source():
+    import inspect
+    import re
+    text = inspect.getsource(T)
+    blocks = text.split("# ---")[1:]
+    assert blocks
+    for b in blocks:
+        if re.search(r"^[A-Z_]+ =", b, re.M):
+            assert "Source" in b, b.splitlines()[0]

@@ -4,6 +4,7 @@ Analyses import from here; reports quote them so a reader can see the rule.
 """
 
 # --- launch storms (seed 004, nsys-llm-explainer heuristics.py) -------------
+# Source: seed 004 (nsys-llm-explainer heuristics.py launch-storm rules).
 # A storm: many launches per second of very short kernels; the GPU spends its
 # time waiting on per-launch host overhead (~2-10 us per launch on CUDA).
 LAUNCH_STORM_RULES = (
@@ -14,9 +15,11 @@ LAUNCH_STORM_RULES = (
 # Rates from a handful of kernels are noise: a storm needs at least this many kernels.
 LAUNCH_STORM_MIN_KERNELS = 100
 # A kernel shorter than this is "tiny": its launch cost is comparable to its run time.
+# Source: seed 004 (nsys-llm-explainer's tiny-kernel share), CUDA launch overhead ~2-10 us.
 TINY_KERNEL_US = 10.0
 
 # --- dominant kernel (seed 004) ----------------------------------------------
+# Source: seed 004 (a kernel with at least half of kernel time is where to start).
 DOMINANT_KERNEL_SHARE_PCT = 50.0
 
 # --- GPU idle ----------------------------------------------------------------
@@ -28,6 +31,8 @@ GPU_IDLE_HIGH_PCT = 60.0
 
 # --- copies ------------------------------------------------------------------
 # Copies under 64 KiB are latency-bound (PCIe latency ~ several us dominates).
+# Source: InferScope's own rule from PCIe latency/bandwidth (at ~25 GB/s, 64 KiB moves in ~2.6 us,
+# the same order as the per-copy latency).
 SMALL_COPY_BYTES = 64 * 1024
 # More than this many small copies, or small copies taking more than this share
 # of the window, is a small-copy storm.
@@ -39,6 +44,7 @@ SMALL_COPY_STORM_PCT = 5.0
 PAGEABLE_COPY_MIN_PCT = 1.0
 PAGEABLE_COPY_MIN_COUNT = 1
 # A D2H read of at most this many bytes followed by a sync is the `.item()` pattern.
+# Source: the size of one scalar or a small tuple of scalars (8-byte int64/float64 x 2).
 TINY_D2H_BYTES = 16
 
 # --- synchronisation ---------------------------------------------------------
@@ -77,6 +83,8 @@ HOST_WAITING_MEDIUM_PCT = 20.0
 LOW_COVERAGE_OTHER_PCT = 30.0
 
 # --- host launch bound -------------------------------------------------------
+# Source: HTA's "CPU-bound / launch-bound" reading of idle time (queue empty: host_wait gaps) and
+# seed 004's launch-API vs kernel time ratio.
 # GPU mostly idle between kernels and the host busy launching: launch API time
 # is at least this share of total kernel time.
 # Uses the typical (median) launch call x launches, so one slow first launch (lazy module
@@ -89,6 +97,7 @@ HOST_LAUNCH_MIN_KERNELS = 10
 IDLE_GAP_MIN_NS = 1_000
 
 # --- one-off host calls (initialisation inside the window) --------------------
+# Source: InferScope's own rule (torch.profiler's schedule wait/warmup steps exist for the same reason).
 # A single non-sync host API call / op longer than this share of the window and this
 # absolute time is start-up work (CUDA context creation, lazy module loading,
 # cuDNN/cuBLAS handle creation, allocator growth), not steady-state inference.
@@ -98,15 +107,24 @@ ONE_OFF_HIGH_PCT = 30.0   # their union above this share decides the verdict (in
 # An op that spends at least this fraction of its time in blocking sync calls inside it
 # (aten::copy_ around a pageable copy, aten::item) is a sync, not start-up work.
 ONE_OFF_SYNC_INSIDE_MAX_FRACTION = 0.5
+# A long call whose name recurs this many times in the window is steady-state work, not start-up.
+ONE_OFF_RECURRING_MIN_CALLS = 3
+# Of nested one-off calls (an op around the runtime call that does the work) only the innermost is
+# listed when it covers at least this fraction of its parent.
+ONE_OFF_NESTED_COVER_FRACTION = 0.9
 
 # --- GPU-bound details ---------------------------------------------------------
+# Source: InferScope's own rule; fusion (torch.compile) mainly removes elementwise/copy kernels.
 # Elementwise + copy kernels above this share of kernel time: fusion is the lever.
 ELEMENTWISE_COPY_SHARE_PCT = 30.0
 
 # --- verdict -----------------------------------------------------------------
+# Source: InferScope's own rule: about a third of the window, clearly ahead of any single other group
+# when the rest is spread over several categories.
 # A category must hold at least this share of e2e time to decide the verdict;
 # below it, and without a finding at "high", the verdict is "balanced".
 VERDICT_MIN_SHARE_PCT = 35.0
 
 # --- NVTX attribution coverage (seed 004 default) ---------------------------
+# Source: seed 004's default --nvtx-coverage-warn-threshold.
 NVTX_COVERAGE_WARN_THRESHOLD = 0.7
