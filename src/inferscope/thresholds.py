@@ -93,6 +93,7 @@ HOST_LAUNCH_API_VS_KERNEL_RATIO = 0.5
 HOST_LAUNCH_MIN_KERNELS = 10
 
 # --- idle-gap attribution (HTA definitions) ----------------------------------
+# Source: HTA's idle-time breakdown (kernel_wait = the launch-latency-sized gap between kernels).
 # A gap shorter than this after a kernel is counted as launch latency, not host wait.
 IDLE_GAP_MIN_NS = 1_000
 
