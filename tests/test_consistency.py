@@ -194,3 +194,17 @@ def test_nccl_trace_has_a_communication_category():
     assert 40 < comm["share_pct"] < 55           # NCCL send/recv: ~47 % of kernel time
     assert 0 <= g["compute_comm_overlap_pct"] <= 100
     assert "gpu_communication" in {x["id"] for x in res["findings"]}
+
+
+def test_html_strip_draws_the_partition_lane(tmp_path):
+    from inferscope.report import get_renderer
+    path = shared_path("kineto", "hta_cuda_event_sync_a100.json.gz")
+    trace, res = loaded(path)
+    out = tmp_path / "r.html"
+    get_renderer("html")(res, trace, out)
+    html = out.read_text(encoding="utf-8")
+    assert "all (breakdown)" in html
+    # the strip's legend uses the breakdown's labels and colours
+    for r in res["breakdown"]:
+        if r["ns"]:
+            assert B.CATEGORY_LABELS[r["category"]] in html and tls.CATEGORY_COLOURS[r["category"]] in html
