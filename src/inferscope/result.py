@@ -238,8 +238,9 @@ class TinyD2H(_S):
 
 
 class Copies(_S):
+    """Copies overlapping the window; *_ms are their durations clipped to the window, added up."""
     count: int
-    total_ms: float
+    copy_sum_ms: float
     by_kind: list[CopyKindRow]
     memset: Memset
     pageable: Pageable

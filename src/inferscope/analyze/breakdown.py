@@ -15,7 +15,8 @@ Rule (documented in ARCHITECTURE.md and quoted in every report):
     cpu_preprocessing  tokenization > other preprocessing > user code  (sampled classes; ranges named
                        like tokenize / preprocess; self time of Python functions in tokenizer,
                        image/data libraries, or in user files)
-    framework_overhead kernel launch API > other CUDA runtime/driver API > framework ops on the CPU in
+    framework_overhead kernel launch API > other CUDA runtime/driver API > host side of collective ops
+                       (c10d / NCCL / Gloo, classes.COMM_OP_RE) > framework ops on the CPU in
                        GPU runs > framework Python (self time of torch/transformers/stdlib Python
                        functions; sampled framework code; outside ops in CPU-only runs)
     cpu_compute        framework ops computing on the CPU in CPU-only runs (no GPU activity in the trace)
@@ -55,7 +56,8 @@ CATEGORY_LABELS = {
 
 PART_LABELS = {
     "tokenization": "tokenization", "preprocessing": "other preprocessing", "user_code": "user code",
-    "launch_api": "kernel launch API", "runtime_api": "other CUDA runtime API", "framework_ops": "framework ops (host side)",
+    "launch_api": "kernel launch API", "runtime_api": "other CUDA runtime API",
+    "communication_ops": "collective ops (host side: c10d / NCCL / Gloo)", "framework_ops": "framework ops (host side)",
     "framework_python": "framework Python",
 }
 
@@ -127,7 +129,8 @@ SOURCE_CATEGORY = {
     "kernel": "gpu_compute", "comm": "gpu_communication", "h2d": "h2d_copy", "d2h": "d2h_copy",
     "copy_other": "other_copy", "sync": "sync_wait",
     "tokenization": "cpu_preprocessing", "preprocessing": "cpu_preprocessing", "user_code": "cpu_preprocessing",
-    "launch_api": "framework_overhead", "runtime_api": "framework_overhead", "framework_ops": "framework_overhead",
+    "launch_api": "framework_overhead", "runtime_api": "framework_overhead", "communication_ops": "framework_overhead",
+    "framework_ops": "framework_overhead",
     "framework_python": "framework_overhead", "cpu_ops": "cpu_compute", "waiting": "waiting",
 }
 
@@ -169,6 +172,7 @@ def source_masks(trace: Trace) -> dict[str, np.ndarray]:
         "user_code": sample_class("user_code") | (pcls == 3),
         "launch_api": launch & ~sync,
         "runtime_api": host_api & ~launch & ~sync,
+        "communication_ops": C.spans_matching(trace, CL.COMM_OP_RE, base_mask=cpu_op) if gpu_run else none,
         "framework_ops": cpu_op if gpu_run else none,
         "framework_python": sample_class("framework") | (sample_class("cpu_compute") if gpu_run else none) | (pcls == 2),
         "cpu_ops": (cpu_op | sample_class("cpu_compute")) if not gpu_run else none,
@@ -237,8 +241,8 @@ def segment_classes(trace: Trace, window: Window):
         ("sync_wait", [], [c["sync"]]),
         ("cpu_preprocessing", ["tokenization", "preprocessing", "user_code"],
          [c["tokenization"], c["preprocessing"], c["user_code"]]),
-        ("framework_overhead", ["launch_api", "runtime_api", "framework_ops", "framework_python"],
-         [c["launch_api"], c["runtime_api"], c["framework_ops"], framework_python]),
+        ("framework_overhead", ["launch_api", "runtime_api", "communication_ops", "framework_ops", "framework_python"],
+         [c["launch_api"], c["runtime_api"], c["communication_ops"], c["framework_ops"], framework_python]),
         ("cpu_compute", [], [c["cpu_ops"]]),
         ("waiting", [], [c["waiting"]]),
     ]
