@@ -232,11 +232,6 @@ class Memset(_S):
     bytes: int
 
 
-class TinyD2H(_S):
-    threshold_bytes: int
-    count: int
-
-
 class Copies(_S):
     """Copies overlapping the window; *_ms are their durations clipped to the window, added up."""
     count: int
@@ -244,8 +239,7 @@ class Copies(_S):
     by_kind: list[CopyKindRow]
     memset: Memset
     pageable: Pageable
-    small: SmallCopies
-    tiny_d2h: TinyD2H
+    small: SmallCopies          # tiny D2H reads (.item()) are in syncs.tiny_d2h
 
 
 class SyncRow(_S):

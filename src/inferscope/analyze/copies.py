@@ -18,7 +18,6 @@ from .window import Window
 
 def copies(trace: Trace, window: Window) -> dict:
     s = trace.spans
-    lo, hi = window.start_ns, window.end_ns
     idx = in_window(trace, s.kind == SpanKind.MEMCPY, window)
     msi = in_window(trace, s.kind == SpanKind.MEMSET, window)
     full = (s.end_ns[idx] - s.start_ns[idx]).astype(np.int64)
@@ -59,8 +58,6 @@ def copies(trace: Trace, window: Window) -> dict:
     out["pageable"]["by_api"] = [
         {"api": (trace.strings[int(k)] if k >= 0 else "(unknown)"), "count": int(c), "ms": float(v) / 1e6}
         for k, v, c in sorted(zip(uk.tolist(), cnt_ms.tolist(), cnt.tolist()), key=lambda r: -r[1])]
-    tiny_d2h = (ck == CopyKind.D2H) & (nbytes <= thresholds.TINY_D2H_BYTES)
-    out["tiny_d2h"] = {"threshold_bytes": thresholds.TINY_D2H_BYTES, "count": int(tiny_d2h.sum())}
     return out
 
 

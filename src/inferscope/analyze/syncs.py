@@ -21,6 +21,7 @@ from ..trace.model import Trace
 from .classify import api_base_name, pageable_copy_launch_mask, stream_wait_mask, sync_api_mask
 from .intervals import clip, total
 from .links import ancestors_of_kind, launchers_for
+from .select import in_window
 from .stats import fast_unique
 from .window import Window
 
@@ -28,7 +29,8 @@ from .window import Window
 def syncs(trace: Trace, window: Window, top_n: int = 20) -> dict:
     s = trace.spans
     lo, hi = window.start_ns, window.end_ns
-    inwin = (s.end_ns > lo) & (s.start_ns < hi)
+    inwin = np.zeros(len(s), dtype=bool)     # the window rule of every section (select.in_window)
+    inwin[in_window(trace, np.ones(len(s), dtype=bool), window)] = True
     m = sync_api_mask(trace) & inwin
     idx = np.flatnonzero(m)
     st, en = clip(s.start_ns[idx], s.end_ns[idx], lo, hi)
