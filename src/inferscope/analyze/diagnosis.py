@@ -71,6 +71,14 @@ class Evidence:
         self.sources[key] = path
         return v
 
+    def cite_all(self, base: str, **fields) -> list:
+        """Cite several fields of one section: ``key=field`` or ``key=(field, digits)``; values in order."""
+        out = []
+        for key, f in fields.items():
+            field, nd = (f, 3) if isinstance(f, str) else f
+            out.append(self.cite(key, f"{base}.{field}", nd))
+        return out
+
     def derive(self, key: str, value, formula: str, nd: int = 3):
         self.values[key] = round(float(value), nd) if isinstance(value, float) else value
         self.derived[key] = formula
@@ -210,10 +218,8 @@ def small_copies(res: dict, found: dict) -> dict | None:
     if not sm.get("storm"):
         return None
     e = Evidence(res)
-    n = e.cite("small_copies", "copies.small.count")
-    ms = e.cite("small_copy_ms", "copies.small.ms")
-    thr = e.cite("threshold_bytes", "copies.small.threshold_bytes")
-    pct = e.cite("pct_of_window", "copies.small.pct_of_window", 2)
+    n, ms, thr, pct = e.cite_all("copies.small", small_copies="count", small_copy_ms="ms",
+                                 threshold_bytes="threshold_bytes", pct_of_window=("pct_of_window", 2))
     return e.finding("small_copies", "medium" if pct >= T.SMALL_COPY_STORM_PCT else "low", "Many small host<->device copies",
                      [f"{n} copies under {thr:,} bytes took {ms:.3f} ms on the GPU ({pct:.2f}% of the window)."],
                      "Batch small transfers: stack tensors on the host and copy once, keep per-step scalars on the GPU.")
@@ -224,11 +230,8 @@ def launch_storm(res: dict, found: dict) -> dict | None:
     if not k.get("launch_storm"):
         return None
     e = Evidence(res)
-    n = e.cite("kernels", "kernels.count")
-    rate = e.cite("launches_per_s", "kernels.launches_per_s", 1)
-    p50 = e.cite("kernel_p50_us", "kernels.p50_us")
-    tiny = e.cite("tiny_pct", "kernels.tiny_pct", 1)
-    rule = e.cite("rule", "kernels.launch_storm_rule")
+    n, rate, p50, tiny, rule = e.cite_all("kernels", kernels="count", launches_per_s=("launches_per_s", 1),
+                                          kernel_p50_us="p50_us", tiny_pct=("tiny_pct", 1), rule="launch_storm_rule")
     return e.finding("launch_storm", "high", "Kernel launch storm",
                      [f"{n} kernels at {rate:,.0f} launches/s, median {p50:.2f} us ({rule}).",
                       f"{tiny:.0f}% of kernels are shorter than {k['tiny_threshold_us']:g} us."],
@@ -241,11 +244,9 @@ def dominant_kernel(res: dict, found: dict) -> dict | None:
     if not (k.get("top") and k.get("distinct", 0) >= 2 and k["top"][0]["share_pct"] >= T.DOMINANT_KERNEL_SHARE_PCT):
         return None
     e = Evidence(res)
-    name = e.cite("top_kernel", "kernels.top[0].name")
-    share = e.cite("top_kernel_pct", "kernels.top[0].share_pct", 2)
-    ms = e.cite("top_kernel_sum_ms", "kernels.top[0].sum_ms")
-    calls = e.cite("top_kernel_calls", "kernels.top[0].calls")
-    e.cite("top_kernel_p50_us", "kernels.top[0].p50_us")
+    name, share, ms, calls, _ = e.cite_all("kernels.top[0]", top_kernel="name", top_kernel_pct=("share_pct", 2),
+                                           top_kernel_sum_ms="sum_ms", top_kernel_calls="calls",
+                                           top_kernel_p50_us="p50_us")
     return e.finding("dominant_kernel", "medium", "One kernel dominates GPU time",
                      [f"{short_kernel_name(name)} takes {share:.1f}% of kernel time ({ms:.2f} ms over {calls} calls)."],
                      "Start there: check its shapes and dtype (tensor-core friendly sizes, bf16/fp16), and profile it with "
@@ -257,11 +258,8 @@ def warmup_in_window(res: dict, found: dict) -> dict | None:
     if not oo.get("calls"):
         return None
     e = Evidence(res)
-    n = e.cite("one_off_calls", "one_off_calls.count")
-    ms = e.cite("union_ms", "one_off_calls.union_ms")
-    pct = e.cite("union_pct", "one_off_calls.union_pct", 2)
-    e.cite("longest_call", "one_off_calls.calls[0].name")
-    e.cite("longest_call_ms", "one_off_calls.calls[0].ms")
+    n, ms, pct = e.cite_all("one_off_calls", one_off_calls="count", union_ms="union_ms", union_pct=("union_pct", 2))
+    e.cite_all("one_off_calls.calls[0]", longest_call="name", longest_call_ms="ms")
     return e.finding(
         "warmup_in_window", "high" if pct >= T.ONE_OFF_HIGH_PCT else "medium", "Start-up work inside the analysed window",
         [f"{n} single host calls each longer than {oo['threshold_ms']:.1f} ms cover {ms:.1f} ms ({pct:.1f}% of the window)."] +
