@@ -67,6 +67,9 @@ def _limitations(trace: Trace, res: dict) -> list[str]:
         out.append("No CPU ops in the trace (CPU activity not recorded): host-side attribution is limited.")
     if res.get("gpu") is not None:
         out.append("GPU busy counts kernels, memcpy and memset on every stream as one union; concurrent streams are not double-counted.")
+        out.append("Communication kernels are recognised by name (NCCL/RCCL/MSCCL collectives and send/recv, custom "
+                   "all-reduce kernels); gpu_communication is their time with no compute kernel running, and the "
+                   "compute/communication overlap is the share of communication time with compute running (as HTA reports it).")
         out.append("Idle-gap classes follow HTA's definitions (host_wait / kernel_wait / other) using launch correlation; "
                    "gaps whose next activity has no launch record count as 'other'.")
     cs = res.get("cpu_sampling")
