@@ -109,9 +109,9 @@ def test_idle_gap_classes():
     t.launch(56, 58, 90, 100)       # issued before k3 ended, starts late: other, gap 20 us
     tr = t.done()
     ig = idle_gaps(tr, resolve_window(tr, None))
-    assert ig["by_class_ms"]["kernel_wait"] == pytest.approx(0.0005)
-    assert ig["by_class_ms"]["host_wait"] == pytest.approx(0.030)
-    assert ig["by_class_ms"]["other"] == pytest.approx(0.020)
+    assert ig["by_class_stream_ms"]["kernel_wait"] == pytest.approx(0.0005)
+    assert ig["by_class_stream_ms"]["host_wait"] == pytest.approx(0.030)
+    assert ig["by_class_stream_ms"]["other"] == pytest.approx(0.020)
     assert ig["largest"][0]["ms"] == pytest.approx(0.030)
     assert ig["largest"][0]["host"] == "cudaLaunchKernel"
 
@@ -171,8 +171,14 @@ def test_phases_attribution_and_coverage():
     assert ph["gpu_attribution_coverage_pct"] == pytest.approx(50.0)
     phs = {p["phase"]: p for p in ph["phases"]}
     assert phs["prefill"]["gpu_ms"] == pytest.approx(0.040) and phs["decode"]["wall_ms"] == pytest.approx(0.1)
-    ph2 = phases(tr, resolve_window(tr, None), {"first": ["pre"], "second": ["decode"]})
+    assert phs["decode"]["mapped_from"] == [{"name": "decode_step", "rule": "conventional phase name (whole name)"}]
+    assert ph["phase_map_source"] == "conventional names only"
+    ph2 = phases(tr, resolve_window(tr, None), {"first": ["prefill"], "second": ["decode"]})
     assert {p["phase"] for p in ph2["phases"]} == {"first", "second"}
+    assert ph2["phases"][0]["mapped_from"][0]["rule"].startswith("--phase-map")
+    # patterns are whole words: "pre" is not inside "prefill"
+    ph3 = phases(tr, resolve_window(tr, None), {"first": ["pre"], "second": ["decode"]})
+    assert {p["phase"] for p in ph3["phases"]} == {"second"}
 
 
 def test_window_resolution():

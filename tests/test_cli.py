@@ -44,8 +44,8 @@ def test_analyze_writes_md_json_csv(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "End-to-end latency: 0.150 ms" in r.stdout
     rep = json.loads((out / "report.json").read_text())
-    assert rep["schema_version"] == 1 and rep["e2e_ms"] == pytest.approx(0.15)
-    assert {b["category"] for b in rep["breakdown"]} == {"gpu_compute", "h2d_copy", "d2h_copy", "other_copy", "sync_wait",
+    assert rep["schema_version"] == 2 and rep["e2e_ms"] == pytest.approx(0.15)
+    assert {b["category"] for b in rep["breakdown"]} == {"gpu_compute", "gpu_communication", "h2d_copy", "d2h_copy", "other_copy", "sync_wait",
                                                          "cpu_preprocessing", "framework_overhead", "cpu_compute", "waiting", "other"}
     assert rep["gpu"]["busy_ms"] == pytest.approx(0.05)
     md = (out / "report.md").read_text()

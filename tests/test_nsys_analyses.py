@@ -47,7 +47,7 @@ def test_nvtx_kernel_attribution_and_coverage(trace):
     r = analyze_nvtx(trace, None, AnalyzeOptions())
     a = r["attribution"]
     assert a["coverage_pct"] == pytest.approx(100 * TRUTH["coverage"], abs=1e-3)
-    assert a["kernel_ms"] == pytest.approx(TRUTH["kernel_ns"] / 1e6)
+    assert a["kernel_sum_ms"] == pytest.approx(TRUTH["kernel_ns"] / 1e6)
     kt = rows_by(r["tables"]["nvtx_kernel_time"], "range_name")
     assert {k: round(v["attributed_kernel_time_ms"] * 1e6) for k, v in kt.items()} == TRUTH["attributed"]
     assert r["warnings"] == []                        # 73% >= default 70%
@@ -59,7 +59,7 @@ def test_no_nvtx_kernel_map(trace):
     r = analyze_nvtx(trace, None, AnalyzeOptions(nvtx_kernel_map=False, phase_map=PHASES))
     assert r["attribution"]["enabled"] is False and r["attribution"]["coverage_pct"] is None
     assert "nvtx_kernel_time" not in r["tables"] and r["warnings"] == []
-    assert r["phases"]["decode"]["kernel_ms"] is None
+    assert r["phases"]["decode"]["kernel_sum_ms"] is None
     p = nvtx_by_pid(trace, None, AnalyzeOptions(nvtx_kernel_map=False))
     assert p["warnings"] == []
 
@@ -67,8 +67,8 @@ def test_no_nvtx_kernel_map(trace):
 def test_phase_map(trace):
     r = analyze_nvtx(trace, None, AnalyzeOptions(phase_map=PHASES))
     ph = r["phases"]
-    assert ph["prefill"]["kernel_ms"] * 1e6 == pytest.approx(250)
-    assert ph["decode"]["kernel_ms"] * 1e6 == pytest.approx(1290)
+    assert ph["prefill"]["kernel_sum_ms"] * 1e6 == pytest.approx(250)
+    assert ph["decode"]["kernel_sum_ms"] * 1e6 == pytest.approx(1290)
     assert ph["prefill"]["wall_ms"] * 1e6 == pytest.approx(900)            # union: attention inside prefill
     assert ph["decode"]["wall_ms"] * 1e6 == pytest.approx(5000)            # union of [1100,2000] and [0,5000]
     un = rows_by(r["tables"]["nvtx_phases"], "phase")["(unmapped)"]
@@ -85,7 +85,7 @@ def test_window_clips(trace):
 def test_per_pid(trace):
     r = analyze_pids(trace, None, AnalyzeOptions())
     pids = {p["pid"]: p for p in r["pids"]}
-    assert {p: round(v["kernel_ms"] * 1e6) for p, v in pids.items()} == TRUTH["kernel_ns_by_pid"]
+    assert {p: round(v["kernel_sum_ms"] * 1e6) for p, v in pids.items()} == TRUTH["kernel_ns_by_pid"]
     assert pids[PID_B]["name"] == "vllm-worker"
     kb = rows_by(r["tables"]["kernels_by_pid"], ("pid", "kernel_name"))
     assert kb[(PID_A, "gemm_kernel(float*, int)")]["call_count"] == 2
@@ -116,7 +116,7 @@ def test_launch_latency_and_memory_ops(trace):
     assert m["sync_copies"] == 1 and m["sync_copy_bytes"] == 4096 and m["sync_copy_api_ms"] * 1e6 == pytest.approx(300)
     assert m["sync_memsets"] == 1 and m["sync_memset_api_ms"] * 1e6 == pytest.approx(100)
     assert any("pageable" in w for w in r["warnings"])
-    sa = rows_by(r["tables"]["sync_apis"], "api_name")
+    sa = rows_by(r["tables"]["sync_like_api_names"], "api_name")
     assert sa["cudaStreamSynchronize_v3020"]["call_count"] == 2
     assert sa["cudaStreamSynchronize_v3020"]["max_duration_us"] == pytest.approx(0.5)
 
@@ -143,4 +143,4 @@ def test_real_exports_full_cli(path, tmp_path):
         assert (out / "tables" / "nvtx_ranges.csv").exists()
     if "p4arth" in path.name:
         assert res["nsys_extras"]["memory_ops"]["sync_copies"] == 3
-        assert any(row[0] == "cudaDeviceSynchronize_v3020" for row in res["tables"]["sync_apis"]["rows"])
+        assert any(row[0] == "cudaDeviceSynchronize_v3020" for row in res["tables"]["sync_like_api_names"]["rows"])

@@ -1,16 +1,24 @@
 """InferScope: where does end-to-end inference time go, and what should I change?
 
 Light import: heavy modules (torch, numpy analyses, collectors) load lazily.
-Public API: ``scope`` (context manager / decorator), ``mark``, ``save_report``.
+Public API: ``scope`` (context manager / decorator), ``mark``, ``save_report`` (live collection);
+``analyze(path, window=...)`` (a trace file -> the typed result, ``inferscope.result.Report``).
 """
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "scope", "mark", "save_report"]
+__all__ = ["__version__", "scope", "mark", "save_report", "analyze"]
+
+# ``inferscope.analyze(path, window=...)`` is the subpackage ``inferscope.analyze`` itself, made
+# callable (see analyze/__init__.py): a function of that name here would be replaced by the
+# subpackage the first time any analysis module is imported.
 
 
 def __getattr__(name):
+    if name == "analyze":
+        import importlib
+        return importlib.import_module(".analyze", __name__)
     if name in ("scope", "mark", "save_report"):
         from .collect import api
         return getattr(api, name)

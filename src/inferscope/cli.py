@@ -9,26 +9,9 @@ import time
 from pathlib import Path
 
 from . import __version__
-from .errors import ConfigError, InferScopeError, InputError
-
-DEFAULT_FORMATS = "md,json,csv"
-
-
-def _load_phase_map(path: str | None) -> dict | None:
-    if not path:
-        return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise ConfigError(f"--phase-map {path}: no such file") from None
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"--phase-map {path}: not valid JSON ({e})") from None
-    if not isinstance(data, dict) or not all(
-            isinstance(k, str) and isinstance(v, list) and all(isinstance(x, str) for x in v)
-            for k, v in data.items()):
-        raise ConfigError(f"--phase-map {path}: expected an object mapping phase -> list of name patterns")
-    return data
+from .analyze.options import options_from_args as _options_from_args  # noqa: F401  (used by callers)
+from .errors import InferScopeError, InputError
+from .outputs import DEFAULT_FORMATS, resolve_outputs, write_reports  # noqa: F401
 
 
 def _add_analysis_args(p: argparse.ArgumentParser) -> None:
@@ -42,53 +25,6 @@ def _add_analysis_args(p: argparse.ArgumentParser) -> None:
                    help="warn when range->kernel attribution covers less than F (0-1) of kernel time")
     p.add_argument("--no-nvtx-kernel-map", action="store_true",
                    help="skip attributing GPU kernel time to NVTX/annotation ranges")
-
-
-def _options_from_args(args):
-    from .analyze.options import AnalyzeOptions
-    from . import thresholds
-    thr = args.nvtx_coverage_warn_threshold
-    if thr is not None and not (0.0 <= thr <= 1.0):
-        raise ConfigError("--nvtx-coverage-warn-threshold must be between 0 and 1")
-    return AnalyzeOptions(window=args.window, phase_map=_load_phase_map(args.phase_map),
-                          nvtx_kernel_map=not args.no_nvtx_kernel_map,
-                          nvtx_coverage_warn_threshold=thresholds.NVTX_COVERAGE_WARN_THRESHOLD if thr is None else thr)
-
-
-def resolve_outputs(output: str | None, formats: str | None, default_dir: str = "inferscope-out") -> list[tuple[str, Path]]:
-    """Map -o/--format to [(format, path)].
-
-    -o with a known extension (report.md, x.html, t.json) writes that one file unless
-    --format is also given; otherwise -o is a directory receiving every format.
-    """
-    from .report import default_filename, format_for_path, normalise_format
-    fmts = [normalise_format(f) for f in (formats or "").split(",") if f.strip()]
-    if output and format_for_path(output) and not Path(output).is_dir():
-        ext_fmt = format_for_path(output)
-        if not fmts:
-            return [(ext_fmt, Path(output))]
-        if len(fmts) == 1:
-            return [(fmts[0], Path(output))]
-        base = Path(output).parent
-        return [(f, Path(output) if f == ext_fmt else base / default_filename(f)) for f in fmts]
-    outdir = Path(output or default_dir)
-    if not fmts:
-        fmts = [normalise_format(f) for f in DEFAULT_FORMATS.split(",")]
-    return [(f, outdir / default_filename(f)) for f in fmts]
-
-
-def write_reports(result: dict, trace, outputs: list[tuple[str, Path]]) -> list[Path]:
-    from .report import get_renderer
-    written = []
-    for fmt, path in outputs:
-        try:
-            get_renderer(fmt)(result, trace, path)
-        except InferScopeError:
-            raise
-        except OSError as e:
-            raise InferScopeError(f"cannot write {path}: {e.strerror or e}") from None
-        written.append(path)
-    return written
 
 
 def cmd_analyze(args) -> int:
@@ -131,6 +67,12 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_schema(args) -> int:
+    from .result import json_schema
+    print(json.dumps(json_schema(), indent=2, sort_keys=True))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="inferscope", description="Where does end-to-end inference time go?")
     p.add_argument("--version", action="version", version=f"inferscope {__version__}")
@@ -153,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("-q", "--quiet", action="store_true")
     _add_analysis_args(e)
     e.set_defaults(func=cmd_export)
+
+    sc = sub.add_parser("schema", help="print the JSON Schema of report.json (generated from the typed result)")
+    sc.set_defaults(func=cmd_schema)
 
     r = sub.add_parser("run", help="run a program under InferScope and write a report: inferscope run [opts] -- python app.py ...",
                        add_help=True)

@@ -4,17 +4,20 @@ Rule (documented in ARCHITECTURE.md and quoted in every report):
   The window is cut into elementary segments at every span boundary.  Each segment is
   given to the FIRST category in this priority list that has an active span in it:
 
-    gpu_compute        kernels (and CUDA-graph executions) on any stream
+    gpu_compute        kernels (and CUDA-graph executions) on any stream, communication kernels excepted
+    gpu_communication  communication kernels (NCCL/RCCL collectives, send/recv; classes.COMM_KERNEL_RE)
     h2d_copy           host->device memcpy
     d2h_copy           device->host memcpy
     other_copy         other memcpy (D2D, P2P, H2H) and memset
     -- below here the GPU is idle --
-    sync_wait          host blocked in a synchronising API call (cuda*Synchronize, blocking cudaMemcpy/Memset)
+    sync_wait          host blocked in a synchronising API call (cuda*Synchronize, blocking cudaMemcpy/Memset,
+                       *MemcpyAsync of a pageable host buffer: classify.sync_api_mask)
     cpu_preprocessing  tokenization > other preprocessing > user code  (sampled classes; ranges named
                        like tokenize / preprocess; self time of Python functions in tokenizer,
                        image/data libraries, or in user files; user code only outside recorded
                        torch ops and CUDA API calls)
-    framework_overhead kernel launch API > other CUDA runtime/driver API > framework ops on the CPU in
+    framework_overhead kernel launch API > other CUDA runtime/driver API > host side of collective ops
+                       (c10d / NCCL / Gloo, classes.COMM_OP_RE) > framework ops on the CPU in
                        GPU runs > framework Python (self time of torch/transformers/stdlib Python
                        functions; sampled framework code; outside ops in CPU-only runs)
     cpu_compute        framework ops computing on the CPU in CPU-only runs (no GPU activity in the trace)
@@ -30,15 +33,17 @@ from .stats import fast_unique
 
 from ..trace.kinds import CopyKind, SpanKind
 from ..trace.model import Trace
+from .. import classes as CL
 from . import classify as C
 from .intervals import clip, coverage_on_bounds, union
 from .window import Window
 
-CATEGORIES = ("gpu_compute", "h2d_copy", "d2h_copy", "other_copy", "sync_wait", "cpu_preprocessing",
+CATEGORIES = ("gpu_compute", "gpu_communication", "h2d_copy", "d2h_copy", "other_copy", "sync_wait", "cpu_preprocessing",
               "framework_overhead", "cpu_compute", "waiting", "other")
 
 CATEGORY_LABELS = {
     "gpu_compute": "GPU compute",
+    "gpu_communication": "GPU communication",
     "h2d_copy": "H2D copy",
     "d2h_copy": "D2H copy",
     "other_copy": "Other copies / memset",
@@ -52,7 +57,8 @@ CATEGORY_LABELS = {
 
 PART_LABELS = {
     "tokenization": "tokenization", "preprocessing": "other preprocessing", "user_code": "user code",
-    "launch_api": "kernel launch API", "runtime_api": "other CUDA runtime API", "framework_ops": "framework ops (host side)",
+    "launch_api": "kernel launch API", "runtime_api": "other CUDA runtime API",
+    "communication_ops": "collective ops (host side: c10d / NCCL / Gloo)", "framework_ops": "framework ops (host side)",
     "framework_python": "framework Python",
 }
 
@@ -109,38 +115,30 @@ def python_self_intervals(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndar
     return st[ok], en[ok], owner[ok]
 
 
-_FRAMEWORK_PY_RE = None
+_PY_CLASS = {CL.TOK: 0, CL.PRE: 1, CL.FW: 2, CL.USER: 3}
 
 
 def _python_class_of_names(trace: Trace) -> np.ndarray:
-    """Per string id: 0 tokenization, 1 preprocessing, 2 framework, 3 user code."""
-    import re
-    import sys
-    global _FRAMEWORK_PY_RE
-    if _FRAMEWORK_PY_RE is None:
-        libs = r"torch|transformers|accelerate|vllm|diffusers|timm|triton|huggingface_hub|safetensors|optimum|" \
-               r"xformers|flash_attn|sglang|tensorrt|onnxruntime|deepspeed|peft|bitsandbytes|einops|numpy|importlib|_pytest"
-        _FRAMEWORK_PY_RE = re.compile(rf"^(nn\.Module:|<built-in |torch/|<frozen |(?:.*/)?(?:{libs})/)")
-    stdlib = set(getattr(sys, "stdlib_module_names", ()))
-
-    def cls(name: str) -> int:
-        if C.TOKENIZE_RE.search(name):
-            return 0
-        if C.PREPROCESS_RE.search(name):
-            return 1
-        if _FRAMEWORK_PY_RE.search(name):
-            return 2
-        head = name.split("(", 1)[0].split("/", 1)[0]
-        mod = head[:-3] if head.endswith(".py") else head
-        if mod in stdlib or mod.startswith("<"):
-            return 2
-        return 3
-
-    return np.fromiter((cls(x) for x in trace.strings.as_list()), dtype=np.int8, count=len(trace.strings))
+    """Per string id: 0 tokenization, 1 preprocessing, 2 framework, 3 user code
+    (``classes.recorded_frame_domain``, the rule the live sampler uses too)."""
+    return np.fromiter((_PY_CLASS[CL.recorded_frame_domain(x)] for x in trace.strings.as_list()),
+                       dtype=np.int8, count=len(trace.strings))
 
 
-def source_intervals(trace: Trace) -> dict[str, Intervals]:
-    """Intervals for every evidence source the categories are built from."""
+# source key -> breakdown category (CATEGORIES), in priority order within the category
+SOURCE_CATEGORY = {
+    "kernel": "gpu_compute", "comm": "gpu_communication", "h2d": "h2d_copy", "d2h": "d2h_copy",
+    "copy_other": "other_copy", "sync": "sync_wait",
+    "tokenization": "cpu_preprocessing", "preprocessing": "cpu_preprocessing", "user_code": "cpu_preprocessing",
+    "launch_api": "framework_overhead", "runtime_api": "framework_overhead", "communication_ops": "framework_overhead",
+    "framework_ops": "framework_overhead",
+    "framework_python": "framework_overhead", "cpu_ops": "cpu_compute", "waiting": "waiting",
+}
+
+
+def source_masks(trace: Trace) -> dict[str, np.ndarray]:
+    """Per evidence source, the spans it is made of (PYTHON spans: whole frames by name; the
+    breakdown itself counts only their self time)."""
     s = trace.spans
     k = s.kind
     gpu_run = trace.has_gpu
@@ -159,32 +157,57 @@ def source_intervals(trace: Trace) -> dict[str, Intervals]:
     launch = C.launch_api_mask(trace)
     cpu_op = k == SpanKind.CPU_OP
     ann = k == SpanKind.ANNOTATION
-    # Python functions (with_stack): self time, classified by file / function name
-    pst, pen, powner = python_self_intervals(trace)
-    pcls = _python_class_of_names(trace)[s.name[powner]] if len(powner) else np.zeros(0, np.int8)
-
-    def py(c):
-        m = pcls == c
-        return pst[m], pen[m]
-
+    py = k == SpanKind.PYTHON
+    pcls = np.full(len(s), -1, np.int8)
+    if py.any():
+        pcls[py] = _python_class_of_names(trace)[s.name[py]]
     return {
-        "kernel": _iv(trace, np.isin(k, [SpanKind.KERNEL, SpanKind.GRAPH_LAUNCH])),
-        "h2d": _iv(trace, h2d),
-        "d2h": _iv(trace, d2h),
-        "copy_other": _iv(trace, (memcpy & ~h2d & ~d2h) | (k == SpanKind.MEMSET)),
-        "sync": _iv(trace, sync),
-        "tokenization": _cat(_iv(trace, sample_class("tokenization") | C.spans_matching(trace, C.TOKENIZE_RE, base_mask=ann)), py(0)),
-        "preprocessing": _cat(_iv(trace, sample_class("preprocessing") | C.spans_matching(trace, C.PREPROCESS_RE, base_mask=ann)), py(1)),
-        "user_code": _cat(_iv(trace, sample_class("user_code")), py(3)),
-        "launch_api": _iv(trace, launch & ~sync),
-        "runtime_api": _iv(trace, host_api & ~launch & ~sync),
-        "framework_ops": _iv(trace, cpu_op if gpu_run else none),
-        "framework_python": _cat(_iv(trace, sample_class("framework") | (sample_class("cpu_compute") if gpu_run else none)), py(2)),
-        "cpu_ops": _iv(trace, (cpu_op | sample_class("cpu_compute")) if not gpu_run else none),
+        "kernel": C.compute_kernel_mask(trace),
+        "comm": C.comm_kernel_mask(trace),
+        "h2d": h2d,
+        "d2h": d2h,
+        "copy_other": (memcpy & ~h2d & ~d2h) | (k == SpanKind.MEMSET),
+        "sync": sync,
+        "tokenization": sample_class("tokenization") | C.spans_matching(trace, C.TOKENIZE_NAME_RE, base_mask=ann) | (pcls == 0),
+        "preprocessing": sample_class("preprocessing") | C.spans_matching(trace, C.PREPROCESS_NAME_RE, base_mask=ann) | (pcls == 1),
+        "user_code": sample_class("user_code") | (pcls == 3),
+        "launch_api": launch & ~sync,
+        "runtime_api": host_api & ~launch & ~sync,
+        "communication_ops": C.spans_matching(trace, CL.COMM_OP_RE, base_mask=cpu_op) if gpu_run else none,
+        "framework_ops": cpu_op if gpu_run else none,
+        "framework_python": sample_class("framework") | (sample_class("cpu_compute") if gpu_run else none) | (pcls == 2),
+        "cpu_ops": (cpu_op | sample_class("cpu_compute")) if not gpu_run else none,
         # exact records that the host is inside the framework (a torch op, a CUDA API call)
-        "in_op": _iv(trace, cpu_op | host_api),
-        "waiting": _iv(trace, sample_class("waiting") | (k == SpanKind.OS_RUNTIME)),
+        "in_op": cpu_op | host_api,
+        "waiting": sample_class("waiting") | (k == SpanKind.OS_RUNTIME),
     }
+
+
+def span_categories(trace: Trace) -> np.ndarray:
+    """Breakdown category index (into CATEGORIES) of every span that is evidence for one, by the
+    same sources and priority as the breakdown; -1 for spans that are evidence for none (markers,
+    ranges with no class).  The HTML strip draws spans with these classes."""
+    out = np.full(len(trace.spans), -1, dtype=np.int8)
+    for key, m in source_masks(trace).items():   # dict order = priority order
+        if key in SOURCE_CATEGORY:                # 'in_op' only narrows user_code
+            out[m & (out < 0)] = CATEGORIES.index(SOURCE_CATEGORY[key])
+    return out
+
+
+def source_intervals(trace: Trace) -> dict[str, Intervals]:
+    """Intervals for every evidence source the categories are built from (Python frames: self time)."""
+    s = trace.spans
+    masks = source_masks(trace)
+    py = s.kind == SpanKind.PYTHON
+    pst, pen, powner = python_self_intervals(trace)
+    out = {}
+    for key, m in masks.items():
+        iv = _iv(trace, m & ~py)
+        if m[py].any() and len(powner):
+            sel = m[powner]
+            iv = _cat(iv, (pst[sel], pen[sel]))
+        out[key] = iv
+    return out
 
 
 def segment_classes(trace: Trace, window: Window):
@@ -221,14 +244,15 @@ def segment_classes(trace: Trace, window: Window):
     user_code = c["user_code"] & ~c["in_op"]
     rules = [
         ("gpu_compute", [], [c["kernel"]]),
+        ("gpu_communication", [], [c["comm"]]),
         ("h2d_copy", [], [c["h2d"]]),
         ("d2h_copy", [], [c["d2h"]]),
         ("other_copy", [], [c["copy_other"]]),
         ("sync_wait", [], [c["sync"]]),
         ("cpu_preprocessing", ["tokenization", "preprocessing", "user_code"],
          [c["tokenization"], c["preprocessing"], user_code]),
-        ("framework_overhead", ["launch_api", "runtime_api", "framework_ops", "framework_python"],
-         [c["launch_api"], c["runtime_api"], c["framework_ops"], framework_python]),
+        ("framework_overhead", ["launch_api", "runtime_api", "communication_ops", "framework_ops", "framework_python"],
+         [c["launch_api"], c["runtime_api"], c["communication_ops"], c["framework_ops"], framework_python]),
         ("cpu_compute", [], [c["cpu_ops"]]),
         ("waiting", [], [c["waiting"]]),
     ]

@@ -1,6 +1,5 @@
-"""Name-based classification, computed once per distinct string (never per event).
-
-Every rule here is a documented regular expression over a name as the source recorded it.
+"""Span masks from the name rules in ``inferscope/classes.py``, computed once per distinct
+string (never per event) and cached per trace.
 """
 from __future__ import annotations
 
@@ -11,31 +10,9 @@ import numpy as np
 from ..trace.kinds import CopyKind, SpanKind
 from ..trace.model import Trace
 
-# Host API calls that block the calling thread until the GPU reaches a point.
-SYNC_API_RE = re.compile(
-    r"^(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|ThreadSynchronize|StreamQuery_blocking)"
-    r"|^cu(Ctx|Stream|Event)Synchronize"
-    r"|^(cuda|hip)Memcpy(_v\d+)?$|^(cuda|hip)Memcpy(2D|3D|ToSymbol|FromSymbol|Peer)(_v\d+)?$"
-    r"|^cuMemcpy(HtoD|DtoH|DtoD|)(_v\d+)?(_v\d+)?$"
-    r"|^(cuda|hip)Memset(_v\d+)?$"
-)
-# Calls that make a stream wait (GPU-side dependency, host not blocked) — counted, not blocked time.
-STREAM_WAIT_RE = re.compile(r"^(cuda|hip)StreamWaitEvent|^cuStreamWaitEvent")
-LAUNCH_API_RE = re.compile(
-    r"^(cuda|hip)(LaunchKernel|LaunchCooperativeKernel|ExtLaunchKernel|LaunchKernelExC|GraphLaunch|ModuleLaunchKernel|ExtModuleLaunchKernel)"
-    r"|^cu(LaunchKernel|LaunchKernelEx|LaunchCooperativeKernel|GraphLaunch)"
-    r"|^hipLaunchKernel|^hipGraphLaunch"
-)
-GRAPH_LAUNCH_RE = re.compile(r"GraphLaunch")
-ASYNC_COPY_API_RE = re.compile(r"^(cuda|hip)Memcpy\w*Async|^cuMemcpy\w*Async")
-
-# User ranges and Python functions that mean tokenization / data preparation.
-TOKENIZE_RE = re.compile(r"tokeni[sz]|tokenizer|sentencepiece|tiktoken|detokeni|\bencode_batch|apply_chat_template", re.I)
-PREPROCESS_RE = re.compile(
-    r"pre[-_ ]?process|preproc|data[-_ ]?load|collate|resize|decode_image|image_decode|imdecode|augment|"
-    r"\bPIL\b|PIL/|cv2|torchvision/transforms|feature_extract|image_processing|normali[sz]e_image|prepare_inputs",
-    re.I)
-STEP_RE = re.compile(r"^ProfilerStep#\d+$")
+# re-exported for the analyses: every name rule lives in classes.py
+from ..classes import (BLOCKING_SYNC_API_RE, COMM_KERNEL_RE, GRAPH_LAUNCH_API_RE, LAUNCH_API_RE,  # noqa: F401
+                       PREPROCESS_NAME_RE, STREAM_WAIT_API_RE, SYNC_LIKE_NAME_RE, TOKENIZE_NAME_RE, api_base_name)
 
 
 def _memo(trace: Trace, key: str, fn) -> np.ndarray:
@@ -77,28 +54,47 @@ def sync_api_mask(trace: Trace) -> np.ndarray:
     """Host calls that block until the GPU gets somewhere: explicit syncs, blocking copies,
     and *Async copies whose host side is pageable (the driver stages them through a pinned
     buffer and the call returns only when the copy is done)."""
-    return _memo(trace, "sync_api", lambda: spans_matching(trace, SYNC_API_RE, base_mask=host_api_mask(trace))
+    return _memo(trace, "sync_api", lambda: spans_matching(trace, BLOCKING_SYNC_API_RE, base_mask=host_api_mask(trace))
                  | pageable_copy_launch_mask(trace))
 
 
+def host_side_mem(trace: Trace, idx: np.ndarray) -> np.ndarray:
+    """Memory kind of the host side of copies ``idx`` (H2D: source, D2H: destination; else UNKNOWN)."""
+    from ..trace.kinds import MemKind
+    s = trace.spans
+    ck = s.copy_kind[idx]
+    return np.where(ck == CopyKind.H2D, s.src_mem[idx], np.where(ck == CopyKind.D2H, s.dst_mem[idx], MemKind.UNKNOWN))
+
+
+def pageable_copy_mask(trace: Trace) -> np.ndarray:
+    """MEMCPY spans whose host side is pageable (the driver stages them through a pinned buffer)."""
+    from ..trace.kinds import MemKind
+
+    def build():
+        s = trace.spans
+        out = np.zeros(len(s), dtype=bool)
+        cp = np.flatnonzero(s.kind == SpanKind.MEMCPY)
+        out[cp[host_side_mem(trace, cp) == MemKind.PAGEABLE]] = True
+        return out
+    return _memo(trace, "pageable_copy", build)
+
+
 def pageable_copy_launch_mask(trace: Trace) -> np.ndarray:
-    from ..trace.kinds import FlowKind, MemKind
+    """Host calls that launched a pageable copy (via LAUNCH flows)."""
+    from ..trace.kinds import FlowKind
     s = trace.spans
     out = np.zeros(len(s), dtype=bool)
     f = trace.flows
     if not len(f):
         return out
-    dst = f.dst[f.kind == FlowKind.LAUNCH]
-    src = f.src[f.kind == FlowKind.LAUNCH]
-    ck = s.copy_kind[dst]
-    host_mem = np.where(ck == CopyKind.H2D, s.src_mem[dst], np.where(ck == CopyKind.D2H, s.dst_mem[dst], 0))
-    pg = (s.kind[dst] == SpanKind.MEMCPY) & (host_mem == MemKind.PAGEABLE)
-    out[src[pg]] = True
+    lm = f.kind == FlowKind.LAUNCH
+    dst, src = f.dst[lm], f.src[lm]
+    out[src[pageable_copy_mask(trace)[dst]]] = True
     return out
 
 
 def stream_wait_mask(trace: Trace) -> np.ndarray:
-    return spans_matching(trace, STREAM_WAIT_RE, base_mask=host_api_mask(trace))
+    return spans_matching(trace, STREAM_WAIT_API_RE, base_mask=host_api_mask(trace))
 
 
 def launch_api_mask(trace: Trace) -> np.ndarray:
@@ -110,6 +106,21 @@ def gpu_work_mask(trace: Trace) -> np.ndarray:
                                                                        SpanKind.MEMSET, SpanKind.GRAPH_LAUNCH]))
 
 
-def api_base_name(name: str) -> str:
-    """cudaStreamSynchronize_v3020 -> cudaStreamSynchronize."""
-    return re.sub(r"_v\d+$", "", name)
+def kernel_mask(trace: Trace) -> np.ndarray:
+    """Every GPU kernel and CUDA-graph execution (compute and communication)."""
+    return _memo(trace, "kernel", lambda: np.isin(trace.spans.kind, [SpanKind.KERNEL, SpanKind.GRAPH_LAUNCH]))
+
+
+def comm_kernel_mask(trace: Trace) -> np.ndarray:
+    """GPU kernels that are communication (NCCL/RCCL collectives, send/recv, custom all-reduce)."""
+    return _memo(trace, "comm_kernel", lambda: spans_matching(trace, COMM_KERNEL_RE, kinds=(SpanKind.KERNEL,)))
+
+
+def compute_kernel_mask(trace: Trace) -> np.ndarray:
+    """GPU kernels and CUDA-graph executions that are not communication."""
+    return _memo(trace, "compute_kernel", lambda: kernel_mask(trace) & ~comm_kernel_mask(trace))
+
+
+def sync_like_name_mask(trace: Trace) -> np.ndarray:
+    """Host API calls whose name is sync-like by seed 004's rule (a name view, not blocked time)."""
+    return spans_matching(trace, SYNC_LIKE_NAME_RE, base_mask=host_api_mask(trace))

@@ -1,5 +1,8 @@
 """Copies: H2D/D2H/D2D counts, bytes, time, achieved bandwidth, pageable vs pinned,
-small-copy storms, and the host API that issued them."""
+small-copy storms, and the host API that issued them.
+
+Selection and time, the rule kernels use (select.py): copies overlapping the window, durations
+clipped to it (``*_ms`` here are sums of copy time, not unions); bandwidth uses whole copies."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,37 +10,33 @@ import numpy as np
 from .. import thresholds
 from ..trace.kinds import CopyKind, MemKind, SpanKind
 from ..trace.model import Trace
+from .classify import host_side_mem
 from .links import launchers_for
+from .select import clipped_durations, group_sum, in_window
 from .window import Window
-
-
-def _host_side_mem(s, idx):
-    """Memory kind of the host side of each copy (H2D: src, D2H: dst)."""
-    ck = s.copy_kind[idx]
-    return np.where(ck == CopyKind.H2D, s.src_mem[idx], np.where(ck == CopyKind.D2H, s.dst_mem[idx], MemKind.UNKNOWN))
 
 
 def copies(trace: Trace, window: Window) -> dict:
     s = trace.spans
-    lo, hi = window.start_ns, window.end_ns
-    m = (s.kind == SpanKind.MEMCPY) & (s.start_ns >= lo) & (s.start_ns < hi)
-    ms = (s.kind == SpanKind.MEMSET) & (s.start_ns >= lo) & (s.start_ns < hi)
-    idx = np.flatnonzero(m)
-    dur = (s.end_ns[idx] - s.start_ns[idx]).astype(np.int64)
+    idx = in_window(trace, s.kind == SpanKind.MEMCPY, window)
+    msi = in_window(trace, s.kind == SpanKind.MEMSET, window)
+    full = (s.end_ns[idx] - s.start_ns[idx]).astype(np.int64)
+    dur = clipped_durations(trace, idx, window).astype(np.int64)
     nbytes = np.maximum(s.bytes[idx], 0)
     ck = s.copy_kind[idx]
-    hostmem = _host_side_mem(s, idx)
-    out = {"count": int(len(idx)), "total_ms": float(dur.sum()) / 1e6, "by_kind": [],
-           "memset": {"count": int(ms.sum()), "ms": float((s.end_ns[ms] - s.start_ns[ms]).sum()) / 1e6,
-                      "bytes": int(np.maximum(s.bytes[ms], 0).sum())}}
+    hostmem = host_side_mem(trace, idx)
+    out = {"count": int(len(idx)), "copy_sum_ms": float(dur.sum()) / 1e6, "by_kind": [],
+           "memset": {"count": int(len(msi)), "ms": float(clipped_durations(trace, msi, window).sum()) / 1e6,
+                      "bytes": int(np.maximum(s.bytes[msi], 0).sum())}}
     for kind in (CopyKind.H2D, CopyKind.D2H, CopyKind.D2D, CopyKind.H2H, CopyKind.P2P, CopyKind.UNKNOWN):
         mk = ck == kind
         if not mk.any():
             continue
         t = int(dur[mk].sum())
         b = int(nbytes[mk].sum())
+        tf = int(full[mk].sum())
         row = {"kind": kind.name, "count": int(mk.sum()), "bytes": b, "ms": t / 1e6,
-               "bandwidth_gbps": (b / t) if t > 0 else None,  # bytes/ns == GB/s
+               "bandwidth_gbps": (b / tf) if tf > 0 else None,  # bytes/ns == GB/s, whole copies
                "pageable_count": int((mk & (hostmem == MemKind.PAGEABLE)).sum()),
                "pinned_count": int((mk & (hostmem == MemKind.PINNED)).sum()),
                "pageable_ms": float(dur[mk & (hostmem == MemKind.PAGEABLE)].sum()) / 1e6,
@@ -54,16 +53,11 @@ def copies(trace: Trace, window: Window) -> dict:
     # issuing host API (e.g. cudaMemcpyAsync vs cudaMemcpy) for pageable copies
     pidx = idx[pg]
     plaunch = launchers_for(trace, pidx)
-    apis: dict[str, list] = {}
-    for i, l in zip(pidx.tolist(), plaunch.tolist()):
-        name = trace.name_of(l) if l >= 0 else "(unknown)"
-        a = apis.setdefault(name, [0, 0])
-        a[0] += 1
-        a[1] += int(s.end_ns[i] - s.start_ns[i])
-    out["pageable"]["by_api"] = [{"api": k, "count": v[0], "ms": v[1] / 1e6}
-                                 for k, v in sorted(apis.items(), key=lambda kv: -kv[1][1])]
-    tiny_d2h = (ck == CopyKind.D2H) & (nbytes <= thresholds.TINY_D2H_BYTES)
-    out["tiny_d2h"] = {"threshold_bytes": thresholds.TINY_D2H_BYTES, "count": int(tiny_d2h.sum())}
+    api_name = np.where(plaunch >= 0, s.name[np.maximum(plaunch, 0)], -2).astype(np.int64)
+    uk, cnt_ms, cnt = group_sum(api_name, dur[pg])
+    out["pageable"]["by_api"] = [
+        {"api": (trace.strings[int(k)] if k >= 0 else "(unknown)"), "count": int(c), "ms": float(v) / 1e6}
+        for k, v, c in sorted(zip(uk.tolist(), cnt_ms.tolist(), cnt.tolist()), key=lambda r: -r[1])]
     return out
 
 

@@ -1,274 +1,444 @@
 """Diagnosis: turn the analyses' numbers into findings and one verdict.
 
-Every finding carries a stable snake_case id, a severity, a title, the evidence numbers
-it rests on (all taken from the trace by the analyses) and a concrete suggestion.
-Suggestions never promise a speed-up figure.
+Findings are a list of small rule functions (``RULES``), one per finding id, each
+``rule(res, found) -> dict | None`` over the assembled result (``found``: the findings of the
+rules before it, by id).  Every finding carries a stable snake_case id, a severity, a title,
+the evidence numbers it rests on and a concrete suggestion.  Each evidence number is *cited*:
+``evidence_source[key]`` is the path of the result value it was read from (``syncs.blocked_ms``,
+``breakdown[sync_wait].ms``, ``kernels.top[0].share_pct``), so a reader (and a test) can check
+it against the table it comes from.  Suggestions never promise a speed-up figure.  Every
+threshold is in ``thresholds.py`` with its source.
 
-Verdict rule: the breakdown categories are grouped (gpu_compute -> gpu_bound; h2d+d2h+
-other copies -> copy_bound; sync_wait -> sync_bound; cpu_preprocessing -> cpu_bound;
-framework_overhead -> launch_bound when a launch_storm or host_launch_bound finding holds,
-else framework_bound; cpu_compute -> cpu_compute_bound; waiting -> waiting_bound).  The
-largest group decides when it holds at least thresholds.VERDICT_MIN_SHARE_PCT of the
-window; otherwise the verdict is 'balanced'.  Confidence = top / (top + runner-up),
-scaled down by the share of time nothing in the trace explains ('other').
+Verdict rule: the breakdown categories are grouped (gpu_compute -> gpu_bound;
+gpu_communication -> communication_bound; h2d+d2h+other copies -> copy_bound; sync_wait ->
+sync_bound; cpu_preprocessing -> cpu_bound; framework_overhead -> launch_bound when a
+launch_storm or host_launch_bound finding holds, else framework_bound; cpu_compute ->
+cpu_compute_bound; waiting -> waiting_bound).  The largest group decides when it holds at least
+thresholds.VERDICT_MIN_SHARE_PCT of the window; otherwise the verdict is 'balanced'.
+Confidence = top / (top + runner-up), scaled down by the share of time nothing in the trace
+explains ('other').
 """
 from __future__ import annotations
+
+import re
+from typing import Any, Callable
 
 from .. import thresholds as T
 from .kernels import short_kernel_name
 
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2, "info": 3}
 
-
-def _f(x, nd=1):
-    return "n/a" if x is None else f"{x:,.{nd}f}"
-
-
-def _share(bd: list[dict], cat: str) -> float:
-    for r in bd:
-        if r["category"] == cat:
-            return float(r["pct"])
-    return 0.0
+_STEP = re.compile(r"([^.\[]+)(?:\[([^\]]+)\])?")
+_ROW_KEYS = ("category", "name", "class", "api", "kind")
 
 
-def _ms(bd: list[dict], cat: str) -> float:
-    for r in bd:
-        if r["category"] == cat:
-            return float(r["ms"])
-    return 0.0
+def get_path(res: dict, path: str) -> Any:
+    """Value at a result path: dotted keys; ``key[i]`` indexes a list, ``key[name]`` picks the
+    list row whose category/name/class/api/kind is ``name``.  None when absent."""
+    cur: Any = res
+    for part in path.split("."):
+        m = _STEP.fullmatch(part)
+        if m is None or not isinstance(cur, dict):
+            return None
+        cur = cur.get(m.group(1))
+        sel = m.group(2)
+        if sel is not None:
+            if not isinstance(cur, list):
+                return None
+            if sel.lstrip("-").isdigit():
+                i = int(sel)
+                cur = cur[i] if -len(cur) <= i < len(cur) else None
+            else:
+                cur = next((r for r in cur if isinstance(r, dict) and any(r.get(k) == sel for k in _ROW_KEYS)), None)
+    return cur
 
 
-def _part_ms(bd, cat, part):
-    for r in bd:
-        if r["category"] == cat:
-            for p in r["parts"]:
-                if p["name"] == part:
-                    return float(p["ms"])
-    return 0.0
+class Evidence:
+    """Evidence of one finding: every value read from a result path (cited) or derived from cited
+    values by a formula stated next to it."""
+
+    def __init__(self, res: dict):
+        self.res = res
+        self.values: dict[str, Any] = {}
+        self.sources: dict[str, str] = {}
+        self.derived: dict[str, str] = {}
+
+    def cite(self, key: str, path: str, nd: int = 3, default=0.0):
+        v = get_path(self.res, path)
+        if v is None:
+            v = default
+        self.values[key] = round(float(v), nd) if isinstance(v, float) else v
+        self.sources[key] = path
+        return v
+
+    def cite_all(self, base: str, **fields) -> list:
+        """Cite several fields of one section: ``key=field`` or ``key=(field, digits)``; values in order."""
+        out = []
+        for key, f in fields.items():
+            field, nd = (f, 3) if isinstance(f, str) else f
+            out.append(self.cite(key, f"{base}.{field}", nd))
+        return out
+
+    def derive(self, key: str, value, formula: str, nd: int = 3):
+        self.values[key] = round(float(value), nd) if isinstance(value, float) else value
+        self.derived[key] = formula
+        return value
+
+    def finding(self, id: str, severity: str, title: str, text: list[str], suggestion: str) -> dict:
+        return {"id": id, "severity": severity, "title": title, "evidence": self.values,
+                "evidence_source": self.sources, "evidence_derived": self.derived,
+                "evidence_text": text, "suggestion": suggestion}
+
+
+def _row(res: dict, cat: str) -> dict:
+    return next((r for r in res["breakdown"] if r["category"] == cat), {"ms": 0.0, "pct": 0.0, "parts": []})
+
+
+def _pct(res: dict, cat: str) -> float:
+    return float(_row(res, cat)["pct"])
+
+
+def _ms(res: dict, cat: str) -> float:
+    return float(_row(res, cat)["ms"])
+
+
+HOST_CATEGORIES = ("sync_wait", "cpu_preprocessing", "framework_overhead", "waiting", "other")
+
+
+def _sev(value: float, medium: float, high: float, below: str | None = None) -> str | None:
+    return "high" if value >= high else "medium" if value >= medium else below
+
+
+# --------------------------------------------------------------------------------------------
+# rules, one per finding id
+# --------------------------------------------------------------------------------------------
+def gpu_idle(res: dict, found: dict) -> dict | None:
+    gpu = res.get("gpu")
+    if gpu is None or gpu["idle_pct"] < T.GPU_IDLE_MEDIUM_PCT:
+        return None
+    e = Evidence(res)
+    idle_pct = e.cite("gpu_idle_pct", "gpu.idle_pct", 2)
+    idle_ms = e.cite("gpu_idle_ms", "gpu.idle_ms")
+    e2e = e.cite("window_ms", "e2e_ms")
+    e.cite("gpu_busy_ms", "gpu.busy_ms")
+    top_host = max(HOST_CATEGORIES, key=lambda c: _ms(res, c))
+    e.derive("largest_host_category_while_idle", top_host, "largest of breakdown " + ", ".join(HOST_CATEGORIES))
+    e.cite("largest_host_category_ms", f"breakdown[{top_host}].ms")
+    txt = [f"GPU idle {idle_pct:.1f}% of the window ({idle_ms:.2f} ms of {e2e:.2f} ms); "
+           f"busy = union of kernel, memcpy and memset intervals on all streams."]
+    if gpu.get("idle_pct_active_span") is not None:
+        txt.append(f"Idle {gpu['idle_pct_active_span']:.1f}% of the GPU-active span ({gpu['active_span_ms']:.2f} ms, "
+                   "first to last GPU activity).")
+    gaps = res.get("idle_gaps") or {}
+    bc = gaps.get("by_class_stream_ms") or {}
+    if bc and any(bc.values()):
+        n = e.cite("streams", "idle_gaps.streams")
+        for k in bc:
+            e.cite(f"gap_{k}_stream_ms", f"idle_gaps.by_class_stream_ms.{k}")
+        txt.append(f"Per-stream gaps by cause, summed over {n} stream(s) (stream-time, not window time): "
+                   + ", ".join(f"{k} {v:.2f} ms" for k, v in bc.items()) + ".")
+    if gaps.get("largest"):
+        g0 = gaps["largest"][0]
+        e.cite("largest_gap_ms", "idle_gaps.largest[0].ms")
+        e.cite("largest_gap_host_activity", "idle_gaps.largest[0].host", default=None)
+        txt.append(f"Largest idle gap (no activity on any stream) {g0['ms']:.2f} ms at +{g0['offset_ms']:.2f} ms; "
+                   f"host meanwhile: {g0.get('host')}.")
+    txt.append(f"While the GPU was idle the largest host category was {top_host} ({_ms(res, top_host):.2f} ms).")
+    sugg = {
+        "sync_wait": "Remove host-device synchronisation from the hot path (see sync_stall); keep the GPU queue non-empty.",
+        "cpu_preprocessing": "Overlap CPU preprocessing with GPU work: tokenize/prepare the next batch in a worker thread or process while the GPU runs the current one.",
+        "framework_overhead": "Reduce per-op host overhead: capture the steady-state loop in CUDA graphs (torch.compile mode='reduce-overhead' or torch.cuda.graphs), fuse small ops, or raise the batch size.",
+        "waiting": "The host is off-CPU (sleep, I/O, locks) while the GPU waits: move I/O off the inference thread and check lock contention.",
+        "other": "Host activity in the gaps is not covered by the trace: profile with CPU sampling (inferscope run) or add NVTX/record_function ranges.",
+    }[top_host]
+    return e.finding("gpu_idle", _sev(idle_pct, T.GPU_IDLE_MEDIUM_PCT, T.GPU_IDLE_HIGH_PCT),
+                     f"GPU idle {idle_pct:.0f}% of the timeline", txt, sugg)
+
+
+def sync_stall(res: dict, found: dict) -> dict | None:
+    sy = res.get("syncs") or {}
+    if not sy.get("count"):
+        return None
+    e = Evidence(res)
+    n = e.cite("sync_calls", "syncs.count")
+    blocked = e.cite("blocked_ms", "syncs.blocked_ms")
+    blocked_pct = e.cite("blocked_pct", "syncs.blocked_pct", 2)
+    idle_ms = e.cite("sync_wait_ms", "breakdown[sync_wait].ms")
+    idle_pct = e.cite("sync_wait_pct", "breakdown[sync_wait].pct", 2)
+    top = e.cite("top_sync_api", "syncs.top[0].api", default=None)
+    e.cite("top_sync_api_issued_by", "syncs.top[0].issued_by", default=None)
+    top_ms = e.cite("top_sync_api_ms", "syncs.top[0].ms")
+    top_n = e.cite("top_sync_api_count", "syncs.top[0].count", default=0)
+    pg_ms = e.cite("pageable_copy_calls_sum_ms", "syncs.pageable_copy_calls_sum_ms")
+    td = e.cite("tiny_d2h_reads", "syncs.tiny_d2h.count", default=0)
+    txt = [f"{n} blocking calls held the host {blocked:.2f} ms ({blocked_pct:.1f}% of the window, union over threads).",
+           f"Top: {top} x{top_n} = {top_ms:.2f} ms, issued by {sy['top'][0]['issued_by'] if sy.get('top') else None}."]
+    if pg_ms:
+        txt.append(f"{pg_ms:.2f} ms of the calls are copies with a pageable host side (see pageable_copy).")
+    txt.append(f"{idle_ms:.2f} ms of it with the GPU idle (breakdown sync_wait, {idle_pct:.1f}% of the window); "
+               "severity follows that part: blocking while the GPU computes costs little.")
+    if td:
+        txt.append(f"{td} device->host reads of <= {sy['tiny_d2h']['threshold_bytes']} bytes (the .item()/.cpu() pattern).")
+    return e.finding("sync_stall", _sev(idle_pct, T.SYNC_STALL_MEDIUM_PCT, T.SYNC_STALL_HIGH_PCT, "low"),
+                     "Host blocked in CPU-GPU synchronisation", txt,
+                     "Avoid per-step .item()/.cpu()/print of GPU tensors and explicit torch.cuda.synchronize() in the loop; "
+                     "keep results on the GPU and read them once per batch, or use non_blocking copies with CUDA events.")
+
+
+def pageable_copy(res: dict, found: dict) -> dict | None:
+    pg = (res.get("copies") or {}).get("pageable") or {}
+    if pg.get("count", 0) < T.PAGEABLE_COPY_MIN_COUNT:
+        return None
+    e = Evidence(res)
+    n = e.cite("pageable_copies", "copies.pageable.count")
+    gpu_ms = e.cite("pageable_copy_gpu_ms", "copies.pageable.ms")
+    nbytes = e.cite("pageable_bytes", "copies.pageable.bytes")
+    calls_ms = e.cite("pageable_copy_calls_sum_ms", "syncs.pageable_copy_calls_sum_ms")
+    e2e = e.cite("window_ms", "e2e_ms")
+    # what pageable copies cost is the host blocked in their calls (the driver stages them)
+    # or, for copies issued without a host record, their GPU time
+    cost = max(calls_ms, gpu_ms)
+    pct = e.derive("cost_pct_of_window", 100.0 * cost / e2e if e2e else 0.0,
+                   "100 * max(pageable_copy_calls_sum_ms, pageable_copy_gpu_ms) / window_ms")
+    apis = pg.get("by_api") or []
+    if apis:
+        e.cite("top_pageable_copy_api", "copies.pageable.by_api[0].api", default=None)
+    txt = [f"{n} copies from/to pageable host memory: {gpu_ms:.3f} ms on the GPU, {nbytes:,} bytes; "
+           f"their calls blocked the host {calls_ms:.3f} ms ({pct:.2f}% of the window)."]
+    if apis:
+        txt.append("Issued by: " + ", ".join(f"{a['api']} x{a['count']}" for a in apis[:3]) + ".")
+    sev = _sev(pct, T.PAGEABLE_COPY_MIN_PCT, T.SYNC_STALL_HIGH_PCT, "low")
+    return e.finding("pageable_copy", sev, "Host<->device copies use pageable memory", txt,
+                     "Allocate host buffers pinned (tensor.pin_memory(), DataLoader(pin_memory=True)) and copy with "
+                     "non_blocking=True, so copies are true DMA and can overlap compute.")
+
+
+def small_copies(res: dict, found: dict) -> dict | None:
+    sm = (res.get("copies") or {}).get("small") or {}
+    if not sm.get("storm"):
+        return None
+    e = Evidence(res)
+    n, ms, thr, pct = e.cite_all("copies.small", small_copies="count", small_copy_ms="ms",
+                                 threshold_bytes="threshold_bytes", pct_of_window=("pct_of_window", 2))
+    return e.finding("small_copies", "medium" if pct >= T.SMALL_COPY_STORM_PCT else "low", "Many small host<->device copies",
+                     [f"{n} copies under {thr:,} bytes took {ms:.3f} ms on the GPU ({pct:.2f}% of the window)."],
+                     "Batch small transfers: stack tensors on the host and copy once, keep per-step scalars on the GPU.")
+
+
+def launch_storm(res: dict, found: dict) -> dict | None:
+    k = res.get("kernels") or {}
+    if not k.get("launch_storm"):
+        return None
+    e = Evidence(res)
+    n, rate, p50, tiny, rule = e.cite_all("kernels", kernels="count", launches_per_s=("launches_per_s", 1),
+                                          kernel_p50_us="p50_us", tiny_pct=("tiny_pct", 1), rule="launch_storm_rule")
+    return e.finding("launch_storm", "high", "Kernel launch storm",
+                     [f"{n} kernels at {rate:,.0f} launches/s, median {p50:.2f} us ({rule}).",
+                      f"{tiny:.0f}% of kernels are shorter than {k['tiny_threshold_us']:g} us."],
+                     "Fuse small kernels (torch.compile), capture the loop in CUDA graphs, or raise the batch size so each "
+                     "launch does more work.")
+
+
+def dominant_kernel(res: dict, found: dict) -> dict | None:
+    k = res.get("kernels") or {}
+    if not (k.get("top") and k.get("distinct", 0) >= 2 and k["top"][0]["share_pct"] >= T.DOMINANT_KERNEL_SHARE_PCT):
+        return None
+    e = Evidence(res)
+    name, share, ms, calls, _ = e.cite_all("kernels.top[0]", top_kernel="name", top_kernel_pct=("share_pct", 2),
+                                           top_kernel_sum_ms="sum_ms", top_kernel_calls="calls",
+                                           top_kernel_p50_us="p50_us")
+    return e.finding("dominant_kernel", "medium", "One kernel dominates GPU time",
+                     [f"{short_kernel_name(name)} takes {share:.1f}% of kernel time ({ms:.2f} ms over {calls} calls)."],
+                     "Start there: check its shapes and dtype (tensor-core friendly sizes, bf16/fp16), and profile it with "
+                     "Nsight Compute.")
+
+
+def warmup_in_window(res: dict, found: dict) -> dict | None:
+    oo = res.get("one_off_calls") or {}
+    if not oo.get("calls"):
+        return None
+    e = Evidence(res)
+    n, ms, pct = e.cite_all("one_off_calls", one_off_calls="count", union_ms="union_ms", union_pct=("union_pct", 2))
+    e.cite_all("one_off_calls.calls[0]", longest_call="name", longest_call_ms="ms")
+    return e.finding(
+        "warmup_in_window", "high" if pct >= T.ONE_OFF_HIGH_PCT else "medium", "Start-up work inside the analysed window",
+        [f"{n} single host calls each longer than {oo['threshold_ms']:.1f} ms cover {ms:.1f} ms ({pct:.1f}% of the window)."] +
+        [f"{c['name'][:120]} ({c['kind']}): {c['ms']:.1f} ms at +{c['offset_ms']:.1f} ms" for c in oo["calls"][:3]],
+        "These are one-off start-up costs (Python module imports, CUDA context creation, lazy kernel loading, cuDNN/cuBLAS "
+        "set-up, allocator growth): warm up before profiling (torch.profiler schedule wait/warmup), analyse a steady-state "
+        "step with --window, or mark the inference itself with inferscope.scope().")
+
+
+def gpu_compute_bound(res: dict, found: dict) -> dict | None:
+    k = res.get("kernels") or {}
+    if res.get("gpu") is None or _pct(res, "gpu_compute") < T.VERDICT_MIN_SHARE_PCT or not k.get("classes"):
+        return None
+    e = Evidence(res)
+    cl = k["classes"]
+    for r in cl:
+        e.cite(f"kernel_class_{r['class']}_pct", f"kernels.classes[{r['class']}].share_pct", 2)
+    share = e.cite("gpu_compute_pct", "breakdown[gpu_compute].pct", 2)
+    if k.get("top"):
+        e.cite("top_kernel", "kernels.top[0].name")
+        e.cite("top_kernel_pct", "kernels.top[0].share_pct", 2)
+    ew = e.derive("elementwise_copy_pct", sum(r["share_pct"] for r in cl if r["class"] in ("elementwise", "copy_cat_transpose")),
+                  "kernel_class_elementwise_pct + kernel_class_copy_cat_transpose_pct", 2)
+    txt = [f"Compute kernels run {share:.1f}% of the window.",
+           "Kernel time by family: " + ", ".join(f"{r['class']} {r['share_pct']:.1f}%" for r in cl) + "."]
+    if k.get("top"):
+        txt.append("Top kernels: " + "; ".join(f"{short_kernel_name(r['name'])} {r['share_pct']:.1f}%" for r in k["top"][:3]) + ".")
+    if ew >= T.ELEMENTWISE_COPY_SHARE_PCT:
+        sugg = (f"Elementwise and copy/concat kernels take {ew:.0f}% of GPU time: fuse them (torch.compile), avoid dtype casts "
+                "and .contiguous() copies, and use a static/pre-allocated KV cache instead of torch.cat growth.")
+    else:
+        sugg = ("The GPU is the bottleneck: cut work per token (lower precision or quantization, fused attention kernels) "
+                "or raise batch size for throughput; deep-dive the top kernels with Nsight Compute.")
+    return e.finding("gpu_compute_bound", "medium", "The GPU is busy: kernels dominate the time", txt, sugg)
+
+
+def gpu_communication(res: dict, found: dict) -> dict | None:
+    pct = _pct(res, "gpu_communication")
+    if res.get("gpu") is None or pct < T.COMM_EXPOSED_MEDIUM_PCT:
+        return None
+    e = Evidence(res)
+    e.cite("exposed_comm_pct", "breakdown[gpu_communication].pct", 2)
+    exp_ms = e.cite("exposed_comm_ms", "breakdown[gpu_communication].ms")
+    comm_ms = e.cite("comm_kernel_busy_ms", "gpu.comm_kernel_busy_ms")
+    ov = e.cite("compute_comm_overlap_pct", "gpu.compute_comm_overlap_pct", 2, default=None)
+    return e.finding(
+        "gpu_communication", _sev(pct, T.COMM_EXPOSED_MEDIUM_PCT, T.COMM_EXPOSED_HIGH_PCT),
+        "Communication kernels run with no compute beside them",
+        [f"Communication kernels (NCCL/RCCL) are busy {comm_ms:.2f} ms; {exp_ms:.2f} ms of it ({pct:.1f}% of the window) "
+         f"with no compute kernel running.",
+         f"{'n/a' if ov is None else f'{ov:.1f}%'} of communication time overlaps compute (HTA's overlap measure)."],
+        "Overlap communication with compute (bucketed/async collectives, separate communication stream), reduce what is "
+        "communicated (tensor-parallel degree, lower precision), or check for waits on a slower rank.")
+
+
+def cpu_preprocessing(res: dict, found: dict) -> dict | None:
+    pre = _pct(res, "cpu_preprocessing")
+    if pre < T.CPU_PREPROCESSING_MEDIUM_PCT:
+        return None
+    e = Evidence(res)
+    e.cite("cpu_preprocessing_pct", "breakdown[cpu_preprocessing].pct", 2)
+    ms = e.cite("cpu_preprocessing_ms", "breakdown[cpu_preprocessing].ms")
+    tok = e.cite("tokenization_ms", "breakdown[cpu_preprocessing].parts[tokenization].ms")
+    prep = e.cite("other_preprocessing_ms", "breakdown[cpu_preprocessing].parts[preprocessing].ms")
+    user = e.cite("user_code_ms", "breakdown[cpu_preprocessing].parts[user_code].ms")
+    dom = max((("tokenization", tok), ("other preprocessing", prep), ("user code", user)), key=lambda x: x[1])
+    txt = [f"CPU preprocessing holds {pre:.1f}% of end-to-end time ({ms:.2f} ms) with the GPU idle or absent.",
+           f"Tokenization {tok:.2f} ms, other preprocessing {prep:.2f} ms, user code {user:.2f} ms; {dom[0]} dominates."]
+    sugg = ("Move tokenization off the critical path: use a fast (Rust) tokenizer with batch encoding, tokenize in a worker "
+            "pool, and overlap it with inference of the previous batch." if dom[0] == "tokenization" else
+            "Move preprocessing off the critical path (worker processes / DataLoader num_workers, GPU-side decode/resize) "
+            "and overlap it with inference.")
+    return e.finding("cpu_preprocessing", _sev(pre, T.CPU_PREPROCESSING_MEDIUM_PCT, T.CPU_PREPROCESSING_HIGH_PCT),
+                     f"{'Tokenization' if dom[0] == 'tokenization' else 'CPU preprocessing'} dominates CPU time", txt, sugg)
+
+
+def host_launch_bound(res: dict, found: dict) -> dict | None:
+    gpu, k = res.get("gpu"), res.get("kernels") or {}
+    bc = (res.get("idle_gaps") or {}).get("by_class_stream_ms") or {}
+    ratio = k.get("launch_api_typical_vs_kernel_ratio")
+    if not (gpu is not None and gpu["idle_pct"] >= T.GPU_IDLE_MEDIUM_PCT and ratio is not None
+            and k.get("count", 0) >= T.HOST_LAUNCH_MIN_KERNELS and ratio >= T.HOST_LAUNCH_API_VS_KERNEL_RATIO
+            and bc and bc.get("host_wait", 0) >= max(bc.get("other", 0), bc.get("kernel_wait", 0))):
+        return None
+    e = Evidence(res)
+    la = e.cite("launch_api_ms", "kernels.launch_api_ms")
+    ks = e.cite("kernel_sum_ms", "kernels.kernel_sum_ms")
+    r = e.cite("launch_api_typical_vs_kernel_ratio", "kernels.launch_api_typical_vs_kernel_ratio")
+    hw = e.cite("gap_host_wait_stream_ms", "idle_gaps.by_class_stream_ms.host_wait")
+    e.cite("gpu_idle_pct", "gpu.idle_pct", 2)
+    e.cite("kernel_p50_us", "kernels.p50_us")
+    return e.finding(
+        "host_launch_bound", "high", "The host cannot issue work fast enough",
+        [f"{k['launch_api_calls']} launch calls at a median {k['launch_api_p50_us']:.1f} us: {r:.2f} x the {ks:.2f} ms of "
+         f"kernel time (all launch calls together {la:.2f} ms).",
+         f"Most stream gaps are host_wait ({hw:.2f} ms summed over streams): the next kernel was issued after the "
+         "previous one ended."],
+        "Cut per-kernel host cost: CUDA graphs (torch.compile mode='reduce-overhead'), fewer/fused ops, larger batches; "
+        "check for Python overhead between ops.")
+
+
+def framework_overhead(res: dict, found: dict) -> dict | None:
+    fw = _pct(res, "framework_overhead")
+    if fw < T.FRAMEWORK_OVERHEAD_MEDIUM_PCT or "host_launch_bound" in found:
+        return None
+    e = Evidence(res)
+    e.cite("framework_overhead_pct", "breakdown[framework_overhead].pct", 2)
+    parts = _row(res, "framework_overhead")["parts"]
+    for p in parts:
+        e.cite(f"{p['name']}_ms", f"breakdown[framework_overhead].parts[{p['name']}].ms")
+    where = ("with no GPU work running" if res.get("gpu") is not None else
+             "outside compute ops (Python in torch/transformers, dispatch, generation loop)")
+    return e.finding("framework_overhead", "medium", "Framework / runtime overhead is a large share",
+                     [f"Framework and runtime work on the host {where}: {fw:.1f}% of the window."] +
+                     (["Parts: " + ", ".join(f"{p['name']} {p['ms']:.1f} ms" for p in parts) + "."] if parts else []),
+                     "Reduce op count and Python between ops (torch.compile, fused modules, inference_mode), or batch more "
+                     "work per call.")
+
+
+def _category_evidence(res: dict, cat: str) -> Evidence:
+    """Evidence of a finding about one breakdown category: its share and time."""
+    e = Evidence(res)
+    e.cite(f"{cat}_pct", f"breakdown[{cat}].pct", 2)
+    e.cite(f"{cat}_ms", f"breakdown[{cat}].ms")
+    return e
+
+
+def cpu_compute(res: dict, found: dict) -> dict | None:
+    cc = _pct(res, "cpu_compute")
+    if res.get("gpu") is not None or cc < T.CPU_COMPUTE_INFO_PCT:
+        return None
+    return _category_evidence(res, "cpu_compute").finding(
+        "cpu_compute", "info", "Model compute runs on the CPU",
+        [f"Framework ops computing on the CPU take {cc:.1f}% of the window (no GPU activity in the trace)."],
+        "On CPU: check torch.get_num_threads() matches the cores you own, use bf16/int8 (quantization) or a GPU for the model.")
+
+
+def host_waiting(res: dict, found: dict) -> dict | None:
+    wt = _pct(res, "waiting")
+    if wt < T.HOST_WAITING_LOW_PCT:
+        return None
+    return _category_evidence(res, "waiting").finding(
+        "host_waiting", "medium" if wt >= T.HOST_WAITING_MEDIUM_PCT else "low", "The inference thread waits off-CPU",
+        [f"Threads were off-CPU (sleep, I/O, locks) for {wt:.1f}% of the window with nothing else running."],
+        "Find the blocking call (I/O, queue get, lock) on the inference path and move it off or make it asynchronous.")
+
+
+def low_coverage(res: dict, found: dict) -> dict | None:
+    oth = _pct(res, "other")
+    if oth < T.LOW_COVERAGE_OTHER_PCT:
+        return None
+    return _category_evidence(res, "other").finding(
+        "low_coverage", "info", "Much of the window is not explained by the trace",
+        [f"{oth:.1f}% of the window has no recorded GPU work, API call, op or sampled CPU activity."],
+        "Record more: run under `inferscope run` (CPU sampling) or enable CPU activities / with_stack in torch.profiler.")
+
+
+# Order matters only where a rule reads an earlier one (framework_overhead after host_launch_bound).
+RULES: list[Callable[[dict, dict], dict | None]] = [
+    gpu_idle, sync_stall, pageable_copy, small_copies, launch_storm, dominant_kernel, warmup_in_window,
+    gpu_compute_bound, gpu_communication, cpu_preprocessing, host_launch_bound, framework_overhead, cpu_compute,
+    host_waiting, low_coverage,
+]
+FINDING_IDS = [r.__name__ for r in RULES]
 
 
 def findings_for(res: dict) -> list[dict]:
-    bd = res["breakdown"]
-    e2e = res["e2e_ms"]
-    gpu = res.get("gpu")
-    gaps = res.get("idle_gaps") or {}
-    k = res.get("kernels") or {}
-    c = res.get("copies") or {}
-    sy = res.get("syncs") or {}
-    out: list[dict] = []
-
-    def add(id, severity, title, evidence, evidence_text, suggestion):
-        out.append({"id": id, "severity": severity, "title": title, "evidence": evidence,
-                    "evidence_text": evidence_text, "suggestion": suggestion})
-
-    host_cats = ["sync_wait", "cpu_preprocessing", "framework_overhead", "waiting", "other"]
-    top_host = max(host_cats, key=lambda x: _ms(bd, x))
-
-    # --- gpu_idle -----------------------------------------------------------
-    if gpu is not None and gpu["idle_pct"] >= T.GPU_IDLE_MEDIUM_PCT:
-        sev = "high" if gpu["idle_pct"] >= T.GPU_IDLE_HIGH_PCT else "medium"
-        ev = {"gpu_idle_pct": round(gpu["idle_pct"], 2), "gpu_idle_ms": round(gpu["idle_ms"], 3),
-              "window_ms": round(e2e, 3), "gpu_busy_ms": round(gpu["busy_ms"], 3),
-              "largest_host_category_while_idle": top_host,
-              "largest_host_category_ms": round(_ms(bd, top_host), 3)}
-        txt = [f"GPU idle {gpu['idle_pct']:.1f}% of the window ({gpu['idle_ms']:.2f} ms of {e2e:.2f} ms); "
-               f"busy = union of kernel, memcpy and memset intervals on all streams."]
-        if gpu.get("idle_pct_active_span") is not None:
-            txt.append(f"Idle {gpu['idle_pct_active_span']:.1f}% of the GPU-active span ({gpu['active_span_ms']:.2f} ms, first to last GPU activity).")
-        bc = gaps.get("by_class_ms") or {}
-        if bc:
-            ev.update({f"gap_{k2}_ms": round(v, 3) for k2, v in bc.items()})
-            txt.append("Per-stream gaps: " + ", ".join(f"{k2} {v:.2f} ms" for k2, v in bc.items()) + ".")
-        if gaps.get("largest"):
-            g0 = gaps["largest"][0]
-            ev["largest_gap_ms"] = round(g0["ms"], 3)
-            ev["largest_gap_host_activity"] = g0.get("host")
-            txt.append(f"Largest idle gap {g0['ms']:.2f} ms at +{g0['offset_ms']:.2f} ms; host meanwhile: {g0.get('host')}.")
-        txt.append(f"While the GPU was idle the largest host category was {top_host} ({_ms(bd, top_host):.2f} ms).")
-        sugg = {
-            "sync_wait": "Remove host-device synchronisation from the hot path (see sync_stall); keep the GPU queue non-empty.",
-            "cpu_preprocessing": "Overlap CPU preprocessing with GPU work: tokenize/prepare the next batch in a worker thread or process while the GPU runs the current one.",
-            "framework_overhead": "Reduce per-op host overhead: capture the steady-state loop in CUDA graphs (torch.compile mode='reduce-overhead' or torch.cuda.graphs), fuse small ops, or raise the batch size.",
-            "waiting": "The host is off-CPU (sleep, I/O, locks) while the GPU waits: move I/O off the inference thread and check lock contention.",
-            "other": "Host activity in the gaps is not covered by the trace: profile with CPU sampling (inferscope run) or add NVTX/record_function ranges.",
-        }[top_host]
-        add("gpu_idle", sev, f"GPU idle {gpu['idle_pct']:.0f}% of the timeline", ev, txt, sugg)
-
-    # --- sync_stall ---------------------------------------------------------
-    if sy.get("count"):
-        idle_sync_pct = _share(bd, "sync_wait")
-        # what the syncs cost is the part with the GPU idle; blocking while the GPU computes is benign
-        sev = "high" if idle_sync_pct >= T.SYNC_STALL_HIGH_PCT else "medium" if idle_sync_pct >= T.SYNC_STALL_MEDIUM_PCT \
-            else "low"
-        top = sy["top"][0] if sy.get("top") else {}
-        ev = {"sync_calls": sy["count"], "blocked_ms": round(sy["blocked_ms"], 3), "blocked_pct": round(sy["blocked_pct"], 2),
-              "top_api": top.get("api"), "top_api_issued_by": top.get("issued_by"),
-              "top_api_ms": round(top.get("ms", 0.0), 3), "top_api_count": top.get("count"),
-              "sync_wait_ms_gpu_idle": round(_ms(bd, "sync_wait"), 3),
-              "tiny_d2h_reads": (sy.get("tiny_d2h") or {}).get("count", 0)}
-        txt = [f"{sy['count']} sync-like calls blocked the host {sy['blocked_ms']:.2f} ms ({sy['blocked_pct']:.1f}% of the window).",
-               f"Top: {top.get('api')} x{top.get('count')} = {top.get('ms', 0):.2f} ms, issued by {top.get('issued_by')}.",
-               f"{_ms(bd, 'sync_wait'):.2f} ms of it with the GPU idle (breakdown sync_wait, {idle_sync_pct:.1f}% of the window); "
-               f"severity follows that part: blocking while the GPU computes costs little."]
-        td = sy.get("tiny_d2h") or {}
-        if td.get("count"):
-            txt.append(f"{td['count']} device->host reads of <= {td['threshold_bytes']} bytes (the .item()/.cpu() pattern).")
-        add("sync_stall", sev, "Host blocked in CPU-GPU synchronisation", ev, txt,
-            "Avoid per-step .item()/.cpu()/print of GPU tensors and explicit torch.cuda.synchronize() in the loop; "
-            "keep results on the GPU and read them once per batch, or use non_blocking copies with CUDA events.")
-
-    # --- pageable_copy ------------------------------------------------------
-    pg = c.get("pageable") or {}
-    if pg.get("count", 0) >= T.PAGEABLE_COPY_MIN_COUNT:
-        pct = 100.0 * pg["ms"] / e2e if e2e else 0.0
-        sev = "medium" if pct >= T.PAGEABLE_COPY_MIN_PCT else "low"
-        apis = pg.get("by_api") or []
-        ev = {"pageable_copies": pg["count"], "pageable_ms": round(pg["ms"], 3), "pageable_bytes": pg["bytes"],
-              "pct_of_window": round(pct, 3), "top_api": apis[0]["api"] if apis else None}
-        txt = [f"{pg['count']} copies from/to pageable host memory, {pg['ms']:.3f} ms, {pg['bytes']:,} bytes ({pct:.2f}% of the window)."]
-        if apis:
-            txt.append("Issued by: " + ", ".join(f"{a['api']} x{a['count']}" for a in apis[:3]) + ".")
-        add("pageable_copy", sev, "Host<->device copies use pageable memory", ev, txt,
-            "Allocate host buffers pinned (tensor.pin_memory(), DataLoader(pin_memory=True)) and copy with non_blocking=True, "
-            "so copies are true DMA and can overlap compute.")
-
-    # --- small_copies -------------------------------------------------------
-    sm = c.get("small") or {}
-    if sm.get("storm"):
-        ev = {"small_copies": sm["count"], "small_copy_ms": round(sm["ms"], 3), "threshold_bytes": sm["threshold_bytes"],
-              "pct_of_window": round(sm["pct_of_window"], 2)}
-        add("small_copies", "medium" if sm["pct_of_window"] >= T.SMALL_COPY_STORM_PCT else "low",
-            "Many small host<->device copies", ev,
-            [f"{sm['count']} copies under {sm['threshold_bytes']:,} bytes took {sm['ms']:.3f} ms ({sm['pct_of_window']:.2f}% of the window)."],
-            "Batch small transfers: stack tensors on the host and copy once, keep per-step scalars on the GPU.")
-
-    # --- launch_storm -------------------------------------------------------
-    if k.get("launch_storm"):
-        ev = {"kernels": k["count"], "launches_per_s": round(k["launches_per_s"], 1), "p50_us": round(k["p50_us"], 3),
-              "tiny_pct": round(k["tiny_pct"], 1), "rule": k["launch_storm_rule"]}
-        add("launch_storm", "high", "Kernel launch storm", ev,
-            [f"{k['count']} kernels at {k['launches_per_s']:,.0f} launches/s, median {k['p50_us']:.2f} us ({k['launch_storm_rule']}).",
-             f"{k['tiny_pct']:.0f}% of kernels are shorter than {k['tiny_threshold_us']:g} us."],
-            "Fuse small kernels (torch.compile), capture the loop in CUDA graphs, or raise the batch size so each launch does more work.")
-
-    # --- dominant_kernel ----------------------------------------------------
-    if k.get("top") and k.get("distinct", 0) >= 2 and k["top"][0]["share_pct"] >= T.DOMINANT_KERNEL_SHARE_PCT:
-        t0 = k["top"][0]
-        ev = {"kernel": t0["name"][:200], "share_pct": round(t0["share_pct"], 2), "total_ms": round(t0["total_ms"], 3),
-              "calls": t0["calls"], "p50_us": round(t0["p50_us"], 3)}
-        add("dominant_kernel", "medium", "One kernel dominates GPU time", ev,
-            [f"{short_kernel_name(t0['name'])} takes {t0['share_pct']:.1f}% of kernel time ({t0['total_ms']:.2f} ms over {t0['calls']} calls)."],
-            "Start there: check its shapes and dtype (tensor-core friendly sizes, bf16/fp16), and profile it with Nsight Compute.")
-
-    # --- one-off host calls (start-up inside the window) --------------------
-    oo = res.get("one_off_calls") or {}
-    if oo.get("calls"):
-        sev = "high" if oo["union_pct"] >= T.ONE_OFF_HIGH_PCT else "medium"
-        top = oo["calls"][0]
-        add("warmup_in_window", sev, "Start-up work inside the analysed window",
-            {"one_off_calls": oo["count"], "union_ms": round(oo["union_ms"], 3), "union_pct": round(oo["union_pct"], 2),
-             "longest_call": top["name"][:200], "longest_call_ms": round(top["ms"], 3)},
-            [f"{oo['count']} single host calls each longer than {oo['threshold_ms']:.1f} ms cover {oo['union_ms']:.1f} ms "
-             f"({oo['union_pct']:.1f}% of the window)."] +
-            [f"{c['name'][:120]} ({c['kind']}): {c['ms']:.1f} ms at +{c['offset_ms']:.1f} ms" for c in oo["calls"][:3]],
-            "These are one-off start-up costs (Python module imports, CUDA context creation, lazy kernel loading, cuDNN/cuBLAS "
-            "set-up, allocator growth): warm up before profiling (torch.profiler schedule wait/warmup), analyse a steady-state "
-            "step with --window, or mark the inference itself with inferscope.scope().")
-
-    # --- gpu busy: what the GPU spends its time on -----------------------
-    if gpu is not None and _share(bd, "gpu_compute") >= T.VERDICT_MIN_SHARE_PCT and k.get("classes"):
-        cl = k["classes"]
-        ew = sum(r["share_pct"] for r in cl if r["class"] in ("elementwise", "copy_cat_transpose"))
-        ev = {f"{r['class']}_pct": round(r["share_pct"], 2) for r in cl}
-        ev.update({"gpu_compute_pct": round(_share(bd, "gpu_compute"), 2),
-                   "top_kernel": k["top"][0]["name"][:200] if k.get("top") else None,
-                   "top_kernel_pct": round(k["top"][0]["share_pct"], 2) if k.get("top") else None})
-        txt = [f"Kernels run {_share(bd, 'gpu_compute'):.1f}% of the window.",
-               "Kernel time by family: " + ", ".join(f"{r['class']} {r['share_pct']:.1f}%" for r in cl) + "."]
-        if k.get("top"):
-            txt.append("Top kernels: " + "; ".join(f"{short_kernel_name(r['name'])} {r['share_pct']:.1f}%" for r in k["top"][:3]) + ".")
-        if ew >= T.ELEMENTWISE_COPY_SHARE_PCT:
-            sugg = (f"Elementwise and copy/concat kernels take {ew:.0f}% of GPU time: fuse them (torch.compile), avoid dtype casts "
-                    "and .contiguous() copies, and use a static/pre-allocated KV cache instead of torch.cat growth.")
-        else:
-            sugg = ("The GPU is the bottleneck: cut work per token (lower precision or quantization, fused attention kernels) "
-                    "or raise batch size for throughput; deep-dive the top kernels with Nsight Compute.")
-        add("gpu_compute_bound", "medium", "The GPU is busy: kernels dominate the time", ev, txt, sugg)
-
-    # --- cpu_preprocessing --------------------------------------------------
-    pre = _share(bd, "cpu_preprocessing")
-    if pre >= T.CPU_PREPROCESSING_MEDIUM_PCT:
-        tok = _part_ms(bd, "cpu_preprocessing", "tokenization")
-        prep = _part_ms(bd, "cpu_preprocessing", "preprocessing")
-        user = _part_ms(bd, "cpu_preprocessing", "user_code")
-        ev = {"cpu_preprocessing_pct": round(pre, 2), "cpu_preprocessing_ms": round(_ms(bd, "cpu_preprocessing"), 3),
-              "tokenization_ms": round(tok, 3), "other_preprocessing_ms": round(prep, 3), "user_code_ms": round(user, 3)}
-        dom = max((("tokenization", tok), ("other preprocessing", prep), ("user code", user)), key=lambda x: x[1])
-        txt = [f"CPU preprocessing holds {pre:.1f}% of end-to-end time ({_ms(bd, 'cpu_preprocessing'):.2f} ms) with the GPU idle or absent.",
-               f"Tokenization {tok:.2f} ms, other preprocessing {prep:.2f} ms, user code {user:.2f} ms; {dom[0]} dominates."]
-        sugg = ("Move tokenization off the critical path: use a fast (Rust) tokenizer with batch encoding, tokenize in a worker "
-                "pool, and overlap it with inference of the previous batch." if dom[0] == "tokenization" else
-                "Move preprocessing off the critical path (worker processes / DataLoader num_workers, GPU-side decode/resize) "
-                "and overlap it with inference.")
-        add("cpu_preprocessing", "high" if pre >= T.CPU_PREPROCESSING_HIGH_PCT else "medium",
-            f"{'Tokenization' if dom[0] == 'tokenization' else 'CPU preprocessing'} dominates CPU time", ev, txt, sugg)
-
-    # --- host_launch_bound --------------------------------------------------
-    ratio = k.get("launch_api_typical_vs_kernel_ratio")
-    bc = gaps.get("by_class_ms") or {}
-    if gpu is not None and gpu["idle_pct"] >= T.GPU_IDLE_MEDIUM_PCT and ratio is not None \
-            and k.get("count", 0) >= T.HOST_LAUNCH_MIN_KERNELS \
-            and ratio >= T.HOST_LAUNCH_API_VS_KERNEL_RATIO and bc and bc.get("host_wait", 0) >= max(bc.get("other", 0), bc.get("kernel_wait", 0)):
-        ev = {"launch_api_ms": round(k["launch_api_ms"], 3), "kernel_ms": round(k["total_ms"], 3),
-              "launch_api_vs_kernel_ratio": round(ratio, 3), "gap_host_wait_ms": round(bc.get("host_wait", 0), 3),
-              "gpu_idle_pct": round(gpu["idle_pct"], 2), "kernel_p50_us": round(k.get("p50_us", 0), 3)}
-        add("host_launch_bound", "high", "The host cannot issue work fast enough", ev,
-            [f"{k['launch_api_calls']} launch calls at a median {k['launch_api_p50_us']:.1f} us: {ratio:.2f} x the {k['total_ms']:.2f} ms of kernel time "
-             f"(all launch calls together {k['launch_api_ms']:.2f} ms).",
-             f"Most stream gaps are host_wait ({bc.get('host_wait', 0):.2f} ms): the next kernel was issued after the previous one ended."],
-            "Cut per-kernel host cost: CUDA graphs (torch.compile mode='reduce-overhead'), fewer/fused ops, larger batches; "
-            "check for Python overhead between ops.")
-
-    # --- framework_overhead -------------------------------------------------
-    fw = _share(bd, "framework_overhead")
-    if fw >= 30.0 and not any(f["id"] == "host_launch_bound" for f in out):
-        parts = {p["name"]: p["ms"] for r in bd if r["category"] == "framework_overhead" for p in r["parts"]}
-        where = ("with no GPU work running" if gpu is not None else
-                 "outside compute ops (Python in torch/transformers, dispatch, generation loop)")
-        add("framework_overhead", "medium", "Framework / runtime overhead is a large share",
-            {"framework_overhead_pct": round(fw, 2), **{f"{k2}_ms": round(v, 3) for k2, v in parts.items()}},
-            [f"Framework and runtime work on the host {where}: {fw:.1f}% of the window."] +
-            (["Parts: " + ", ".join(f"{k2} {v:.1f} ms" for k2, v in parts.items()) + "."] if parts else []),
-            "Reduce op count and Python between ops (torch.compile, fused modules, inference_mode), or batch more work per call.")
-
-    # --- cpu_compute (CPU-only runs) ----------------------------------------
-    cc = _share(bd, "cpu_compute")
-    if gpu is None and cc >= 30.0:
-        add("cpu_compute", "info", "Model compute runs on the CPU", {"cpu_compute_pct": round(cc, 2), "cpu_compute_ms": round(_ms(bd, "cpu_compute"), 3)},
-            [f"Framework ops computing on the CPU take {cc:.1f}% of the window (no GPU activity in the trace)."],
-            "On CPU: check torch.get_num_threads() matches the cores you own, use bf16/int8 (quantization) or a GPU for the model.")
-
-    # --- waiting ------------------------------------------------------------
-    wt = _share(bd, "waiting")
-    if wt >= 10.0:
-        add("host_waiting", "medium" if wt >= 20 else "low", "The inference thread waits off-CPU",
-            {"waiting_pct": round(wt, 2), "waiting_ms": round(_ms(bd, "waiting"), 3)},
-            [f"Threads were off-CPU (sleep, I/O, locks) for {wt:.1f}% of the window with nothing else running."],
-            "Find the blocking call (I/O, queue get, lock) on the inference path and move it off or make it asynchronous.")
-
-    # --- coverage -----------------------------------------------------------
-    oth = _share(bd, "other")
-    if oth >= 30.0:
-        add("low_coverage", "info", "Much of the window is not explained by the trace",
-            {"other_pct": round(oth, 2), "other_ms": round(_ms(bd, "other"), 3)},
-            [f"{oth:.1f}% of the window has no recorded GPU work, API call, op or sampled CPU activity."],
-            "Record more: run under `inferscope run` (CPU sampling) or enable CPU activities / with_stack in torch.profiler.")
-    out.sort(key=lambda f: SEVERITY_ORDER.get(f["severity"], 9))
-    return out
+    found: dict[str, dict] = {}
+    for rule in RULES:
+        f = rule(res, found)
+        if f is not None:
+            assert f["id"] == rule.__name__, (f["id"], rule.__name__)
+            found[f["id"]] = f
+    return sorted(found.values(), key=lambda f: SEVERITY_ORDER.get(f["severity"], 9))
 
 
 VERDICT_TITLES = {
     "gpu_bound": "GPU-bound: the GPU is busy most of the time; speed up the kernels themselves",
+    "communication_bound": "Communication-bound: collective/send-recv kernels run with no compute beside them",
     "copy_bound": "Copy-bound: host<->device transfers dominate",
     "sync_bound": "Sync-bound: the host waits on the GPU in synchronising calls",
     "cpu_bound": "CPU-bound: CPU preprocessing (tokenization, data preparation) dominates",
@@ -283,24 +453,24 @@ VERDICT_TITLES = {
 
 
 def verdict_for(res: dict, findings: list[dict]) -> dict:
-    bd = res["breakdown"]
     if res["e2e_ms"] <= 0:
         return {"id": "empty", "title": VERDICT_TITLES["empty"], "confidence": 0.0, "evidence": [],
                 "confidence_basis": "no time in the window"}
     ids = {f["id"] for f in findings}
     fw_id = "launch_bound" if ({"launch_storm", "host_launch_bound"} & ids) else "framework_bound"
     groups = {
-        "gpu_bound": _share(bd, "gpu_compute"),
-        "copy_bound": _share(bd, "h2d_copy") + _share(bd, "d2h_copy") + _share(bd, "other_copy"),
-        "sync_bound": _share(bd, "sync_wait"),
-        "cpu_bound": _share(bd, "cpu_preprocessing"),
-        fw_id: _share(bd, "framework_overhead"),
-        "cpu_compute_bound": _share(bd, "cpu_compute"),
-        "waiting_bound": _share(bd, "waiting"),
+        "gpu_bound": _pct(res, "gpu_compute"),
+        "communication_bound": _pct(res, "gpu_communication"),
+        "copy_bound": _pct(res, "h2d_copy") + _pct(res, "d2h_copy") + _pct(res, "other_copy"),
+        "sync_bound": _pct(res, "sync_wait"),
+        "cpu_bound": _pct(res, "cpu_preprocessing"),
+        fw_id: _pct(res, "framework_overhead"),
+        "cpu_compute_bound": _pct(res, "cpu_compute"),
+        "waiting_bound": _pct(res, "waiting"),
     }
     ranked = sorted(groups.items(), key=lambda kv: -kv[1])
     (top, top_pct), (second, second_pct) = ranked[0], ranked[1]
-    other = _share(bd, "other")
+    other = _pct(res, "other")
     conf = (top_pct / (top_pct + second_pct) if top_pct + second_pct > 0 else 0.0) * (1.0 - other / 100.0)
     evidence = [f"{top.replace('_bound', '')} holds {top_pct:.1f}% of the window; runner-up {second.replace('_bound', '')} {second_pct:.1f}%"]
     if other > 0:

@@ -1,4 +1,10 @@
-"""GPU utilisation: busy = union of kernel, memcpy and memset intervals over all streams."""
+"""GPU utilisation: busy = union of kernel, memcpy and memset intervals over all streams.
+
+Every ``*_busy_ms`` here is a union over streams clipped to the window (wall time, never more
+than the window).  Communication (``classes.COMM_KERNEL_RE``) is separated from compute, and the
+compute/communication overlap is reported as HTA does: the share of communication time during
+which a compute kernel also runs.
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -7,8 +13,8 @@ from .stats import fast_unique
 
 from ..trace.kinds import SpanKind
 from ..trace.model import Trace
-from .classify import gpu_work_mask
-from .intervals import clip, total
+from .classify import comm_kernel_mask, compute_kernel_mask, gpu_work_mask
+from .intervals import clip, overlap_with_union, total, union
 from .window import Window
 
 
@@ -38,14 +44,20 @@ def gpu_utilisation(trace: Trace, window: Window) -> dict | None:
         out.update({"active_start_ns": None, "active_end_ns": None, "active_span_ms": 0.0,
                     "idle_pct_active_span": None})
 
-    def kind_total(kinds):
-        mk = np.isin(s.kind, [int(x) for x in kinds])
-        a, b = clip(s.start_ns[mk], s.end_ns[mk], lo, hi)
-        return total(a, b) / 1e6
+    def union_of(mk):
+        return union(*clip(s.start_ns[mk], s.end_ns[mk], lo, hi))
 
-    out["kernel_ms"] = kind_total([SpanKind.KERNEL, SpanKind.GRAPH_LAUNCH])
-    out["copy_ms"] = kind_total([SpanKind.MEMCPY])
-    out["memset_ms"] = kind_total([SpanKind.MEMSET])
+    comp = union_of(compute_kernel_mask(trace))
+    comm = union_of(comm_kernel_mask(trace))
+    comm_ns = int((comm[1] - comm[0]).sum())
+    both_ns = int(overlap_with_union(comm[0], comm[1], *comp).sum()) if comm_ns else 0
+    out["compute_kernel_busy_ms"] = int((comp[1] - comp[0]).sum()) / 1e6
+    out["comm_kernel_busy_ms"] = comm_ns / 1e6
+    out["compute_comm_overlap_ms"] = both_ns / 1e6
+    out["compute_comm_overlap_pct"] = 100.0 * both_ns / comm_ns if comm_ns else None   # of communication time
+    out["kernel_busy_ms"] = total(np.concatenate((comp[0], comm[0])), np.concatenate((comp[1], comm[1]))) / 1e6
+    out["copy_busy_ms"] = total(*union_of(s.kind == SpanKind.MEMCPY)) / 1e6
+    out["memset_busy_ms"] = total(*union_of(s.kind == SpanKind.MEMSET)) / 1e6
     tr = s.track[m]
     out["streams"] = int(len(fast_unique(tr)))
     dev = trace.tracks.device[tr]

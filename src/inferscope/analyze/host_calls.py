@@ -37,20 +37,20 @@ def one_off_host_calls(trace: Trace, window: Window, top_n: int = 5) -> dict:
         keep = []
         for i in cand.tolist():
             inside = sidx[(s.track[sidx] == s.track[i]) & (s.start_ns[sidx] >= s.start_ns[i]) & (s.end_ns[sidx] <= s.end_ns[i])]
-            if int((s.end_ns[inside] - s.start_ns[inside]).sum()) < 0.5 * int(s.end_ns[i] - s.start_ns[i]):
+            if int((s.end_ns[inside] - s.start_ns[inside]).sum()) < T.ONE_OFF_SYNC_INSIDE_MAX_FRACTION * int(s.end_ns[i] - s.start_ns[i]):
                 keep.append(i)
         cand = np.asarray(keep, dtype=np.int64)
-    # a call that recurs (>= 3 long calls of the same name) is steady-state behaviour, not start-up
+    # a call that recurs (several long calls of the same name) is steady-state behaviour, not start-up
     if len(cand):
         ids, cnt = fast_unique(s.name[cand], return_counts=True)
-        recurring = ids[cnt >= 3]
+        recurring = ids[cnt >= T.ONE_OFF_RECURRING_MIN_CALLS]
         cand = cand[~np.isin(s.name[cand], recurring)]
-    # innermost first: drop a span when a chosen descendant covers >= 90% of it
+    # innermost first: drop a span when a chosen descendant covers most of it
     cand = cand[np.argsort(-s.depth[cand].astype(np.int64), kind="stable")]
     chosen: list[int] = []
     for i in cand.tolist():
         covered = any(s.track[j] == s.track[i] and s.start_ns[j] >= s.start_ns[i] and s.end_ns[j] <= s.end_ns[i]
-                      and dur[j] >= 0.9 * dur[i] for j in chosen)
+                      and dur[j] >= T.ONE_OFF_NESTED_COVER_FRACTION * dur[i] for j in chosen)
         if not covered:
             chosen.append(i)
     chosen.sort(key=lambda i: -int(dur[i]))

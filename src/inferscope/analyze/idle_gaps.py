@@ -6,6 +6,9 @@ For consecutive GPU activities a, b on one stream with a gap g = b.start - a.end
                the GPU waited for the host to issue work
   other        b was already issued before a ended yet started later (cross-stream
                dependency, event wait), or b has no known launcher
+Per-stream gap times are stream-time: ``by_class_stream_ms`` sums them over every stream, so it
+can exceed the window (6 streams idle together for 1 s count 6 s).  Window (wall) time is the
+device-wide view: ``device_gap_ms`` (no activity on any stream).
 Also: the gap-size distribution and the largest device-wide idle gaps (no activity on
 any stream) with what the host was doing meanwhile.
 """
@@ -71,7 +74,7 @@ def idle_gaps(trace: Trace, window: Window, top_n: int = 10) -> dict:
     m = gpu_work_mask(trace)
     lo, hi = window.start_ns, window.end_ns
     m &= (s.end_ns > lo) & (s.start_ns < hi)
-    out = {"per_stream": [], "by_class_ms": {"host_wait": 0.0, "kernel_wait": 0.0, "other": 0.0},
+    out = {"per_stream": [], "by_class_stream_ms": {"host_wait": 0.0, "kernel_wait": 0.0, "other": 0.0}, "streams": 0,
            "distribution": [], "largest": [], "rule": __doc__.strip().splitlines()[0]}
     if not m.any():
         return out
@@ -104,8 +107,9 @@ def idle_gaps(trace: Trace, window: Window, top_n: int = 10) -> dict:
     cls[g_ns <= thresholds.IDLE_GAP_MIN_NS] = 1  # kernel_wait
     names = ("host_wait", "kernel_wait", "other")
     for c in range(3):
-        out["by_class_ms"][names[c]] = float(g_ns[cls == c].sum()) / 1e6
+        out["by_class_stream_ms"][names[c]] = float(g_ns[cls == c].sum()) / 1e6
     gtr = tr[gi]
+    out["streams"] = int(len(fast_unique(tr)))
     for t in fast_unique(tr).tolist():
         mt = gtr == t
         out["per_stream"].append({
@@ -118,7 +122,7 @@ def idle_gaps(trace: Trace, window: Window, top_n: int = 10) -> dict:
     b = np.searchsorted(edges, g_ns, side="right")
     for i, lab in enumerate(BUCKET_LABELS):
         mb = b == i
-        out["distribution"].append({"bucket": lab, "count": int(mb.sum()), "ms": float(g_ns[mb].sum()) / 1e6})
+        out["distribution"].append({"bucket": lab, "count": int(mb.sum()), "stream_ms": float(g_ns[mb].sum()) / 1e6})
     # device-wide gaps: no GPU activity on any stream
     del idx, tr, nxt, lsrc, launch_start
     gw = gpu_work_mask(trace)   # start-sorted, so the union needs no sort

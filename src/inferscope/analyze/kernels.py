@@ -1,13 +1,21 @@
 """Kernels: top kernels by total time, launch rate, tiny-kernel share, launch storms,
-launch-API time vs kernel time."""
+launch-API time vs kernel time.
+
+Kernel selection and time, the same rule as per_pid and nvtx: every kernel (and CUDA-graph
+execution) overlapping the window; ``*_sum_ms`` is the sum of their durations clipped to the
+window, summed over streams (stream-time: it can exceed the window when streams overlap; the
+wall-time union is ``gpu.kernel_busy_ms``).  Per-call statistics (mean, p50, p90, max) use
+whole durations."""
 from __future__ import annotations
 
 import numpy as np
 
 from .. import thresholds
+from ..classes import COMM_KERNEL_RE
 from ..trace.kinds import SpanKind
 from ..trace.model import Trace
-from .classify import GRAPH_LAUNCH_RE, launch_api_mask, spans_matching
+from .classify import GRAPH_LAUNCH_API_RE, kernel_mask, launch_api_mask, spans_matching
+from .select import clipped_durations, group_sum, in_window
 from .stats import grouped_stats, percentile
 from .window import Window
 
@@ -36,17 +44,18 @@ def classify_launch_storm(launches_per_s: float, p50_us: float) -> tuple[bool, s
 def kernels(trace: Trace, window: Window, top_n: int = 20) -> dict:
     s = trace.spans
     lo, hi = window.start_ns, window.end_ns
-    m = np.isin(s.kind, [SpanKind.KERNEL, SpanKind.GRAPH_LAUNCH]) & (s.start_ns >= lo) & (s.start_ns < hi)
-    idx = np.flatnonzero(m)
+    idx = in_window(trace, kernel_mask(trace), window)
     n = len(idx)
     out: dict = {"count": int(n)}
     if n == 0:
-        out.update({"total_ms": 0.0, "top": [], "launch_storm": False})
+        out.update({"kernel_sum_ms": 0.0, "top": [], "launch_storm": False})
         return out
     st, en = s.start_ns[idx], s.end_ns[idx]
     dur = en - st
-    total_ns = int(dur.sum())
+    cdur = clipped_durations(trace, idx, window)
+    total_ns = int(cdur.sum())
     g = grouped_stats(s.name[idx], dur)
+    g["sum"] = group_sum(s.name[idx], cdur)[1]     # same key order (sorted unique names)
     order = np.argsort(-g["sum"], kind="stable")
     top = []
     names = trace.strings.as_list()
@@ -58,7 +67,7 @@ def kernels(trace: Trace, window: Window, top_n: int = 20) -> dict:
             dev_by_name[key] = int(devs[np.argmax(s.name[idx] == key)])
         top.append({
             "name": names[key] if key >= 0 else "", "device": dev_by_name[key],
-            "total_ms": g["sum"][k] / 1e6, "calls": int(g["count"][k]),
+            "sum_ms": g["sum"][k] / 1e6, "calls": int(g["count"][k]),
             "mean_us": g["mean"][k] / 1e3, "p50_us": g["p50"][k] / 1e3, "p90_us": g["p90"][k] / 1e3,
             "max_us": g["max"][k] / 1e3, "share_pct": 100.0 * g["sum"][k] / total_ns if total_ns else 0.0,
         })
@@ -77,19 +86,19 @@ def kernels(trace: Trace, window: Window, top_n: int = 20) -> dict:
     launch_p50_ns = percentile(la_dur, 50) if len(la_dur) else 0.0
     typical_ns = launch_p50_ns * len(la_dur)
     out.update({
-        "total_ms": total_ns / 1e6, "distinct": int(len(g["key"])),
+        "kernel_sum_ms": total_ns / 1e6, "distinct": int(len(g["key"])),
         "mean_us": float(dur.mean()) / 1e3, "p50_us": p50_us, "p90_us": percentile(dur, 90) / 1e3,
         "max_us": float(dur.max()) / 1e3,
         "launches_per_s": rate, "active_span_ms": span_ns / 1e6,
         "tiny_threshold_us": thresholds.TINY_KERNEL_US,
         "tiny_count": int(tiny.sum()), "tiny_pct": 100.0 * float(tiny.mean()),
-        "tiny_time_pct": 100.0 * float(dur[tiny].sum()) / total_ns if total_ns else 0.0,
+        "tiny_time_pct": 100.0 * float(cdur[tiny].sum()) / total_ns if total_ns else 0.0,
         "launch_storm": bool(storm), "launch_storm_rule": storm_rule,
         "launch_api_calls": int(la.sum()), "launch_api_ms": launch_api_ns / 1e6,
         "launch_api_vs_kernel_ratio": launch_api_ns / total_ns if total_ns else None,
         "launch_api_p50_us": launch_p50_ns / 1e3,
         "launch_api_typical_vs_kernel_ratio": typical_ns / total_ns if total_ns else None,
-        "classes": kernel_classes(trace, s.name[idx], dur, total_ns),
+        "classes": kernel_classes(trace, s.name[idx], cdur, total_ns),
         "graph_launches": int((la & (_graph_launch_mask(trace))).sum()),
         "top": top,
     })
@@ -97,6 +106,7 @@ def kernels(trace: Trace, window: Window, top_n: int = 20) -> dict:
 
 
 KERNEL_CLASSES = [
+    ("communication", COMM_KERNEL_RE.pattern.replace("(?i)", "")),
     ("attention", r"flash|fmha|attention|attn|sdpa|paged|mha_|xformers"),
     ("gemm", r"gemm|matmul|xmma|cutlass|cublas|s16816|h16816|sm\d\d_x|wgmma|hgemm|sgemm|bmm|_mm_|dot_|conv|implicit_convolve|cudnn"),
     ("norm_softmax_reduce", r"norm|softmax|reduce|welford|topk|argmax|sort|cumsum|scan"),
@@ -130,12 +140,12 @@ def kernel_classes(trace: Trace, name_ids: np.ndarray, dur: np.ndarray, total_ns
 
 
 def _graph_launch_mask(trace: Trace) -> np.ndarray:
-    return spans_matching(trace, GRAPH_LAUNCH_RE, kinds=(SpanKind.RUNTIME, SpanKind.DRIVER))
+    return spans_matching(trace, GRAPH_LAUNCH_API_RE, kinds=(SpanKind.RUNTIME, SpanKind.DRIVER))
 
 
 def kernel_table(k: dict) -> dict:
-    cols = ["kernel_name", "device_id", "total_ms", "calls", "avg_us", "p50_us", "p90_us", "max_us", "pct_kernel_time"]
-    rows = [[r["name"], r["device"], round(r["total_ms"], 6), r["calls"], round(r["mean_us"], 3),
+    cols = ["kernel_name", "device_id", "sum_ms", "calls", "avg_us", "p50_us", "p90_us", "max_us", "pct_kernel_time"]
+    rows = [[r["name"], r["device"], round(r["sum_ms"], 6), r["calls"], round(r["mean_us"], 3),
              round(r["p50_us"], 3), round(r["p90_us"], 3), round(r["max_us"], 3), round(r["share_pct"], 3)]
             for r in k.get("top", [])]
     return {"columns": cols, "rows": rows}

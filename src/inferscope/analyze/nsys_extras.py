@@ -5,24 +5,24 @@
 * memory operations by API: pageable async copies (cudaMemcpy*Async with a pageable side:
   the driver stages them synchronously, nsys rule ``cuda_memcpy_async``), synchronous
   copies and memsets (non-Async APIs block the host);
-* sync-like API summary (calls, total, avg, max).
+* a name view of sync-like APIs (seed 004's rule: Synchronize / Wait / Query in the name; it
+  includes polls and GPU-side waits that do not block the host, and leaves out blocking copies:
+  blocked time is the ``syncs`` section's, with the breakdown's rule).
 
 Pure functions over a Trace; they need LAUNCH flows (nsys correlation / Kineto ac2g).
 """
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from .stats import fast_unique
 
-from ..trace.kinds import CopyKind, FlowKind, MemKind, SpanKind
+from ..trace.kinds import CopyKind, FlowKind, SpanKind
 from ..trace.model import Trace
-from .nvtx_attribution import clipped_durations, group_sum, in_window, pct_stats_us
-from .per_pid import sync_like_spans
+from .select import clipped_durations, group_sum, in_window, pct_stats_us
+from ..classes import ASYNC_MEMOP_API_RE
+from .classify import pageable_copy_mask, sync_like_name_mask
 
-ASYNC_API_RE = re.compile(r"(Memcpy|Memset)\w*Async|Async$", re.I)
 _COPY_NAMES = {int(k): k.name for k in CopyKind}
 
 
@@ -47,7 +47,7 @@ def analyze_nsys_extras(trace: Trace, window=None, options=None) -> dict:
     # ---- launch latency ------------------------------------------------------
     kflow = np.isin(s.kind[fdst], [SpanKind.KERNEL, SpanKind.GRAPH_LAUNCH]) & api_in[fsrc]
     ks, kd = fsrc[kflow], fdst[kflow]
-    ll: dict = {"launches": 0, "api_ms": 0.0, "queue_ms": 0.0, "kernel_ms": 0.0, "queued_launches": 0,
+    ll: dict = {"launches": 0, "api_ms": 0.0, "queue_ms": 0.0, "linked_kernel_sum_ms": 0.0, "queued_launches": 0,
                 "api_to_kernel_ratio": None}
     rows = []
     if len(ks):
@@ -59,7 +59,7 @@ def analyze_nsys_extras(trace: Trace, window=None, options=None) -> dict:
         queue = first - s.end_ns[apis]
         queued = queue > 0
         ll.update(launches=int(len(apis)), api_ms=_ms(api_dur.sum()), queue_ms=_ms(queue[queued].sum()),
-                  kernel_ms=_ms(ktime.sum()), queued_launches=int(queued.sum()),
+                  linked_kernel_sum_ms=_ms(ktime.sum()), queued_launches=int(queued.sum()),
                   api_to_kernel_ratio=round(float(api_dur.sum() / ktime.sum()), 4) if ktime.sum() else None)
         nm = s.name[apis]
         un, ninv = fast_unique(nm, return_inverse=True)
@@ -82,7 +82,7 @@ def analyze_nsys_extras(trace: Trace, window=None, options=None) -> dict:
     # ---- memory operations by API ------------------------------------------------
     mflow = np.isin(s.kind[fdst], [SpanKind.MEMCPY, SpanKind.MEMSET]) & api_in[fsrc]
     ms_, md = fsrc[mflow], fdst[mflow]
-    is_async = trace.strings.ids_matching(lambda x: ASYNC_API_RE.search(x) is not None)
+    is_async = trace.strings.ids_matching(lambda x: ASYNC_MEMOP_API_RE.search(x) is not None)
     mem = {"pageable_async_copies": 0, "pageable_async_bytes": 0, "pageable_async_ms": 0.0,
            "sync_copies": 0, "sync_copy_bytes": 0, "sync_copy_api_ms": 0.0,
            "sync_memsets": 0, "sync_memset_api_ms": 0.0, "unlinked_ops": 0}
@@ -93,7 +93,7 @@ def analyze_nsys_extras(trace: Trace, window=None, options=None) -> dict:
         okn = anm >= 0
         asy[okn] = is_async[anm[okn]]
         is_cp = s.kind[md] == SpanKind.MEMCPY
-        pageable = is_cp & ((s.src_mem[md] == MemKind.PAGEABLE) | (s.dst_mem[md] == MemKind.PAGEABLE))
+        pageable = pageable_copy_mask(trace)[md]     # host side pageable: the rule sync_wait uses
         gdur = (s.end_ns[md] - s.start_ns[md]).astype(np.int64)
         nbytes = np.maximum(s.bytes[md], 0)
         pa = asy & pageable
@@ -133,20 +133,18 @@ def analyze_nsys_extras(trace: Trace, window=None, options=None) -> dict:
         "columns": ["api_name", "gpu_op", "synchronous", "pageable_ops", "ops", "bytes", "gpu_time_ms", "api_time_ms"],
         "rows": mrows}
 
-    # ---- sync-like API summary ------------------------------------------------------
-    api = np.flatnonzero(api_in)
+    # ---- sync-like API names (seed 004 name rule; not blocked time) ------------------
+    sel = np.flatnonzero(api_in & sync_like_name_mask(trace))
     srows = []
-    if len(api):
-        sel = sync_like_spans(trace, api)
-        if len(sel):
-            d = clipped_durations(trace, sel, window)
-            uk, ts, tc = group_sum(s.name[sel].astype(np.int64), d)
-            for j in np.argsort(-ts, kind="stable").tolist():
-                dj = d[s.name[sel] == uk[j]]
-                srows.append([strings[int(uk[j])], int(tc[j]), _ms(ts[j]), round(ts[j] / tc[j] / 1e3, 3),
-                              round(float(dj.max()) / 1e3, 3)])
-    out["sync_apis_ms"] = round(sum(r[2] for r in srows), 6)
-    out["tables"]["sync_apis"] = {"columns": ["api_name", "call_count", "total_time_ms", "avg_duration_us",
+    if len(sel):
+        d = clipped_durations(trace, sel, window)
+        uk, ts, tc = group_sum(s.name[sel].astype(np.int64), d)
+        for j in np.argsort(-ts, kind="stable").tolist():
+            dj = d[s.name[sel] == uk[j]]
+            srows.append([strings[int(uk[j])], int(tc[j]), _ms(ts[j]), round(ts[j] / tc[j] / 1e3, 3),
+                          round(float(dj.max()) / 1e3, 3)])
+    out["sync_like_api_names_calls_sum_ms"] = round(sum(r[2] for r in srows), 6)
+    out["tables"]["sync_like_api_names"] = {"columns": ["api_name", "call_count", "total_time_ms", "avg_duration_us",
                                               "max_duration_us"], "rows": srows}
     return out
 

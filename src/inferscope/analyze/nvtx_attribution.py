@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .classify import kernel_mask
+from .select import clipped_durations, group_sum, in_window, pct_stats_us, window_bounds  # noqa: F401
 from .links import launchers_for
 from .stats import fast_unique
 
@@ -22,37 +24,6 @@ from ..trace.kinds import SpanKind
 from ..trace.model import Trace
 
 _NOT_NESTED_CATS = ("NvtxStartEndRange", "NvtxtStartEndRange")
-I64_MIN, I64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
-
-
-# ---------------------------------------------------------------------------
-# helpers shared by per_pid.py and nsys_extras.py
-# ---------------------------------------------------------------------------
-def window_bounds(window) -> tuple[int, int]:
-    if window is None:
-        return I64_MIN, I64_MAX
-    lo = getattr(window, "start_ns", None)
-    hi = getattr(window, "end_ns", None)
-    return (I64_MIN if lo is None else int(lo)), (I64_MAX if hi is None else int(hi))
-
-
-def clipped_durations(trace: Trace, idx: np.ndarray, window) -> np.ndarray:
-    """Duration (ns) of spans idx inside the window (0 when outside)."""
-    lo, hi = window_bounds(window)
-    s = trace.spans
-    st = np.maximum(s.start_ns[idx], lo)
-    en = np.minimum(s.end_ns[idx], hi)
-    return np.maximum(en - st, 0)
-
-
-def in_window(trace: Trace, mask: np.ndarray, window) -> np.ndarray:
-    """Indices of spans in mask that overlap the window (marks: start inside)."""
-    lo, hi = window_bounds(window)
-    s = trace.spans
-    idx = np.flatnonzero(mask)
-    st, en = s.start_ns[idx], s.end_ns[idx]
-    keep = (st <= hi) & (en >= lo) & ((en > lo) | (st >= lo))
-    return idx[keep]
 
 
 def nested_range_mask(trace: Trace) -> np.ndarray:
@@ -87,40 +58,20 @@ def enclosing(trace: Trace, q: np.ndarray, accept: np.ndarray) -> np.ndarray:
     return res
 
 
-def pct_stats_us(d_ns: np.ndarray) -> tuple[float, float, float, float]:
-    """(avg, p50, p90, max) in us."""
-    if len(d_ns) == 0:
-        return (0.0, 0.0, 0.0, 0.0)
-    d = d_ns.astype(np.float64) / 1e3
-    p50, p90 = np.percentile(d, [50, 90])
-    return (float(d.mean()), float(p50), float(p90), float(d.max()))
-
-
-def group_sum(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(unique keys, sums, counts)."""
-    if len(keys) == 0:
-        return keys, values[:0], np.zeros(0, dtype=np.int64)
-    uk, inv = fast_unique(keys, return_inverse=True)
-    sums = np.bincount(inv, weights=values.astype(np.float64), minlength=len(uk))
-    cnt = np.bincount(inv, minlength=len(uk))
-    return uk, sums, cnt
-
-
 def phase_of_names(trace: Trace, phase_map: dict | None) -> tuple[np.ndarray, list[str]]:
-    """Per string id: phase index (into the returned list) or -1.  First matching phase wins;
-    patterns are case-insensitive substrings (seed 004 ``--phase-map``)."""
+    """Per string id: phase index (into the returned list) or -1, by ``phases.phase_matcher``
+    (whole-word patterns of ``--phase-map``; only when a map is given)."""
+    from .phases import phase_matcher
     phases = list(phase_map or {})
     lst = trace.strings.as_list()
     out = np.full(len(lst), -1, dtype=np.int32)
     if not phases:
         return out, phases
-    pats = [[p.lower() for p in phase_map[ph] if p] for ph in phases]
-    for i, s in enumerate(lst):
-        low = s.lower()
-        for j, ps in enumerate(pats):
-            if any(p in low for p in ps):
-                out[i] = j
-                break
+    match = phase_matcher(phase_map)
+    for i, name in enumerate(lst):
+        m = match(name)
+        if m is not None:
+            out[i] = phases.index(m[0])
     return out, phases
 
 
@@ -174,7 +125,7 @@ def analyze_nvtx(trace: Trace, window=None, options=None) -> dict:
     phase_idx, phases = phase_of_names(trace, phase_map)
 
     # ---- attribution -------------------------------------------------------
-    kern = in_window(trace, s.kind == SpanKind.KERNEL, window)
+    kern = in_window(trace, kernel_mask(trace), window)
     kdur = clipped_durations(trace, kern, window)
     k_total = int(kdur.sum())
     attributed_by_name: dict[int, tuple[float, int]] = {}
@@ -190,7 +141,7 @@ def analyze_nvtx(trace: Trace, window=None, options=None) -> dict:
         attributed_by_name = {int(k): (float(v), int(c)) for k, v, c in zip(ak.tolist(), asum.tolist(), acnt.tolist())}
         cov = (att / k_total) if k_total else None
         result["attribution"] = {
-            "enabled": True, "kernel_ms": _ms(k_total), "attributed_ms": _ms(att),
+            "enabled": True, "kernel_sum_ms": _ms(k_total), "attributed_ms": _ms(att),
             "kernels": int(len(kern)), "attributed_kernels": int(ok.sum()),
             "kernels_with_launch_link": int(has.sum()),
             "coverage_pct": None if cov is None else round(100.0 * cov, 3),
@@ -205,7 +156,7 @@ def analyze_nvtx(trace: Trace, window=None, options=None) -> dict:
             warnings.append("no kernel has a launch link to a host API call (correlation ids missing?): "
                             "NVTX -> kernel attribution is not possible")
     else:
-        result["attribution"] = {"enabled": bool(do_map), "kernel_ms": _ms(k_total), "attributed_ms": None,
+        result["attribution"] = {"enabled": bool(do_map), "kernel_sum_ms": _ms(k_total), "attributed_ms": None,
                                  "coverage_pct": None, "warn_threshold_pct": round(100.0 * thr, 3)}
 
     rows = []
@@ -254,7 +205,7 @@ def analyze_nvtx(trace: Trace, window=None, options=None) -> dict:
             wall = _union_ns(st, np.maximum(en, st))
             kms = int(kdur[k_ph == j].sum())
             phase_out[ph] = {"ranges": int(len(sel)), "wall_ms": _ms(wall),
-                             "kernel_ms": _ms(kms) if do_map else None,
+                             "kernel_sum_ms": _ms(kms) if do_map else None,
                              "kernel_pct": round(100.0 * kms / k_total, 3) if (do_map and k_total) else None}
             ph_rows.append([ph, int(len(sel)), _ms(wall), _ms(kms) if do_map else None,
                             round(100.0 * kms / k_total, 3) if (do_map and k_total) else None])
@@ -280,7 +231,7 @@ def nvtx_by_pid(trace: Trace, window=None, options=None) -> dict:
         return out
     spid = trace.tracks.pid[s.track]
     dur = clipped_durations(trace, ann, window)
-    kern = in_window(trace, s.kind == SpanKind.KERNEL, window)
+    kern = in_window(trace, kernel_mask(trace), window)
     kdur = clipped_durations(trace, kern, window)
     launcher = launchers_for(trace, kern)
     kpid = np.where(launcher >= 0, spid[np.maximum(launcher, 0)], spid[kern])
@@ -302,7 +253,7 @@ def nvtx_by_pid(trace: Trace, window=None, options=None) -> dict:
         katt = int(kdur[ok & (kpid == p)].sum()) if do_map else 0
         cov = (katt / ktot) if (ktot and do_map) else None
         cov_by_pid[p] = cov
-        out["pids"][int(p)] = {"ranges": int((spid[ann] == p).sum()), "kernel_ms": _ms(ktot),
+        out["pids"][int(p)] = {"ranges": int((spid[ann] == p).sum()), "kernel_sum_ms": _ms(ktot),
                                "attributed_ms": _ms(katt) if do_map else None,
                                "coverage_pct": None if cov is None else round(100 * cov, 3)}
     rows = []

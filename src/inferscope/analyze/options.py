@@ -1,9 +1,11 @@
 """Options every analysis may read (one object, passed down from the CLI or API)."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from .. import thresholds
+from ..errors import ConfigError
 
 
 @dataclass
@@ -14,3 +16,30 @@ class AnalyzeOptions:
     nvtx_coverage_warn_threshold: float = thresholds.NVTX_COVERAGE_WARN_THRESHOLD
     top_n: int = 20                           # rows in top-N tables
     extra: dict = field(default_factory=dict)
+
+
+def _load_phase_map(path: str | None) -> dict | None:
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"--phase-map {path}: no such file") from None
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"--phase-map {path}: not valid JSON ({e})") from None
+    if not isinstance(data, dict) or not all(
+            isinstance(k, str) and isinstance(v, list) and all(isinstance(x, str) for x in v)
+            for k, v in data.items()):
+        raise ConfigError(f"--phase-map {path}: expected an object mapping phase -> list of name patterns")
+    return data
+
+
+def options_from_args(args) -> "AnalyzeOptions":
+    """AnalyzeOptions from the CLI's analysis flags (analyze, export, run)."""
+    thr = args.nvtx_coverage_warn_threshold
+    if thr is not None and not (0.0 <= thr <= 1.0):
+        raise ConfigError("--nvtx-coverage-warn-threshold must be between 0 and 1")
+    return AnalyzeOptions(window=args.window, phase_map=_load_phase_map(args.phase_map),
+                          nvtx_kernel_map=not args.no_nvtx_kernel_map,
+                          nvtx_coverage_warn_threshold=thresholds.NVTX_COVERAGE_WARN_THRESHOLD if thr is None else thr)

@@ -5,27 +5,15 @@ reliable source: the CPU thread's globalTid), else the pid of its GPU track (nsy
 """
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
-from ..trace.kinds import SpanKind, TrackKind
+from ..trace.kinds import TrackKind
 from ..trace.model import Trace
+from .classify import kernel_mask, sync_api_mask
 from .links import launchers_for
-from .nvtx_attribution import clipped_durations, group_sum, in_window, nvtx_by_pid
+from .nvtx_attribution import nvtx_by_pid
+from .select import clipped_durations, group_sum, in_window
 
-# Seed 004 "sync-like" runtime/driver calls: synchronise, waits and polls.
-SYNC_LIKE_RE = re.compile(r"Synchroni[sz]e|WaitEvent|Wait\b|Query", re.I)
-
-
-def sync_like_spans(trace: Trace, api: np.ndarray) -> np.ndarray:
-    """The API spans among ``api`` whose names are sync-like by seed 004's rule
-    (Synchronize / Wait / Query: wider than classify.SYNC_API_RE, which counts only calls
-    that block the host)."""
-    like = trace.strings.ids_matching(lambda x: SYNC_LIKE_RE.search(x) is not None)
-    nm = trace.spans.name[api]
-    ok = nm >= 0
-    return api[ok][like[nm[ok]]]
 LINUX_PID_MAX = 1 << 22   # 4194304: pid_max upper bound on Linux
 
 
@@ -48,7 +36,7 @@ def analyze_per_pid(trace: Trace, window=None, options=None) -> dict:
     spid = trace.tracks.pid[s.track]
 
     # ---- kernels by pid ------------------------------------------------------
-    kern = in_window(trace, s.kind == SpanKind.KERNEL, window)
+    kern = in_window(trace, kernel_mask(trace), window)
     kdur = clipped_durations(trace, kern, window)
     kpid = kernel_pids(trace, kern) if len(kern) else np.zeros(0, np.int64)
     total = int(kdur.sum())
@@ -58,7 +46,7 @@ def analyze_per_pid(trace: Trace, window=None, options=None) -> dict:
         pids, ptot, pcnt = group_sum(kpid, kdur)
         for p, pt, pc in sorted(zip(pids.tolist(), ptot.tolist(), pcnt.tolist()), key=lambda r: -r[1]):
             m = kpid == p
-            out["pids"].append({"pid": int(p), "kernel_ms": _ms(pt), "kernels": int(pc),
+            out["pids"].append({"pid": int(p), "kernel_sum_ms": _ms(pt), "kernels": int(pc),
                                 "pct_of_kernel_time": round(100 * pt / total, 3) if total else 0.0})
             key = (s.name[kern[m]].astype(np.int64) << 8) | (dev[m] & 0xFF)
             uk, ks, kc = group_sum(key, kdur[m])
@@ -73,22 +61,20 @@ def analyze_per_pid(trace: Trace, window=None, options=None) -> dict:
                     "call_count", "total_time_ms", "avg_duration_us", "pct_of_pid_kernel_time",
                     "pct_of_total_kernel_time"], "rows": rows}
 
-    # ---- sync-like calls by pid ---------------------------------------------
-    api = in_window(trace, np.isin(s.kind, [SpanKind.RUNTIME, SpanKind.DRIVER]), window)
+    # ---- sync calls by pid (the breakdown's sync rule, as the syncs table) -------
+    sel = in_window(trace, sync_api_mask(trace), window)
     srows = []
     sync_total = 0
-    if len(api):
-        sel = sync_like_spans(trace, api)
-        if len(sel):
-            d = clipped_durations(trace, sel, window)
-            sync_total = int(d.sum())
-            key = (spid[sel].astype(np.int64) << 32) | s.name[sel].astype(np.int64)
-            uk, ts, tc = group_sum(key, d)
-            o = np.lexsort((-ts, uk >> 32))
-            for j in o.tolist():
-                p, nid = int(uk[j]) >> 32, int(uk[j]) & 0xFFFFFFFF
-                srows.append([p, strings[nid], int(tc[j]), _ms(ts[j]), round(ts[j] / tc[j] / 1e3, 3)])
-    out["sync_like_ms"] = _ms(sync_total)
+    if len(sel):
+        d = clipped_durations(trace, sel, window)
+        sync_total = int(d.sum())
+        key = (spid[sel].astype(np.int64) << 32) | s.name[sel].astype(np.int64)
+        uk, ts, tc = group_sum(key, d)
+        o = np.lexsort((-ts, uk >> 32))
+        for j in o.tolist():
+            p, nid = int(uk[j]) >> 32, int(uk[j]) & 0xFFFFFFFF
+            srows.append([p, strings[nid], int(tc[j]), _ms(ts[j]), round(ts[j] / tc[j] / 1e3, 3)])
+    out["sync_calls_sum_ms"] = _ms(sync_total)
     out["tables"]["sync_by_pid"] = {"columns": ["pid", "api_name", "call_count", "total_time_ms", "avg_duration_us"],
                                     "rows": srows}
 

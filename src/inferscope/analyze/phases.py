@@ -4,8 +4,20 @@ Wall time is host time.  GPU time is attributed through correlation: a GPU activ
 belongs to a range when the host call that launched it started inside the range on the
 same thread.  Nested ranges each get their launches (inclusive).  Coverage is the share
 of all GPU work time in the window whose launch falls inside at least one range.
+
+Phases come only from explicit names (``phase_of``):
+  * with ``--phase-map``: a range belongs to the first phase one of whose patterns occurs in its
+    name as whole words (case-insensitive; a pattern edge that is a letter or digit must not touch
+    another letter or digit: ``sample`` does not match ``downsample``, ``generation`` does not
+    match ``ModelGenerationCoordinator``);
+  * without it: only ranges whose whole name is a conventional phase name (``prefill``,
+    ``decode``, ``sampling``, optionally followed by ``step`` and/or an index: ``decode_step``,
+    ``decode:3``, ``Prefill #2``).  No substring guessing.
+Each phase row says which names it took and by which rule.
 """
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -18,8 +30,34 @@ from .intervals import union
 from .links import launchers_for
 from .window import Window
 
-DEFAULT_PHASE_MAP = {"prefill": ["prefill", "prompt"], "decode": ["decode", "generation", "generate_step"],
-                     "sampling": ["sampling", "sample"]}
+CONVENTIONAL_PHASES = ("prefill", "decode", "sampling")
+_CONVENTIONAL_RE = re.compile(r"^\s*(?P<phase>" + "|".join(CONVENTIONAL_PHASES) +
+                              r")(?:[\s_\-:#.]*step)?(?:[\s_\-:#.]*\d+)?\s*$", re.I)
+
+
+def _word_pattern(p: str) -> re.Pattern:
+    left = r"(?<![A-Za-z0-9])" if p[:1].isalnum() else ""
+    right = r"(?![A-Za-z0-9])" if p[-1:].isalnum() else ""
+    return re.compile(left + re.escape(p) + right, re.I)
+
+
+def phase_matcher(phase_map: dict | None):
+    """``fn(name) -> (phase, rule) | None`` for the user's map, or the conventional exact names."""
+    if phase_map:
+        pats = [(ph, p, _word_pattern(p)) for ph, ps in phase_map.items() for p in ps if p]
+
+        def match(name: str):
+            for ph, p, rx in pats:
+                if rx.search(name):
+                    return ph, f"--phase-map {ph}: pattern {p!r} as whole words"
+            return None
+    else:
+        def match(name: str):
+            m = _CONVENTIONAL_RE.match(name)
+            if m:
+                return m.group("phase").lower(), "conventional phase name (whole name)"
+            return None
+    return match
 
 
 def _launch_table(trace: Trace, window: Window):
@@ -35,15 +73,6 @@ def _launch_table(trace: Trace, window: Window):
     lstart = s.start_ns[src]
     o = np.lexsort((lstart, ltrack))
     return ltrack[o], lstart[o], dur[o], total_gpu
-
-
-def map_phase(name: str, phase_map: dict[str, list[str]]) -> str | None:
-    low = name.lower()
-    for phase, pats in phase_map.items():
-        for p in pats:
-            if p.lower() in low:
-                return phase
-    return None
 
 
 def phases(trace: Trace, window: Window, phase_map: dict | None = None, max_steps: int = 100) -> dict:
@@ -89,23 +118,24 @@ def phases(trace: Trace, window: Window, phase_map: dict | None = None, max_step
             r[3] = max(r[3], int(wall[j]))
     ranges = [{"name": k, "count": v[0], "wall_ms": v[1] / 1e6, "mean_ms": v[1] / v[0] / 1e6, "max_ms": v[3] / 1e6,
                "gpu_ms": v[2] / 1e6} for k, v in sorted(by_name.items(), key=lambda kv: -kv[1][1])]
-    used_map = phase_map or DEFAULT_PHASE_MAP
+    match = phase_matcher(phase_map)
     per_phase: dict[str, list] = {}
     for r in ranges:
-        ph = map_phase(r["name"], used_map)
-        if ph is None:
+        m = match(r["name"])
+        if m is None:
             continue
-        p = per_phase.setdefault(ph, [0, 0.0, 0.0, []])
+        p = per_phase.setdefault(m[0], [0, 0.0, 0.0, []])
         p[0] += r["count"]
         p[1] += r["wall_ms"]
         p[2] += r["gpu_ms"]
-        p[3].append(r["name"])
-    phase_rows = [{"phase": k, "ranges": v[0], "wall_ms": v[1], "gpu_ms": v[2], "names": v[3][:10]}
+        p[3].append({"name": r["name"], "rule": m[1]})
+    phase_rows = [{"phase": k, "ranges": v[0], "wall_ms": v[1], "gpu_ms": v[2], "mapped_from": v[3][:20]}
                   for k, v in per_phase.items()]
     return {
         "steps": steps, "step_count": int((s.kind[ridx] == SpanKind.STEP).sum()),
-        "ranges": ranges, "phase_map_source": "user" if phase_map else "default",
-        "phase_map": used_map, "phases": phase_rows,
+        "ranges": ranges, "phase_map_source": "--phase-map" if phase_map else "conventional names only",
+        "phase_map": phase_map or None, "conventional_phase_names": None if phase_map else list(CONVENTIONAL_PHASES),
+        "phases": phase_rows,
         "gpu_attribution_coverage_pct": None if coverage is None else 100.0 * coverage,
         "rule": "GPU time attributed to a range when its launching host call started inside the range on the same thread",
     }
@@ -121,6 +151,7 @@ def phase_tables(ph: dict) -> dict:
                        "rows": [[r["name"], r["count"], round(r["wall_ms"], 6), round(r["mean_ms"], 6), round(r["max_ms"], 6),
                                  round(r["gpu_ms"], 6)] for r in ph["ranges"][:200]]}
     if ph.get("phases"):
-        t["phases"] = {"columns": ["phase", "ranges", "wall_ms", "gpu_ms"],
-                       "rows": [[r["phase"], r["ranges"], round(r["wall_ms"], 6), round(r["gpu_ms"], 6)] for r in ph["phases"]]}
+        t["phases"] = {"columns": ["phase", "ranges", "wall_ms", "gpu_ms", "mapped_from"],
+                       "rows": [[r["phase"], r["ranges"], round(r["wall_ms"], 6), round(r["gpu_ms"], 6),
+                                 "; ".join(f"{m['name']} ({m['rule']})" for m in r["mapped_from"])] for r in ph["phases"]]}
     return t

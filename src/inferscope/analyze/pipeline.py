@@ -7,6 +7,7 @@ from typing import Callable
 import numpy as np
 
 from .. import __version__
+from ..result import SCHEMA_VERSION, Report, from_dict
 from ..trace.kinds import SpanKind
 from ..trace.model import Trace
 from . import breakdown as B
@@ -22,7 +23,6 @@ from .sampling import cpu_sampling
 from .syncs import sync_table, syncs
 from .window import resolve_window
 
-SCHEMA_VERSION = 1
 
 # Extra analyses: (result key, fn(trace, window, options) -> dict).  A returned dict may
 # carry "tables" ({name: {columns, rows}}) and "warnings" ([str]); both are merged into the
@@ -67,6 +67,9 @@ def _limitations(trace: Trace, res: dict) -> list[str]:
         out.append("No CPU ops in the trace (CPU activity not recorded): host-side attribution is limited.")
     if res.get("gpu") is not None:
         out.append("GPU busy counts kernels, memcpy and memset on every stream as one union; concurrent streams are not double-counted.")
+        out.append("Communication kernels are recognised by name (NCCL/RCCL/MSCCL collectives and send/recv, custom "
+                   "all-reduce kernels); gpu_communication is their time with no compute kernel running, and the "
+                   "compute/communication overlap is the share of communication time with compute running (as HTA reports it).")
         out.append("Idle-gap classes follow HTA's definitions (host_wait / kernel_wait / other) using launch correlation; "
                    "gaps whose next activity has no launch record count as 'other'.")
     cs = res.get("cpu_sampling")
@@ -82,6 +85,12 @@ def _limitations(trace: Trace, res: dict) -> list[str]:
 
 
 def analyze(trace: Trace, options: AnalyzeOptions | None = None) -> dict:
+    """The result as report.json's dict: ``analyze_report(...)`` in its JSON form."""
+    return analyze_report(trace, options).to_dict()
+
+
+def analyze_report(trace: Trace, options: AnalyzeOptions | None = None) -> Report:
+    """Run every analysis over one window; the typed result (``inferscope.result.Report``)."""
     options = options or AnalyzeOptions()
     t0 = time.perf_counter()
     window = resolve_window(trace, options.window)
@@ -134,7 +143,7 @@ def analyze(trace: Trace, options: AnalyzeOptions | None = None) -> dict:
     res["tables"] = tables
     res["about"] = {"analysis_ms": round((time.perf_counter() - t0) * 1e3, 3), "events": int(trace.n_events),
                     "collection": trace.meta.get("collection")}
-    return _jsonable(res)
+    return from_dict(_jsonable(res))
 
 
 def _jsonable(x):

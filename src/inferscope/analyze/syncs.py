@@ -1,9 +1,15 @@
-"""Synchronisation: sync-like host calls, blocked time, and the CPU op that issued them.
+"""Synchronisation: the host calls that block until the GPU gets somewhere, how long, and the
+CPU op that issued them.
 
-Sync-like: device/stream/event synchronize, blocking (non-Async) cudaMemcpy/Memset,
-*Async copies from/to pageable memory (they block the host like a synchronous copy),
-stream-wait-event (counted; it does not block the host), and tiny D2H reads
-(<= thresholds.TINY_D2H_BYTES), the signature of `.item()` / `.cpu()` on a scalar.
+The set is exactly the breakdown's ``sync_wait`` source (``classify.sync_api_mask``):
+device/stream/event synchronize, blocking (non-Async) cudaMemcpy/Memset, and *Async copies
+with a pageable host side (the driver stages them; the call returns when the copy is done).
+Stream-wait-event calls are counted apart (a GPU-side wait, the host is not blocked); tiny D2H
+reads (<= thresholds.TINY_D2H_BYTES) are the signature of `.item()` / `.cpu()` on a scalar.
+
+Times: ``calls_sum_ms`` sums every call's duration clipped to the window (the sync table's rows
+add up to it); ``blocked_ms`` is their union (wall time the host spent blocked; calls on several
+threads overlap); the breakdown's ``sync_wait`` is the part of that union with no GPU activity.
 """
 from __future__ import annotations
 
@@ -15,36 +21,47 @@ from ..trace.model import Trace
 from .classify import api_base_name, pageable_copy_launch_mask, stream_wait_mask, sync_api_mask
 from .intervals import clip, total
 from .links import ancestors_of_kind, launchers_for
+from .select import in_window
+from .stats import fast_unique
 from .window import Window
 
 
 def syncs(trace: Trace, window: Window, top_n: int = 20) -> dict:
     s = trace.spans
     lo, hi = window.start_ns, window.end_ns
-    inwin = (s.end_ns > lo) & (s.start_ns < hi)
+    inwin = np.zeros(len(s), dtype=bool)     # the window rule of every section (select.in_window)
+    inwin[in_window(trace, np.ones(len(s), dtype=bool), window)] = True
     m = sync_api_mask(trace) & inwin
     idx = np.flatnonzero(m)
     st, en = clip(s.start_ns[idx], s.end_ns[idx], lo, hi)
     blocked_union_ns = total(st, en)
     dur = np.minimum(s.end_ns[idx], hi) - np.maximum(s.start_ns[idx], lo)
     op = ancestors_of_kind(trace, idx, SpanKind.CPU_OP) if len(idx) else np.zeros(0, dtype=np.int64)
-    groups: dict[tuple[str, str], list] = {}
-    names = trace.names(idx)
     pg = pageable_copy_launch_mask(trace)[idx]
-    for j, (nm, o) in enumerate(zip(names, op.tolist())):
-        api = api_base_name(nm) + (" (pageable copy)" if pg[j] else "")
-        key = (api, trace.name_of(o) if o >= 0 else "(no enclosing op)")
-        g = groups.setdefault(key, [0, 0, 0])
-        g[0] += 1
-        g[1] += int(dur[j])
-        g[2] = max(g[2], int(dur[j]))
-    rows = [{"api": k[0], "issued_by": k[1], "count": v[0], "ms": v[1] / 1e6, "max_ms": v[2] / 1e6}
-            for k, v in sorted(groups.items(), key=lambda kv: -kv[1][1])]
+    # group by (API name, pageable?, issuing op name), vectorised over the calls
+    op_name = np.where(op >= 0, s.name[np.maximum(op, 0)], -2).astype(np.int64)
+    key = ((s.name[idx].astype(np.int64) + 2) << 33) | (pg.astype(np.int64) << 32) | (op_name + 2)
+    uk, inv = fast_unique(key, return_inverse=True) if len(key) else (key, key)
+    g_count = np.bincount(inv, minlength=len(uk))
+    g_sum = np.bincount(inv, weights=dur.astype(np.float64), minlength=len(uk))
+    g_max = np.zeros(len(uk), dtype=np.int64)
+    np.maximum.at(g_max, inv, dur)
+    rows = []
+    for j in np.argsort(-g_sum, kind="stable").tolist():
+        k = int(uk[j])
+        nid, is_pg, oid = (k >> 33) - 2, (k >> 32) & 1, (k & 0xFFFFFFFF) - 2
+        rows.append({"api": api_base_name(trace.strings[nid] if nid >= 0 else "") + (" (pageable copy)" if is_pg else ""),
+                     "issued_by": trace.strings[oid] if oid >= 0 else "(no enclosing op)",
+                     "count": int(g_count[j]), "ms": float(g_sum[j]) / 1e6, "max_ms": int(g_max[j]) / 1e6})
     by_api: dict[str, list] = {}
     for r in rows:
         a = by_api.setdefault(r["api"], [0, 0.0])
         a[0] += r["count"]
         a[1] += r["ms"]
+    if len(rows) > top_n:   # the table keeps every call: the rest in one row, so its total is calls_sum_ms
+        rest = rows[top_n - 1:]
+        rows = rows[:top_n - 1] + [{"api": f"({len(rest)} more groups)", "issued_by": "", "count": sum(r["count"] for r in rest),
+                                    "ms": sum(r["ms"] for r in rest), "max_ms": max(r["max_ms"] for r in rest)}]
     waits = stream_wait_mask(trace) & inwin
     # tiny D2H reads: .item()-style
     d2h = (s.kind == SpanKind.MEMCPY) & (s.copy_kind == CopyKind.D2H) & inwin & \
@@ -64,9 +81,11 @@ def syncs(trace: Trace, window: Window, top_n: int = 20) -> dict:
         "count": int(len(idx)),
         "blocked_ms": blocked_union_ns / 1e6,
         "blocked_pct": 100.0 * blocked_union_ns / window.dur_ns if window.dur_ns else 0.0,
-        "calls_ms": float(dur.sum()) / 1e6,
+        "calls_sum_ms": float(dur.sum()) / 1e6,
+        "pageable_copy_calls": int(pg.sum()),
+        "pageable_copy_calls_sum_ms": float(dur[pg].sum()) / 1e6,
         "by_api": [{"api": k, "count": v[0], "ms": v[1]} for k, v in sorted(by_api.items(), key=lambda kv: -kv[1][1])],
-        "top": rows[:top_n],
+        "top": rows,
         "stream_wait_count": int(waits.sum()),
         "tiny_d2h": {"count": int(len(didx)), "threshold_bytes": thresholds.TINY_D2H_BYTES,
                      "issued_by": [{"op": k, "count": v} for k, v in sorted(tiny_ops.items(), key=lambda kv: -kv[1])][:top_n]},
@@ -74,6 +93,6 @@ def syncs(trace: Trace, window: Window, top_n: int = 20) -> dict:
 
 
 def sync_table(sy: dict) -> dict:
-    cols = ["api", "issued_by", "count", "total_ms", "max_ms"]
+    cols = ["api", "issued_by", "count", "sum_ms", "max_ms"]
     rows = [[r["api"], r["issued_by"], r["count"], round(r["ms"], 6), round(r["max_ms"], 6)] for r in sy.get("top", [])]
     return {"columns": cols, "rows": rows}

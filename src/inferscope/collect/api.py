@@ -123,7 +123,7 @@ def save_report(path: str | None = None, format: str | None = None, trace_path: 
     """
     from ..analyze.pipeline import analyze
     from ..analyze.options import AnalyzeOptions
-    from ..cli import resolve_outputs, write_reports
+    from ..outputs import resolve_outputs, write_reports
     s = _S._session or _S.get_or_start()
     if s is None:
         return []

@@ -2,35 +2,19 @@
 
 Domains: TOK (tokenization), PRE (other preprocessing), FW (framework), USER, NEUTRAL
 (stdlib, unknown third-party libraries, InferScope itself: transparent, the sampler keeps
-walking outwards).  Rules, by the file's top-level package under site-packages:
-  TOK  tokenizers, sentencepiece, tiktoken, transformers/**/tokenization_*.py; and any code whose
-       function name says tokenize/tokenizer/detokenize/bpe (your own tokenizer counts too)
-  PRE  PIL, cv2, numpy, scipy, torchvision/transforms, librosa, soundfile, imageio, skimage,
-       albumentations, transformers image_processing_* / feature_extraction_* / processing_*;
-       and functions named preprocess/resize/decode_image/augment/normalize_image...
-  FW   torch, transformers (rest), accelerate, safetensors, optimum, vllm, triton, jax, tensorflow ...
-  USER files outside site-packages and the standard library (your scripts), <stdin>, <string>
+walking outwards).  The package lists and name rules are ``inferscope/classes.py`` (the one
+classification module, shared with the offline analyses); here only the live part: which file
+a code object comes from (site-packages, the standard library of *this* interpreter, InferScope).
+  USER files outside site-packages and the standard library (your scripts), <stdin>, <string>;
+       a function in them named like tokenize / preprocess counts as TOK / PRE
 """
 from __future__ import annotations
 
 import os
-import re
 import sysconfig
 
-NEUTRAL, TOK, PRE, FW, USER = 0, 1, 2, 3, 4
-DOMAIN_NAMES = {TOK: "tokenization", PRE: "preprocessing", FW: "framework", USER: "user_code"}
-
-TOK_PACKAGES = {"tokenizers", "sentencepiece", "tiktoken", "tokenmonster", "youtokentome"}
-PRE_PACKAGES = {"PIL", "cv2", "numpy", "scipy", "torchvision", "librosa", "soundfile", "imageio", "skimage",
-                "albumentations", "torchaudio", "decord", "av", "pandas"}
-FW_PACKAGES = {"torch", "transformers", "accelerate", "safetensors", "optimum", "vllm", "triton", "jax",
-               "jaxlib", "flax", "tensorflow", "keras", "onnxruntime", "peft", "diffusers", "sentence_transformers",
-               "functorch", "xformers", "flash_attn", "bitsandbytes", "huggingface_hub", "tensorrt"}
-SELF_PACKAGES = {"inferscope"}
-TOK_NAME = re.compile(r"(?i)(tokeni[sz]|tokenizer|detokeni|(^|_)bpe($|_)|wordpiece|sentencepiece)")
-PRE_NAME = re.compile(r"(?i)((^|_)preprocess|(^|_)prepare_input|decode_image|(^|_)resize|(^|_)augment|normali[sz]e_image|(^|_)collate)")
-TOK_SCOPE = re.compile(r"(?i)(token|encode|decode|bpe)")
-PRE_SCOPE = re.compile(r"(?i)(preproc|prepare|resize|image|collate|load_data|augment)")
+from ..classes import (DOMAIN_NAMES, FW, NEUTRAL, PRE, TOK, USER, name_domain,  # noqa: F401
+                       package_domain)
 
 _stdlib = {os.path.normcase(os.path.realpath(p)) for p in
            {sysconfig.get_paths().get("stdlib"), sysconfig.get_paths().get("platstdlib")} if p}
@@ -65,18 +49,8 @@ def _file_domain(filename: str) -> tuple[int, str, str]:
         if rel is not None:
             pkg = rel.split(os.sep, 1)[0].split(".", 1)[0]
             label = rel.replace(os.sep, "/")
-            base = os.path.basename(rel)
-            if pkg in TOK_PACKAGES or (pkg == "transformers" and base.startswith("tokenization_")):
-                dom = TOK
-            elif pkg in PRE_PACKAGES or (pkg == "transformers" and base.startswith(
-                    ("image_processing_", "feature_extraction_", "processing_", "video_processing_", "image_transforms", "image_utils"))):
-                dom = PRE
-            elif pkg in FW_PACKAGES:
-                dom = FW
-            elif pkg in SELF_PACKAGES:
-                dom = NEUTRAL
-            else:
-                dom = NEUTRAL  # unknown third-party library: transparent
+            # unknown third-party library (and inferscope itself): NEUTRAL, transparent
+            dom = package_domain(pkg, os.path.basename(rel))
         else:
             real = os.path.normcase(filename)
             if any(real.startswith(s) for s in _stdlib) or "/lib/python3" in filename:
@@ -102,10 +76,7 @@ def code_entry(code) -> tuple:
     dom, pkg, flabel = _file_domain(code.co_filename)
     qual = getattr(code, "co_qualname", code.co_name)
     if dom == USER:
-        if TOK_NAME.search(qual):
-            dom = TOK
-        elif PRE_NAME.search(qual):
-            dom = PRE
+        dom = name_domain(qual) or USER
     if code.co_filename.startswith("<frozen importlib"):
         dom = IMPORT
     e = (code, dom, f"{flabel}:{qual}")
@@ -114,10 +85,11 @@ def code_entry(code) -> tuple:
 
 
 def scope_domain(names) -> int:
-    """Domain implied by the innermost scope() name that says tokenization / preprocessing."""
+    """Domain implied by the innermost scope() name that says tokenization / preprocessing
+    (the same name rule as functions and recorded ranges: ``decode`` alone is an LLM phase, not
+    tokenization)."""
     for n in reversed(names):
-        if TOK_SCOPE.search(n):
-            return TOK
-        if PRE_SCOPE.search(n):
-            return PRE
+        d = name_domain(n)
+        if d != NEUTRAL:
+            return d
     return NEUTRAL

@@ -147,8 +147,9 @@ def run_command(args) -> int:
     n = count_visible_gpus()
     if n is not None and n > 1:
         raise InferScopeError(multi_gpu_message(n))
-    from ..cli import _options_from_args, resolve_outputs
-    opts = _options_from_args(args)
+    from ..analyze.options import options_from_args
+    from ..outputs import resolve_outputs
+    opts = options_from_args(args)
     outputs = resolve_outputs(cfg.report_path, cfg.report_format)
     tmpdir = tempfile.mkdtemp(prefix="inferscope-run-")
     keep = getattr(args, "trace", None)
@@ -235,7 +236,7 @@ def _report(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep) -> int:
     except ImportError as e:
         log.error(f"analysis unavailable ({e}); trace kept at {trace_path if keep else '(use --trace PATH to keep it)'}")
         return code
-    from ..cli import write_reports
+    from ..outputs import write_reports
     t0 = time.perf_counter()
     result = analyze(trace, opts)
     written = write_reports(result, trace, outputs)

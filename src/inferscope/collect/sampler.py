@@ -143,8 +143,18 @@ class _ThreadState:
 
 
 class Sampler:
-    def __init__(self, buffer, hz: float, scope_stacks: dict, skip_idents: set) -> None:
+    def __init__(self, buffer, hz: float, scope_stacks: dict, skip_idents: set, *, clock=None, sleep=None,
+                 frames=None, cputime=None, getclk=None) -> None:
+        """``clock`` (ns), ``sleep`` (s), ``frames`` (-> {ident: frame}), ``cputime`` (clk -> ns) and
+        ``getclk`` (ident -> clk) default to time.perf_counter_ns, time.sleep, sys._current_frames,
+        time.clock_gettime_ns and time.pthread_getcpuclockid; tests inject fakes to drive ticks
+        deterministically."""
         self.buffer = buffer
+        self._clock = clock or time.perf_counter_ns
+        self._sleep = sleep or time.sleep
+        self._frames = frames or sys._current_frames
+        self._cputime = cputime or time.clock_gettime_ns
+        self._getclk = getclk or time.pthread_getcpuclockid
         self.interval_ns = int(1e9 / hz) if hz > 0 else 0
         self.scope_stacks = scope_stacks
         self.skip = skip_idents
@@ -198,7 +208,7 @@ class Sampler:
 
     @property
     def achieved_hz(self) -> float:
-        dur = (time.perf_counter_ns() - self.started_ns) / 1e9 if self.started_ns else 0
+        dur = (self._clock() - self.started_ns) / 1e9 if self.started_ns else 0
         return self.ticks / dur if dur > 0 else 0.0
 
     # ---------------------------------------------------------------------
@@ -364,10 +374,10 @@ class Sampler:
             self.skip.add(th.ident)
         my_clk = self.my_clk = time.pthread_getcpuclockid(threading.get_ident())
         self.skip.add(threading.get_ident())
-        getframes = sys._current_frames
-        clock = time.perf_counter_ns
-        cputime = time.clock_gettime_ns
-        getclk = time.pthread_getcpuclockid
+        getframes = self._frames
+        clock = self._clock
+        cputime = self._cputime
+        getclk = self._getclk
         code_get = C.CODE_CACHE.get
         code_entry = C.code_entry
         threads = self.threads
@@ -376,7 +386,7 @@ class Sampler:
         skip = self.skip
         idmap = self._native_ids()
         stop = self._stop
-        sleep = time.sleep
+        sleep = self._sleep
         self.started_ns = clock()
         USER, FW, TOK, PRE, IMPORT = C.USER, C.FW, C.TOK, C.PRE, C.IMPORT
         names = C.DOMAIN_NAMES

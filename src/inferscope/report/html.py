@@ -185,13 +185,9 @@ CSP = (f"default-src 'none'; style-src '{'sha256-' + _sha256_b64(CSS)}'; "
        f"script-src '{'sha256-' + _sha256_b64(JS)}'; img-src data:; font-src 'none'; "
        f"connect-src 'none'; base-uri 'none'; form-action 'none'")
 
-CATEGORY_COLOURS = {
-    "gpu_compute": "#4e79a7", "h2d_copy": "#f28e2b", "d2h_copy": "#ff9d9a", "other_copy": "#edc948",
-    "sync_wait": "#e15759", "cpu_preprocessing": "#b07aa1", "framework_overhead": "#76b7b2",
-    "cpu_compute": "#59a14f", "waiting": "#bab0ac", "other": "#9c755f",
-}
+CATEGORY_COLOURS = tls.CATEGORY_COLOURS   # the strip and the breakdown bar share colours
 CATEGORY_LABELS = {
-    "gpu_compute": "GPU compute", "h2d_copy": "H2D copy", "d2h_copy": "D2H copy", "other_copy": "other copy",
+    "gpu_compute": "GPU compute", "gpu_communication": "GPU communication", "h2d_copy": "H2D copy", "d2h_copy": "D2H copy", "other_copy": "other copy",
     "sync_wait": "sync wait", "cpu_preprocessing": "CPU preprocessing", "framework_overhead": "framework overhead",
     "cpu_compute": "CPU compute", "waiting": "waiting", "other": "other",
 }
@@ -396,10 +392,10 @@ def _timeline(result: dict, trace, n_bins: int) -> str:
     ncls = len(tls.CLASSES)
     sx = PLOT_W / nb
     used_classes = set()
-    for ln in summ.lanes:
+    for ln in ([summ.partition] if summ.partition is not None else []) + summ.lanes:
         tip = (f"{ln.label}\nbusy {fmt_ms(ln.busy_ms)} ({fmt_pct(ln.busy_pct)} of window)" +
                "".join(f"\n  {dict((k, l) for k, l, _ in tls.CLASSES)[k]}: {fmt_ms(v)}" for k, v in ln.class_ms.items()))
-        body.append(f'<text x="{x0 - 8}" y="{y + 15}" font-size="12" text-anchor="end" fill="{"#1f3b66" if ln.kind == "gpu" else "#24502a"}">'
+        body.append(f'<text x="{x0 - 8}" y="{y + 15}" font-size="12" text-anchor="end" fill="{"#1f3b66" if ln.kind == "gpu" else "#24502a" if ln.kind == "cpu" else "#000"}">'
                     f'<title>{attr(tip, 4000)}</title>{text(clean(ln.label)[:26] + ("…" if len(clean(ln.label)) > 26 else ""), 40)}'
                     f'</text>')
         body.append(f'<rect x="{x0}" y="{y}" width="{PLOT_W}" height="{LANE_H}" fill="#f7f8fa"><title>{attr(tip, 4000)}</title></rect>')
@@ -457,7 +453,8 @@ def _timeline(result: dict, trace, n_bins: int) -> str:
         notes.append("no CPU or GPU activity in the window")
     bin_us = summ.span_ns / nb / 1e3
     notes_html = (f'<p class="muted">Window {text(fmt_ms(span_ms))}, {nb} bins of {bin_us:,.1f} µs; bar height = share of each bin '
-                  f'the track was busy, colour = kind of activity. Hover for details.'
+                  f'the track was busy, colour = its breakdown category; the first lane is the breakdown itself '
+                  f'(each moment once, to the highest-priority category). Hover for details.'
                   + "".join(f" {text(n)}." for n in notes) + "</p>")
     return (f'<section id="timeline"><h2>Timeline: CPU and GPU activity</h2>'
             f'<div class="legend">{legend}</div>'

@@ -86,7 +86,7 @@ def _table(t: dict, limit: int = 20) -> list[str]:
 TABLE_TITLES = [
     ("kernels", "Top GPU kernels (by total time)"),
     ("copies", "Copies"),
-    ("syncs", "Sync-like calls"),
+    ("syncs", "Blocking sync calls (the breakdown's sync_wait rule; rows add up to every call)"),
     ("gpu_idle_gaps", "Largest GPU idle gaps (no activity on any stream)"),
     ("steps", "Profiler steps"),
     ("ranges", "User / NVTX ranges (GPU time inclusive: a kernel counts for every range around its launch)"),
@@ -96,9 +96,9 @@ TABLE_TITLES = [
     ("nvtx_phases", "NVTX phases (--phase-map)"),
     ("launch_latency", "Launch API time vs queue time vs kernel time, per launch API"),
     ("memory_ops_by_api", "Memory operations by API (pageable async copies, synchronous copies / memsets)"),
-    ("sync_apis", "Sync-like APIs (Synchronize / Wait / Query, as nsys-llm-explainer counts them)"),
+    ("sync_like_api_names", "API names that look sync-like (Synchronize / Wait / Query in the name; includes non-blocking polls, not blocked time)"),
     ("kernels_by_pid", "Top kernels per process"),
-    ("sync_by_pid", "Sync-like calls per process"),
+    ("sync_by_pid", "Blocking sync calls per process"),
     ("nvtx_by_pid", "NVTX ranges per process"),
 ]
 
@@ -137,17 +137,21 @@ def render_markdown(result: dict) -> str:
         L += ["## GPU utilisation", "",
               f"- Busy {gpu['busy_ms']:.3f} ms, idle {gpu['idle_pct']:.2f}% of the window; "
               f"idle {_fmt(gpu.get('idle_pct_active_span'), 2)}% of the GPU-active span ({gpu['active_span_ms']:.3f} ms).",
-              f"- Kernels {gpu['kernel_ms']:.3f} ms, copies {gpu['copy_ms']:.3f} ms, memset {gpu['memset_ms']:.3f} ms (unions); {gpu['streams']} streams.", ""]
+              f"- Kernels busy {gpu['kernel_busy_ms']:.3f} ms (compute {gpu['compute_kernel_busy_ms']:.3f} ms, communication "
+              f"{gpu['comm_kernel_busy_ms']:.3f} ms), copies {gpu['copy_busy_ms']:.3f} ms, memset {gpu['memset_busy_ms']:.3f} ms "
+              f"(unions over {gpu['streams']} streams)."
+              + (f" {gpu['compute_comm_overlap_pct']:.1f}% of communication time overlaps compute."
+                 if gpu.get("compute_comm_overlap_pct") is not None else ""), ""]
         ig = result.get("idle_gaps") or {}
         if ig.get("per_stream"):
-            L += ["Idle gaps per stream (HTA classes):", "", "| stream | gaps | idle ms | host_wait ms | kernel_wait ms | other ms |", "|---|---|---|---|---|---|"]
+            L += ["Idle gaps per stream (HTA classes; stream-time, the streams' gaps overlap in wall time):", "", "| stream | gaps | idle ms | host_wait ms | kernel_wait ms | other ms |", "|---|---|---|---|---|---|"]
             for r in ig["per_stream"]:
                 L.append(f"| {md_escape(r['stream'])} | {r['gaps']} | {r['idle_ms']:.3f} | {r['host_wait_ms']:.3f} | {r['kernel_wait_ms']:.3f} | {r['other_ms']:.3f} |")
-            L += ["", "Gap sizes: " + ", ".join(f"{d['bucket']}: {d['count']} ({d['ms']:.2f} ms)" for d in ig["distribution"]), ""]
+            L += ["", "Gap sizes (all streams): " + ", ".join(f"{d['bucket']}: {d['count']} ({d['stream_ms']:.2f} stream-ms)" for d in ig["distribution"]), ""]
     k = result.get("kernels") or {}
     if k.get("count"):
         L += ["## Kernels", "",
-              f"- {k['count']:,} kernels, {k['total_ms']:.3f} ms; {k['launches_per_s']:,.0f} launches/s; "
+              f"- {k['count']:,} kernels, {k['kernel_sum_ms']:.3f} ms summed over streams; {k['launches_per_s']:,.0f} launches/s; "
               f"median {k['p50_us']:.2f} us, p90 {k['p90_us']:.2f} us; {k['tiny_pct']:.1f}% shorter than {k['tiny_threshold_us']:g} us.",
               f"- Launch storm: {'yes' if k['launch_storm'] else 'no'} ({md_escape(k['launch_storm_rule'], 200)}).",
               f"- Launch API calls: {k['launch_api_calls']:,}, {k['launch_api_ms']:.3f} ms host time "

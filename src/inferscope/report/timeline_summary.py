@@ -12,49 +12,33 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..analyze.breakdown import CATEGORIES, CATEGORY_LABELS, segment_classes, span_categories
 from ..trace.kinds import SpanKind, TrackKind
 from ..trace.model import Trace
 
-# Activity classes drawn in the strip, in stacking priority order (first = drawn at the
-# bottom and allocated first when classes overlap in one bin, e.g. a sync call nested in an op).
-CLASSES: list[tuple[str, str, str]] = [
-    # (key, label, colour)
-    ("kernel", "GPU kernel", "#4e79a7"),
-    ("copy", "memcpy", "#f28e2b"),
-    ("memset", "memset", "#edc948"),
-    ("sync", "sync / wait on GPU", "#e15759"),
-    ("runtime", "CUDA runtime / driver", "#76b7b2"),
-    ("preprocessing", "CPU preprocessing", "#b07aa1"),
-    ("waiting", "off-CPU / waiting", "#bab0ac"),
-    ("cpu_op", "CPU op / compute", "#59a14f"),
-    ("python", "Python / framework code", "#8cd17d"),
-    ("other", "other", "#9c755f"),
-]
-CLASS_INDEX = {k: i for i, (k, _, _) in enumerate(CLASSES)}
-
-_KIND_CLASS = {
-    SpanKind.KERNEL: "kernel", SpanKind.GRAPH_LAUNCH: "kernel",
-    SpanKind.MEMCPY: "copy", SpanKind.MEMSET: "memset",
-    SpanKind.GPU_SYNC: "sync",
-    SpanKind.RUNTIME: "runtime", SpanKind.DRIVER: "runtime",
-    SpanKind.CPU_OP: "cpu_op", SpanKind.PYTHON: "python", SpanKind.CPU_SAMPLE: "cpu_op",
-    SpanKind.OS_RUNTIME: "waiting", SpanKind.OVERHEAD: "other", SpanKind.OTHER: "other",
+# Activity classes drawn in the strip: exactly the breakdown's categories, in its priority order
+# (first = drawn at the bottom and allocated first when classes overlap in one bin, e.g. a sync
+# call nested in an op).  A span's class is the breakdown source it is evidence for
+# (breakdown.span_categories); spans that are evidence for none (markers, plain ranges) are not drawn.
+CATEGORY_COLOURS = {
+    "gpu_compute": "#4e79a7", "gpu_communication": "#9d7660", "h2d_copy": "#f28e2b", "d2h_copy": "#ff9d9a",
+    "other_copy": "#edc948", "sync_wait": "#e15759", "cpu_preprocessing": "#b07aa1", "framework_overhead": "#76b7b2",
+    "cpu_compute": "#59a14f", "waiting": "#bab0ac", "other": "#d7d2cc",
 }
-# ANNOTATION / STEP / GPU_ANNOTATION / MARK are markers, not activity.
-
-_SYNC_WORDS = ("synchron", "eventquery", "streamwaitevent", "streamwait", "cudaeventsync", "hipeventsync")
-_PREP_SAMPLE_CLASSES = ("tokenization", "preprocessing")
+CLASSES: list[tuple[str, str, str]] = [(c, CATEGORY_LABELS[c], CATEGORY_COLOURS[c]) for c in CATEGORIES]
+CLASS_INDEX = {k: i for i, (k, _, _) in enumerate(CLASSES)}
 
 
 @dataclass
 class Lane:
     label: str
-    kind: str                 # "gpu" | "cpu"
+    kind: str                 # "gpu" | "cpu" | "partition" (the breakdown over the window)
     track: int
     busy_ms: float
     busy_pct: float
     heights: np.ndarray       # uint8 [n_classes, n_bins]: stacked heights in percent of lane height
     class_ms: dict = field(default_factory=dict)
+    class_ns: dict = field(default_factory=dict)   # partition lane: exact ns per class
 
 
 @dataclass
@@ -86,6 +70,7 @@ class TimelineSummary:
     marks: list
     hidden_lanes: int = 0
     notes: list = field(default_factory=list)
+    partition: Lane | None = None
 
     @property
     def span_ns(self) -> int:
@@ -129,38 +114,28 @@ def _union_coverage(starts: np.ndarray, ends: np.ndarray, groups: np.ndarray,
 
 
 def span_classes(trace: Trace) -> np.ndarray:
-    """Activity class index per span (-1 = marker / not activity)."""
-    s = trace.spans
-    lut = np.full(256, -1, dtype=np.int16)
-    for k, c in _KIND_CLASS.items():
-        lut[int(k)] = CLASS_INDEX[c]
-    cls = lut[s.kind]
-    if len(s) and len(trace.strings):
-        api = np.isin(s.kind, [int(SpanKind.RUNTIME), int(SpanKind.DRIVER)])
-        if api.any():
-            is_sync = trace.strings.ids_matching(lambda n: any(w in n.lower() for w in _SYNC_WORDS))
-            nm = s.name
-            ok = api & (nm >= 0)
-            m = np.zeros(len(s), dtype=bool)
-            m[ok] = is_sync[nm[ok]]
-            cls[m] = CLASS_INDEX["sync"]
-        samp = s.kind == int(SpanKind.CPU_SAMPLE)
-        if samp.any():
-            prep = trace.strings.ids_matching(lambda n: n in _PREP_SAMPLE_CLASSES)
-            wait = trace.strings.ids_matching(lambda n: n == "waiting")
-            pyfw = trace.strings.ids_matching(lambda n: n in ("framework", "user_code"))
-            nm = s.name
-            ok = samp & (nm >= 0)
-            mp = np.zeros(len(s), dtype=bool)
-            mw = np.zeros(len(s), dtype=bool)
-            mf = np.zeros(len(s), dtype=bool)
-            mp[ok] = prep[nm[ok]]
-            mw[ok] = wait[nm[ok]]
-            mf[ok] = pyfw[nm[ok]]
-            cls[mp] = CLASS_INDEX["preprocessing"]
-            cls[mw] = CLASS_INDEX["waiting"]
-            cls[mf] = CLASS_INDEX["python"]
-    return cls
+    """Activity class index per span (-1 = not drawn): the breakdown's category of the span."""
+    return span_categories(trace).astype(np.int16)
+
+
+def partition_lane(trace: Trace, t0: int, t1: int, edges: np.ndarray) -> Lane:
+    """The window partition itself, binned: per bin, the time each breakdown category owns.
+    Its per-class totals are the breakdown's, to the nanosecond."""
+    from ..analyze.window import Window
+    seg_s, seg_e, cat, _, _ = segment_classes(trace, Window(t0, t1, "strip", "range"))
+    ncls = len(CLASSES)
+    width = t1 - t0
+    cov = _union_coverage(seg_s - t0, seg_e - t0, cat.astype(np.int64), ncls, width, edges)
+    bin_w = np.diff(edges).astype(np.float64)
+    bin_w[bin_w <= 0] = 1.0
+    cum = np.round(np.cumsum(cov / bin_w[None, :], axis=0) * 100.0).astype(np.int16)
+    heights = np.clip(np.diff(np.vstack([np.zeros((1, len(bin_w)), dtype=np.int16), cum]), axis=0), 0, 100).astype(np.uint8)
+    dur = seg_e - seg_s
+    class_ns = {CLASSES[c][0]: int(dur[cat == c].sum()) for c in range(ncls)}
+    busy = sum(v for k, v in class_ns.items() if k != "other")
+    return Lane(label="all (breakdown)", kind="partition", track=-1, busy_ms=busy / 1e6,
+                busy_pct=100.0 * busy / width if width else 0.0, heights=heights,
+                class_ms={k: v / 1e6 for k, v in class_ns.items() if v}, class_ns=class_ns)
 
 
 def summarise(trace: Trace, start_ns: int | None = None, end_ns: int | None = None,
@@ -290,4 +265,5 @@ def summarise(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
             notes.append(f"{len(ctr_tracks) - 6} counter track(s) not drawn")
 
     return TimelineSummary(t0=t0, t1=t1, n_bins=n_bins, edges=edges, lanes=lanes, counters=counters,
-                           marks=marks, hidden_lanes=hidden, notes=notes)
+                           marks=marks, hidden_lanes=hidden, notes=notes,
+                           partition=partition_lane(trace, t0, t1, edges) if len(s) else None)

@@ -1,0 +1,241 @@
+"""One test per finding rule (analyze/diagnosis.py RULES), each on a hand-built trace whose numbers
+are known: the rule fires with the expected severity and evidence, and a near miss does not."""
+import pytest
+
+from inferscope import thresholds as T
+from inferscope.analyze import diagnosis as D
+from inferscope.analyze.pipeline import analyze
+from inferscope.trace import CopyKind, MemKind, SpanKind, TrackKind
+
+from helpers import Synth
+
+
+def run(t: Synth) -> dict:
+    return analyze(t.done())
+
+
+def finding(res: dict, fid: str):
+    return next((f for f in res["findings"] if f["id"] == fid), None)
+
+
+def idle_gpu():
+    t = Synth()
+    t.launch(0, 2, 2, 10)                                    # kernel 2-10 us
+    t.span(SpanKind.CPU_OP, "aten::cat", 10, 100)            # host busy, GPU idle 90 %
+    return t
+
+
+def case_gpu_idle():
+    res = run(idle_gpu())
+    f = finding(res, "gpu_idle")
+    assert f["severity"] == "high" and f["evidence"]["gpu_idle_pct"] == pytest.approx(92.0)
+    assert f["evidence"]["largest_host_category_while_idle"] == "framework_overhead"
+    t = Synth()
+    t.launch(0, 1, 1, 100)                                    # busy 99 %
+    assert finding(run(t), "gpu_idle") is None
+
+
+def case_sync_stall():
+    t = Synth()
+    t.launch(0, 1, 1, 10)
+    t.span(SpanKind.RUNTIME, "cudaStreamSynchronize", 10, 60)   # 50 of 60 us blocked, GPU idle
+    f = finding(run(t), "sync_stall")
+    assert f["severity"] == "high" and f["evidence"]["sync_wait_ms"] == pytest.approx(0.05)
+    assert f["evidence"]["top_sync_api"] == "cudaStreamSynchronize"
+    t = Synth()
+    t.launch(0, 1, 1, 100)
+    t.span(SpanKind.RUNTIME, "cudaStreamSynchronize", 2, 99)    # blocked while the GPU computes: benign
+    assert finding(run(t), "sync_stall")["severity"] == "low"
+
+
+def case_pageable_copy():
+    t = Synth()
+    t.copy(0, 50, 40, 50, ck=CopyKind.H2D, host=MemKind.PAGEABLE)  # the call blocks the host 50 us
+    t.span(SpanKind.CPU_OP, "aten::add", 50, 100)
+    res = run(t)
+    f = finding(res, "pageable_copy")
+    assert f["evidence"]["pageable_copy_calls_sum_ms"] == pytest.approx(0.05)
+    assert f["evidence"]["pageable_copy_gpu_ms"] == pytest.approx(0.01)
+    assert f["severity"] == "high"                              # 50 % of the window, like the sync it is
+    assert finding(res, "sync_stall")["evidence"]["pageable_copy_calls_sum_ms"] == pytest.approx(0.05)
+    t = Synth()
+    t.copy(0, 5, 1, 5, ck=CopyKind.H2D, host=MemKind.PINNED)
+    assert finding(run(t), "pageable_copy") is None
+
+
+def case_small_copies():
+    t = Synth()
+    for i in range(T.SMALL_COPY_STORM_COUNT):
+        t.copy(10 * i, 10 * i + 1, 10 * i + 2, 10 * i + 3, host=MemKind.PINNED, nbytes=1024)
+    f = finding(run(t), "small_copies")
+    assert f["evidence"]["small_copies"] == T.SMALL_COPY_STORM_COUNT and f["evidence"]["threshold_bytes"] == T.SMALL_COPY_BYTES
+    t = Synth()
+    for i in range(10):
+        t.copy(10 * i, 10 * i + 1, 10 * i + 2, 10 * i + 3, host=MemKind.PINNED, nbytes=1 << 20)
+    assert finding(run(t), "small_copies") is None
+
+
+def case_launch_storm():
+    t = Synth()
+    for i in range(200):                                        # 100k launches/s, 2 us kernels
+        t.launch(10 * i, 10 * i + 1, 10 * i + 2, 10 * i + 4)
+    f = finding(run(t), "launch_storm")
+    assert f["severity"] == "high" and f["evidence"]["kernel_p50_us"] == pytest.approx(2.0)
+    t = Synth()
+    for i in range(50):                                         # too few kernels for a rate
+        t.launch(10 * i, 10 * i + 1, 10 * i + 2, 10 * i + 4)
+    assert finding(run(t), "launch_storm") is None
+
+
+def case_dominant_kernel():
+    t = Synth()
+    t.launch(0, 1, 1, 81, name="big_gemm")
+    t.launch(1, 2, 81, 100, name="small_add")
+    f = finding(run(t), "dominant_kernel")
+    assert f["evidence"]["top_kernel"] == "big_gemm" and f["evidence"]["top_kernel_pct"] == pytest.approx(80.8, abs=0.1)
+    t = Synth()
+    t.launch(0, 1, 1, 34, name="a")
+    t.launch(1, 2, 34, 67, name="b")
+    t.launch(2, 3, 67, 100, name="c")
+    assert finding(run(t), "dominant_kernel") is None
+
+
+def case_warmup_in_window():
+    t = Synth()
+    t.span(SpanKind.RUNTIME, "cudaFree", 0, 60_000)              # 60 ms context creation
+    t.launch(60_000, 60_010, 60_010, 100_000)
+    res = run(t)
+    f = finding(res, "warmup_in_window")
+    assert f["severity"] == "high" and f["evidence"]["longest_call"] == "cudaFree"
+    assert res["verdict"]["id"] == "init_bound"
+    t = Synth()
+    t.span(SpanKind.RUNTIME, "cudaFree", 0, 5_000)               # 5 ms < ONE_OFF_CALL_MIN_MS
+    t.launch(5_000, 5_010, 5_010, 100_000)
+    assert finding(run(t), "warmup_in_window") is None
+
+
+def case_gpu_compute_bound():
+    t = Synth()
+    t.launch(0, 1, 1, 90, name="sm80_xmma_gemm")
+    t.span(SpanKind.CPU_OP, "aten::copy_", 90, 100)
+    res = run(t)
+    f = finding(res, "gpu_compute_bound")
+    assert f["evidence"]["gpu_compute_pct"] == pytest.approx(89.0) and f["evidence"]["kernel_class_gemm_pct"] == 100.0
+    assert res["verdict"]["id"] == "gpu_bound"
+    assert finding(run(idle_gpu()), "gpu_compute_bound") is None
+
+
+def case_gpu_communication():
+    t = Synth()
+    t.launch(0, 1, 1, 20, name="sm80_gemm")
+    t.launch(1, 2, 20, 80, name="ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)")
+    t.span(SpanKind.CPU_OP, "aten::add", 80, 100)
+    res = run(t)
+    f = finding(res, "gpu_communication")
+    assert f["severity"] == "high" and f["evidence"]["exposed_comm_ms"] == pytest.approx(0.06)
+    assert f["evidence"]["compute_comm_overlap_pct"] == 0.0
+    assert res["verdict"]["id"] == "communication_bound"
+    t = Synth()                                                  # the same collective hidden under compute
+    t.launch(0, 1, 1, 100, name="sm80_gemm")
+    t.span(SpanKind.KERNEL, "ncclDevKernel_AllReduce", 20, 80, track=t.b.track(TrackKind.GPU_STREAM, pid=100, tid=8, device=0))
+    res = run(t)
+    assert finding(res, "gpu_communication") is None and res["gpu"]["compute_comm_overlap_pct"] == pytest.approx(100.0)
+
+
+def case_cpu_preprocessing():
+    t = Synth()
+    t.span(SpanKind.ANNOTATION, "tokenize_batch", 0, 50)
+    t.launch(50, 51, 51, 100)
+    f = finding(run(t), "cpu_preprocessing")
+    assert f["severity"] == "high" and f["evidence"]["tokenization_ms"] == pytest.approx(0.05)
+    t = Synth()
+    t.span(SpanKind.ANNOTATION, "decode", 0, 50)                  # an LLM phase, not tokenization
+    t.launch(50, 51, 51, 100)
+    assert finding(run(t), "cpu_preprocessing") is None
+
+
+def case_host_launch_bound():
+    t = Synth()
+    for i in range(20):                                          # 10 us launch calls for 2 us kernels
+        t.launch(20 * i, 20 * i + 10, 20 * i + 12, 20 * i + 14)
+    res = run(t)
+    f = finding(res, "host_launch_bound")
+    assert f["evidence"]["launch_api_typical_vs_kernel_ratio"] == pytest.approx(5.0)
+    assert finding(res, "framework_overhead") is None
+    assert finding(run(idle_gpu()), "host_launch_bound") is None   # one kernel
+
+
+def case_framework_overhead():
+    res = run(idle_gpu())
+    f = finding(res, "framework_overhead")
+    assert f["evidence"]["framework_overhead_pct"] == pytest.approx(92.0) and f["evidence"]["framework_ops_ms"] == pytest.approx(0.09)
+    t = Synth()
+    t.launch(0, 1, 1, 100)
+    assert finding(run(t), "framework_overhead") is None
+
+
+def case_cpu_compute():
+    t = Synth()
+    t.span(SpanKind.CPU_OP, "aten::mm", 0, 80)
+    t.span(SpanKind.CPU_SAMPLE, "waiting", 80, 100)
+    f = finding(run(t), "cpu_compute")
+    assert f["evidence"]["cpu_compute_pct"] == pytest.approx(80.0)
+    t = Synth()
+    t.span(SpanKind.CPU_OP, "aten::mm", 0, 10)
+    t.span(SpanKind.CPU_SAMPLE, "waiting", 10, 100)
+    assert finding(run(t), "cpu_compute") is None
+
+
+def case_host_waiting():
+    t = Synth()
+    t.span(SpanKind.OS_RUNTIME, "read", 0, 30)
+    t.span(SpanKind.CPU_OP, "aten::mm", 30, 100)
+    f = finding(run(t), "host_waiting")
+    assert f["severity"] == "medium" and f["evidence"]["waiting_ms"] == pytest.approx(0.03)
+    t = Synth()
+    t.span(SpanKind.OS_RUNTIME, "read", 0, 5)
+    t.span(SpanKind.CPU_OP, "aten::mm", 5, 100)
+    assert finding(run(t), "host_waiting") is None
+
+
+def case_low_coverage():
+    t = Synth()
+    t.launch(0, 1, 1, 10)
+    t.span(SpanKind.MARK, "m", 50, 50)
+    t.span(SpanKind.CPU_OP, "aten::add", 95, 100)                # 10-95 nothing recorded
+    f = finding(run(t), "low_coverage")
+    assert f["evidence"]["other_pct"] == pytest.approx(85.0)
+    t = Synth()
+    t.launch(0, 1, 1, 100)
+    assert finding(run(t), "low_coverage") is None
+
+
+CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+
+def test_every_rule_has_a_case():
+    assert set(CASES) == set(D.FINDING_IDS)
+    assert len(D.RULES) == len(set(D.FINDING_IDS))
+
+
+@pytest.mark.parametrize("fid", D.FINDING_IDS)
+def test_rule(fid):
+    CASES[fid]()
+
+
+def test_get_path():
+    res = {"breakdown": [{"category": "sync_wait", "ms": 2.0, "parts": [{"name": "x", "ms": 1.0}]}], "a": {"b": [5, 6]}}
+    assert D.get_path(res, "breakdown[sync_wait].ms") == 2.0
+    assert D.get_path(res, "breakdown[sync_wait].parts[x].ms") == 1.0
+    assert D.get_path(res, "a.b[1]") == 6 and D.get_path(res, "a.b[2]") is None and D.get_path(res, "a.c") is None
+
+
+def test_every_threshold_states_its_source():
+    import inspect
+    import re
+    text = inspect.getsource(T)
+    blocks = text.split("# ---")[1:]
+    assert blocks
+    for b in blocks:
+        if re.search(r"^[A-Z_]+ =", b, re.M):
+            assert "Source" in b, b.splitlines()[0]
