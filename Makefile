@@ -63,5 +63,5 @@ cleanup-temp-docs:
 	rm -rf inferscope-out tables
 
 clean: cleanup-temp-docs
-	rm -rf $(OUT) coverage .coverage .coverage.* .pytest_cache build dist src/*.egg-info bench/out
+	rm -rf $(OUT) coverage .coverage .coverage.* .pytest_cache build dist bench/out
 	find . -name __pycache__ -type d -not -path './.venv/*' -prune -exec rm -rf {} +

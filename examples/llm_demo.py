@@ -105,7 +105,7 @@ def load_pretrained(model_id: str):
 def fallback_message(model_id: str, reason: str) -> str:
     how = ("pass a folder that save_pretrained() wrote (config.json, weights, tokenizer files)"
            if _looks_like_path(model_id) else
-           f"fetch it once yourself (e.g. `huggingface-cli download {model_id}`) or pass a local folder")
+           f"fetch it once yourself (e.g. `hf download {model_id}`) or pass a local folder")
     return (f"llm_demo: --model {model_id}: cannot load it offline: {reason}.\n"
             f"llm_demo: falling back to the built-in random-weight model (this demo never downloads; "
             f"to profile that model, {how}).")
