@@ -194,8 +194,12 @@ def main(argv=None) -> int:
     # offline by construction: huggingface_hub reads these when transformers is first imported
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    if args.output:
-        _session()   # run directly: start collecting now (under `inferscope run` it already is)
+    if args.output:   # run directly: start collecting now (under `inferscope run` it already is)
+        S, s = _session()
+        if s is None:
+            ap.error(f"--output {args.output}: no trace can be collected: " + (
+                "InferScope is not installed in this interpreter" if S is None
+                else "InferScope collection is disabled (INFERSCOPE_ENABLED=0)"))
 
     import torch
     if args.device.startswith("cuda") and not torch.cuda.is_available():

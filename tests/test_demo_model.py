@@ -111,3 +111,9 @@ def test_output_must_be_iscope(tmp_path):
     r = _demo(["--output", str(tmp_path / "trace.json")], _env(tmp_path), tmp_path, timeout=60)
     assert r.returncode == 2 and "*.iscope" in r.stderr
     assert not (tmp_path / "trace.json").exists()
+
+
+def test_output_needs_collection(tmp_path):
+    r = _demo(["--output", str(tmp_path / "t.iscope")], _env(tmp_path, INFERSCOPE_ENABLED="0"), tmp_path, timeout=60)
+    assert r.returncode == 2 and "INFERSCOPE_ENABLED=0" in r.stderr
+    assert not (tmp_path / "t.iscope").exists()
