@@ -74,3 +74,23 @@ def test_analysis_matches_a_recount(trace):
     assert res["verdict"]["id"] == "launch_bound"
     assert {"sync_stall", "host_launch_bound"} <= {f["id"] for f in res["findings"]}
     assert abs(sum(b["pct"] for b in res["breakdown"]) - 100.0) < 1e-6
+
+
+def test_collection_cost_estimate_is_reported_and_warned(trace):
+    res = analyze(trace, AnalyzeOptions())
+    cc = res["collection_cost"]
+    s, w = trace.spans, res["window"]
+    host = np.isin(s.kind, [int(SpanKind.CPU_OP), int(SpanKind.RUNTIME), int(SpanKind.DRIVER)])
+    n = int((host & (s.end_ns > w["start_ns"]) & (s.start_ns < w["end_ns"])).sum())
+    assert cc["profiler_host_events"] == n > 10 * STEPS       # >= 4 ops + 4 API calls per step
+    lo, hi = cc["estimated_ms_range"]
+    assert lo < cc["estimated_ms"] < hi
+    assert cc["pct_of_window"] > 10
+    assert any(x.startswith("Collection cost (estimate)") for x in res["warnings"])
+
+
+def test_no_collection_cost_for_imported_traces():
+    from inferscope.trace import TraceBuilder
+    b = TraceBuilder()
+    b.meta["source_format"] = "kineto"
+    assert analyze(b.finalize(), AnalyzeOptions())["collection_cost"] is None

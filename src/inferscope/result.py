@@ -340,6 +340,17 @@ class CpuSampling(_S):
     ci95_pts_at_10pct: Num
 
 
+class CollectionCost(_S):
+    """Live runs with torch.profiler: the estimated observer effect in the window."""
+    profiler_host_events: int
+    cost_per_event_us: float
+    estimated_ms: float
+    estimated_ms_range: list[float]
+    pct_of_window: float
+    finalize_ms: Num
+    basis: str
+
+
 class Finding(_S):
     id: str
     severity: str                       # high | medium | low | info
@@ -474,6 +485,7 @@ class Report(_S):
     nvtx: Optional[Nvtx] = None
     per_pid: Optional[PerPid] = None
     nsys_extras: Optional[NsysExtras] = None
+    collection_cost: Optional[CollectionCost] = None
 
     def to_dict(self) -> dict:
         """The JSON form (what report.json holds)."""

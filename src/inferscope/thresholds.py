@@ -129,3 +129,15 @@ VERDICT_MIN_SHARE_PCT = 35.0
 # --- NVTX attribution coverage (seed 004 default) ---------------------------
 # Source: seed 004's default --nvtx-coverage-warn-threshold.
 NVTX_COVERAGE_WARN_THRESHOLD = 0.7
+
+# --- observer effect of torch.profiler (live runs) -----------------------------
+# Source: measured on an H100 host (torch 2.11, CUDA 13; bench/bench_gpu.py, bench/README.md): a
+# 30k-launch x.add_() loop (one CPU op + one launch call per step) took +4.4, +8 and +10 us per
+# step under InferScope in three runs (medians of 4-10 interleaved pairs): 2.2-5 us per recorded
+# host event (CPU op or CUDA API call), ~3.5 us typical.  Used only for an estimate that the
+# report labels as such, with that range; the true cost depends on the host CPU.
+PROFILER_COST_PER_HOST_EVENT_US = 3.5
+PROFILER_COST_RANGE_US = (2.2, 5.0)
+# Above this estimated share of the window, the report warns that host-side categories
+# (framework/launch overhead) are inflated by the collection itself.
+PROFILER_COST_WARN_PCT = 10.0

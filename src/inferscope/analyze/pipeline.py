@@ -7,6 +7,7 @@ from typing import Callable
 import numpy as np
 
 from .. import __version__
+from .. import thresholds as T
 from ..result import SCHEMA_VERSION, Report, from_dict
 from ..trace.kinds import SpanKind
 from ..trace.model import Trace
@@ -20,6 +21,7 @@ from .kernels import kernel_table, kernels
 from .options import AnalyzeOptions
 from .phases import phase_tables, phases
 from .sampling import cpu_sampling
+from .collection_cost import collection_cost
 from .syncs import sync_table, syncs
 from .window import resolve_window
 
@@ -108,7 +110,16 @@ def analyze_report(trace: Trace, options: AnalyzeOptions | None = None) -> Repor
     res["phases"] = phases(trace, window, options.phase_map)
     res["one_off_calls"] = one_off_host_calls(trace, window)
     res["cpu_sampling"] = cpu_sampling(trace, window)
+    res["collection_cost"] = collection_cost(trace, window)
     warnings = list(trace.meta.get("warnings", []))
+    cc = res["collection_cost"]
+    if cc and cc["pct_of_window"] >= T.PROFILER_COST_WARN_PCT:
+        warnings.append(f"Collection cost (estimate): torch.profiler recorded {cc['profiler_host_events']:,} ops and CUDA API "
+                        f"calls in the window, ~{cc['estimated_ms']:.1f} ms at ~{cc['cost_per_event_us']:g} us each "
+                        f"({cc['estimated_ms_range'][0]:.1f}-{cc['estimated_ms_range'][1]:.1f} ms over the per-event costs measured "
+                        f"on an H100 host; ~{cc['pct_of_window']:.0f}% of the window): host-side framework/launch time is inflated by about "
+                        "that much; GPU kernel times are not. Without InferScope the loop runs faster, and host-bound "
+                        "verdicts are somewhat overstated.")
     tables = {}
     if res["kernels"]["count"]:
         tables["kernels"] = kernel_table(res["kernels"])
