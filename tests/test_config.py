@@ -57,3 +57,14 @@ def test_log_format(capsys):
 def test_import_is_light():
     code = "import inferscope, sys; from inferscope import scope; assert 'torch' not in sys.modules and 'numpy' not in sys.modules, sorted(sys.modules)"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_cuda_version_mismatch_warns_only_on_a_different_release():
+    from inferscope.collect.session import cuda_version_mismatch
+    assert cuda_version_mismatch(None, "13.0") is None
+    assert cuda_version_mismatch("13.0", "13.0") is None
+    assert cuda_version_mismatch("12", "12.4") is None              # major only: compared as given
+    assert cuda_version_mismatch("12", "13.0") is not None
+    assert cuda_version_mismatch("12.4", "12.4.1") is None
+    assert "13.0" in cuda_version_mismatch("12.4", "13.0")
+    assert "without CUDA" in cuda_version_mismatch("12.4", None)

@@ -43,7 +43,7 @@ class Config:
     sync_error_margin_us: float = 1000.0
     report_format: str | None = None       # None: from the report path's extension, else markdown
     report_path: str = "report.md"
-    cuda_version: str | None = None        # informational (recorded in meta)
+    cuda_version: str | None = None        # expected CUDA release: warns when torch's build differs
     # measured (bench/README.md, bench_sampler.py): each tick makes the sampler wait for the GIL,
     # which op-heavy code pays for on every GIL release; 500 Hz cost +6-9 % on generate()/tiny ops
     cpu_sampling_frequency_hz: float = 200.0

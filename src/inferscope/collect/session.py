@@ -160,6 +160,9 @@ class Session:
         self.gpu_count = n if self.gpu_count is None else max(n, self.gpu_count)
         if n > 1:
             self.single_gpu_error = multi_gpu_message(n)
+        msg = cuda_version_mismatch(self.cfg.cuda_version, getattr(torch.version, "cuda", None))
+        if msg:
+            self._warn(msg)
         if self.torch is not None and self.cfg.torch_profiler == "auto":
             try:
                 cuda = bool(torch.cuda.is_available())
@@ -273,6 +276,9 @@ class Session:
         tv = sys.modules.get("torch")
         if tv is not None:
             tool_versions["torch"] = str(getattr(tv, "__version__", "?"))
+            cuda = getattr(getattr(tv, "version", None), "cuda", None)
+            if cuda:
+                tool_versions["cuda"] = str(cuda)
         return tool_versions
 
     def _devices(self) -> list:
@@ -516,6 +522,20 @@ class Session:
                 log.info(f"Timeline merger: CPU/torch profiler clock sync (error_us={c['clock_sync_error_us']:.0f})")
             self._final_trace = trace
             return trace
+
+
+def cuda_version_mismatch(expected: str | None, actual: str | None) -> str | None:
+    """cuda_version (config) is the CUDA release the user expects the workload to run on; a
+    different major.minor in torch's build is worth one warning (wrong wheel or environment)."""
+    if not expected:
+        return None
+    want = str(expected).strip().split(".")[:2]      # compared at the precision given: "12" or "12.4"
+    if actual is None:
+        return f"cuda_version is set to {expected} but torch was built without CUDA"
+    got = str(actual).split(".")[:len(want)]
+    if got != want:
+        return f"cuda_version is set to {expected} but torch was built for CUDA {actual}"
+    return None
 
 
 def multi_gpu_message(n: int) -> str:
