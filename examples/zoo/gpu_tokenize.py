@@ -1,26 +1,13 @@
 """Planted (CUDA): pure-Python tokenization in front of a small GPU model; the model step is
 short. Expected: cpu_bound with the tokenization part dominant, finding cpu_preprocessing."""
 import os
-import re
 
 import torch
 
 from _gpu_common import require_cuda, timed_inference
+from _toy_tokenizer import TEXT, tokenize
 
 dev = require_cuda()
-TEXT = ("the quick brown fox jumps over the lazy dog while the profiler watches every token " * 1200)
-
-
-def tokenize(text: str) -> list[int]:
-    ids = []
-    for word in re.findall(r"\w+|\S", text):
-        pieces = list(word)
-        while len(pieces) > 1:          # greedy pair merging, deliberately slow
-            pieces = [pieces[0] + pieces[1]] + pieces[2:]
-        ids.append(hash(pieces[0]) % 50_000)
-    return ids
-
-
 model = torch.nn.Sequential(torch.nn.Embedding(50_000, 256), torch.nn.Linear(256, 256)).to(dev)
 with torch.inference_mode():
     model(torch.zeros(1, 64, dtype=torch.long, device=dev))
