@@ -1,0 +1,188 @@
+"""The boundary check every Trace passes before analysis (importers, .iscope files, live runs).
+
+Analyses assume the invariants of ARCHITECTURE.md ("Trace schema"); a hostile or damaged
+input must not break them.  ``check(trace, name)``:
+  * columns are 1-D (a 2-D column is a corrupt file, not a trace);
+  * times lie within +-TIME_LIMIT_NS (so that any difference of two times and the window
+    length fit in int64), durations are >= 0 and <= MAX_DUR_NS; other rows are dropped;
+  * span/track/counter kinds and copy/memory kinds are known values (unknown -> OTHER/0);
+  * track, name, cat, detail ids point into their tables (spans otherwise dropped/-1);
+  * spans are sorted by (start, -end) (re-sorted otherwise) and every parent precedes its
+    child (re-computed otherwise), so a parent walk always terminates;
+  * flows point at spans, counters at tracks (others dropped), counters sorted;
+  * strings longer than MAX_NAME_CHARS are cut with an ellipsis (one 1 MB name must not
+    become a 300 MB timeline).
+Dropped or repaired rows are counted in ``meta["warnings"]``; when nothing usable is left
+the input is rejected with InputError.  Cost: a few vectorised passes over each column.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+from .kinds import CopyKind, FlowKind, MemKind, SpanKind, TrackKind
+from .model import Counters, Flows, Spans, Trace, Tracks
+
+TIME_LIMIT_NS = 1 << 61          # +-73 years around the clock's zero (epoch-ns clocks fit)
+MAX_DUR_NS = 1 << 53             # 104 days: longer spans are damage, not a profile
+MAX_NAME_CHARS = 4096            # names carried into outputs (C++ kernel names stay whole)
+_MAX_SPAN_KIND = max(SpanKind)
+_MAX_TRACK_KIND = max(TrackKind)
+
+
+def _warn(trace: Trace, msg: str) -> None:
+    trace.meta.setdefault("warnings", []).append(msg)
+
+
+def _set(table, col: str, where: np.ndarray, value) -> None:
+    """table.col[where] = value without writing into the column (it may be a read-only view of the file)."""
+    a = getattr(table, col)
+    setattr(table, col, np.where(where, np.asarray(value, dtype=a.dtype), a).astype(a.dtype, copy=False))
+
+
+def _cap_strings(trace: Trace) -> None:
+    st = trace.strings
+    lst = st.as_list()
+    long_ = [i for i, s in enumerate(lst) if len(s) > MAX_NAME_CHARS]
+    if not long_:
+        return
+    for i in long_:
+        lst[i] = lst[i][: MAX_NAME_CHARS - 1] + "…"
+    st._index = {}
+    for i, s in enumerate(lst):
+        st._index.setdefault(s, i)
+    _warn(trace, f"{len(long_)} name(s) longer than {MAX_NAME_CHARS} characters were shortened")
+
+
+def check(trace: Trace, name: str = "trace") -> Trace:
+    meta = trace.meta
+    if not isinstance(meta, dict):
+        raise InputError(f"{name}: corrupt trace (metadata is not an object)")
+    if not isinstance(meta.get("warnings", []), list):
+        meta["warnings"] = []
+    for table in (trace.tracks, trace.spans, trace.flows, trace.counters):
+        for col, a in table.columns().items():
+            if a.ndim != 1:
+                raise InputError(f"{name}: corrupt trace ({type(table).__name__.lower()}.{col} is not a 1-D column)")
+    _cap_strings(trace)
+    ns = len(trace.strings)
+    tr = trace.tracks
+    nt = len(tr)
+    badk = tr.kind > _MAX_TRACK_KIND
+    if badk.any():
+        _set(tr, "kind", badk, TrackKind.OTHER)
+        _warn(trace, f"{int(badk.sum())} track(s) of unknown kind treated as other")
+    bn = (tr.name < -1) | (tr.name >= ns)
+    if bn.any():
+        _set(tr, "name", bn, -1)
+
+    s = trace.spans
+    n = len(s)
+    keep = ((s.start_ns >= -TIME_LIMIT_NS) & (s.start_ns <= TIME_LIMIT_NS)
+            & (s.end_ns >= -TIME_LIMIT_NS) & (s.end_ns <= TIME_LIMIT_NS))
+    nt_bad = n - int(keep.sum())
+    neg = keep & (s.end_ns < s.start_ns)
+    dur = np.where(keep, s.end_ns, 0) - np.where(keep, s.start_ns, 0)
+    long_ = keep & (dur > MAX_DUR_NS)
+    del dur
+    keep &= ~neg & ~long_
+    keep &= (s.track >= 0) & (s.track < nt)
+    n_track = n - nt_bad - int(neg.sum()) - int(long_.sum()) - int(keep.sum())
+    keep &= (s.name >= -1) & (s.name < ns)
+    n_name = n - int(keep.sum()) - nt_bad - int(neg.sum()) - int(long_.sum()) - n_track
+    dropped = n - int(keep.sum())
+    if dropped:
+        parts = []
+        if nt_bad:
+            parts.append(f"{nt_bad} with a time beyond +-{TIME_LIMIT_NS:.2e} ns")
+        if neg.any():
+            parts.append(f"{int(neg.sum())} ending before they start")
+        if long_.any():
+            parts.append(f"{int(long_.sum())} longer than {MAX_DUR_NS / 864e11:.0f} days")
+        if n_track:
+            parts.append(f"{n_track} on a missing track")
+        if n_name:
+            parts.append(f"{n_name} with a missing name")
+        _warn(trace, f"skipped {dropped} span(s): " + ", ".join(parts))
+    if dropped and n and dropped == n:
+        raise InputError(f"{name}: no usable events ({'; '.join(trace.meta['warnings'][-1:])})")
+    resort = dropped > 0
+    if dropped:
+        old_to_new = np.full(n, -1, dtype=np.int64)
+        kidx = np.flatnonzero(keep)
+        old_to_new[kidx] = np.arange(len(kidx))
+        s = trace.spans = s.take(kidx)
+        trace.flows = _remap_flows(trace.flows, old_to_new)
+        del old_to_new, kidx
+    del keep, neg, long_
+    n = len(s)
+    for col in ("cat", "detail"):
+        a = getattr(s, col)
+        b = (a < -1) | (a >= ns)
+        if b.any():
+            _set(s, col, b, -1)
+    bk = s.kind > _MAX_SPAN_KIND
+    if bk.any():
+        _set(s, "kind", bk, SpanKind.OTHER)
+        _warn(trace, f"{int(bk.sum())} span(s) of unknown kind treated as other")
+    for col, mx in (("copy_kind", max(CopyKind)), ("src_mem", max(MemKind)), ("dst_mem", max(MemKind))):
+        b = getattr(s, col) > mx
+        if b.any():
+            _set(s, col, b, 0)
+    if n > 1 and not resort:
+        st, en = s.start_ns, s.end_ns
+        d = st[1:] - st[:-1]
+        resort = bool((d < 0).any() or ((d == 0) & (en[1:] > en[:-1])).any())
+        if resort:
+            _warn(trace, "spans were not in time order; re-sorted")
+    if resort and n:
+        order = np.lexsort((-s.end_ns, s.start_ns))
+        trace.spans = s = s.take(order)
+        inv = np.empty(n, dtype=np.int64)
+        inv[order] = np.arange(n)
+        trace.flows = _remap_flows(trace.flows, inv)
+    # parents must precede their children (and sit on the same track): a parent walk ends
+    p = s.parent
+    idx = np.arange(n, dtype=np.int64)
+    pc = np.clip(p, 0, max(n - 1, 0)).astype(np.int64)
+    badp = (p != -1) & ((p < 0) | (p >= idx) | (s.track[pc] != s.track if n else False))
+    if resort or badp.any() or (s.depth < 0).any():
+        if badp.any() and not resort:
+            _warn(trace, f"{int(badp.sum())} span(s) with an impossible parent; nesting recomputed")
+        from .builder import compute_depth_parent
+        compute_depth_parent(trace)
+    del pc, idx, badp
+
+    fl = trace.flows
+    okf = (fl.src >= 0) & (fl.src < n) & (fl.dst >= 0) & (fl.dst < n)
+    badfk = fl.kind > max(FlowKind)
+    if badfk.any():
+        _set(fl, "kind", badfk, FlowKind.OTHER)
+    if not okf.all():
+        _warn(trace, f"skipped {int((~okf).sum())} flow(s) pointing outside the spans")
+        trace.flows = fl.take(np.flatnonzero(okf))
+
+    c = trace.counters
+    okc = (c.track >= 0) & (c.track < nt) & (c.ts_ns >= -TIME_LIMIT_NS) & (c.ts_ns <= TIME_LIMIT_NS)
+    if not okc.all():
+        _warn(trace, f"skipped {int((~okc).sum())} counter sample(s) with a missing track or time out of range")
+        c = trace.counters = c.take(np.flatnonzero(okc))
+    if len(c) > 1:
+        dt = np.diff(c.track.astype(np.int64))
+        if (dt < 0).any() or ((dt == 0) & (c.ts_ns[1:] < c.ts_ns[:-1])).any():
+            trace.counters = c.take(np.lexsort((c.ts_ns, c.track)))
+    return trace
+
+
+def _remap_flows(fl: Flows, old_to_new: np.ndarray) -> Flows:
+    if not len(fl):
+        return fl
+    n = len(old_to_new)
+    ok = (fl.src >= 0) & (fl.src < n) & (fl.dst >= 0) & (fl.dst < n)
+    src = np.where(ok, old_to_new[np.clip(fl.src, 0, max(n - 1, 0))], -1) if n else np.full(len(fl), -1)
+    dst = np.where(ok, old_to_new[np.clip(fl.dst, 0, max(n - 1, 0))], -1) if n else np.full(len(fl), -1)
+    keep = (src >= 0) & (dst >= 0)
+    return Flows(src=src[keep], dst=dst[keep], kind=fl.kind[keep])
+
+
+__all__ = ["check", "TIME_LIMIT_NS", "MAX_DUR_NS", "MAX_NAME_CHARS", "Counters", "Spans", "Tracks"]
