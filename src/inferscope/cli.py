@@ -116,10 +116,10 @@ def output_folder(output: str | None, outputs: list[tuple[str, Path]], default_d
 
 
 def write_reports(result: dict, trace, outputs: list[tuple[str, Path]], outdir: Path | None = None,
-                  inputs: list | None = None) -> list[Path]:
+                  inputs: list | None = None, defer_interrupt: bool = False) -> list[Path]:
     """Write the outputs as one set (report/writer.py): staged, renamed together, stale files removed."""
     from .report.writer import write_set
-    return write_set(result, trace, outputs, outdir, [Path(p) for p in (inputs or [])])
+    return write_set(result, trace, outputs, outdir, [Path(p) for p in (inputs or [])], defer_interrupt)
 
 
 def _config(args, report_path=None, report_format=None):

@@ -139,7 +139,9 @@ def run_command(args) -> int:
         raise ConfigError("run: no command given (usage: inferscope run [--report PATH] -- python app.py ARGS...)")
     cfg = load_config(flags={"report_path": getattr(args, "report", None),
                              "report_format": getattr(args, "format", None)})
-    log.set_level("error" if getattr(args, "quiet", False) else cfg.log_level)
+    if getattr(args, "quiet", False):
+        cfg.log_level = "error"   # the child's InferScope logs too (it reads the config from the parent)
+    log.set_level(cfg.log_level)
     if not cfg.enabled:
         log.info("collection disabled (INFERSCOPE_ENABLED=0 / enabled: false): running the program unprofiled")
         env = dict(os.environ)
@@ -297,7 +299,7 @@ def _report_or_raise(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep, ou
     from ..cli import write_reports
     t0 = time.perf_counter()
     result = analyze(trace, opts)
-    written = write_reports(result, trace, outputs, outdir, [trace_path] if keep else [])
+    written = write_reports(result, trace, outputs, outdir, [trace_path] if keep else [], defer_interrupt=True)
     if os.path.exists(jpath):
         try:
             os.unlink(jpath)

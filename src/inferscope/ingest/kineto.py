@@ -272,9 +272,11 @@ def decode_events(data: bytes, name: str = "trace", raw_ts: bool = False):
             break
         except msgspec.DecodeError as e:
             msg = str(e)
-            if "truncated" in msg.lower():
+            # msgspec may report a lone surrogate escape as "truncated": try the repair first
+            fixed = _repair_text(data, msg if "truncated" not in msg.lower() else "escape", warnings) \
+                if _attempt < 2 else None
+            if fixed is None and "truncated" in msg.lower():
                 raise InputError(f"{name}: truncated JSON (file ends early)") from None
-            fixed = _repair_text(data, msg, warnings) if _attempt < 2 else None
             if fixed is None:
                 raise InputError(f"{name}: invalid JSON ({_one_line(msg)[:200]})") from None
             data = fixed

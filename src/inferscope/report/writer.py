@@ -125,11 +125,19 @@ def _gzip_file(src: Path, dst: Path) -> None:
 
 
 def write_set(result: dict, trace, outputs: list[tuple[str, Path]], outdir: Path | None = None,
-              inputs: list[Path] | None = None) -> list[Path]:
+              inputs: list[Path] | None = None, defer_interrupt: bool = False) -> list[Path]:
     """Render every (format, path) and put them in place as one set; returns the written paths.
 
     ``outdir``: the output folder when -o named a folder (manifest and CSV tables live there).
+    Ctrl-C while rendering abandons the new set (the previous one stays whole) unless
+    ``defer_interrupt`` (``inferscope run``: the report is what the user waits for), which holds
+    it until the set is in place; while renaming it is always held.
     """
+    with (_DeferSigint() if defer_interrupt else contextlib.nullcontext()):
+        return _write_set(result, trace, outputs, outdir, inputs)
+
+
+def _write_set(result, trace, outputs, outdir, inputs) -> list[Path]:
     from . import get_renderer
     refuse_overwriting_inputs(outputs, inputs or [])
     # staging: one folder per destination folder
