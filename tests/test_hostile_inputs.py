@@ -136,8 +136,8 @@ def peak_mb(fn):
 
 @pytest.mark.parametrize("sql", [
     "INSERT INTO ENUM_CUDA_MEMCPY_OPER (id, name, label) VALUES (500000000, 'CUDA_MEMCPY_KIND_HTOD', 'x')",
-    f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET nameId = 500000000 WHERE rowid = 1",
-    f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET nameId = -5 WHERE rowid = 1",
+    "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET nameId = 500000000 WHERE rowid = 1",
+    "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET nameId = -5 WHERE rowid = 1",
     f"UPDATE {K} SET demangledName = -3 WHERE rowid = 1",
     f"UPDATE {K} SET demangledName = 9000000000000000000 WHERE rowid = 2",
 ])
