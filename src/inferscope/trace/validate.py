@@ -27,6 +27,7 @@ TIME_LIMIT_NS = 1 << 61          # +-73 years around the clock's zero (epoch-ns 
 MAX_DUR_NS = 1 << 53             # 104 days: longer spans are damage, not a profile
 MAX_NAME_CHARS = 4096            # names carried into outputs (C++ kernel names stay whole)
 _MAX_SPAN_KIND = max(SpanKind)
+_BLOCK = 1 << 22
 _MAX_TRACK_KIND = max(TrackKind)
 
 
@@ -82,9 +83,11 @@ def check(trace: Trace, name: str = "trace") -> Trace:
             & (s.end_ns >= -TIME_LIMIT_NS) & (s.end_ns <= TIME_LIMIT_NS))
     nt_bad = n - int(keep.sum())
     neg = keep & (s.end_ns < s.start_ns)
-    dur = np.where(keep, s.end_ns, 0) - np.where(keep, s.start_ns, 0)
-    long_ = keep & (dur > MAX_DUR_NS)
-    del dur
+    long_ = np.zeros(n, dtype=bool)
+    for a in range(0, n, _BLOCK):   # in blocks: no full-length int64 temporaries
+        b = a + _BLOCK
+        k = keep[a:b]
+        long_[a:b] = k & ((np.where(k, s.end_ns[a:b], 0) - np.where(k, s.start_ns[a:b], 0)) > MAX_DUR_NS)
     keep &= ~neg & ~long_
     keep &= (s.track >= 0) & (s.track < nt)
     n_track = n - nt_bad - int(neg.sum()) - int(long_.sum()) - int(keep.sum())
@@ -131,8 +134,12 @@ def check(trace: Trace, name: str = "trace") -> Trace:
             _set(s, col, b, 0)
     if n > 1 and not resort:
         st, en = s.start_ns, s.end_ns
-        d = st[1:] - st[:-1]
-        resort = bool((d < 0).any() or ((d == 0) & (en[1:] > en[:-1])).any())
+        for a in range(0, n - 1, _BLOCK):
+            b = min(n - 1, a + _BLOCK)
+            s0, s1 = st[a:b], st[a + 1:b + 1]
+            if (s1 < s0).any() or ((s1 == s0) & (en[a + 1:b + 1] > en[a:b])).any():
+                resort = True
+                break
         if resort:
             _warn(trace, "spans were not in time order; re-sorted")
     if resort and n:
@@ -142,16 +149,19 @@ def check(trace: Trace, name: str = "trace") -> Trace:
         inv[order] = np.arange(n)
         trace.flows = _remap_flows(trace.flows, inv)
     # parents must precede their children (and sit on the same track): a parent walk ends
+    nbadp = 0
     p = s.parent
-    idx = np.arange(n, dtype=np.int64)
-    pc = np.clip(p, 0, max(n - 1, 0)).astype(np.int64)
-    badp = (p != -1) & ((p < 0) | (p >= idx) | (s.track[pc] != s.track if n else False))
-    if resort or badp.any() or (s.depth < 0).any():
-        if badp.any() and not resort:
-            _warn(trace, f"{int(badp.sum())} span(s) with an impossible parent; nesting recomputed")
+    for a in range(0, n, _BLOCK):
+        b = min(n, a + _BLOCK)
+        pb = p[a:b]
+        idx = np.arange(a, b, dtype=np.int64)
+        pc = np.clip(pb, 0, max(n - 1, 0))
+        nbadp += int(((pb != -1) & ((pb < 0) | (pb >= idx) | (s.track[pc] != s.track[a:b]))).sum())
+    if resort or nbadp or (s.depth < 0).any():
+        if nbadp and not resort:
+            _warn(trace, f"{nbadp} span(s) with an impossible parent; nesting recomputed")
         from .builder import compute_depth_parent
         compute_depth_parent(trace)
-    del pc, idx, badp
 
     fl = trace.flows
     okf = (fl.src >= 0) & (fl.src < n) & (fl.dst >= 0) & (fl.dst < n)
