@@ -306,8 +306,14 @@ def mutate_iscope(rng: random.Random) -> tuple[bytes, str]:
                 h = {}
             if not isinstance(h, dict):
                 h = {}
-            key = rng.choice(["format", "version", "meta", "counts"])
-            h[key] = rng.choice(VALUES + [_deep(3000)])
+            key = rng.choice(["format", "version", "meta", "counts", "meta."])
+            if key == "meta.":                        # wrong types inside meta
+                meta = h["meta"] = h["meta"] if isinstance(h.get("meta"), dict) else {}
+                sub = rng.choice(["collection", "devices", "warnings", "tool_versions", "source_file", "session"])
+                meta[sub] = rng.choice(VALUES + [{"cpu_sampling_hz_steady": rng.choice(VALUES),
+                                                  "duration_ms": rng.choice(VALUES)}, [rng.choice(VALUES)]])
+            else:
+                h[key] = rng.choice(VALUES + [_deep(3000)])
             m["inferscope.json"] = _dumps(h) if rng.random() < 0.8 else rng.choice([b"[]", b"1", b"\xff"])
         elif op == 8:                                 # strings damaged
             m["strings.bin"] = _bytes_damage(m.get("strings.bin", b""), rng)

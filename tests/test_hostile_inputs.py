@@ -490,3 +490,18 @@ def test_run_names_every_format_from_report(tmp_path):
     r = cli("run", "--report", d / "run1.md", "--format", "md,html,json", "--", PY, "-c", "pass", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert {p.name for p in d.iterdir() if not p.name.startswith(".")} == {"run1.md", "run1.html", "run1.json"}
+
+
+def test_iscope_meta_of_wrong_types_is_cleaned(tmp_path):
+    m = iscope_members(tmp_path)
+    h = json.loads(m["inferscope.json"])
+    h["meta"] = {"source_file": ["x"], "warnings": "not a list", "devices": [1, {"id": "x", "name": 5}],
+                 "tool_versions": [], "collection": {"cpu_sampling_hz_steady": "fast", "duration_ms": {"a": 1},
+                                                     "events": 1e400 if False else "many"}}
+    m["inferscope.json"] = json.dumps(h).encode()
+    p = write_zip(tmp_path / "meta.iscope", m)
+    out = tmp_path / "o"
+    assert main(["analyze", str(p), "-o", str(out), "-q", "--format", "md,json,html,chrome,csv"]) == 0
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["source"]["devices"] == [{"id": 0, "name": None, "total_memory_bytes": None, "sm_count": None,
+                                         "compute_capability": None}]

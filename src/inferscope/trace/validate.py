@@ -55,12 +55,69 @@ def _cap_strings(trace: Trace) -> None:
     _warn(trace, f"{len(long_)} name(s) longer than {MAX_NAME_CHARS} characters were shortened")
 
 
+def _scalar(v, text: int = 256):
+    """A JSON scalar safe to format (finite numbers, short strings), else None."""
+    if v is None or isinstance(v, bool):
+        return v
+    if isinstance(v, int):
+        return v if -(1 << 63) <= v < (1 << 63) else None
+    if isinstance(v, float):
+        return v if v == v and abs(v) != float("inf") else None
+    if isinstance(v, str):
+        return v[:text]
+    return None
+
+
+def _clean_meta(meta: dict) -> None:
+    """Meta from a file (an .iscope header) has the types analyses and renderers format."""
+    for k in ("source_format", "source_file"):
+        if k in meta and not isinstance(meta[k], str):
+            meta[k] = None if meta[k] is None else str(_scalar(meta[k]))
+    w = meta.get("warnings", [])
+    meta["warnings"] = [str(x)[:1000] for x in w[:1000]] if isinstance(w, list) else []
+    m = meta.get("missing", [])
+    meta["missing"] = [str(x)[:200] for x in m[:1000]] if isinstance(m, list) else []
+    tv = meta.get("tool_versions", {})
+    meta["tool_versions"] = {str(k)[:64]: _scalar(v, 64) for k, v in list(tv.items())[:64]} if isinstance(tv, dict) else {}
+    devs = meta.get("devices", [])
+    out = []
+    for d in devs[:64] if isinstance(devs, list) else []:
+        if not isinstance(d, dict):
+            continue
+        did = d.get("id")
+        out.append({"id": did if isinstance(did, int) and not isinstance(did, bool) and -1 <= did < (1 << 31) else len(out),
+                    "name": _scalar(d.get("name")) if isinstance(d.get("name"), str) else None,
+                    "total_memory_bytes": d.get("total_memory_bytes") if isinstance(d.get("total_memory_bytes"), int)
+                    and not isinstance(d.get("total_memory_bytes"), bool) and 0 <= d["total_memory_bytes"] < (1 << 62) else None,
+                    "sm_count": d.get("sm_count") if isinstance(d.get("sm_count"), int) and not isinstance(d.get("sm_count"), bool)
+                    and 0 <= d["sm_count"] < (1 << 31) else None,
+                    "compute_capability": _scalar(d.get("compute_capability"), 16) if isinstance(d.get("compute_capability"), str) else None})
+    meta["devices"] = out
+    for k in ("collection", "session", "profiler_config"):
+        v = meta.get(k)
+        if v is None:
+            continue
+        if not isinstance(v, dict):
+            meta.pop(k)
+            continue
+        clean = {}
+        for kk, vv in list(v.items())[:256]:
+            sv = _scalar(vv)
+            if sv is not None or vv is None:
+                clean[str(kk)[:64]] = sv
+        # keys analyses use as numbers must be numbers
+        for kk in ("cpu_sampling_hz_steady", "cpu_sampling_hz_achieved", "duration_ms", "trace_size_mb",
+                   "start_ns", "end_ns", "duration_ns"):
+            if kk in clean and (isinstance(clean[kk], (str, bool)) or clean[kk] is None):
+                clean.pop(kk)
+        meta[k] = clean
+
+
 def check(trace: Trace, name: str = "trace") -> Trace:
     meta = trace.meta
     if not isinstance(meta, dict):
         raise InputError(f"{name}: corrupt trace (metadata is not an object)")
-    if not isinstance(meta.get("warnings", []), list):
-        meta["warnings"] = []
+    _clean_meta(meta)
     for table in (trace.tracks, trace.spans, trace.flows, trace.counters):
         for col, a in table.columns().items():
             if a.ndim != 1:
