@@ -422,8 +422,13 @@ def test_stale_staging_of_a_killed_run_is_cleaned(tmp_path):
     stale = out / f".inferscope-tmp-{dead.pid}"
     stale.mkdir(parents=True)
     (stale / "report.md").write_text("half")
+    old_tmp = out / ".report.md.abc123.tmp"          # util/atomic.py temporary of a killed writer
+    old_tmp.write_text("half")
+    os.utime(old_tmp, (time.time() - 3600, time.time() - 3600))
+    young_tmp = out / ".report.json.def456.tmp"      # maybe another writer's, still in progress
+    young_tmp.write_text("busy")
     assert main(["analyze", str(src), "-o", str(out), "-q"]) == 0
-    assert not stale.exists()
+    assert not stale.exists() and not old_tmp.exists() and young_tmp.exists()
 
 
 def test_ctrl_c_while_writing_never_leaves_a_mixed_set(tmp_path, monkeypatch):

@@ -57,6 +57,30 @@ def clean_stale_temporaries(folder: Path) -> int:
     return n
 
 
+_OLD_TMP_AGE_S = 600
+
+
+def clean_old_atomic_temporaries(final: Path) -> int:
+    """Remove ``.<name>.*.tmp`` files beside ``final`` (util/atomic.py temporaries of a killed
+    writer) older than 10 minutes; a writer still running would have touched its file recently."""
+    import time
+    n = 0
+    try:
+        entries = list(os.scandir(final.parent))
+    except OSError:
+        return 0
+    prefix = f".{final.name}."
+    for e in entries:
+        if e.name.startswith(prefix) and e.name.endswith(".tmp"):
+            try:
+                if e.is_file(follow_symlinks=False) and time.time() - e.stat().st_mtime > _OLD_TMP_AGE_S:
+                    os.unlink(e.path)
+                    n += 1
+            except OSError:
+                pass
+    return n
+
+
 def _same_file(a: Path, b: Path) -> bool:
     try:
         return a.exists() and b.exists() and os.path.samefile(a, b)
@@ -160,6 +184,7 @@ def _write_set(result, trace, outputs, outdir, inputs) -> list[Path]:
                     raise InferScopeError(f"cannot write to {parent}: {e.strerror or e}") from None
                 stages[parent] = st
             plan.append((fmt, stages[parent] / path.name, path))
+            clean_old_atomic_temporaries(path)
         for fmt, staged, final in plan:
             gz = staged.name.endswith(".gz") and fmt != "csv"
             target = staged.with_name(staged.name[:-3]) if gz else staged
