@@ -153,6 +153,8 @@ def _versions(con, schema) -> dict:
 def describe_schema(path) -> str:
     """Tables, row counts and columns of an export, and what InferScope reads from it."""
     con = _connect(path)
+    guard = _Interrupt(con)
+    guard.deadline = time.monotonic() + VIEW_SQL_TIMEOUT_S   # count(*) on a plain view is arbitrary SQL
     try:
         try:
             schema = _schema(con)
@@ -167,9 +169,12 @@ def describe_schema(path) -> str:
         enums = sorted(t for t in schema if t.startswith("ENUM_"))
         for t in sorted(t for t in schema if not t.startswith("ENUM_")):
             try:
-                n = con.execute(f"SELECT count(*) FROM [{t}]").fetchone()[0]
+                with guard:
+                    n = con.execute(f"SELECT count(*) FROM [{t}]").fetchone()[0]
             except sqlite3.Error as e:
-                n = f"unreadable: {e}"
+                if guard.hit:
+                    raise KeyboardInterrupt from None
+                n = "unreadable: took too long (a view)" if guard.timed_out else f"unreadable: {e}"
             used = " *" if t in _WANTED_TABLES or t in KERNEL_TABLES or t in META_TABLES or t in (
                 GRAPH_TABLE, OVERHEAD_TABLE, "TARGET_INFO_CUDA_GPU") else ""
             lines.append(f"{t}{used} ({n} rows): {', '.join(schema[t])}")
