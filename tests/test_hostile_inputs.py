@@ -510,3 +510,17 @@ def test_iscope_meta_of_wrong_types_is_cleaned(tmp_path):
     rep = json.loads((out / "report.json").read_text())
     assert rep["source"]["devices"] == [{"id": 0, "name": None, "total_memory_bytes": None, "sm_count": None,
                                          "compute_capability": None}]
+
+
+def test_analyze_precedence_flags_over_env_over_file(tmp_path):
+    src = kineto(tmp_path, [ev()])
+    (tmp_path / ".inferscope.yaml").write_text("report_format: html\nreport_path: from_file\n")
+    r = cli("analyze", src, "-q", cwd=tmp_path)                                   # file
+    assert r.returncode == 0 and sorted(p.name for p in (tmp_path / "from_file").iterdir()
+                                        if not p.name.startswith(".")) == ["report.html"]
+    r = cli("analyze", src, "-q", cwd=tmp_path, env={"INFERSCOPE_REPORT_FORMAT": "json"})   # env beats file
+    assert r.returncode == 0 and (tmp_path / "from_file" / "report.json").exists()
+    r = cli("analyze", src, "-q", "-o", tmp_path / "flag", "--format", "md", cwd=tmp_path,
+            env={"INFERSCOPE_REPORT_FORMAT": "json"})                            # flags beat both
+    assert r.returncode == 0 and sorted(p.name for p in (tmp_path / "flag").iterdir()
+                                        if not p.name.startswith(".")) == ["report.md"]
