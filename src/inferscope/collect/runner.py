@@ -206,9 +206,9 @@ def _rescue_trace(trace_path: str, outputs, keep) -> str | None:
     """Move a collected trace out of the temporary folder so that it survives a failed report.
 
     Tries beside the first report (``<stem>.iscope``), then the working folder; returns where it is."""
-    if keep:
-        return trace_path if os.path.exists(trace_path) else None
     src = trace_path if os.path.exists(trace_path) else journal.path_for(trace_path)
+    if keep:
+        return src if os.path.exists(src) else None
     if not os.path.exists(src):
         return None
     suffix = ".iscope" if src == trace_path else ".iscope.journal"
@@ -254,11 +254,7 @@ def _report_or_raise(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep, ou
     if os.path.exists(trace_path):
         trace = native.load(trace_path)
     elif os.path.exists(jpath):      # killed before finalising: rebuild from the crash journal
-        try:
-            trace = journal.load(jpath)
-        except InferScopeError as e:
-            log.error(f"no report written: {e}")
-            return
+        trace = journal.load(jpath)        # InferScopeError: logged by _report, the journal is kept
         from ..trace.validate import check
         trace = check(trace, os.path.basename(jpath))
     else:
