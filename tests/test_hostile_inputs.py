@@ -524,3 +524,11 @@ def test_analyze_precedence_flags_over_env_over_file(tmp_path):
             env={"INFERSCOPE_REPORT_FORMAT": "json"})                            # flags beat both
     assert r.returncode == 0 and sorted(p.name for p in (tmp_path / "flag").iterdir()
                                         if not p.name.startswith(".")) == ["report.md"]
+
+
+def test_error_lines_carry_no_terminal_control_characters(tmp_path):
+    p = tmp_path / "evil\x1b[2J\u202ename.json"
+    p.write_bytes(b"not a trace")
+    r = cli("analyze", p, "-o", tmp_path / "o")
+    one_line_exit_2(r, "not a recognised trace")
+    assert "\x1b" not in r.stderr and "\u202e" not in r.stderr
