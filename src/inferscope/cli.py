@@ -10,8 +10,8 @@ from pathlib import Path
 
 from . import __version__
 from .analyze.options import options_from_args as _options_from_args  # noqa: F401  (used by callers)
-from .errors import InferScopeError, InputError
-from .outputs import DEFAULT_FORMATS, resolve_outputs, write_reports  # noqa: F401
+from .errors import ConfigError, InferScopeError, InputError  # noqa: F401
+from .outputs import DEFAULT_FORMATS, output_folder, resolve_outputs, write_reports  # noqa: F401
 
 
 def _add_analysis_args(p: argparse.ArgumentParser) -> None:
@@ -20,17 +20,41 @@ def _add_analysis_args(p: argparse.ArgumentParser) -> None:
                         "or range name (e.g. 'ProfilerStep#6', 'decode', 'decode:2' for its 2nd occurrence), "
                         "'step:N' (N-th step), or 'START_MS:END_MS' relative to the trace start")
     p.add_argument("--phase-map", "--phases-json", dest="phase_map", default=None, metavar="FILE",
-                   help="JSON mapping phase -> list of range-name substrings (seed 004 format)")
+                   help="JSON mapping phase -> list of range-name patterns, matched as whole words (seed 004 format)")
     p.add_argument("--nvtx-coverage-warn-threshold", type=float, default=None, metavar="F",
                    help="warn when range->kernel attribution covers less than F (0-1) of kernel time")
     p.add_argument("--no-nvtx-kernel-map", action="store_true",
                    help="skip attributing GPU kernel time to NVTX/annotation ranges")
+    p.add_argument("--max-decompressed-mb", type=float, default=None, metavar="MB",
+                   help="cap on decompressed input (.json.gz, .iscope); default 50x the compressed size, "
+                        "at least 64 MB, at most 4096 MB (INFERSCOPE_MAX_DECOMPRESSED_MB)")
+
+
+def _config(args, report_path=None, report_format=None):
+    """flags > INFERSCOPE_* > .inferscope.yaml > defaults; a bad value is ConfigError (exit 2)."""
+    from . import log
+    from .config import load_config
+    cfg = load_config(flags={"report_path": report_path, "report_format": report_format,
+                             "max_decompressed_mb": getattr(args, "max_decompressed_mb", None)})
+    log.set_level("error" if getattr(args, "quiet", False) else cfg.log_level)
+    return cfg
+
+
+def _max_bytes(cfg) -> int | None:
+    return None if cfg.max_decompressed_mb is None else int(cfg.max_decompressed_mb * (1 << 20))
+
+
+def _say(args, *lines) -> None:
+    if not getattr(args, "quiet", False):
+        for ln in lines:
+            print(ln)
 
 
 def cmd_analyze(args) -> int:
     from .analyze.pipeline import analyze
     from .ingest import load_trace
-    from .report.markdown import headline
+    from .report.markdown import headline, plain
+    cfg = _config(args, report_format=args.format)
     if args.print_schema:
         from .ingest import detect_format
         if detect_format(args.trace) != "nsys":
@@ -39,31 +63,43 @@ def cmd_analyze(args) -> int:
         print(nsys.describe_schema(args.trace))
         return 0
     opts = _options_from_args(args)
-    outputs = resolve_outputs(args.output, args.format)
+    output = args.output
+    if output is None and cfg.sources.get("report_path") in ("env", "file"):
+        output = cfg.report_path
+    fmt = args.format if args.format else (cfg.report_format if cfg.sources.get("report_format") != "default" else None)
+    outputs = resolve_outputs(output, fmt)
+    from .report.writer import refuse_overwriting_inputs
+    refuse_overwriting_inputs(outputs, [Path(args.trace)])
     t0 = time.perf_counter()
-    trace = load_trace(args.trace)
+    trace = load_trace(args.trace, max_decompressed=_max_bytes(cfg))
     t1 = time.perf_counter()
+    if args.list_windows:
+        from .analyze.window import available_windows
+        for w in available_windows(trace, limit=10_000):
+            print(plain(w))
+        return 0
     result = analyze(trace, opts)
     result["about"]["load_ms"] = round((t1 - t0) * 1e3, 3)
-    written = write_reports(result, trace, outputs)
-    if not args.quiet:
-        print(headline(result))
-        print()
-        for p in written:
-            print(f"wrote {p}")
+    written = write_reports(result, trace, outputs, output_folder(output, outputs), [args.trace])
+    _say(args, headline(result), "", *(f"wrote {p}" for p in written))
     return 0
 
 
 def cmd_export(args) -> int:
     from .analyze.pipeline import analyze
     from .ingest import load_trace
-    from .report import get_renderer
-    trace = load_trace(args.trace)
+    cfg = _config(args)
+    fmt = args.format or "chrome"
+    outputs = resolve_outputs(args.output, fmt)
+    if len(outputs) != 1 or Path(args.output).is_dir() or outputs[0][0] == "csv":
+        raise ConfigError(f"export -o {args.output}: expected one file path (e.g. timeline.json or timeline.json.gz)")
+    outputs = [(outputs[0][0], Path(args.output))]
+    from .report.writer import refuse_overwriting_inputs
+    refuse_overwriting_inputs(outputs, [Path(args.trace)])
+    trace = load_trace(args.trace, max_decompressed=_max_bytes(cfg))
     result = analyze(trace, _options_from_args(args))
-    out = Path(args.output)
-    get_renderer(args.format)(result, trace, out)
-    if not args.quiet:
-        print(f"wrote {out}")
+    written = write_reports(result, trace, outputs, None, [args.trace])
+    _say(args, *(f"wrote {p}" for p in written))
     return 0
 
 
@@ -83,16 +119,17 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("-o", "--output", default=None,
                    help="output directory (default ./inferscope-out) or a single report file (report.md, report.html, report.json)")
     a.add_argument("--format", default=None, help=f"comma-separated: md,json,csv,html,chrome (default {DEFAULT_FORMATS})")
-    a.add_argument("-q", "--quiet", action="store_true", help="do not print the headline")
+    a.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     a.add_argument("--print-schema", action="store_true", help="Nsight Systems: print the tables and columns found, then exit")
+    a.add_argument("--list-windows", action="store_true", help="print the values --window accepts for this trace, then exit")
     _add_analysis_args(a)
     a.set_defaults(func=cmd_analyze)
 
     e = sub.add_parser("export", help="export the merged timeline (Chrome trace-event JSON for Perfetto UI / chrome://tracing)")
     e.add_argument("trace")
     e.add_argument("-o", "--output", required=True)
-    e.add_argument("--format", default="chrome", help="chrome (default)")
-    e.add_argument("-q", "--quiet", action="store_true")
+    e.add_argument("--format", default=None, help="chrome (default); md, json, html also work")
+    e.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     _add_analysis_args(e)
     e.set_defaults(func=cmd_export)
 
@@ -104,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--report", default=None, help="report path (default ./report.md, or INFERSCOPE_REPORT_PATH)")
     r.add_argument("--format", default=None, help="comma-separated: md,html,json,csv,chrome")
     r.add_argument("--trace", default=None, help="also keep the collected trace here (.iscope)")
-    r.add_argument("-q", "--quiet", action="store_true")
+    r.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors (the program's own output passes through)")
     r.add_argument("cmd", nargs=argparse.REMAINDER, help="the program and its arguments")
     _add_analysis_args(r)
     r.set_defaults(func=cmd_run)

@@ -29,6 +29,7 @@ ENV = {
     "torch_profiler": "INFERSCOPE_TORCH_PROFILER",
     "flush_interval_s": "INFERSCOPE_FLUSH_INTERVAL_S",
     "perf_ip_sampling": "INFERSCOPE_PERF_IP_SAMPLING",
+    "max_decompressed_mb": "INFERSCOPE_MAX_DECOMPRESSED_MB",
 }
 LOG_LEVELS = ("debug", "info", "warn", "warning", "error")
 REPORT_FORMATS = {"markdown": "md", "md": "md", "html": "html", "htm": "html", "json": "json",
@@ -51,6 +52,9 @@ class Config:
     torch_profiler: str = "auto"           # auto: on when the workload imports torch and CUDA is available
     flush_interval_s: float = 2.0
     perf_ip_sampling: bool = True          # perf_event IP samples decide cpu_compute vs framework (Linux)
+    # cap on decompressed input (.json.gz, .iscope members); None: 50x the compressed size,
+    # at least 64 MB, at most 4096 MB (ingest/kineto.py decompress_limit)
+    max_decompressed_mb: float | None = None
     sources: dict | None = None            # key -> "flag" | "env" | "file" | "default"
 
     def to_json(self) -> str:
@@ -73,15 +77,17 @@ def _bool(v, where):
     raise ConfigError(f"{where}: expected a boolean (1/0, true/false), got {v!r}")
 
 
-def _num(v, where, lo=None, hi=None):
+def _num(v, where, lo=None, hi=None, positive=False):
     if isinstance(v, bool):
         raise ConfigError(f"{where}: expected a number, got {v!r}")
     try:
         x = float(v)
     except (TypeError, ValueError):
         raise ConfigError(f"{where}: expected a number, got {v!r}") from None
-    if x != x or (lo is not None and x < lo) or (hi is not None and x > hi):
+    if x != x or (lo is not None and x < lo) or (hi is not None and x > hi) or (positive and x <= 0):
         rng = f" between {lo:g} and {hi:g}" if lo is not None and hi is not None else (f" >= {lo:g}" if lo is not None else "")
+        if positive and (lo is None or lo <= 0):
+            rng = f" > 0 and <= {hi:g}" if hi is not None else " > 0"
         raise ConfigError(f"{where}: expected a number{rng}, got {v!r}")
     return x
 
@@ -98,8 +104,10 @@ def _validate(key: str, v, where: str):
         return _num(v, where, 0.001, 1_000_000)
     if key == "sync_error_margin_us":
         return _num(v, where, 0, 1e9)
-    if key == "cpu_sampling_frequency_hz":
-        return _num(v, where, 0, 10_000)
+    if key == "cpu_sampling_frequency_hz":   # 0 would stop the sampler's clock: refused
+        return _num(v, where, 0, 10_000, positive=True)
+    if key == "max_decompressed_mb":
+        return _num(v, where, 0, 1 << 20, positive=True)
     if key == "system_sampling_hz":
         return _num(v, where, 0, 1000)
     if key == "perf_ip_sampling":
@@ -140,11 +148,17 @@ def read_file(path: Path) -> dict:
     except ImportError:  # PyYAML is a core dependency; be explicit if it is missing
         raise ConfigError(f"{path}: PyYAML is needed to read it (pip install PyYAML)") from None
     try:
+        if path.stat().st_size > (1 << 20):
+            raise ConfigError(f"{path}: larger than 1 MB, not an InferScope configuration")
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"{path}: cannot read ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (bad byte at offset {e.start})") from None
     try:
         data = yaml.safe_load(text)
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
@@ -154,7 +168,7 @@ def read_file(path: Path) -> dict:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of keys to values")
     known = {f.name for f in fields(Config)} - {"sources"}
-    unknown = sorted(str(k) for k in data if k not in known)
+    unknown = sorted(str(k)[:60] for k in data if not isinstance(k, str) or k not in known)
     if unknown:
         raise ConfigError(f"{path}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
     return data

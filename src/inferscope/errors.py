@@ -1,4 +1,9 @@
 """Errors that the CLI turns into one clear line and exit code 2."""
+import re
+
+# control characters (ESC sequences, BEL, NUL) and bidi overrides from file names or file
+# contents must not reach the terminal through an error message
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 class InferScopeError(Exception):
@@ -8,7 +13,7 @@ class InferScopeError(Exception):
     MAX_CHARS = 400
 
     def __init__(self, message: object = "") -> None:
-        msg = " ".join(str(message).split())
+        msg = " ".join(_CONTROL.sub("?", str(message)).split())
         if len(msg) > self.MAX_CHARS:
             msg = msg[: self.MAX_CHARS - 1] + "…"
         super().__init__(msg)

@@ -7,42 +7,56 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import InferScopeError
-
 DEFAULT_FORMATS = "md,json,csv"
+
+
+def _split_gz(path: str) -> tuple[str, bool]:
+    return (path[:-3], True) if path.lower().endswith(".gz") and len(path) > 3 else (path, False)
+
+
+def _stem_name(fmt: str, stem: Path, gz: bool) -> Path:
+    """The file of ``fmt`` in a set named from one report path (``x.md`` -> ``x.json``, ``x.html``...)."""
+    ext = {"md": ".md", "json": ".json", "html": ".html", "chrome": ".timeline.json", "csv": "-tables"}[fmt]
+    p = stem.with_name(stem.name + ext)
+    return p.with_name(p.name + ".gz") if gz and fmt != "csv" else p
 
 
 def resolve_outputs(output: str | None, formats: str | None, default_dir: str = "inferscope-out") -> list[tuple[str, Path]]:
     """Map -o/--format to [(format, path)].
 
-    -o with a known extension (report.md, x.html, t.json) writes that one file unless
-    --format is also given; otherwise -o is a directory receiving every format.
+    -o with a known extension (report.md, x.html, t.json, t.json.gz) names the set: one file, or
+    with several --format values one file per format named from its stem (x.md, x.json, x.html,
+    x.timeline.json, x-tables/ for csv).  Otherwise -o is a folder receiving every format
+    under its default name.  A ``.gz`` suffix writes gzip.
     """
     from .report import default_filename, format_for_path, normalise_format
-    fmts = [normalise_format(f) for f in (formats or "").split(",") if f.strip()]
-    if output and format_for_path(output) and not Path(output).is_dir():
-        ext_fmt = format_for_path(output)
+    fmts = list(dict.fromkeys(normalise_format(f) for f in (formats or "").split(",") if f.strip()))
+    plain, gz = _split_gz(output) if output else ("", False)
+    if output and format_for_path(plain) and not Path(output).is_dir():
+        ext_fmt = format_for_path(plain)
         if not fmts:
             return [(ext_fmt, Path(output))]
         if len(fmts) == 1:
             return [(fmts[0], Path(output))]
-        base = Path(output).parent
-        return [(f, Path(output) if f == ext_fmt else base / default_filename(f)) for f in fmts]
+        stem = Path(plain).with_suffix("")
+        return [(f, Path(output) if f == ext_fmt else _stem_name(f, stem, gz)) for f in fmts]
     outdir = Path(output or default_dir)
     if not fmts:
         fmts = [normalise_format(f) for f in DEFAULT_FORMATS.split(",")]
     return [(f, outdir / default_filename(f)) for f in fmts]
 
 
-def write_reports(result: dict, trace, outputs: list[tuple[str, Path]]) -> list[Path]:
-    from .report import get_renderer
-    written = []
-    for fmt, path in outputs:
-        try:
-            get_renderer(fmt)(result, trace, path)
-        except InferScopeError:
-            raise
-        except OSError as e:
-            raise InferScopeError(f"cannot write {path}: {e.strerror or e}") from None
-        written.append(path)
-    return written
+def output_folder(output: str | None, outputs: list[tuple[str, Path]], default_dir: str = "inferscope-out") -> Path | None:
+    """The folder -o named (None when -o named a file set)."""
+    from .report import format_for_path
+    plain = _split_gz(output)[0] if output else ""
+    if output and format_for_path(plain) and not Path(output).is_dir():
+        return None
+    return Path(output or default_dir)
+
+
+def write_reports(result: dict, trace, outputs: list[tuple[str, Path]], outdir: Path | None = None,
+                  inputs: list | None = None, defer_interrupt: bool = False) -> list[Path]:
+    """Write the outputs as one set (report/writer.py): staged, renamed together, stale files removed."""
+    from .report.writer import write_set
+    return write_set(result, trace, outputs, outdir, [Path(p) for p in (inputs or [])], defer_interrupt)

@@ -59,10 +59,12 @@ def _host_activity(trace: Trace, a: int, b: int, hostix=None) -> dict:
         best = idx[np.argmax(ov)]
     chain = []
     p = int(s.parent[best])
-    while p >= 0 and len(chain) < 2:
+    steps = 0
+    while 0 <= p < len(s) and len(chain) < 2 and steps < 256:   # bounded even if parents were to cycle
         if s.kind[p] in (SpanKind.CPU_OP, SpanKind.ANNOTATION, SpanKind.PYTHON):
             chain.append(trace.name_of(p))
         p = int(s.parent[p])
+        steps += 1
     i = int(np.flatnonzero(idx == best)[0])
     return {"host": trace.name_of(int(best)), "host_kind": SpanKind(int(s.kind[best])).name.lower(),
             "host_overlap_pct": round(100.0 * float(frac[i]), 1),

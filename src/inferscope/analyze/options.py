@@ -18,14 +18,26 @@ class AnalyzeOptions:
     extra: dict = field(default_factory=dict)
 
 
+_PHASE_MAP_MAX = 1 << 20
+
+
 def _load_phase_map(path: str | None) -> dict | None:
     if not path:
         return None
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        with open(path, "rb") as f:
+            raw = f.read(_PHASE_MAP_MAX + 1)
+        if len(raw) > _PHASE_MAP_MAX:
+            raise ConfigError(f"--phase-map {path}: larger than {_PHASE_MAP_MAX >> 20} MB")
+        data = json.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"--phase-map {path}: no such file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"--phase-map {path}: is a directory") from None
+    except RecursionError:
+        raise ConfigError(f"--phase-map {path}: nested too deeply") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"--phase-map {path}: not UTF-8 (bad byte at offset {e.start})") from None
     except (OSError, ValueError) as e:
         raise ConfigError(f"--phase-map {path}: not valid JSON ({e})") from None
     if not isinstance(data, dict) or not all(

@@ -50,7 +50,33 @@ def scope_extent(trace: Trace) -> tuple[int, int] | None:
     return int(s.start_ns[m].min()), int(s.end_ns[m].max())
 
 
-_TIME_RE = re.compile(r"^\s*([0-9.]+)\s*:\s*([0-9.]+)\s*$")
+_TIME_RE = re.compile(r"^\s*(\d{1,15}(?:\.\d{0,9})?)\s*:\s*(\d{1,15}(?:\.\d{0,9})?)\s*$")
+
+
+def available_windows(trace: Trace, limit: int = 200) -> list[str]:
+    """The --window values this trace accepts: all, gpu (if any), step:1..N, step/range names."""
+    s = trace.spans
+    out = ["all"]
+    if np.isin(s.kind, [int(k) for k in GPU_WORK_KINDS]).any():
+        out.append("gpu")
+    nsteps = int((s.kind == SpanKind.STEP).sum())
+    if nsteps:
+        out.append(f"step:1..{nsteps}" if nsteps > 1 else "step:1")
+    cand = np.flatnonzero(np.isin(s.kind, [SpanKind.STEP, SpanKind.ANNOTATION]))
+    ids, counts = np.unique(s.name[cand], return_counts=True)
+    for i, c in zip(ids.tolist()[:limit], counts.tolist()[:limit]):
+        nm = trace.strings[int(i)]
+        if nm:
+            out.append(nm if c == 1 else f"{nm} (x{c}: {nm}:1..{nm}:{c})")
+    if len(ids) > limit:
+        out.append(f"... {len(ids) - limit} more")
+    out.append("START_MS:END_MS")
+    return out
+
+
+def _unknown(spec: str, why: str, trace: Trace) -> ConfigError:
+    names = available_windows(trace, limit=12)
+    return ConfigError(f"--window {spec}: {why}; valid: {', '.join(names)} (all of them: --list-windows)")
 
 
 def resolve_window(trace: Trace, spec: str | None) -> Window:
@@ -78,14 +104,15 @@ def resolve_window(trace: Trace, spec: str | None) -> Window:
         a, b = float(m.group(1)), float(m.group(2))
         if b <= a:
             raise ConfigError(f"--window {spec}: end must be after start")
-        return Window(lo + int(round(a * 1e6)), min(hi, lo + int(round(b * 1e6))), f"{a:g}-{b:g} ms", "time")
+        start = min(hi, lo + int(round(a * 1e6)))
+        return Window(start, max(start, min(hi, lo + int(round(b * 1e6)))), f"{a:g}-{b:g} ms", "time")
     step_idx = None
     name, occ = spec, 1
     if spec.lower().startswith("step:"):
         try:
             step_idx = int(spec.split(":", 1)[1])
         except ValueError:
-            raise ConfigError(f"--window {spec}: expected step:N") from None
+            raise _unknown(spec, "expected step:N", trace) from None
     elif re.match(r"^.+:\d+$", spec) and trace.strings.get(spec) < 0:
         name, k = spec.rsplit(":", 1)
         occ = int(k)
@@ -93,15 +120,15 @@ def resolve_window(trace: Trace, spec: str | None) -> Window:
     if step_idx is not None:
         idx = np.flatnonzero(s.kind == SpanKind.STEP)
         if not (1 <= step_idx <= len(idx)):
-            raise ConfigError(f"--window {spec}: the trace has {len(idx)} steps")
+            raise _unknown(spec, f"the trace has {len(idx)} steps", trace)
         i = int(idx[step_idx - 1])
         return Window(int(s.start_ns[i]), int(s.end_ns[i]), trace.name_of(i), "step")
     sid = trace.strings.get(name)
     idx = np.flatnonzero(cand & (s.name == sid)) if sid >= 0 else np.zeros(0, dtype=np.int64)
     if len(idx) == 0:
-        raise ConfigError(f"--window {spec}: no step or range named {name!r} in the trace")
+        raise _unknown(spec, f"no step or range named {name!r} in the trace", trace)
     if occ > len(idx):
-        raise ConfigError(f"--window {spec}: {name!r} occurs {len(idx)} times")
+        raise _unknown(spec, f"{name!r} occurs {len(idx)} times", trace)
     i = int(idx[occ - 1])
     return Window(int(s.start_ns[i]), int(s.end_ns[i]), name if occ == 1 else f"{name} #{occ}",
                   "step" if s.kind[i] == SpanKind.STEP else "range")

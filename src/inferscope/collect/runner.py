@@ -78,7 +78,9 @@ def _spawn_and_wait(cmd: list[str], env: dict, prewarm: list[str] | None = None)
     except FileNotFoundError:
         raise InferScopeError(f"run: command not found: {cmd[0]}") from None
     except PermissionError:
-        raise InferScopeError(f"run: permission denied: {cmd[0]}") from None
+        raise InferScopeError(f"run: permission denied: {cmd[0]} (not executable?)") from None
+    except OSError as e:   # ENOEXEC (not a program), ENOTDIR, E2BIG ...
+        raise InferScopeError(f"run: cannot execute {cmd[0]}: {e.strerror or e}") from None
     if prewarm:
         import threading
         threading.Thread(target=_prewarm, args=(prewarm,), name="inferscope-prewarm", daemon=True).start()
@@ -137,6 +139,8 @@ def run_command(args) -> int:
         raise ConfigError("run: no command given (usage: inferscope run [--report PATH] -- python app.py ARGS...)")
     cfg = load_config(flags={"report_path": getattr(args, "report", None),
                              "report_format": getattr(args, "format", None)})
+    if getattr(args, "quiet", False):
+        cfg.log_level = "error"   # the child's InferScope logs too (it reads the config from the parent)
     log.set_level(cfg.log_level)
     if not cfg.enabled:
         log.info("collection disabled (INFERSCOPE_ENABLED=0 / enabled: false): running the program unprofiled")
@@ -148,23 +152,35 @@ def run_command(args) -> int:
     if n is not None and n > 1:
         raise InferScopeError(multi_gpu_message(n))
     from ..analyze.options import options_from_args
-    from ..outputs import resolve_outputs
+    from ..outputs import output_folder, resolve_outputs
     opts = options_from_args(args)
     outputs = resolve_outputs(cfg.report_path, cfg.report_format)
-    tmpdir = tempfile.mkdtemp(prefix="inferscope-run-")
+    outdir = output_folder(cfg.report_path, outputs)
     keep = getattr(args, "trace", None)
+    if keep:
+        from ..report.writer import refuse_overwriting_inputs
+        refuse_overwriting_inputs(outputs, [Path(keep)])   # the report must not replace the kept trace
+        if os.path.isdir(keep):
+            raise ConfigError(f"--trace {keep}: is a directory (give a file path, e.g. run.iscope)")
+        try:
+            Path(os.path.abspath(keep)).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"--trace {keep}: cannot create its folder ({e.strerror or e})") from None
+    tmpdir = tempfile.mkdtemp(prefix="inferscope-run-")
     trace_path = os.path.abspath(keep) if keep else os.path.join(tmpdir, "trace.iscope")
     try:
         if keep:
-            Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
             for p in (trace_path, trace_path + ".claim", journal.path_for(trace_path)):
-                if os.path.exists(p):
-                    os.unlink(p)
+                try:
+                    if os.path.lexists(p):
+                        os.unlink(p)
+                except OSError as e:
+                    raise ConfigError(f"--trace {keep}: cannot replace {p} ({e.strerror or e})") from None
         t0 = time.perf_counter()
         rc = _spawn_and_wait(cmd, child_env(trace_path, cfg), prewarm=PREWARM + [
             m for m in (_renderer_module(f) for f, _ in outputs) if m])
         wall_ms = (time.perf_counter() - t0) * 1e3
-        return _report(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep)
+        return _report(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep, outdir)
     finally:
         try:
             os.unlink(trace_path + ".claim")
@@ -187,9 +203,51 @@ def _exit_code(rc: int) -> int:
     return 128 - rc if rc < 0 else rc
 
 
-def _report(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep) -> int:
-    from ..trace import native
+def _rescue_trace(trace_path: str, outputs, keep) -> str | None:
+    """Move a collected trace out of the temporary folder so that it survives a failed report.
+
+    Tries beside the first report (``<stem>.iscope``), then the working folder; returns where it is."""
+    src = trace_path if os.path.exists(trace_path) else journal.path_for(trace_path)
+    if keep:
+        return src if os.path.exists(src) else None
+    if not os.path.exists(src):
+        return None
+    suffix = ".iscope" if src == trace_path else ".iscope.journal"
+    stem = outputs[0][1].name.split(".")[0] if outputs else "inferscope-run"
+    for folder in ([str(outputs[0][1].parent)] if outputs else []) + [os.getcwd()]:
+        dst = os.path.join(folder, f"{stem or 'inferscope-run'}-{os.getpid()}{suffix}")
+        try:
+            shutil.move(src, dst)
+            return dst
+        except OSError:
+            continue
+    return src
+
+
+def _report(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep, outdir=None) -> int:
+    """Load, analyse and write; any failure is logged and the child's exit code is still returned.
+
+    The collected trace is never lost: when the report cannot be written it is moved next to
+    the report (or into the working folder) and the log says where."""
     code = _exit_code(rc)
+    try:
+        _report_or_raise(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep, outdir)
+    except KeyboardInterrupt:
+        kept = _rescue_trace(trace_path, outputs, keep)
+        log.error("interrupted while writing the report" + (f"; trace kept at {kept}" if kept else ""))
+        return code if code else 130
+    except Exception as e:   # InferScopeError, OSError, a bug: the program's own exit code still wins
+        kept = _rescue_trace(trace_path, outputs, keep)
+        msg = " ".join(str(e).split())[:300] or type(e).__name__
+        if not isinstance(e, InferScopeError):
+            msg = f"internal error: {type(e).__name__}: {msg}"
+        log.error(f"report not written: {msg}" + (f"; trace kept at {kept} (inferscope analyze {kept})"
+                                                   if kept else ""))
+    return code
+
+
+def _report_or_raise(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep, outdir) -> None:
+    from ..trace import native
     how = f"exit code {rc}" if rc >= 0 else f"killed by {_signame(-rc)}"
     if rc != 0:
         log.warn(f"the program ended with {how}")
@@ -197,23 +255,16 @@ def _report(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep) -> int:
     if os.path.exists(trace_path):
         trace = native.load(trace_path)
     elif os.path.exists(jpath):      # killed before finalising: rebuild from the crash journal
-        try:
-            trace = journal.load(jpath)
-        except InferScopeError as e:
-            log.error(f"no report written: {e}")
-            return code
+        trace = journal.load(jpath)        # InferScopeError: logged by _report, the journal is kept
+        from ..trace.validate import check
+        trace = check(trace, os.path.basename(jpath))
     else:
         if not os.path.exists(trace_path + ".claim"):
             log.error("no trace was collected: the program did not start a Python interpreter with InferScope's "
                       "bootstrap (not Python, python -S/-I, or PYTHONPATH overridden); no report written")
         else:
             log.error(f"no trace was collected: the program ended ({how}) before InferScope flushed any data; no report written")
-        return code
-    if os.path.exists(jpath):
-        try:
-            os.unlink(jpath)
-        except OSError:
-            pass
+        return
     coll = trace.meta.setdefault("collection", {})
     coll["exit_code"] = rc if rc >= 0 else None
     coll["exit_signal"] = _signame(-rc) if rc < 0 else None
@@ -231,18 +282,28 @@ def _report(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep) -> int:
     if keep:
         native.save(trace, trace_path)   # with the exit status: `inferscope analyze` reproduces the report
         log.info(f"Trace written: {trace_path}")
+        if os.path.exists(jpath):
+            try:
+                os.unlink(jpath)
+            except OSError:
+                pass
+    elif not os.path.exists(trace_path):
+        native.save(trace, trace_path)   # rebuilt from the journal: keep it rescuable until the report is out
     try:
         from ..analyze.pipeline import analyze
     except ImportError as e:
-        log.error(f"analysis unavailable ({e}); trace kept at {trace_path if keep else '(use --trace PATH to keep it)'}")
-        return code
+        raise InferScopeError(f"analysis unavailable ({e})") from None
     from ..outputs import write_reports
     t0 = time.perf_counter()
     result = analyze(trace, opts)
-    written = write_reports(result, trace, outputs)
+    written = write_reports(result, trace, outputs, outdir, [trace_path] if keep else [], defer_interrupt=True)
+    if os.path.exists(jpath):
+        try:
+            os.unlink(jpath)
+        except OSError:
+            pass
     v = result.get("verdict") or {}
     if v.get("id"):
         log.info(f"Bottleneck analysis: {v.get('id')} (confidence={v.get('confidence', 0):.2f})")
     for p in written:
         log.info(f"Report generated: {p} ({(time.perf_counter() - t0) * 1e3:.0f} ms)")
-    return code

@@ -16,6 +16,9 @@ def detect_format(path: str | os.PathLike) -> str:
     """Return 'native', 'nsys' or 'kineto' by content (not by extension)."""
     from ._files import read_input
     p = Path(path)
+    if p.suffix.lower() in (".nsys-rep", ".qdrep") and p.is_file():
+        raise InputError(f"{p}: an Nsight Systems report file; export it first with "
+                         f"`nsys export --type sqlite {p.name}` and analyse the .sqlite file")
     head = read_input(p, 16)
     if not head:
         raise InputError(f"{p}: empty file, not a trace")
@@ -31,13 +34,22 @@ def detect_format(path: str | os.PathLike) -> str:
     raise InputError(f"{p}: not a recognised trace (expected PyTorch profiler JSON[.gz], Nsight Systems .sqlite or InferScope .iscope)")
 
 
-def load_trace(path: str | os.PathLike, **options) -> Trace:
+def load_trace(path: str | os.PathLike, max_decompressed: int | None = None, **options) -> Trace:
+    """Load any supported trace; bad input raises InputError (one line), never another exception.
+
+    ``max_decompressed``: explicit cap in bytes on decompressed data (.json.gz, .iscope);
+    None applies the default caps (see kineto.decompress_limit).  Every trace passes
+    ``trace.validate.check`` (ranges, references, order) before it is returned.
+    """
+    from ..trace.validate import check
     fmt = detect_format(path)
     if fmt == "native":
         from ..trace import native
-        return native.load(path)
+        return native.load(path, max_decompressed=max_decompressed)   # checked inside
     if fmt == "nsys":
         from . import nsys
-        return nsys.load(path, **{k: v for k, v in options.items() if k in nsys.LOAD_OPTIONS})
-    from . import kineto
-    return kineto.load(path)
+        trace = nsys.load(path, **{k: v for k, v in options.items() if k in nsys.LOAD_OPTIONS})
+    else:
+        from . import kineto
+        trace = kineto.load(path, max_decompressed=max_decompressed)
+    return check(trace, Path(path).name)

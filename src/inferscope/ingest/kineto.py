@@ -167,18 +167,45 @@ _FAST_TS_LIMIT = float(2 ** 41)
 # --------------------------------------------------------------------------------------
 # reading
 # --------------------------------------------------------------------------------------
-def _read_bytes(p: Path) -> bytes:
+# Decompression caps (a 1 MB gzip bomb must not take gigabytes): by default the output may
+# be at most DECOMPRESS_RATIO x the compressed size (real Kineto traces compress 7-22x),
+# with a floor of DECOMPRESS_FLOOR and an absolute DEFAULT_MAX_DECOMPRESSED; an explicit
+# --max-decompressed-mb replaces all three.
+DECOMPRESS_RATIO = 50
+DECOMPRESS_FLOOR = 64 << 20
+DEFAULT_MAX_DECOMPRESSED = 4096 << 20
+
+
+def decompress_limit(compressed: int, explicit: int | None) -> int:
+    if explicit is not None:
+        return int(explicit)
+    return min(DEFAULT_MAX_DECOMPRESSED, max(DECOMPRESS_FLOOR, DECOMPRESS_RATIO * compressed))
+
+
+def _read_bytes(p: Path, max_decompressed: int | None = None) -> bytes:
     data = read_input(p, expected="a PyTorch profiler trace")
     if data[:2] == b"\x1f\x8b":
+        limit = decompress_limit(len(data), max_decompressed)
         out = []
+        total = 0
         d = zlib.decompressobj(47)
         try:
             buf = data
             while True:
-                out.append(d.decompress(buf))
+                while True:   # bounded steps: never more than `limit` bytes held
+                    chunk = d.decompress(buf, 1 << 24)
+                    buf = d.unconsumed_tail
+                    total += len(chunk)
+                    if total > limit:
+                        raise InputError(
+                            f"{p.name}: decompresses to more than {limit >> 20} MB "
+                            f"({len(data) >> 10} KB compressed); if the trace is genuine, raise the limit with "
+                            "--max-decompressed-mb or INFERSCOPE_MAX_DECOMPRESSED_MB")
+                    out.append(chunk)
+                    if d.eof or not buf:
+                        break
                 if not d.eof:
                     raise InputError(f"{p.name}: truncated gzip file (compressed stream ends early)")
-                out.append(d.flush())
                 buf = d.unused_data
                 if not buf or not buf.lstrip(b"\x00"):
                     break
@@ -188,6 +215,26 @@ def _read_bytes(p: Path) -> bytes:
         out = [c for c in out if c]
         data = out[0] if len(out) == 1 else b"".join(out)
     return data
+
+
+_LONE_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+                             rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
+def _repair_text(data: bytes, msg: str, warnings: list) -> bytes | None:
+    """Make one damaged string decodable instead of rejecting the whole trace: invalid UTF-8
+    bytes and lone surrogate escapes become U+FFFD (counted in a warning).  None: not that."""
+    low = msg.lower()
+    if "utf-8" in low or "utf8" in low:
+        text = data.decode("utf-8", "replace")
+        warnings.append(f"replaced {text.count(chr(0xFFFD))} invalid UTF-8 sequence(s) with U+FFFD")
+        return text.encode("utf-8")
+    if "surrogate" in low or "escape" in low or "unicode" in low:
+        fixed, n = _LONE_SURROGATE.subn(rb"\\ufffd", data)
+        if n:
+            warnings.append(f"replaced {n} invalid \\u escape(s) with U+FFFD")
+            return fixed
+    return None
 
 
 def _one_line(msg: str) -> str:
@@ -215,18 +262,30 @@ def decode_events(data: bytes, name: str = "trace", raw_ts: bool = False):
     else:
         dec = _LIST_DEC if is_list else _TOP_DEC
     warnings: list[str] = []
-    try:
-        obj = dec.decode(data)
-    except msgspec.ValidationError as e:
-        obj = None
-        verr = e
-    except msgspec.DecodeError as e:
-        msg = str(e)
-        if "truncated" in msg.lower():
-            raise InputError(f"{name}: truncated JSON (file ends early)") from None
-        raise InputError(f"{name}: invalid JSON ({_one_line(msg)})") from None
-    except UnicodeDecodeError as e:
-        raise InputError(f"{name}: not valid UTF-8 JSON (bad byte at offset {e.start})") from None
+    for _attempt in range(3):
+        try:
+            obj = dec.decode(data)
+            break
+        except msgspec.ValidationError as e:
+            obj = None
+            verr = e
+            break
+        except msgspec.DecodeError as e:
+            msg = str(e)
+            # msgspec may report a lone surrogate escape as "truncated": try the repair first
+            fixed = _repair_text(data, msg if "truncated" not in msg.lower() else "escape", warnings) \
+                if _attempt < 2 else None
+            if fixed is None and "truncated" in msg.lower():
+                raise InputError(f"{name}: truncated JSON (file ends early)") from None
+            if fixed is None:
+                raise InputError(f"{name}: invalid JSON ({_one_line(msg)[:200]})") from None
+            data = fixed
+        except UnicodeDecodeError as e:
+            if _attempt >= 2:
+                raise InputError(f"{name}: not valid UTF-8 JSON (bad byte at offset {e.start})") from None
+            data = _repair_text(data, "utf-8", warnings)
+        except RecursionError:
+            raise InputError(f"{name}: JSON nested too deeply") from None
     if obj is not None:
         if is_list:
             return None, obj, warnings
@@ -274,21 +333,26 @@ def _to_int_slow(v) -> int:
     if v is None or isinstance(v, bool):
         return -1
     if isinstance(v, int):
-        return v
+        return _in_int64(v)
     if isinstance(v, float):
         return int(v) if v == v and abs(v) < 9e18 else -1
     if isinstance(v, str):
-        s = v.strip()
+        s = v.strip()[:64]
         try:
-            return int(s, 0)
+            return _in_int64(int(s, 0))
         except ValueError:
             pass
         try:
-            return int(float(s))
+            f = float(s)
+            return int(f) if f == f and abs(f) < 9e18 else -1
         except ValueError:
             m = _INT_TAIL.search(s)
-            return int(m.group(1)) if m else -1
+            return _in_int64(int(m.group(1))) if m else -1
     return -1
+
+
+def _in_int64(v: int) -> int:
+    return v if -(2 ** 63) <= v < 2 ** 63 else -1
 
 
 def _int_col(values: list) -> np.ndarray:
@@ -347,21 +411,31 @@ def _us_to_ns_fast(x: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------
 # load
 # --------------------------------------------------------------------------------------
-def load(path) -> Trace:
+def load(path, max_decompressed: int | None = None) -> Trace:
     """Import a PyTorch profiler (Kineto) Chrome trace; raises InputError on bad input."""
     enabled = gc.isenabled()
     gc.disable()  # millions of short-lived objects: the cyclic GC only costs time here
     try:
-        return _load(path)
+        return _load(path, max_decompressed)
+    except InputError:
+        raise
+    except (ValueError, TypeError, OverflowError, AttributeError, IndexError, KeyError, RecursionError) as e:
+        # Backstop: a value combination the checks above did not foresee is still bad input
+        # (one line, exit 2); INFERSCOPE_DEBUG=1 shows where it came from.
+        import os
+        if os.environ.get("INFERSCOPE_DEBUG"):
+            raise
+        raise InputError(f"{Path(path).name}: unsupported or damaged trace content "
+                         f"({type(e).__name__}: {_one_line(e)[:160]})") from None
     finally:
         if enabled:
             gc.enable()
 
 
-def _load(path) -> Trace:
+def _load(path, max_decompressed=None) -> Trace:
     p = Path(path)
     name = p.name
-    data = _read_bytes(p)
+    data = _read_bytes(p, max_decompressed)
     top, events, warnings = decode_events(data, name)
     n = len(events)
     if n == 0:
@@ -599,7 +673,7 @@ def _id_col(values) -> tuple[np.ndarray, np.ndarray]:
             vals[i] = int(u) if u == u and abs(u) < 9e18 else -1
         else:
             s = str(u).strip()
-            m = re.fullmatch(r"(?:[A-Za-z_ ]*?\s)?(-?\d+)", s)
+            m = re.fullmatch(r"(?:[A-Za-z_ ]*?\s)?(-?\d{1,18})", s[:80])
             if m:
                 vals[i] = int(m.group(1))
             else:
@@ -717,6 +791,7 @@ def _assign_tracks(b: TraceBuilder, tkind, tpid, ttid, tdev, meta_names, pid_l, 
 
 
 def _memory_counters(b: TraceBuilder, idx: np.ndarray, margs: list, pid, ts_ns) -> None:
+    margs = [a if a is not None else _Args() for a in margs]   # a [memory] instant without args
     val = np.array([a.total_allocated if isinstance(a.total_allocated, (int, float)) else np.nan
                     for a in margs], dtype=np.float64)
     dtype_ = _int_col([a.device_type for a in margs])

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
+import time
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -101,11 +103,32 @@ def _connect(path) -> sqlite3.Connection:
     return con
 
 
-def _schema(con) -> dict[str, list[str]]:
-    tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')")]
+_MAX_TABLES = 10000
+
+
+_WITH_RE = re.compile(r"\bWITH\b", re.IGNORECASE)
+# Wall-clock guard for statements while the export holds views (arbitrary SQL): seconds.
+VIEW_SQL_TIMEOUT_S = 120.0
+
+
+def _schema(con, skipped: list | None = None) -> dict[str, list[str]]:
+    """Tables (and plain views) with their columns.
+
+    A view is arbitrary SQL: one with a common table expression (``WITH``, the only way SQL
+    can recurse; a recursive CTE may never finish) and virtual tables are never read; they are
+    listed in ``skipped``.  Other views are read under a wall-clock guard (``load``)."""
     out = {}
-    for t in tables:
-        out[t] = [r[1] for r in con.execute(f"PRAGMA table_info([{t}])")]
+    rows = con.execute("SELECT type, name, sql FROM sqlite_master WHERE type IN ('table','view') "
+                       f"LIMIT {_MAX_TABLES}").fetchall()
+    for typ, t, sql in rows:
+        if not isinstance(t, str) or "]" in t:
+            continue
+        sql = sql if isinstance(sql, str) else ""
+        if (typ == "view" and _WITH_RE.search(sql)) or sql.lstrip()[:14].upper().startswith("CREATE VIRTUAL"):
+            if skipped is not None:
+                skipped.append(t)
+            continue
+        out[t] = [r[1] for r in con.execute(f"PRAGMA table_info([{t}])") if isinstance(r[1], str)]
     return out
 
 
@@ -130,6 +153,8 @@ def _versions(con, schema) -> dict:
 def describe_schema(path) -> str:
     """Tables, row counts and columns of an export, and what InferScope reads from it."""
     con = _connect(path)
+    guard = _Interrupt(con)
+    guard.deadline = time.monotonic() + VIEW_SQL_TIMEOUT_S   # count(*) on a plain view is arbitrary SQL
     try:
         try:
             schema = _schema(con)
@@ -144,9 +169,12 @@ def describe_schema(path) -> str:
         enums = sorted(t for t in schema if t.startswith("ENUM_"))
         for t in sorted(t for t in schema if not t.startswith("ENUM_")):
             try:
-                n = con.execute(f"SELECT count(*) FROM [{t}]").fetchone()[0]
+                with guard:
+                    n = con.execute(f"SELECT count(*) FROM [{t}]").fetchone()[0]
             except sqlite3.Error as e:
-                n = f"unreadable: {e}"
+                if guard.hit:
+                    raise KeyboardInterrupt from None
+                n = "unreadable: took too long (a view)" if guard.timed_out else f"unreadable: {e}"
             used = " *" if t in _WANTED_TABLES or t in KERNEL_TABLES or t in META_TABLES or t in (
                 GRAPH_TABLE, OVERHEAD_TABLE, "TARGET_INFO_CUDA_GPU") else ""
             lines.append(f"{t}{used} ({n} rows): {', '.join(schema[t])}")
@@ -171,6 +199,8 @@ class _Reader:
         self.schema = schema
         self.chunk = max(1024, int(chunk_rows))
         self.missing: list[str] = []
+        self.bad_rows: dict[str, int] = {}   # rows skipped: a non-integer value in an integer column
+        self.bad_ids: dict[str, int] = {}    # name ids outside 0..2^32-2: shown as unknown
 
     def has(self, table: str, col: str) -> bool:
         return col in self.schema.get(table, ())
@@ -219,7 +249,11 @@ class _Reader:
         it = iter(dtypes)
         for e in exprs:
             if isinstance(e, tuple):
-                sel.append(f"((({e[0]}) << 32) | (({e[1]}) & 4294967295))")
+                # hi must fit 32 signed bits and lo 32 unsigned bits; anything else (text, huge ids)
+                # becomes hi -1 / lo 0xFFFFFFFE, counted and treated as unknown (never wrapped)
+                hi = f"(CASE WHEN ({e[0]}) BETWEEN -2147483648 AND 2147483647 THEN ({e[0]}) ELSE -1 END)"
+                lo = f"(CASE WHEN ({e[1]}) BETWEEN -1 AND 4294967293 THEN (({e[1]}) & 4294967295) ELSE 4294967294 END)"
+                sel.append(f"(({hi} << 32) | {lo})")
                 packed.append(True)
                 out_dtypes += [next(it), next(it)]
             else:
@@ -238,7 +272,15 @@ class _Reader:
             if not rows:
                 break
             m = len(rows)
-            a = np.fromiter(chain(rows), dtype=np.int64, count=m * k).reshape(m, k)
+            try:
+                a = np.fromiter(chain(rows), dtype=np.int64, count=m * k).reshape(m, k)
+            except (TypeError, ValueError, OverflowError):
+                rows, nbad = _int_rows(rows)   # text, NULL or out-of-range values: skip those rows
+                self.bad_rows[table] = self.bad_rows.get(table, 0) + nbad
+                m = len(rows)
+                if not m:
+                    continue
+                a = np.fromiter(chain(rows), dtype=np.int64, count=m * k).reshape(m, k)
             del rows
             if pos + m > cap:   # the bound was wrong (rows added to a live file?): grow in place
                 cap = max(2 * cap, pos + m)
@@ -250,7 +292,10 @@ class _Reader:
                 if packed[i]:
                     out[j][pos:pos + m] = v >> 32
                     lo = v & 0xFFFFFFFF
-                    lo[lo == 0xFFFFFFFF] = -1
+                    big = lo == 0xFFFFFFFE   # out of 32-bit range in the file (SQL below)
+                    if big.any():
+                        self.bad_ids[table] = self.bad_ids.get(table, 0) + int(big.sum())
+                    lo[(lo == 0xFFFFFFFF) | big] = -1
                     out[j + 1][pos:pos + m] = lo
                     j += 2
                 else:
@@ -275,47 +320,139 @@ class _Reader:
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
 
 
+def _int_rows(rows: list) -> tuple[list, int]:
+    """Keep the rows whose values are all integers within int64 (finite floats are truncated)."""
+    out = []
+    bad = 0
+    lo, hi = -(1 << 63), (1 << 63) - 1
+    for r in rows:
+        ok = True
+        vals = []
+        for v in r:
+            if type(v) is int and lo <= v <= hi:
+                vals.append(v)
+            elif type(v) is float and v == v and -9.2e18 < v < 9.2e18:
+                vals.append(int(v))
+            else:
+                ok = False
+                break
+        if ok:
+            out.append(tuple(vals))
+        else:
+            bad += 1
+    return out, bad
+
+
+def _as_int(v) -> int | None:
+    """An integer SQLite value within int64, else None (text, blobs, reals, huge values)."""
+    return v if type(v) is int and -(1 << 63) <= v < (1 << 63) else None
+
+
 def _enum(con, schema, table) -> list[tuple]:
     if table in schema and {"id", "name"} <= set(schema[table]):
         lab = "label" if "label" in schema[table] else "name"
         try:
-            return [tuple(r) for r in con.execute(f"SELECT id, name, {lab} FROM [{table}]")]
+            return [tuple(r) for r in con.execute(f"SELECT id, name, {lab} FROM [{table}] "
+                                                  "WHERE typeof(id) = 'integer' LIMIT 100000")]
         except sqlite3.Error:
             return []
     return []
 
 
-def _lookup(table_rows: dict[int, Any], size_hint: int, default) -> np.ndarray:
-    n = max([size_hint, *(k + 1 for k in table_rows)]) if table_rows else size_hint
-    a = np.full(max(n, 1), default, dtype=np.int64)
-    for k, v in table_rows.items():
-        if 0 <= k < len(a):
-            a[k] = v
-    return a
+class _Lut:
+    """An enum lookup {id: value}: sized by the enum's rows, never by its largest id."""
+
+    def __init__(self, rows: dict[int, Any], default) -> None:
+        self.rows = rows
+        self.default = default
+
+    def __getitem__(self, k: int):
+        return self.rows.get(k, self.default)
 
 
-def _gather(table: np.ndarray, idx: np.ndarray, default) -> np.ndarray:
-    ok = (idx >= 0) & (idx < len(table))
-    out = np.full(len(idx), default, dtype=table.dtype)
-    out[ok] = table[idx[ok]]
-    return out
+def _lookup(table_rows: dict[int, Any], size_hint: int, default) -> _Lut:
+    return _Lut(table_rows, default)
+
+
+def _gather(table: _Lut, idx: np.ndarray, default) -> np.ndarray:
+    """table[idx] per row, one dict lookup per *distinct* id (np.unique), default when absent."""
+    if not len(idx):
+        return np.zeros(0, dtype=np.int64)
+    u, inv = np.unique(idx, return_inverse=True)
+    lut = np.fromiter((table.rows.get(k, default) for k in u.tolist()), dtype=np.int64, count=len(u))
+    return lut[inv.reshape(-1)]
 
 
 # ---------------------------------------------------------------------------
 # load
 # ---------------------------------------------------------------------------
+class _Interrupt:
+    """Ctrl-C while SQLite runs C code: the SIGINT handler sets a flag and SQLite's progress
+    handler (called every few thousand VM steps) aborts the statement, so a long query stops
+    within milliseconds and the load ends with KeyboardInterrupt (exit 130), not a database error."""
+
+    def __init__(self, con) -> None:
+        self.hit = False
+        self.old = None
+        self.deadline = None     # set when the export has views
+        self.timed_out = False
+        con.set_progress_handler(self._check, 20000)
+
+    def _check(self) -> int:
+        if self.hit:
+            return 1
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            self.timed_out = True
+            return 1
+        return 0
+
+    def __enter__(self):
+        import signal
+        import threading
+        if threading.current_thread() is threading.main_thread():
+            def on_int(signum, frame):
+                self.hit = True
+                raise KeyboardInterrupt
+            try:
+                self.old = signal.signal(signal.SIGINT, on_int)
+            except ValueError:
+                self.old = None
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+        if self.old is not None:
+            signal.signal(signal.SIGINT, self.old)
+        return False
+
+
 def load(path, include_osrt: bool = True, include_overhead: bool = True,
          chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Trace:
     con = _connect(path)
+    guard = _Interrupt(con)
     try:
-        try:
-            return _load(con, path, include_osrt, include_overhead, chunk_rows)
-        except sqlite3.DatabaseError as e:
-            raise InputError(f"{path}: corrupt or truncated Nsight Systems export ({e})") from None
-        except sqlite3.Error as e:
-            raise InputError(f"{path}: cannot read Nsight Systems export ({e})") from None
-        except UnicodeDecodeError:
-            raise InputError(f"{path}: corrupt Nsight Systems export (undecodable text)") from None
+        with guard:
+            try:
+                return _load(con, path, include_osrt, include_overhead, chunk_rows, guard)
+            except sqlite3.Error as e:
+                if guard.hit:
+                    raise KeyboardInterrupt from None
+                if guard.timed_out:
+                    raise InputError(f"{path}: reading the export's views took longer than {VIEW_SQL_TIMEOUT_S:.0f} s; "
+                                     "aborted (a view is arbitrary SQL: export the data as tables)") from None
+                if isinstance(e, sqlite3.DatabaseError):
+                    raise InputError(f"{path}: corrupt or truncated Nsight Systems export ({e})") from None
+                raise InputError(f"{path}: cannot read Nsight Systems export ({e})") from None
+            except UnicodeDecodeError:
+                raise InputError(f"{path}: corrupt Nsight Systems export (undecodable text)") from None
+            except (InputError, KeyboardInterrupt, MemoryError):
+                raise
+            except (ValueError, TypeError, OverflowError, IndexError, KeyError, AttributeError) as e:
+                # Backstop for value combinations the checks did not foresee: still bad input.
+                if os.environ.get("INFERSCOPE_DEBUG"):
+                    raise
+                msg = " ".join(str(e).split())[:160]
+                raise InputError(f"{path}: unsupported or damaged Nsight Systems export ({type(e).__name__}: {msg})") from None
     finally:
         con.close()
 
@@ -328,14 +465,28 @@ def _host_call_part(rd, t: str, kind: SpanKind, cat: int, name_default: int) -> 
     return dict(start_ns=st, end_ns=en, gtid=gtid, nsname=nid, kind=kind, cat=cat, name_default=name_default)
 
 
-def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
-    schema = _schema(con)
+def _load(con, path, include_osrt, include_overhead, chunk_rows, guard=None) -> Trace:
+    views: list[str] = []
+    schema = _schema(con, views)
+    if guard is not None and con.execute("SELECT count(*) FROM sqlite_master WHERE type = 'view'").fetchone()[0]:
+        guard.deadline = time.monotonic() + VIEW_SQL_TIMEOUT_S
     if not _is_nsys(schema):
         raise InputError(f"{path}: SQLite database but not an Nsight Systems export (no StringIds / CUPTI / NVTX tables)")
     rd = _Reader(con, schema, chunk_rows)
     b = TraceBuilder()
     strings = b.strings
     warnings: list[str] = []
+    if views:
+        warnings.append(f"{len(views)} view(s) with a WITH clause or virtual table(s) not read: "
+                        + ", ".join(sorted(views)[:5]))
+    wal = Path(str(path) + "-wal")
+    try:
+        if wal.is_file() and wal.stat().st_size > 0:
+            warnings.append(f"{wal.name} (a non-empty SQLite write-ahead log) sits beside the export; data committed "
+                            "there is not read (the file is opened read-only, immutable). Checkpoint it first: "
+                            f"sqlite3 {Path(str(path)).name} 'PRAGMA wal_checkpoint'")
+    except OSError:
+        pass
     missing = [t for t in _WANTED_TABLES if t not in schema
                and not (t == KERNEL_TABLES[0] and KERNEL_TABLES[1] in schema)]
 
@@ -493,12 +644,9 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
     remap = _remap_strings(con, schema, rd, strings, used_ids, warnings)
 
     def names_of(ids: np.ndarray, default: int) -> np.ndarray:
-        out = np.full(len(ids), default, dtype=np.int32)
-        if remap is not None and len(ids):
-            ok = (ids >= 0) & (ids < len(remap))
-            out[ok] = remap[ids[ok]]
-            out[out < 0] = default
-        return out
+        if remap is None:
+            return np.full(len(ids), default, dtype=np.int32)
+        return remap(ids, default)
 
     for p in gpu_parts + host_parts:
         if "nsname" in p:
@@ -564,6 +712,10 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
     sess = _session(con, schema)
     if sess:
         meta["session"] = sess
+    for t, nb in sorted(rd.bad_rows.items()):
+        warnings.append(f"skipped {nb} row(s) of {t} with a non-integer or out-of-range value in an integer column")
+    for t, nb in sorted(rd.bad_ids.items()):
+        warnings.append(f"{nb} row(s) of {t} have an id outside the 32-bit range; shown as unknown")
     rd_missing = sorted(set(rd.missing))
     meta["missing"] = missing + rd_missing
     for m in rd_missing:
@@ -648,53 +800,97 @@ def _corr_key(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
     return np.where(ok, (pid.astype(np.int64) << 32) | corr.astype(np.int64), -1)
 
 
-def _remap_strings(con, schema, rd, strings, used_ids: list[np.ndarray], warnings) -> np.ndarray | None:
-    """nsys StringIds id -> our string id (int32, -1 where not used/unknown)."""
-    ids = [a for a in used_ids if len(a)]
-    if not ids:
+class _NameMap:
+    """nsys StringIds id -> our string id.  Dense (an array indexed by id) only when the largest
+    id is within a small multiple of the rows read; otherwise sorted distinct ids + searchsorted,
+    so a single huge or negative id costs nothing."""
+
+    def __init__(self, ids: np.ndarray, ours: np.ndarray, dense_ok: bool) -> None:
+        self.ids = ids        # sorted distinct nsys ids (int64)
+        self.ours = ours      # int32, -1 = unknown
+        self.dense = None
+        if dense_ok and len(ids):
+            self.dense = np.full(int(ids[-1]) + 1, -1, dtype=np.int32)
+            self.dense[ids] = ours
+
+    def __call__(self, q: np.ndarray, default: int) -> np.ndarray:
+        out = np.full(len(q), default, dtype=np.int32)
+        if not len(q) or not len(self.ids):
+            return out
+        if self.dense is not None:
+            ok = (q >= 0) & (q < len(self.dense))
+            out[ok] = self.dense[q[ok]]
+            out[out < 0] = default
+            return out
+        pos = np.searchsorted(self.ids, q)
+        np.minimum(pos, len(self.ids) - 1, out=pos)
+        ok = self.ids[pos] == q
+        v = self.ours[pos[ok]]
+        out[ok] = np.where(v >= 0, v, default)
+        return out
+
+
+def _remap_strings(con, schema, rd, strings, used_ids: list[np.ndarray], warnings) -> _NameMap | None:
+    """Intern the names of the nsys string ids actually used (sized by their number)."""
+    used_ids = [a for a in used_ids if len(a)]
+    if not used_ids:
         return None
-    mx = max(int(a.max()) for a in ids)
+    mx = max(int(a.max()) for a in used_ids)
     if mx < 0:
         return None
-    present = np.zeros(mx + 1, dtype=bool)
-    for a in ids:
-        present[a[(a >= 0)]] = True
-    remap = np.full(mx + 1, -1, dtype=np.int32)
+    dense_ok = mx <= max(1 << 22, 2 * sum(len(a) for a in used_ids))   # bounded by the input's size
+    if dense_ok:
+        present = np.zeros(mx + 1, dtype=bool)
+        for a in used_ids:
+            present[a[a >= 0]] = True
+        uids = np.flatnonzero(present).astype(np.int64)
+        del present
+    else:
+        parts = [np.unique(a[a >= 0]) for a in used_ids]
+        uids = np.unique(np.concatenate(parts))
+        del parts
+    ours = np.full(len(uids), -1, dtype=np.int32)
+    want = dict(zip(uids.tolist(), range(len(uids))))
     table = "StringIds" if "StringIds" in schema else None
     if table is None:   # seed 004 fallback: any table with id + value
         table = next((t for t, cols in schema.items() if {"id", "value"} <= set(cols) and not t.startswith("ENUM_")), None)
     if table is None:
         warnings.append("no StringIds table: names are shown as ids")
-        for i in np.flatnonzero(present).tolist():
-            remap[i] = strings.intern(f"#{i}")
-        return remap
-    cur = con.execute(f"SELECT id, value FROM [{table}] WHERE id BETWEEN 0 AND {mx}")
+        for j, i in enumerate(uids.tolist()):
+            ours[j] = strings.intern(f"#{i}")
+        return _NameMap(uids, ours, dense_ok)
+    cur = con.execute(f"SELECT id, value FROM [{table}] WHERE typeof(id) = 'integer' "
+                      f"AND id BETWEEN {int(uids[0])} AND {int(uids[-1])}")
     while True:
         rows = cur.fetchmany(rd.chunk)
         if not rows:
             break
         for i, v in rows:
-            if i is not None and present[i]:
-                remap[i] = strings.intern(v if isinstance(v, str) else str(v))
-    unresolved = present & (remap < 0)
-    if unresolved.any():
-        warnings.append(f"{int(unresolved.sum())} name id(s) not found in {table}")
-        for i in np.flatnonzero(unresolved).tolist():
-            remap[i] = strings.intern(f"#{i}")
-    return remap
+            j = want.get(i)
+            if j is not None and ours[j] < 0:
+                ours[j] = strings.intern(v if isinstance(v, str) else str(v))
+    unresolved = np.flatnonzero(ours < 0)
+    if len(unresolved):
+        warnings.append(f"{len(unresolved)} name id(s) not found in {table}")
+        for j in unresolved.tolist():
+            ours[j] = strings.intern(f"#{int(uids[j])}")
+    return _NameMap(uids, ours, dense_ok)
 
 
 def _process_thread_names(con, schema) -> tuple[dict[int, str], dict[int, str]]:
     procs: dict[int, str] = {}
     threads: dict[int, str] = {}
     if "PROCESSES" in schema and {"globalPid", "name"} <= set(schema["PROCESSES"]):
-        for g, name in con.execute("SELECT globalPid, name FROM PROCESSES WHERE name IS NOT NULL"):
+        for g, name in con.execute("SELECT globalPid, name FROM PROCESSES WHERE name IS NOT NULL LIMIT 1000000"):
+            g = _as_int(g)
             if g is not None:
-                procs[(int(g) >> 24) & PID_MASK] = str(name)
+                procs[(g >> 24) & PID_MASK] = str(name)[:4096]
     if "ThreadNames" in schema and {"globalTid", "nameId"} <= set(schema["ThreadNames"]) and "StringIds" in schema:
-        for g, name in con.execute("SELECT t.globalTid, s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId"):
+        for g, name in con.execute("SELECT t.globalTid, s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId "
+                                   "LIMIT 1000000"):
+            g = _as_int(g)
             if g is not None and name:
-                threads[int(g) & 0xFFFFFFFFFFFF] = str(name)   # (pid<<24 | tid), hw/vm bits dropped
+                threads[g & 0xFFFFFFFFFFFF] = str(name)[:4096]   # (pid<<24 | tid), hw/vm bits dropped
     return procs, threads
 
 
@@ -764,10 +960,13 @@ def _devices(con, schema, used: set[int], warnings) -> list[dict]:
     c_maj = pick("computeMajor", "computeCapabilityMajor", "smMajor")
     c_min = pick("computeMinor", "computeCapabilityMinor", "smMinor")
     sel = [c if c else "NULL" for c in (c_id, c_name, c_mem, c_sm, c_maj, c_min)]
-    rows = con.execute(f"SELECT {', '.join(f'[{c}]' if c != 'NULL' else c for c in sel)} FROM [{t}]").fetchall()
+    rows = con.execute(f"SELECT {', '.join(f'[{c}]' if c != 'NULL' else c for c in sel)} FROM [{t}] LIMIT 4096").fetchall()
     seen = set()
     for i, name, mem, sm, maj, mi in rows:
-        did = int(i) if i is not None else -1
+        i, mem, sm = _as_int(i), _as_int(mem), _as_int(sm)
+        maj, mi = _as_int(maj), _as_int(mi)
+        name = str(name)[:256] if name is not None else None
+        did = i if i is not None and -1 <= i < (1 << 31) else -1
         if did in seen:
             continue
         seen.add(did)
@@ -785,8 +984,9 @@ def _devices(con, schema, used: set[int], warnings) -> list[dict]:
 def _session(con, schema) -> dict | None:
     if "ANALYSIS_DETAILS" in schema and "duration" in schema["ANALYSIS_DETAILS"]:
         r = con.execute("SELECT duration FROM ANALYSIS_DETAILS LIMIT 1").fetchone()
-        if r and r[0] is not None:
-            return {"start_ns": 0, "end_ns": int(r[0]), "duration_ns": int(r[0])}
+        d = _as_int(r[0]) if r else None
+        if d is not None and 0 <= d < (1 << 61):
+            return {"start_ns": 0, "end_ns": d, "duration_ns": d}
     return None
 
 

@@ -16,9 +16,19 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:80] or "table"
 
 
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_NEWLINE = re.compile("[\t\n\r\u2028\u2029]")
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
 def _cell(v):
-    # neutralise spreadsheet formula injection from trace-provided names
-    if isinstance(v, str) and v[:1] in ("=", "+", "-", "@") and not _is_number(v):
+    """A trace-provided value made inert for spreadsheets and terminals: control characters
+    (ESC, BEL, NUL ...) become U+FFFD, tabs/newlines a space, bidi overrides are removed, and a
+    leading formula character (=, +, -, @, also after spaces) is neutralised with a quote."""
+    if not isinstance(v, str):
+        return v
+    v = _BIDI.sub("", _CONTROL.sub("\ufffd", _NEWLINE.sub(" ", v)))
+    if v.lstrip()[:1] in ("=", "+", "-", "@") and not _is_number(v):
         return "'" + v
     return v
 
@@ -42,7 +52,7 @@ def render(result: dict, trace, path) -> None:
     for name, t in tables.items():
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
-        w.writerow(t["columns"])
+        w.writerow([_cell(c) for c in t["columns"]])
         for row in t["rows"]:
             w.writerow([_cell(v) for v in row])
         atomic_write_text(names[name], buf.getvalue())

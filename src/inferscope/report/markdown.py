@@ -1,21 +1,28 @@
 """report.md: headline (seed 000's example shape), findings, tables, warnings, limitations."""
 from __future__ import annotations
 
+import re
+
 from ..analyze.kernels import short_kernel_name
 from ..util.atomic import atomic_write_text
 
 LABEL_W = 22
+_URL_RE = re.compile(r"(?i)(https?|ftp|www)([:.])")
 
 
 def md_escape(s, limit: int = 120) -> str:
     """Make a trace-provided string safe inside a Markdown table cell / line."""
     s = "" if s is None else str(s)
-    s = "".join(ch if ch >= " " or ch == "\t" else " " for ch in s)
+    s = "".join(ch if (ch >= " " or ch == "\t") and not ("\x7f" <= ch <= "\x9f") else " " for ch in s)
     for ch in ("\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069"):
         s = s.replace(ch, "")
     if len(s) > limit:
         s = s[: limit - 1] + "…"
-    return s.replace("\\", "\\\\").replace("|", "\\|").replace("`", "\\`").replace("<", "&lt;").replace(">", "&gt;")
+    # backslash first; then table pipes, code spans, link/image brackets ([x](u), ![x](u)),
+    # HTML and autolinks (<...>), and bare-URL autolinks (GFM links "http://", "www.")
+    s = s.replace("\\", "\\\\").replace("|", "\\|").replace("`", "\\`").replace("[", "\\[").replace("]", "\\]")
+    s = s.replace("<", "&lt;").replace(">", "&gt;")
+    return _URL_RE.sub(lambda m: m.group(1) + "\\" + m.group(2), s)
 
 
 def _fmt(v, nd=3):
@@ -103,13 +110,20 @@ TABLE_TITLES = [
 ]
 
 
+def _fenced(text: str) -> list[str]:
+    """A code block whose fence is longer than any backtick run inside (a name cannot close it)."""
+    runs = [len(m) for m in re.findall(r"`+", text)]
+    fence = "`" * max(3, (max(runs) + 1) if runs else 3)
+    return [fence, text, fence]
+
+
 def render_markdown(result: dict) -> str:
     src = result["source"]
     L = ["# InferScope report", "",
          f"Source: {md_escape(src.get('file') or ('live run' if src.get('format') == 'inferscope' else 'unnamed trace'))} "
          f"({md_escape(src.get('format'))}, {src.get('events', 0):,} events)"
          + (f"; device: {md_escape(src['devices'][0].get('name'))}" if src.get("devices") else ""), "",
-         "```", headline(result), "```", ""]
+         *_fenced(headline(result)), ""]
     L += ["## Breakdown", "", f"Rule: {md_escape(result.get('breakdown_rule', ''), 400)}.", "",
           "| category | ms | % |", "|---|---|---|"]
     for r in result["breakdown"]:
@@ -119,15 +133,16 @@ def render_markdown(result: dict) -> str:
     total_pct = sum(r["pct"] for r in result["breakdown"])
     L.append(f"| **total** | **{sum(r['ms'] for r in result['breakdown']):.3f}** | **{total_pct:.2f}** |")
     v = result["verdict"]
-    L += ["", "## Verdict", "", f"**{v['id']}** — {v['title']} (confidence {v['confidence']:.2f}; {v['confidence_basis']})", ""]
+    L += ["", "## Verdict", "", f"**{md_escape(v['id'])}** — {md_escape(v['title'], 400)} (confidence {v['confidence']:.2f}; "
+                                f"{md_escape(v['confidence_basis'], 400)})", ""]
     L += [f"- {md_escape(e, 300)}" for e in v.get("evidence", [])]
     L += ["", "## Findings", ""]
     if not result["findings"]:
         L.append("No finding crossed its threshold (thresholds in `inferscope/thresholds.py`).")
     for f in result["findings"]:
-        L += [f"### [{f['severity']}] {md_escape(f['title'])} (`{f['id']}`)", ""]
+        L += [f"### [{md_escape(f['severity'])}] {md_escape(f['title'], 300)} (`{plain(f['id']).replace('`', '')}`)", ""]
         L += [f"- {md_escape(t, 400)}" for t in f["evidence_text"]]
-        L += ["", f"**Suggestion:** {f['suggestion']}", "",
+        L += ["", f"**Suggestion:** {md_escape(f['suggestion'], 1000)}", "",
               "<details><summary>evidence values</summary>", "",
               "| key | value |", "|---|---|"]
         L += [f"| {md_escape(k)} | {_fmt(val)} |" for k, val in f["evidence"].items()]
