@@ -396,7 +396,7 @@ def test_gz_outputs_are_gzip(tmp_path):
     doc = json.loads(gzip.decompress((tmp_path / "t.json.gz").read_bytes()))
     assert "traceEvents" in doc
     assert main(["analyze", str(src), "-o", str(tmp_path / "r.json.gz"), "-q"]) == 0
-    assert json.loads(gzip.decompress((tmp_path / "r.json.gz").read_bytes()))["schema_version"] == 1
+    assert json.loads(gzip.decompress((tmp_path / "r.json.gz").read_bytes()))["schema_version"] == 2
 
 
 def test_rerun_into_the_same_folder_removes_stale_files_of_the_previous_set(tmp_path):

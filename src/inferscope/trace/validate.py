@@ -102,6 +102,10 @@ def _clean_meta(meta: dict) -> None:
             continue
         clean = {}
         for kk, vv in list(v.items())[:256]:
+            if isinstance(vv, list):      # short lists of scalars (e.g. clock_sources)
+                items = [_scalar(x) for x in vv[:64]]
+                clean[str(kk)[:64]] = [x for x in items if x is not None]
+                continue
             sv = _scalar(vv)
             if sv is not None or vv is None:
                 clean[str(kk)[:64]] = sv
