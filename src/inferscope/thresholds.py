@@ -141,3 +141,32 @@ PROFILER_COST_RANGE_US = (2.2, 5.0)
 # Above this estimated share of the window, the report warns that host-side categories
 # (framework/launch overhead) are inflated by the collection itself.
 PROFILER_COST_WARN_PCT = 10.0
+
+# --- GPU counters (NVML): temperature, memory, utilisation ----------------------
+# Source: seed 002 (monitoring chapter, "Alert Configuration"): warning alerts at GPU utilisation
+# > 90 %, memory usage > 80 %, temperature > 85 °C; critical alerts at utilisation < 10 % for
+# > 60 s, memory usage > 95 %, temperature > 95 °C.
+GPU_TEMP_WARN_C = 85.0
+GPU_TEMP_CRITICAL_C = 95.0
+GPU_MEMORY_WARN_PCT = 80.0
+GPU_MEMORY_CRITICAL_PCT = 95.0
+GPU_UTIL_LOW_PCT = 10.0
+GPU_UTIL_LOW_CRITICAL_S = 60.0
+GPU_UTIL_HIGH_PCT = 90.0
+# NVML utilisation (share of the sample period with a kernel running) vs the trace's GPU busy share:
+# a gap this wide (percentage points) means the trace misses GPU work (another process, kernels the
+# profiler did not record) or the window is too short for NVML's 1/6-1 s sampling period.
+# Source: InferScope's own rule (NVML documents the counter as a per-period kernel-active share).
+GPU_UTIL_DISAGREE_PTS = 25.0
+# The counter needs this many samples in the window to be compared at all.
+GPU_UTIL_MIN_SAMPLES = 5
+
+# --- GPU clock throttling (NVML clock-event reasons) ------------------------------
+# Source: InferScope's own rule on the deep-profiling plan's "throttling and power caps confound
+# kernel analysis": throttle reasons set (power cap, thermal, HW slowdown, power brake, sync boost)
+# for this share of the window make kernel times unrepresentative (medium); a third of the window
+# makes them the first thing to check (high).  A clock drop without a reason: the SM clock's p5
+# below this fraction of its max in the window.
+THROTTLE_MEDIUM_PCT = 5.0
+THROTTLE_HIGH_PCT = 30.0
+CLOCK_DROP_FRACTION = 0.85

@@ -22,6 +22,7 @@ from .options import AnalyzeOptions
 from .phases import phase_tables, phases
 from .sampling import cpu_sampling
 from .collection_cost import collection_cost
+from .counters import counters as counter_stats
 from .syncs import sync_table, syncs
 from .window import resolve_window
 
@@ -134,6 +135,11 @@ def analyze_report(trace: Trace, options: AnalyzeOptions | None = None) -> Repor
                                             for g in res["idle_gaps"]["largest"]]}
     tables["breakdown"] = {"columns": ["category", "ms", "pct"],
                            "rows": [[r["category"], round(r["ms"], 6), round(r["pct"], 4)] for r in res["breakdown"]]}
+    ctr = counter_stats(trace, window)
+    if ctr is not None:
+        tables.update(ctr.pop("tables"))
+        warnings.extend(ctr.pop("warnings"))
+    res["counters"] = ctr
     _load_extras()
     for key, fn in EXTRA_STEPS:
         try:

@@ -497,7 +497,7 @@ class Session:
             try:
                 from .system import numa_placement
                 buses = [d.get("pci_bus_id") for d in self.nvml.devices if d.get("pci_bus_id")] if self.nvml else []
-                self.numa = numa_placement(buses) if buses else None
+                self.numa = numa_placement(buses) or None
             except Exception:
                 self.numa = None
             trace = self.build_trace(final=True, kineto_path=kpath, end_ns=end_ns)
