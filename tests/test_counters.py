@@ -179,3 +179,30 @@ def test_numa_section_matches_sysfs(tmp_path):
     for line in lscpu.splitlines():
         if line.startswith("NUMA node(s):"):
             assert nm["numa_nodes"] == int(line.split(":")[1])
+
+
+def test_html_draws_every_counter_gpu_first_with_axis_and_throttle_band(h100, tmp_path):
+    import html as htmlmod
+    import re
+    from inferscope.report.html import render
+    res = analyze(h100, AnalyzeOptions(window="all"))
+    render(res, h100, tmp_path / "r.html")
+    doc = (tmp_path / "r.html").read_text()
+    labels = [htmlmod.unescape(x) for x in re.findall(r'<g class="ctr" data-n="\d+" data-l="([^"]*)"', doc)]
+    gpu = [x for x in labels if x.startswith("GPU0 ")]
+    assert {"GPU0 power_w", "GPU0 sm_clock_mhz", "GPU0 temp_c", "GPU0 util_pct", "GPU0 mem_used_bytes"} <= set(gpu)
+    assert labels[:len(gpu)] == gpu                                   # GPU counters first
+    assert "proc.page_faults_per_s" in labels and "cpu.util_pct" in labels
+    # the power lane's values are the per-bin means of the real samples; its axis top is their max
+    m = re.search(r'data-l="GPU0 power_w" data-u="W" data-b="[^"]*" data-v="([^"]*)"', doc)
+    vals = [float(v) for v in m.group(1).split(",")]
+    assert max(vals) <= _row(res, "gpu.power_w")["max"] + 0.01 and min(vals) >= _row(res, "gpu.power_w")["min"] - 0.01
+    assert 'class="throttle"' not in doc                                # the real run was not throttled
+    assert '<section id="counters">' in doc and "GPU 0 memory peak" in doc
+    # a throttled hand-built trace gets the band
+    t = Synth()
+    t.span(1, "k", 0, 1000, track=t.gpu)
+    add_counter(t, "gpu.clock_event_reasons", range(0, 1000, 100), [0] * 7 + [4] * 3, device=0)
+    tr = t.done()
+    render(analyze(tr), tr, tmp_path / "t.html")
+    assert 'class="throttle"' in (tmp_path / "t.html").read_text() and "sw_power_cap" in (tmp_path / "t.html").read_text()
