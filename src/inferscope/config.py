@@ -29,6 +29,8 @@ ENV = {
     "torch_profiler": "INFERSCOPE_TORCH_PROFILER",
     "flush_interval_s": "INFERSCOPE_FLUSH_INTERVAL_S",
     "perf_ip_sampling": "INFERSCOPE_PERF_IP_SAMPLING",
+    "metrics_port": "INFERSCOPE_METRICS_PORT",
+    "metrics_host": "INFERSCOPE_METRICS_HOST",
 }
 LOG_LEVELS = ("debug", "info", "warn", "warning", "error")
 REPORT_FORMATS = {"markdown": "md", "md": "md", "html": "html", "htm": "html", "json": "json",
@@ -51,6 +53,8 @@ class Config:
     torch_profiler: str = "auto"           # auto: on when the workload imports torch and CUDA is available
     flush_interval_s: float = 2.0
     perf_ip_sampling: bool = True          # perf_event IP samples decide cpu_compute vs framework (Linux)
+    metrics_port: int = -1                 # Prometheus /metrics endpoint in the profiled process; -1 off, 0 a free port
+    metrics_host: str = "127.0.0.1"
     sources: dict | None = None            # key -> "flag" | "env" | "file" | "default"
 
     def to_json(self) -> str:
@@ -106,6 +110,18 @@ def _validate(key: str, v, where: str):
         return _bool(v, where)
     if key == "flush_interval_s":
         return _num(v, where, 0.1, 3600)
+    if key == "metrics_port":
+        if str(v).strip().lower() in ("off", "none", ""):
+            return -1
+        x = _num(v, where, -1, 65535)
+        if x != int(x):
+            raise ConfigError(f"{where}: a port must be an integer, got {v!r}")
+        return int(x)
+    if key == "metrics_host":
+        s = str(v).strip()
+        if not s or any(c.isspace() for c in s):
+            raise ConfigError(f"{where}: bad metrics host {v!r}")
+        return s
     if key == "report_format":
         out = []
         for part in str(v).split(","):

@@ -136,7 +136,9 @@ def run_command(args) -> int:
     if not cmd:
         raise ConfigError("run: no command given (usage: inferscope run [--report PATH] -- python app.py ARGS...)")
     cfg = load_config(flags={"report_path": getattr(args, "report", None),
-                             "report_format": getattr(args, "format", None)})
+                             "report_format": getattr(args, "format", None),
+                             "metrics_port": getattr(args, "metrics_port", None),
+                             "metrics_host": getattr(args, "metrics_host", None)})
     log.set_level(cfg.log_level)
     if not cfg.enabled:
         log.info("collection disabled (INFERSCOPE_ENABLED=0 / enabled: false): running the program unprofiled")
