@@ -107,3 +107,21 @@ def test_bad_port_is_one_line_exit_2(tmp_path):
     r = subprocess.run([PY, "-m", "inferscope", "run", "--metrics-port", "http", "--", PY, "-c", "pass"],
                        capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "port" in r.stderr
+
+
+def test_grafana_dashboard_queries_only_exported_metrics():
+    import json
+    import re
+    from pathlib import Path
+    docs = Path(__file__).parent.parent / "docs"
+    d = json.loads((docs / "grafana-inferscope.json").read_text())
+    exprs = [t["expr"] for p in d["panels"] for t in p["targets"]]
+    exprs += re.findall(r"expr: (.+)", (docs / "prometheus.md").read_text())
+    names = {n for e in exprs for n in re.findall(r"\b(inferscope_[a-z_]+)", e)}
+    exported = {"inferscope_scope_duration_seconds_bucket", "inferscope_scope_duration_seconds_count", "inferscope_counter",
+                "inferscope_events_total", "inferscope_dropped_events_total"}
+    assert names and names <= exported, names - exported
+    m = Metrics()
+    m.observe_scope("request", 0.1)
+    txt = m.render()
+    assert "inferscope_scope_duration_seconds_bucket{" in txt and "inferscope_scope_duration_seconds_count{" in txt

@@ -10,7 +10,8 @@ Exposed (Prometheus text format 0.0.4):
 - ``inferscope_scope_duration_seconds{name}`` histogram: every ``inferscope.scope()`` range as it
   closes (one per request when the program wraps each request in ``scope("request")``);
 - ``inferscope_counter{metric,device}`` gauge: the latest value of every system / NVML counter
-  (``gpu.util_pct``, ``gpu.power_w``, ``gpu.temp_c``, ``cpu.util_pct``, ``proc.rss_bytes`` ...);
+  (``gpu.util_pct``, ``gpu.power_w``, ``gpu.temp_c``, ``cpu.util_pct``, ``proc.rss_bytes`` ...) and
+  ``gpu.mem_total_bytes`` per GPU (for memory-share alerts; docs/prometheus.md);
 - ``inferscope_events_total``, ``inferscope_dropped_events_total``: InferScope's own event count
   and the events its ring buffer dropped; ``inferscope_sampler_ticks_total``;
 - ``inferscope_scrape_duration_seconds``: the cost of building the previous response.
@@ -163,6 +164,10 @@ def start_for_session(session, host: str, port: int) -> MetricsServer | None:
         session._warn(f"metrics endpoint not started on {host}:{port} ({e})")
         return None
     session.metrics = m
+    nv = getattr(session, "nvml", None)
+    for i, d in enumerate(getattr(nv, "devices", None) or []):      # for memory-share alerts
+        if isinstance(d.get("total_memory_bytes"), int):
+            m.latest[("gpu.mem_total_bytes", i)] = float(d["total_memory_bytes"])
     for name in ("system", "nvml"):
         obj = getattr(session, name, None)
         if obj is not None and hasattr(obj, "append"):
