@@ -295,6 +295,16 @@ def case_numa_placement():
     assert finding(run(t), "numa_placement") is None
 
 
+def case_cpu_oversubscription():
+    t = gpu_window()
+    t.b.meta["numa"] = {"numa_nodes": 1, "process_numa_nodes": [0], "process_cpus": "0-3", "torch_threads": 16}
+    f = finding(run(t), "cpu_oversubscription")
+    assert f["evidence"] == {"torch_threads": 16, "process_cpus": 4} and "set_num_threads(4)" in f["suggestion"]
+    t = gpu_window()
+    t.b.meta["numa"] = {"numa_nodes": 1, "process_numa_nodes": [0], "process_cpus": "0-3", "torch_threads": 4}
+    assert finding(run(t), "cpu_oversubscription") is None
+
+
 CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

@@ -412,6 +412,7 @@ class Numa(_S):
     remote_numa_possible: Optional[bool]
     process_cpus: Optional[int]
     gpu_numa_nodes: list[NumaGpu]
+    torch_threads: Optional[int] = None     # torch.get_num_threads() at the end of a live run
 
 
 class CountersSection(_S):

@@ -302,6 +302,8 @@ def _numa(numa: dict | None) -> dict | None:
     out = {k: numa.get(k) for k in ("numa_nodes", "process_numa_nodes", "gpu_local", "remote_numa_possible")}
     cpus = _parse_cpus(numa.get("process_cpus"))
     out["process_cpus"] = len(cpus) if cpus is not None else None
+    tt = numa.get("torch_threads")
+    out["torch_threads"] = int(tt) if isinstance(tt, int) and not isinstance(tt, bool) else None
     g = numa.get("gpu_numa_nodes")
     out["gpu_numa_nodes"] = [{"pci_bus_id": str(x.get("pci_bus_id")), "numa_node": int(x.get("numa_node", -1))}
                              for x in g if isinstance(x, dict)] if isinstance(g, list) else []

@@ -567,12 +567,27 @@ def numa_placement(res: dict, found: dict) -> dict | None:
                      f"Pin the process to the GPU's node: `numactl --cpunodebind={g} --membind={g} python ...` (or `taskset -c "
                      "<cpus of that node>`); with several GPUs, order CUDA_VISIBLE_DEVICES so each process gets the GPU on its node.")
 
+def cpu_oversubscription(res: dict, found: dict) -> dict | None:
+    nm = (res.get("counters") or {}).get("numa") or {}
+    tt, cpus = nm.get("torch_threads"), nm.get("process_cpus")
+    if not tt or not cpus or tt <= cpus:
+        return None
+    e = Evidence(res)
+    e.cite("torch_threads", "counters.numa.torch_threads")
+    e.cite("process_cpus", "counters.numa.process_cpus")
+    return e.finding("cpu_oversubscription", "medium", "More torch threads than CPUs available to the process",
+                     [f"torch uses {tt} intra-op threads but the process may run on {cpus} CPU(s) (sched_getaffinity): "
+                      "threads time-share cores, and every parallel op waits for the slowest."],
+                     f"Set torch.set_num_threads({cpus}) (or OMP_NUM_THREADS={cpus}) to match the CPUs the process owns "
+                     "(taskset/cgroup limits included).")
+
 
 # Order matters only where a rule reads an earlier one (framework_overhead after host_launch_bound).
 RULES: list[Callable[[dict, dict], dict | None]] = [
     gpu_idle, sync_stall, pageable_copy, small_copies, launch_storm, dominant_kernel, warmup_in_window,
     gpu_compute_bound, gpu_communication, cpu_preprocessing, host_launch_bound, framework_overhead, cpu_compute,
     host_waiting, low_coverage, gpu_throttling, gpu_temperature, gpu_memory_pressure, gpu_util_counter, numa_placement,
+    cpu_oversubscription,
 ]
 FINDING_IDS = [r.__name__ for r in RULES]
 

@@ -509,6 +509,9 @@ class Session:
                 from .system import numa_placement
                 buses = [d.get("pci_bus_id") for d in self.nvml.devices if d.get("pci_bus_id")] if self.nvml else []
                 self.numa = numa_placement(buses) or None
+                tm = sys.modules.get("torch")
+                if self.numa is not None and tm is not None and hasattr(tm, "get_num_threads"):
+                    self.numa["torch_threads"] = int(tm.get_num_threads())   # intra-op threads vs the CPUs allowed
             except Exception:
                 self.numa = None
             trace = self.build_trace(final=True, kineto_path=kpath, end_ns=end_ns)

@@ -117,7 +117,8 @@ def _counters_md(result: dict) -> list[str]:
         gn = ", ".join(f"{md_escape(g['pci_bus_id'])} on node {g['numa_node']}" for g in nm.get("gpu_numa_nodes") or [])
         L.append(f"- NUMA: {_fmt(nm.get('numa_nodes'))} node(s); the process may run on node(s) "
                  f"{md_escape(nm.get('process_numa_nodes'))} ({_fmt(nm.get('process_cpus'))} CPUs)"
-                 + (f"; GPU {gn}; GPU local: {nm.get('gpu_local')}" if gn else "; no GPU PCI device recorded"))
+                 + (f"; GPU {gn}; GPU local: {nm.get('gpu_local')}" if gn else "; no GPU PCI device recorded")
+                 + (f"; torch intra-op threads: {nm['torch_threads']}" if nm.get("torch_threads") else ""))
     if c.get("dropped_samples"):
         L.append(f"- {c['dropped_samples']} sample(s) dropped (NaN, infinite or negative)")
     L.append("")
