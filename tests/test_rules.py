@@ -305,6 +305,28 @@ def case_cpu_oversubscription():
     assert finding(run(t), "cpu_oversubscription") is None
 
 
+def case_slow_steps():
+    t = Synth()
+    for i in range(40):                                  # 40 steps of 100 us; steps 10 and 30 take 400 us
+        a = i * 1000
+        t.span(SpanKind.STEP, f"ProfilerStep#{i}", a, a + (400 if i in (10, 30) else 100))
+    t.launch(0, 1, 1, 40_000)
+    ts = [i * 1000 for i in range(40)]
+    add_counter(t, "gpu.sm_clock_mhz", ts, [1400 if i in (10, 30) else 1980 for i in range(40)], device=0)
+    add_counter(t, "gpu.temp_c", ts, [60] * 40, device=0)
+    res = run(t)
+    f = finding(res, "slow_steps")
+    assert f["evidence"]["steps"] == 40 and f["evidence"]["slow_steps"] == 2
+    assert f["evidence"]["slow_mean_ms"] == pytest.approx(0.4) and f["evidence"]["rest_mean_ms"] == pytest.approx(0.1)
+    assert f["evidence"]["gpu.sm_clock_mhz_slow"] == 1400 and f["evidence"]["gpu.sm_clock_mhz_rest"] == 1980
+    assert "gpu.temp_c_slow" not in f["evidence"]                 # no difference: not named
+    t = Synth()                                          # same slow steps, counters flat: nothing to say
+    for i in range(40):
+        t.span(SpanKind.STEP, f"ProfilerStep#{i}", i * 1000, i * 1000 + (400 if i in (10, 30) else 100))
+    add_counter(t, "gpu.sm_clock_mhz", ts, [1980] * 40, device=0)
+    assert finding(run(t), "slow_steps") is None
+
+
 CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

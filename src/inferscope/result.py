@@ -415,6 +415,24 @@ class Numa(_S):
     torch_threads: Optional[int] = None     # torch.get_num_threads() at the end of a live run
 
 
+class SlowStepMetric(_S):
+    metric: str
+    device: int
+    slow_mean: float
+    rest_mean: float
+    diff_pct: Num
+
+
+class SlowSteps(_S):
+    """The slowest 5 % of steps (or of one repeated range) vs the rest: counter values in force at their midpoints."""
+    source: str
+    steps: int
+    slow_count: int
+    slow_mean_ms: float
+    rest_mean_ms: Num
+    metrics: list[SlowStepMetric]
+
+
 class CountersSection(_S):
     """System and GPU counters in the window (live runs: /proc, NVML; nsys: GPU metrics)."""
     series: list[CounterSeries]
@@ -427,6 +445,7 @@ class CountersSection(_S):
     numa: Optional[Numa]
     dropped_samples: int
     rule: str
+    slow_steps: Optional[SlowSteps] = None
 
 
 class Finding(_S):

@@ -170,3 +170,13 @@ GPU_UTIL_MIN_SAMPLES = 5
 THROTTLE_MEDIUM_PCT = 5.0
 THROTTLE_HIGH_PCT = 30.0
 CLOCK_DROP_FRACTION = 0.85
+
+# --- slow steps vs counters ------------------------------------------------------
+# Source: the "slowest 5 % of steps vs the rest" comparison (InferScope's own rule): at least
+# 20 steps (or occurrences of one range name) so that 5 % is one step or more; slow steps must be at
+# least 1.5x the rest on average, and a counter must differ by at least 10 % (relative) between the
+# two groups to be named.  A correlation, not a cause: the finding is "low".
+SLOW_STEPS_MIN_STEPS = 20
+SLOW_STEPS_FRACTION = 0.05
+SLOW_STEPS_MIN_RATIO = 1.5
+SLOW_STEPS_MIN_DIFF_PCT = 10.0

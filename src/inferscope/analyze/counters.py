@@ -182,6 +182,7 @@ def counters(trace: Trace, window: Window, max_ranges: int = 8) -> dict | None:
                          "max_core_mean_util_pct": float(means.max())}
     throttle = _throttle(full, lo, hi, win_ns)
     by_range = _by_range(trace, window, per_track, max_ranges)
+    slow = _slow_steps(trace, window, full)
     tables = {}
     if series:
         tables["counters"] = {"columns": ["metric", "device", "unit", "samples", "min", "mean", "p95", "max"],
@@ -196,7 +197,7 @@ def counters(trace: Trace, window: Window, max_ranges: int = 8) -> dict | None:
             "page_faults_per_s": pf["mean"] if pf else None,
             "ctx_switches_per_s": cs["mean"] if cs else None,
             "process_cores": process_cores, "throttle": throttle, "numa": _numa(numa),
-            "dropped_samples": bad_total,
+            "dropped_samples": bad_total, "slow_steps": slow,
             "rule": "samples with start <= ts <= end of the window; min/mean/p95/max over samples; cumulative counters as "
                     "rates; NaN/inf/negative samples dropped",
             "tables": tables, "warnings": warnings}
@@ -253,6 +254,61 @@ def _throttle(per_track: dict, lo: int, hi: int, win_ns: int) -> list[dict]:
                     row["sm_clock_mhz_other"] = float(cv[~th].mean())
         out.append(row)
     return out
+
+
+SLOW_METRICS = ("gpu.sm_clock_mhz", "gpu.power_w", "gpu.temp_c", "gpu.util_pct", "cpu.util_pct", "proc.cpu_pct",
+                "proc.page_faults", "proc.ctx_switches")
+
+
+def _slow_steps(trace: Trace, window: Window, full: dict) -> dict | None:
+    """The slowest 5 % of steps vs the rest: each counter's value in force at each step's midpoint
+    (the last sample at or before it; cumulative counters as the rate over the surrounding interval)."""
+    from .. import thresholds as T
+    s = trace.spans
+    lo, hi = int(window.start_ns), int(window.end_ns)
+    inw = (s.start_ns >= lo) & (s.end_ns <= hi) & (s.end_ns > s.start_ns)
+    idx = np.flatnonzero(inw & (s.kind == int(SpanKind.STEP)))
+    source = "steps"
+    if len(idx) < T.SLOW_STEPS_MIN_STEPS:
+        ann = np.flatnonzero(inw & (s.kind == int(SpanKind.ANNOTATION)))
+        if not len(ann):
+            return None
+        u, inv, cnt = np.unique(s.name[ann], return_inverse=True, return_counts=True)
+        j = int(np.argmax(cnt))
+        if cnt[j] < T.SLOW_STEPS_MIN_STEPS:
+            return None
+        idx = ann[inv == j]
+        source = trace.strings[int(u[j])]
+    dur = (s.end_ns[idx] - s.start_ns[idx]).astype(np.float64)
+    mid = (s.start_ns[idx] + s.end_ns[idx]) // 2
+    n_slow = max(1, int(round(len(idx) * T.SLOW_STEPS_FRACTION)))
+    order = np.argsort(-dur, kind="stable")
+    slow = np.zeros(len(idx), bool)
+    slow[order[:n_slow]] = True
+    rows = []
+    for metric, dev, ts, v in full.values():
+        if metric not in SLOW_METRICS or len(ts) < 2:
+            continue
+        if metric in CUMULATIVE:
+            dt = np.diff(ts) / 1e9
+            with np.errstate(divide="ignore", invalid="ignore"):
+                v = np.where(dt > 0, np.diff(v) / dt, np.nan)
+            ts = ts[:-1]                                   # the rate from this sample to the next one
+            metric = CUMULATIVE[metric]
+        k = np.searchsorted(ts, mid, side="right") - 1
+        ok = (k >= 0) & (mid <= ts[-1] + (ts[-1] - ts[0]) / max(1, len(ts) - 1) * 2)
+        val = np.full(len(idx), np.nan)
+        val[ok] = v[k[ok]]
+        a, b = val[slow & np.isfinite(val)], val[~slow & np.isfinite(val)]
+        if not len(a) or not len(b):
+            continue
+        sm, rm = float(a.mean()), float(b.mean())
+        rows.append({"metric": metric, "device": dev, "slow_mean": sm, "rest_mean": rm,
+                     "diff_pct": 100.0 * (sm - rm) / abs(rm) if rm else None})
+    rows.sort(key=lambda r: -abs(r["diff_pct"] or 0.0))
+    return {"source": source, "steps": int(len(idx)), "slow_count": n_slow,
+            "slow_mean_ms": float(dur[slow].mean()) / 1e6, "rest_mean_ms": float(dur[~slow].mean()) / 1e6 if (~slow).any() else None,
+            "metrics": rows}
 
 
 def _by_range(trace: Trace, window: Window, per_track: dict, max_ranges: int) -> dict:

@@ -567,6 +567,29 @@ def numa_placement(res: dict, found: dict) -> dict | None:
                      f"Pin the process to the GPU's node: `numactl --cpunodebind={g} --membind={g} python ...` (or `taskset -c "
                      "<cpus of that node>`); with several GPUs, order CUDA_VISIBLE_DEVICES so each process gets the GPU on its node.")
 
+def slow_steps(res: dict, found: dict) -> dict | None:
+    ss = (res.get("counters") or {}).get("slow_steps") or {}
+    if not ss or not ss.get("rest_mean_ms") or ss["slow_mean_ms"] < T.SLOW_STEPS_MIN_RATIO * ss["rest_mean_ms"]:
+        return None
+    ms = [(i, m) for i, m in enumerate(ss.get("metrics") or []) if m.get("diff_pct") is not None
+          and abs(m["diff_pct"]) >= T.SLOW_STEPS_MIN_DIFF_PCT]
+    if not ms:
+        return None
+    e = Evidence(res)
+    n, k, a, b = e.cite_all("counters.slow_steps", steps="steps", slow_steps="slow_count", slow_mean_ms="slow_mean_ms",
+                            rest_mean_ms="rest_mean_ms")
+    for i, m in ms[:4]:
+        e.cite(f"{m['metric']}_slow", f"counters.slow_steps.metrics[{i}].slow_mean", 2)
+        e.cite(f"{m['metric']}_rest", f"counters.slow_steps.metrics[{i}].rest_mean", 2)
+    txt = [f"The slowest {k} of {n} {ss['source']} average {a:.2f} ms vs {b:.2f} ms for the rest.",
+           "Counters in force at their midpoints, slow vs rest: " +
+           "; ".join(f"{m['metric']} {m['slow_mean']:.4g} vs {m['rest_mean']:.4g} ({m['diff_pct']:+.0f}%)" for _, m in ms[:4]) + ".",
+           "A correlation at the counters' sampling period (system 20 Hz, NVML 20 Hz by default), not a proven cause."]
+    return e.finding("slow_steps", "low", "Slow steps coincide with different counter values", txt,
+                     "Look at what differs: lower SM clocks or power (throttling), higher CPU use or context switches (CPU "
+                     "contention from other work), more page faults (memory growth, swapping) during the slow steps.")
+
+
 def cpu_oversubscription(res: dict, found: dict) -> dict | None:
     nm = (res.get("counters") or {}).get("numa") or {}
     tt, cpus = nm.get("torch_threads"), nm.get("process_cpus")
@@ -587,7 +610,7 @@ RULES: list[Callable[[dict, dict], dict | None]] = [
     gpu_idle, sync_stall, pageable_copy, small_copies, launch_storm, dominant_kernel, warmup_in_window,
     gpu_compute_bound, gpu_communication, cpu_preprocessing, host_launch_bound, framework_overhead, cpu_compute,
     host_waiting, low_coverage, gpu_throttling, gpu_temperature, gpu_memory_pressure, gpu_util_counter, numa_placement,
-    cpu_oversubscription,
+    cpu_oversubscription, slow_steps,
 ]
 FINDING_IDS = [r.__name__ for r in RULES]
 
