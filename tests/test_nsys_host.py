@@ -49,7 +49,8 @@ def test_p4arth_other_below_20pct_with_host_classes(p4):
 @need_p4
 def test_p4arth_off_cpu_time_recounted_with_sql(p4):
     """Per thread: the waiting spans add up to its sched-out -> sched-in intervals (SQL, LEAD()), clipped to
-    the extent of the other events; the profiler's own threads are skipped."""
+    the extent of the other events, for threads that were sampled or call CUDA APIs; the profiler's own
+    threads and idle helpers are skipped."""
     s = p4.spans
     lo, hi = p4.bounds_ns()
     rows = _sql(f"""SELECT globalTid, SUM(MIN(nxt, {hi}) - MAX(start, {lo})) FROM (
@@ -58,17 +59,19 @@ def test_p4arth_off_cpu_time_recounted_with_sql(p4):
                     WHERE isSchedIn = 0 AND nin = 1 AND MIN(nxt, {hi}) > MAX(start, {lo}) GROUP BY globalTid""")
     names = dict(_sql("SELECT t.globalTid, s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId"))
     wid = p4.strings.get("waiting")
+    active = {g for (g,) in _sql("SELECT DISTINCT globalTid FROM COMPOSITE_EVENTS UNION "
+                                  "SELECT DISTINCT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME")}
     checked = 0
     for g, off_ns in rows:
         tid = g & 0xFFFFFF
         m = (s.kind == SpanKind.CPU_SAMPLE) & (s.name == wid) & (p4.tracks.tid[s.track] == tid)
         got = int((s.end_ns[m] - s.start_ns[m]).sum())
-        if names.get(g) and nsys_host.TOOL_THREAD_RE.search(names[g]):
+        if (names.get(g) and nsys_host.TOOL_THREAD_RE.search(names[g])) or g not in active:
             assert got == 0
         else:
             assert got == off_ns, (tid, got, off_ns)
             checked += 1
-    assert checked >= 5
+    assert checked >= 1                 # the main thread (sampled, calls CUDA)
 
 
 @need_p4

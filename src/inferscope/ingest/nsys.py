@@ -492,7 +492,11 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
     from . import nsys_host
     try:
         has_gpu = bool(gpu_parts) and any(len(p["start_ns"]) for p in gpu_parts)
-        sample_part, host_info = nsys_host.cpu_sample_part(con, schema, has_gpu, intern)
+        active = set()
+        for p in host_parts:
+            if isinstance(p.get("kind"), np.ndarray):           # CUDA runtime/driver and NVTX parts
+                active.update(np.unique(p["gtid"]).tolist())
+        sample_part, host_info = nsys_host.cpu_sample_part(con, schema, has_gpu, intern, active)
         gpu_metrics = nsys_host.gpu_metric_counters(con, schema)
     except (sqlite3.Error, ValueError, TypeError) as e:   # optional tables: a bad one costs only itself
         warnings.append(f"nsys CPU samples / scheduling / GPU metrics not imported ({type(e).__name__}: {e})")

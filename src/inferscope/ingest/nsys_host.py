@@ -19,7 +19,10 @@ Rules (exact):
   they start within two median sample gaps of it (else they stay unexplained).  Without scheduling
   data a sample owns the time since the previous one, at most two median gaps.
 - **off-CPU**: each sched-out -> next sched-in interval of a thread is ``waiting`` (detail: the
-  threadBlock reason when recorded), as the live sampler classes an off-CPU thread.
+  threadBlock reason when recorded), as the live sampler classes an off-CPU thread - for threads that
+  were sampled or that call CUDA APIs / push NVTX ranges: a helper thread asleep all run long says
+  nothing about the program's critical path and would otherwise turn every unexplained moment into
+  ``waiting``.
 - the profiler's own threads (``[NSys...]``, ``CUPTI worker thread``, ``*CommsProcesso``) are skipped.
 """
 from __future__ import annotations
@@ -160,8 +163,9 @@ def sched_intervals(con, schema):
     return out
 
 
-def cpu_sample_part(con, schema, has_gpu: bool, intern) -> tuple[dict | None, dict]:
-    """The host-sample span part (final string ids) and a summary for meta."""
+def cpu_sample_part(con, schema, has_gpu: bool, intern, active_threads: set | None = None) -> tuple[dict | None, dict]:
+    """The host-sample span part (final string ids) and a summary for meta.  ``active_threads``: the
+    globalTids with CUDA API calls or NVTX ranges; off-CPU time is counted for those and for sampled threads."""
     tools = _tool_threads(con, schema)
     samples = sample_classes(con, schema, has_gpu)
     sched = sched_intervals(con, schema)
@@ -184,6 +188,7 @@ def cpu_sample_part(con, schema, has_gpu: bool, intern) -> tuple[dict | None, di
             D.extend([d[i] for i in np.flatnonzero(keep).tolist()] if isinstance(d, list) else [d] * int(keep.sum()))
 
     threads = set()
+    sampled = set()
     if samples is not None:
         ts, gt, cls, det = samples
         cut = np.flatnonzero(np.diff(gt)) + 1
@@ -193,6 +198,7 @@ def cpu_sample_part(con, schema, has_gpu: bool, intern) -> tuple[dict | None, di
             if g in tools:
                 continue
             threads.add(g)
+            sampled.add(g)
             sts, scl, sdet = ts[a:b], cls[a:b], det[a:b]
             ok = scl >= 0
             sts, scl = sts[ok], scl[ok]
@@ -224,7 +230,7 @@ def cpu_sample_part(con, schema, has_gpu: bool, intern) -> tuple[dict | None, di
     if sched:
         wid = CLASS_NAMES.index("waiting")
         for g, (_, _, off_s, off_e, why) in sched.items():
-            if g in tools:
+            if g in tools or not (g in sampled or g in (active_threads or ())):
                 continue
             threads.add(g)
             add(off_s, off_e, g, wid, [f"off-CPU ({block_names.get(int(w), 'unknown reason')})" if w >= 0 else "off-CPU"

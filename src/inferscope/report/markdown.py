@@ -121,6 +121,8 @@ def _counters_md(result: dict) -> list[str]:
                  + (f"; torch intra-op threads: {nm['torch_threads']}" if nm.get("torch_threads") else ""))
     if c.get("dropped_samples"):
         L.append(f"- {c['dropped_samples']} sample(s) dropped (NaN, infinite or negative)")
+    if len(L) == 4:          # nothing beyond the rule: the per-counter table below says it all
+        return []
     L.append("")
     return L
 
