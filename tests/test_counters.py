@@ -206,3 +206,25 @@ def test_html_draws_every_counter_gpu_first_with_axis_and_throttle_band(h100, tm
     tr = t.done()
     render(analyze(tr), tr, tmp_path / "t.html")
     assert 'class="throttle"' in (tmp_path / "t.html").read_text() and "sw_power_cap" in (tmp_path / "t.html").read_text()
+
+
+def test_alert_levels_from_the_config_file(tmp_path):
+    """.inferscope.yaml overrides seed 002's levels for `inferscope analyze`; a bad value is one line, exit 2."""
+    import json
+    t = Synth()
+    t.span(1, "k", 0, 1000, track=t.gpu)
+    add_counter(t, "gpu.temp_c", range(0, 1000, 100), [80] * 10, device=0)
+    native.save(t.done(), tmp_path / "t.iscope")
+
+    def run(cfg):
+        (tmp_path / ".inferscope.yaml").write_text(cfg)
+        r = subprocess.run([PY, "-m", "inferscope", "analyze", "t.iscope", "-o", "out", "--format", "json", "-q"],
+                           capture_output=True, text=True, cwd=tmp_path, timeout=120)
+        return r, (json.loads((tmp_path / "out" / "report.json").read_text()) if r.returncode == 0 else None)
+    r, res = run("log_level: info\n")
+    assert r.returncode == 0 and "gpu_temperature" not in {f["id"] for f in res["findings"]}    # 80 < 85
+    r, res = run("gpu_temp_warn_c: 75\ngpu_temp_critical_c: 79\n")
+    f = next(f for f in res["findings"] if f["id"] == "gpu_temperature")
+    assert f["severity"] == "high" and f["evidence"]["warn_c"] == 75 and "configured" in f["evidence_derived"]["warn_c"]
+    r, _ = run("gpu_temp_warn_c: hot\n")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "gpu_temp_warn_c" in r.stderr

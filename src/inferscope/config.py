@@ -30,8 +30,25 @@ ENV = {
     "flush_interval_s": "INFERSCOPE_FLUSH_INTERVAL_S",
     "perf_ip_sampling": "INFERSCOPE_PERF_IP_SAMPLING",
     "metrics_port": "INFERSCOPE_METRICS_PORT",
+    "gpu_util_low_pct": "INFERSCOPE_GPU_UTIL_LOW_PCT",
+    "gpu_util_high_pct": "INFERSCOPE_GPU_UTIL_HIGH_PCT",
+    "gpu_memory_warn_pct": "INFERSCOPE_GPU_MEMORY_WARN_PCT",
+    "gpu_memory_critical_pct": "INFERSCOPE_GPU_MEMORY_CRITICAL_PCT",
+    "gpu_temp_warn_c": "INFERSCOPE_GPU_TEMP_WARN_C",
+    "gpu_temp_critical_c": "INFERSCOPE_GPU_TEMP_CRITICAL_C",
     "metrics_host": "INFERSCOPE_METRICS_HOST",
 }
+# config key -> thresholds.py constant it overrides (counter findings)
+ALERT_KEYS = {"gpu_util_low_pct": "GPU_UTIL_LOW_PCT", "gpu_util_high_pct": "GPU_UTIL_HIGH_PCT",
+              "gpu_memory_warn_pct": "GPU_MEMORY_WARN_PCT", "gpu_memory_critical_pct": "GPU_MEMORY_CRITICAL_PCT",
+              "gpu_temp_warn_c": "GPU_TEMP_WARN_C", "gpu_temp_critical_c": "GPU_TEMP_CRITICAL_C"}
+
+
+def alert_thresholds(cfg: "Config") -> dict:
+    """{thresholds constant: value} for the alert levels the configuration sets."""
+    return {const: float(getattr(cfg, key)) for key, const in ALERT_KEYS.items() if getattr(cfg, key) is not None}
+
+
 LOG_LEVELS = ("debug", "info", "warn", "warning", "error")
 REPORT_FORMATS = {"markdown": "md", "md": "md", "html": "html", "htm": "html", "json": "json",
                   "csv": "csv", "chrome": "chrome"}
@@ -55,6 +72,13 @@ class Config:
     perf_ip_sampling: bool = True          # perf_event IP samples decide cpu_compute vs framework (Linux)
     metrics_port: int = -1                 # Prometheus /metrics endpoint in the profiled process; -1 off, 0 a free port
     metrics_host: str = "127.0.0.1"
+    # counter alert levels for the findings; None = thresholds.py (seed 002's table)
+    gpu_util_low_pct: float | None = None
+    gpu_util_high_pct: float | None = None
+    gpu_memory_warn_pct: float | None = None
+    gpu_memory_critical_pct: float | None = None
+    gpu_temp_warn_c: float | None = None
+    gpu_temp_critical_c: float | None = None
     sources: dict | None = None            # key -> "flag" | "env" | "file" | "default"
 
     def to_json(self) -> str:
@@ -117,6 +141,8 @@ def _validate(key: str, v, where: str):
         if x != int(x):
             raise ConfigError(f"{where}: a port must be an integer, got {v!r}")
         return int(x)
+    if key in ALERT_KEYS:
+        return None if v is None else _num(v, where, 0, 1000)
     if key == "metrics_host":
         s = str(v).strip()
         if not s or any(c.isspace() for c in s):

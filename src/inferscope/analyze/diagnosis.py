@@ -26,6 +26,18 @@ from typing import Any, Callable
 from .. import thresholds as T
 from .kernels import short_kernel_name
 
+_OVERRIDES: dict = {}    # alert levels from the configuration while findings_for runs
+
+
+def _t(name: str) -> float:
+    """A counter alert level: the configured value (.inferscope.yaml / INFERSCOPE_*) or thresholds.py's."""
+    return float(_OVERRIDES.get(name, getattr(T, name)))
+
+
+def _t_src(name: str) -> str:
+    return f"configured {name.lower()}" if name in _OVERRIDES else f"thresholds.{name} (seed 002)"
+
+
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2, "info": 3}
 
 _STEP = re.compile(r"([^.\[]+)(?:\[([^\]]+)\])?")
@@ -478,17 +490,17 @@ def gpu_temperature(res: dict, found: dict) -> dict | None:
         return None
     ser = res["counters"]["series"]
     i = max(idx, key=lambda j: ser[j]["max"])
-    if ser[i]["max"] < T.GPU_TEMP_WARN_C:
+    if ser[i]["max"] < _t('GPU_TEMP_WARN_C'):
         return None
     e = Evidence(res)
     dev, mx, mean, n = e.cite_all(f"counters.series[{i}]", device="device", temp_c_max=("max", 1), temp_c_mean=("mean", 1),
                                   samples="samples")
-    e.derive("warn_c", T.GPU_TEMP_WARN_C, "thresholds.GPU_TEMP_WARN_C (seed 002)")
-    e.derive("critical_c", T.GPU_TEMP_CRITICAL_C, "thresholds.GPU_TEMP_CRITICAL_C (seed 002)")
-    return e.finding("gpu_temperature", _sev(mx, T.GPU_TEMP_WARN_C, T.GPU_TEMP_CRITICAL_C),
+    e.derive("warn_c", _t('GPU_TEMP_WARN_C'), _t_src('GPU_TEMP_WARN_C'))
+    e.derive("critical_c", _t('GPU_TEMP_CRITICAL_C'), _t_src('GPU_TEMP_CRITICAL_C'))
+    return e.finding("gpu_temperature", _sev(mx, _t('GPU_TEMP_WARN_C'), _t('GPU_TEMP_CRITICAL_C')),
                      f"GPU temperature reached {mx:.0f} °C",
-                     [f"GPU {dev}: up to {mx:.0f} °C (mean {mean:.0f} °C over {n} samples); seed-002 alerts at "
-                      f"> {T.GPU_TEMP_WARN_C:g} °C (warning) and > {T.GPU_TEMP_CRITICAL_C:g} °C (critical)."],
+                     [f"GPU {dev}: up to {mx:.0f} °C (mean {mean:.0f} °C over {n} samples); alerts at "
+                      f"> {_t('GPU_TEMP_WARN_C'):g} °C (warning) and > {_t('GPU_TEMP_CRITICAL_C'):g} °C (critical)."],
                      "Check cooling and airflow (fans, inlet temperature, neighbouring GPUs); hot GPUs throttle their clocks "
                      "(see gpu_throttling), which slows kernels.")
 
@@ -499,16 +511,16 @@ def gpu_memory_pressure(res: dict, found: dict) -> dict | None:
     if not rows:
         return None
     i, g = max(rows, key=lambda r: r[1]["peak_pct"])
-    if g["peak_pct"] < T.GPU_MEMORY_WARN_PCT:
+    if g["peak_pct"] < _t('GPU_MEMORY_WARN_PCT'):
         return None
     e = Evidence(res)
     dev, pct, peak, total, head = e.cite_all(f"counters.gpu_memory[{i}]", device="device", peak_pct=("peak_pct", 2),
                                              peak_bytes="peak_bytes", total_bytes="total_bytes", headroom_bytes="headroom_bytes")
-    return e.finding("gpu_memory_pressure", _sev(pct, T.GPU_MEMORY_WARN_PCT, T.GPU_MEMORY_CRITICAL_PCT),
+    return e.finding("gpu_memory_pressure", _sev(pct, _t('GPU_MEMORY_WARN_PCT'), _t('GPU_MEMORY_CRITICAL_PCT')),
                      f"GPU memory {pct:.0f}% used at peak",
                      [f"GPU {dev}: peak {peak / 2**30:.2f} GiB of {total / 2**30:.2f} GiB ({pct:.1f}%), headroom "
-                      f"{head / 2**30:.2f} GiB; seed-002 alerts at > {T.GPU_MEMORY_WARN_PCT:g}% (warning) and "
-                      f"> {T.GPU_MEMORY_CRITICAL_PCT:g}% (critical)."],
+                      f"{head / 2**30:.2f} GiB; alerts at > {_t('GPU_MEMORY_WARN_PCT'):g}% (warning) and "
+                      f"> {_t('GPU_MEMORY_CRITICAL_PCT'):g}% (critical)."],
                      "Leave headroom for longer sequences and larger batches: cap the KV cache (paged attention, a smaller "
                      "max length), quantize weights, or lower the batch size; an OOM mid-run loses the batch.")
 
@@ -528,9 +540,9 @@ def gpu_util_counter(res: dict, found: dict) -> dict | None:
     diff = e.derive("disagreement_pts", abs(mean - busy), "|nvml_util_mean_pct - trace_busy_pct|", 1)
     txt = [f"GPU {dev}: NVML utilisation {mean:.0f}% on average over {n} samples; the trace's GPU busy time is "
            f"{busy:.0f}% of the window."]
-    if mean < T.GPU_UTIL_LOW_PCT:
+    if mean < _t('GPU_UTIL_LOW_PCT'):
         sev = "high" if win / 1e3 >= T.GPU_UTIL_LOW_CRITICAL_S else "medium"
-        txt.append(f"Below the seed-002 alert level of {T.GPU_UTIL_LOW_PCT:g}% (critical when it lasts > "
+        txt.append(f"Below the alert level (seed 002) of {_t('GPU_UTIL_LOW_PCT'):g}% (critical when it lasts > "
                    f"{T.GPU_UTIL_LOW_CRITICAL_S:g} s; this window is {win / 1e3:.1f} s).")
         return e.finding("gpu_util_counter", sev, f"NVML GPU utilisation {mean:.0f}%", txt,
                          "The GPU has little to do: batch more requests, overlap host work with GPU work, or share the GPU.")
@@ -542,8 +554,8 @@ def gpu_util_counter(res: dict, found: dict) -> dict | None:
         return e.finding("gpu_util_counter", "low", "NVML GPU utilisation disagrees with the trace", txt,
                          "Check `nvidia-smi pmon` for other processes on the GPU; analyse a longer window so NVML's period "
                          "fits inside it.")
-    if mean >= T.GPU_UTIL_HIGH_PCT:
-        txt.append(f"Above the seed-002 warning level of {T.GPU_UTIL_HIGH_PCT:g}%: the GPU is saturated.")
+    if mean >= _t('GPU_UTIL_HIGH_PCT'):
+        txt.append(f"Above the warning level (seed 002) of {_t('GPU_UTIL_HIGH_PCT'):g}%: the GPU is saturated.")
         return e.finding("gpu_util_counter", "info", f"NVML GPU utilisation {mean:.0f}% (saturated)", txt,
                          "Throughput now depends on the kernels themselves (see the kernel table); more load will queue.")
     return None
@@ -615,13 +627,18 @@ RULES: list[Callable[[dict, dict], dict | None]] = [
 FINDING_IDS = [r.__name__ for r in RULES]
 
 
-def findings_for(res: dict) -> list[dict]:
+def findings_for(res: dict, alert_thresholds: dict | None = None) -> list[dict]:
+    global _OVERRIDES
     found: dict[str, dict] = {}
-    for rule in RULES:
-        f = rule(res, found)
-        if f is not None:
-            assert f["id"] == rule.__name__, (f["id"], rule.__name__)
-            found[f["id"]] = f
+    _OVERRIDES = dict(alert_thresholds or {})
+    try:
+        for rule in RULES:
+            f = rule(res, found)
+            if f is not None:
+                assert f["id"] == rule.__name__, (f["id"], rule.__name__)
+                found[f["id"]] = f
+    finally:
+        _OVERRIDES = {}
     return sorted(found.values(), key=lambda f: SEVERITY_ORDER.get(f["severity"], 9))
 
 

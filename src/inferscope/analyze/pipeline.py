@@ -161,7 +161,7 @@ def analyze_report(trace: Trace, options: AnalyzeOptions | None = None) -> Repor
         tables.update(extra.pop("tables", {}) or {})
         warnings.extend(extra.pop("warnings", []) or [])
         res[key] = extra
-    findings = findings_for(res)
+    findings = findings_for(res, options.alert_thresholds)
     res["findings"] = findings
     res["verdict"] = verdict_for(res, findings)
     res["warnings"] = warnings
