@@ -85,6 +85,8 @@ def test_run_serves_metrics_that_match_the_programs_requests(tmp_path):
     g = {x.labels["metric"]: x.value for x in fams["inferscope_counter"].samples}
     assert g["proc.rss_bytes"] > 1e6 and "cpu.util_pct" in g
     assert fams["inferscope_events"].samples[0].value > 0                         # prometheus_client drops _total
+    cls = {x.labels["class"]: x.value for x in fams["inferscope_cpu_class_seconds"].samples}
+    assert cls.get("waiting", 0) > 1.0          # the main thread sleeps through most of its ~2.5 s of requests
     assert (tmp_path / "r.json").exists()
 
 
@@ -119,7 +121,7 @@ def test_grafana_dashboard_queries_only_exported_metrics():
     exprs += re.findall(r"expr: (.+)", (docs / "prometheus.md").read_text())
     names = {n for e in exprs for n in re.findall(r"\b(inferscope_[a-z_]+)", e)}
     exported = {"inferscope_scope_duration_seconds_bucket", "inferscope_scope_duration_seconds_count", "inferscope_counter",
-                "inferscope_events_total", "inferscope_dropped_events_total"}
+                "inferscope_events_total", "inferscope_dropped_events_total", "inferscope_cpu_class_seconds_total"}
     assert names and names <= exported, names - exported
     m = Metrics()
     m.observe_scope("request", 0.1)

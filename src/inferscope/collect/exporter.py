@@ -12,6 +12,9 @@ Exposed (Prometheus text format 0.0.4):
 - ``inferscope_counter{metric,device}`` gauge: the latest value of every system / NVML counter
   (``gpu.util_pct``, ``gpu.power_w``, ``gpu.temp_c``, ``cpu.util_pct``, ``proc.rss_bytes`` ...) and
   ``gpu.mem_total_bytes`` per GPU (for memory-share alerts; docs/prometheus.md);
+- ``inferscope_cpu_class_seconds_total{class}``: host time by the sampler's class (tokenization,
+  preprocessing, user_code, framework, cpu_compute, waiting), summed over threads: the host side of
+  the breakdown as a counter (shares over a sliding window with PromQL ``rate()``);
 - ``inferscope_events_total``, ``inferscope_dropped_events_total``: InferScope's own event count
   and the events its ring buffer dropped; ``inferscope_sampler_ticks_total``;
 - ``inferscope_scrape_duration_seconds``: the cost of building the previous response.
@@ -104,6 +107,13 @@ class Metrics:
                   f"inferscope_events_total {buf.total}",
                   "# HELP inferscope_dropped_events_total Events dropped by the full ring buffer (oldest first).",
                   "# TYPE inferscope_dropped_events_total counter", f"inferscope_dropped_events_total {buf.dropped}"]
+            ct = getattr(getattr(session, "sampler", None), "class_totals", None)
+            if isinstance(ct, dict):
+                L += ["# HELP inferscope_cpu_class_seconds_total Host time by the CPU sampler's class, summed over threads "
+                      "(a thread's run of one class is counted when it ends).",
+                      "# TYPE inferscope_cpu_class_seconds_total counter"]
+                for cls, ns in sorted(dict(ct).items()):
+                    L.append(f'inferscope_cpu_class_seconds_total{{class="{escape_label(cls)}"}} {_fmt(ns / 1e9)}')
             ticks = getattr(getattr(session, "sampler", None), "ticks", None)
             if isinstance(ticks, int):
                 L += ["# HELP inferscope_sampler_ticks_total CPU sampler ticks.", "# TYPE inferscope_sampler_ticks_total counter",
@@ -168,6 +178,9 @@ def start_for_session(session, host: str, port: int) -> MetricsServer | None:
     for i, d in enumerate(getattr(nv, "devices", None) or []):      # for memory-share alerts
         if isinstance(d.get("total_memory_bytes"), int):
             m.latest[("gpu.mem_total_bytes", i)] = float(d["total_memory_bytes"])
+    smp = getattr(session, "sampler", None)
+    if smp is not None and hasattr(smp, "class_totals"):
+        smp.class_totals = {}
     for name in ("system", "nvml"):
         obj = getattr(session, name, None)
         if obj is not None and hasattr(obj, "append"):
