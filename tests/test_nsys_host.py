@@ -178,3 +178,15 @@ def test_module_classes():
     assert nsys_host.module_class("/x/torch/lib/libtorch_cpu.so", False) == nsys_host.CPU_COMPUTE
     assert nsys_host.module_class("/x/torch/lib/libtorch_cpu.so", True) == nsys_host.FRAMEWORK
     assert nsys_host.module_class("/home/u/vecAdd", True) == nsys_host.USER
+
+
+def test_corrupt_host_tables_cost_only_themselves(tmp_path):
+    p = _export(tmp_path)
+    con = sqlite3.connect(p)
+    con.execute("INSERT INTO COMPOSITE_EVENTS VALUES (99, 'garbage', 0, 1, 'x', 1)")     # text in integer columns
+    con.execute("INSERT INTO GPU_METRICS VALUES (5, 0, 3, 'NaN?')")
+    con.commit()
+    con.close()
+    t = load_trace(str(p))
+    assert any("not imported" in w for w in t.meta["warnings"])
+    assert (t.spans.kind == SpanKind.KERNEL).sum() == 1                 # the rest of the export is intact

@@ -498,7 +498,7 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows) -> Trace:
                 active.update(np.unique(p["gtid"]).tolist())
         sample_part, host_info = nsys_host.cpu_sample_part(con, schema, has_gpu, intern, active)
         gpu_metrics = nsys_host.gpu_metric_counters(con, schema)
-    except (sqlite3.Error, ValueError, TypeError) as e:   # optional tables: a bad one costs only itself
+    except (sqlite3.Error, ValueError, TypeError, OverflowError, IndexError, KeyError) as e:   # optional tables: a bad one costs only itself
         warnings.append(f"nsys CPU samples / scheduling / GPU metrics not imported ({type(e).__name__}: {e})")
         sample_part, host_info, gpu_metrics = None, {}, []
     if sample_part is not None:
