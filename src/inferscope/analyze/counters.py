@@ -133,7 +133,8 @@ def counters(trace: Trace, window: Window, max_ranges: int = 8) -> dict | None:
             if not len(rates):
                 continue
             row = {"metric": CUMULATIVE[metric], "device": dev, "unit": "1/s", "samples": int(len(ts_w)), **_stats(rates)}
-            row["mean"] = float((v_w[-1] - v_w[0]) / ((ts_w[-1] - ts_w[0]) / 1e9)) if v_w[-1] >= v_w[0] else row["mean"]
+            if v_w[-1] >= v_w[0] and ts_w[-1] > ts_w[0]:     # the window's overall rate
+                row["mean"] = float((v_w[-1] - v_w[0]) / ((ts_w[-1] - ts_w[0]) / 1e9))
             series.append(row)
             continue
         if not len(v_w):
