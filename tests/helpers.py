@@ -34,3 +34,10 @@ class Synth:
 
     def done(self):
         return self.b.finalize()
+
+
+def add_counter(synth: "Synth", metric: str, ts_us, values, device: int = -1):
+    """A COUNTER track named ``metric`` with samples at ``ts_us`` (microseconds)."""
+    tr = synth.b.track(TrackKind.COUNTER, pid=100, tid=-1, device=device, name=metric)
+    synth.b.add_counters(tr, [int(t * 1000) for t in ts_us], list(values))
+    return tr

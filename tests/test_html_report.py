@@ -21,7 +21,8 @@ ALLOWED_TAGS = {"html", "head", "meta", "title", "style", "body", "header", "mai
 ALLOWED_ATTRS = {"lang", "charset", "http-equiv", "content", "name", "class", "id", "title", "viewbox", "role",
                  "aria-label", "aria-hidden", "x", "y", "width", "height", "fill", "fill-opacity", "stroke",
                  "stroke-width", "stroke-opacity", "stroke-dasharray", "font-size", "text-anchor", "pointer-events",
-                 "transform", "d", "points", "vector-effect", "x1", "x2", "y1", "y2", "data-x0", "data-w", "data-ms"}
+                 "transform", "d", "points", "vector-effect", "x1", "x2", "y1", "y2", "data-x0", "data-w", "data-ms",
+                 "data-n", "data-l", "data-u", "data-b", "data-v"}   # counter lanes: numbers and an escaped label for the readout
 
 
 class Collector(HTMLParser):

@@ -7,7 +7,7 @@ from inferscope.analyze import diagnosis as D
 from inferscope.analyze.pipeline import analyze
 from inferscope.trace import CopyKind, MemKind, SpanKind, TrackKind
 
-from helpers import Synth
+from helpers import Synth, add_counter
 
 
 def run(t: Synth) -> dict:
@@ -208,6 +208,123 @@ def case_low_coverage():
     t = Synth()
     t.launch(0, 1, 1, 100)
     assert finding(run(t), "low_coverage") is None
+
+
+def gpu_window(t=None):
+    """GPU busy 0-1000 us (one kernel), host launching: a 1 ms window with NVML samples every 100 us."""
+    t = t or Synth()
+    t.launch(0, 1, 1, 1000)
+    t.b.meta["devices"] = [{"id": 0, "name": "Fake", "total_memory_bytes": 80 * 2**30}]
+    return t
+
+
+def case_gpu_throttling():
+    t = gpu_window()
+    ts = list(range(0, 1000, 100))                       # 10 samples, each holds 100 us
+    add_counter(t, "gpu.clock_event_reasons", ts, [0, 0, 0, 0, 0, 0, 0, 4, 4, 4 | 0x20], device=0)
+    add_counter(t, "gpu.sm_clock_mhz", ts, [1980] * 7 + [1500] * 3, device=0)
+    res = run(t)
+    f = finding(res, "gpu_throttling")
+    assert f["severity"] == "high" and f["evidence"]["affected_pct_of_window"] == pytest.approx(30.0, abs=0.2)
+    assert f["evidence"]["top_reason"] == "sw_power_cap" and f["evidence"]["top_reason_pct_of_window"] == pytest.approx(30.0, abs=0.2)
+    assert f["evidence"]["sm_clock_mhz_throttled"] == 1500 and f["evidence"]["sm_clock_mhz_other"] == 1980
+    th = res["counters"]["throttle"][0]
+    assert {r["reason"]: r["samples"] for r in th["reasons"]} == {"sw_power_cap": 3, "sw_thermal_slowdown": 1}
+    t = gpu_window()                                     # idle (0x1) and app-clocks (0x2) bits are no slowdown
+    add_counter(t, "gpu.clock_event_reasons", ts, [1, 2] * 5, device=0)
+    assert finding(run(t), "gpu_throttling") is None
+
+
+def case_gpu_temperature():
+    t = gpu_window()
+    add_counter(t, "gpu.temp_c", range(0, 1000, 100), [60] * 9 + [97], device=0)
+    f = finding(run(t), "gpu_temperature")
+    assert f["severity"] == "high" and f["evidence"]["temp_c_max"] == 97 and f["evidence"]["temp_c_mean"] == pytest.approx(63.7)
+    t = gpu_window()
+    add_counter(t, "gpu.temp_c", range(0, 1000, 100), [60] * 9 + [86], device=0)
+    assert finding(run(t), "gpu_temperature")["severity"] == "medium"
+    t = gpu_window()
+    add_counter(t, "gpu.temp_c", range(0, 1000, 100), [84] * 10, device=0)
+    assert finding(run(t), "gpu_temperature") is None
+
+
+def case_gpu_memory_pressure():
+    t = gpu_window()
+    add_counter(t, "gpu.mem_used_bytes", range(0, 1000, 100), [40 * 2**30] * 9 + [77 * 2**30], device=0)
+    res = run(t)
+    f = finding(res, "gpu_memory_pressure")
+    assert f["severity"] == "high" and f["evidence"]["peak_pct"] == pytest.approx(96.25)
+    assert f["evidence"]["headroom_bytes"] == 3 * 2**30
+    t = gpu_window()
+    add_counter(t, "gpu.mem_used_bytes", range(0, 1000, 100), [65 * 2**30] * 10, device=0)   # 81 %
+    assert finding(run(t), "gpu_memory_pressure")["severity"] == "medium"
+    t = gpu_window()
+    add_counter(t, "gpu.mem_used_bytes", range(0, 1000, 100), [60 * 2**30] * 10, device=0)   # 75 %
+    assert finding(run(t), "gpu_memory_pressure") is None
+
+
+def case_gpu_util_counter():
+    t = gpu_window()                                    # the trace says busy 100 %, NVML says 5 %
+    add_counter(t, "gpu.util_pct", range(0, 1000, 100), [5] * 10, device=0)
+    f = finding(run(t), "gpu_util_counter")
+    assert f["severity"] == "medium" and f["evidence"]["nvml_util_mean_pct"] == 5 and f["evidence"]["trace_busy_pct"] == 99.9
+    t = gpu_window()
+    add_counter(t, "gpu.util_pct", range(0, 1000, 100), [50] * 10, device=0)
+    f = finding(run(t), "gpu_util_counter")
+    assert f["severity"] == "low" and f["evidence"]["disagreement_pts"] == 49.9
+    t = gpu_window()
+    add_counter(t, "gpu.util_pct", range(0, 1000, 100), [95] * 10, device=0)
+    assert finding(run(t), "gpu_util_counter")["severity"] == "info"
+    t = gpu_window()
+    add_counter(t, "gpu.util_pct", range(0, 1000, 100), [80] * 10, device=0)     # agrees within 25 points
+    assert finding(run(t), "gpu_util_counter") is None
+    t = gpu_window()
+    add_counter(t, "gpu.util_pct", range(0, 400, 100), [1] * 4, device=0)        # too few samples to judge
+    assert finding(run(t), "gpu_util_counter") is None
+
+
+def case_numa_placement():
+    t = gpu_window()
+    t.b.meta["numa"] = {"numa_nodes": 2, "process_numa_nodes": [0], "gpu_numa_nodes": [{"pci_bus_id": "0000:3b:00.0", "numa_node": 1}],
+                        "gpu_local": False, "remote_numa_possible": True}
+    f = finding(run(t), "numa_placement")
+    assert f["severity"] == "medium" and f["evidence"]["gpu_numa_node"] == 1 and "--cpunodebind=1" in f["suggestion"]
+    t = gpu_window()
+    t.b.meta["numa"] = {"numa_nodes": 1, "process_numa_nodes": [0], "gpu_numa_nodes": [{"pci_bus_id": "x", "numa_node": -1}],
+                        "gpu_local": True, "remote_numa_possible": False}
+    assert finding(run(t), "numa_placement") is None
+
+
+def case_cpu_oversubscription():
+    t = gpu_window()
+    t.b.meta["numa"] = {"numa_nodes": 1, "process_numa_nodes": [0], "process_cpus": "0-3", "torch_threads": 16}
+    f = finding(run(t), "cpu_oversubscription")
+    assert f["evidence"] == {"torch_threads": 16, "process_cpus": 4} and "set_num_threads(4)" in f["suggestion"]
+    t = gpu_window()
+    t.b.meta["numa"] = {"numa_nodes": 1, "process_numa_nodes": [0], "process_cpus": "0-3", "torch_threads": 4}
+    assert finding(run(t), "cpu_oversubscription") is None
+
+
+def case_slow_steps():
+    t = Synth()
+    for i in range(40):                                  # 40 steps of 100 us; steps 10 and 30 take 400 us
+        a = i * 1000
+        t.span(SpanKind.STEP, f"ProfilerStep#{i}", a, a + (400 if i in (10, 30) else 100))
+    t.launch(0, 1, 1, 40_000)
+    ts = [i * 1000 for i in range(40)]
+    add_counter(t, "gpu.sm_clock_mhz", ts, [1400 if i in (10, 30) else 1980 for i in range(40)], device=0)
+    add_counter(t, "gpu.temp_c", ts, [60] * 40, device=0)
+    res = run(t)
+    f = finding(res, "slow_steps")
+    assert f["evidence"]["steps"] == 40 and f["evidence"]["slow_steps"] == 2
+    assert f["evidence"]["slow_mean_ms"] == pytest.approx(0.4) and f["evidence"]["rest_mean_ms"] == pytest.approx(0.1)
+    assert f["evidence"]["gpu.sm_clock_mhz_slow"] == 1400 and f["evidence"]["gpu.sm_clock_mhz_rest"] == 1980
+    assert "gpu.temp_c_slow" not in f["evidence"]                 # no difference: not named
+    t = Synth()                                          # same slow steps, counters flat: nothing to say
+    for i in range(40):
+        t.span(SpanKind.STEP, f"ProfilerStep#{i}", i * 1000, i * 1000 + (400 if i in (10, 30) else 100))
+    add_counter(t, "gpu.sm_clock_mhz", ts, [1980] * 40, device=0)
+    assert finding(run(t), "slow_steps") is None
 
 
 CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}

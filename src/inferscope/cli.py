@@ -142,6 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--format", default=None, help="comma-separated: md,html,json,csv,chrome")
     r.add_argument("--trace", default=None, help="also keep the collected trace here (.iscope)")
     r.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors (the program's own output passes through)")
+    r.add_argument("--metrics-port", default=None, metavar="PORT",
+                   help="serve live Prometheus metrics from the program on this port (0: a free port, printed on stderr)")
+    r.add_argument("--metrics-host", default=None, metavar="HOST", help="address of the metrics endpoint (default 127.0.0.1)")
     r.add_argument("cmd", nargs=argparse.REMAINDER, help="the program and its arguments")
     _add_analysis_args(r)
     r.set_defaults(func=cmd_run)

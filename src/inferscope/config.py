@@ -30,7 +30,26 @@ ENV = {
     "flush_interval_s": "INFERSCOPE_FLUSH_INTERVAL_S",
     "perf_ip_sampling": "INFERSCOPE_PERF_IP_SAMPLING",
     "max_decompressed_mb": "INFERSCOPE_MAX_DECOMPRESSED_MB",
+    "metrics_port": "INFERSCOPE_METRICS_PORT",
+    "gpu_util_low_pct": "INFERSCOPE_GPU_UTIL_LOW_PCT",
+    "gpu_util_high_pct": "INFERSCOPE_GPU_UTIL_HIGH_PCT",
+    "gpu_memory_warn_pct": "INFERSCOPE_GPU_MEMORY_WARN_PCT",
+    "gpu_memory_critical_pct": "INFERSCOPE_GPU_MEMORY_CRITICAL_PCT",
+    "gpu_temp_warn_c": "INFERSCOPE_GPU_TEMP_WARN_C",
+    "gpu_temp_critical_c": "INFERSCOPE_GPU_TEMP_CRITICAL_C",
+    "metrics_host": "INFERSCOPE_METRICS_HOST",
 }
+# config key -> thresholds.py constant it overrides (counter findings)
+ALERT_KEYS = {"gpu_util_low_pct": "GPU_UTIL_LOW_PCT", "gpu_util_high_pct": "GPU_UTIL_HIGH_PCT",
+              "gpu_memory_warn_pct": "GPU_MEMORY_WARN_PCT", "gpu_memory_critical_pct": "GPU_MEMORY_CRITICAL_PCT",
+              "gpu_temp_warn_c": "GPU_TEMP_WARN_C", "gpu_temp_critical_c": "GPU_TEMP_CRITICAL_C"}
+
+
+def alert_thresholds(cfg: "Config") -> dict:
+    """{thresholds constant: value} for the alert levels the configuration sets."""
+    return {const: float(getattr(cfg, key)) for key, const in ALERT_KEYS.items() if getattr(cfg, key) is not None}
+
+
 LOG_LEVELS = ("debug", "info", "warn", "warning", "error")
 REPORT_FORMATS = {"markdown": "md", "md": "md", "html": "html", "htm": "html", "json": "json",
                   "csv": "csv", "chrome": "chrome"}
@@ -55,6 +74,15 @@ class Config:
     # cap on decompressed input (.json.gz, .iscope members); None: 50x the compressed size,
     # at least 64 MB, at most 4096 MB (ingest/kineto.py decompress_limit)
     max_decompressed_mb: float | None = None
+    metrics_port: int = -1                 # Prometheus /metrics endpoint in the profiled process; -1 off, 0 a free port
+    metrics_host: str = "127.0.0.1"
+    # counter alert levels for the findings; None = thresholds.py (seed 002's table)
+    gpu_util_low_pct: float | None = None
+    gpu_util_high_pct: float | None = None
+    gpu_memory_warn_pct: float | None = None
+    gpu_memory_critical_pct: float | None = None
+    gpu_temp_warn_c: float | None = None
+    gpu_temp_critical_c: float | None = None
     sources: dict | None = None            # key -> "flag" | "env" | "file" | "default"
 
     def to_json(self) -> str:
@@ -114,6 +142,20 @@ def _validate(key: str, v, where: str):
         return _bool(v, where)
     if key == "flush_interval_s":
         return _num(v, where, 0.1, 3600)
+    if key == "metrics_port":
+        if str(v).strip().lower() in ("off", "none", ""):
+            return -1
+        x = _num(v, where, -1, 65535)
+        if x != int(x):
+            raise ConfigError(f"{where}: a port must be an integer, got {v!r}")
+        return int(x)
+    if key in ALERT_KEYS:
+        return None if v is None else _num(v, where, 0, 1000)
+    if key == "metrics_host":
+        s = str(v).strip()
+        if not s or any(c.isspace() for c in s):
+            raise ConfigError(f"{where}: bad metrics host {v!r}")
+        return s
     if key == "report_format":
         out = []
         for part in str(v).split(","):

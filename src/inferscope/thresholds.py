@@ -141,3 +141,42 @@ PROFILER_COST_RANGE_US = (2.2, 5.0)
 # Above this estimated share of the window, the report warns that host-side categories
 # (framework/launch overhead) are inflated by the collection itself.
 PROFILER_COST_WARN_PCT = 10.0
+
+# --- GPU counters (NVML): temperature, memory, utilisation ----------------------
+# Source: seed 002 (monitoring chapter, "Alert Configuration"): warning alerts at GPU utilisation
+# > 90 %, memory usage > 80 %, temperature > 85 °C; critical alerts at utilisation < 10 % for
+# > 60 s, memory usage > 95 %, temperature > 95 °C.
+GPU_TEMP_WARN_C = 85.0
+GPU_TEMP_CRITICAL_C = 95.0
+GPU_MEMORY_WARN_PCT = 80.0
+GPU_MEMORY_CRITICAL_PCT = 95.0
+GPU_UTIL_LOW_PCT = 10.0
+GPU_UTIL_LOW_CRITICAL_S = 60.0
+GPU_UTIL_HIGH_PCT = 90.0
+# NVML utilisation (share of the sample period with a kernel running) vs the trace's GPU busy share:
+# a gap this wide (percentage points) means the trace misses GPU work (another process, kernels the
+# profiler did not record) or the window is too short for NVML's 1/6-1 s sampling period.
+# Source: InferScope's own rule (NVML documents the counter as a per-period kernel-active share).
+GPU_UTIL_DISAGREE_PTS = 25.0
+# The counter needs this many samples in the window to be compared at all.
+GPU_UTIL_MIN_SAMPLES = 5
+
+# --- GPU clock throttling (NVML clock-event reasons) ------------------------------
+# Source: InferScope's own rule on the deep-profiling plan's "throttling and power caps confound
+# kernel analysis": throttle reasons set (power cap, thermal, HW slowdown, power brake, sync boost)
+# for this share of the window make kernel times unrepresentative (medium); a third of the window
+# makes them the first thing to check (high).  A clock drop without a reason: the SM clock's p5
+# below this fraction of its max in the window.
+THROTTLE_MEDIUM_PCT = 5.0
+THROTTLE_HIGH_PCT = 30.0
+CLOCK_DROP_FRACTION = 0.85
+
+# --- slow steps vs counters ------------------------------------------------------
+# Source: the issue's "slowest 5 % of steps vs the rest" comparison (InferScope's own rule): at least
+# 20 steps (or occurrences of one range name) so that 5 % is one step or more; slow steps must be at
+# least 1.5x the rest on average, and a counter must differ by at least 10 % (relative) between the
+# two groups to be named.  A correlation, not a cause: the finding is "low".
+SLOW_STEPS_MIN_STEPS = 20
+SLOW_STEPS_FRACTION = 0.05
+SLOW_STEPS_MIN_RATIO = 1.5
+SLOW_STEPS_MIN_DIFF_PCT = 10.0

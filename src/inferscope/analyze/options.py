@@ -15,6 +15,7 @@ class AnalyzeOptions:
     nvtx_kernel_map: bool = True              # NVTX/annotation -> kernel attribution
     nvtx_coverage_warn_threshold: float = thresholds.NVTX_COVERAGE_WARN_THRESHOLD
     top_n: int = 20                           # rows in top-N tables
+    alert_thresholds: dict = field(default_factory=dict)   # {thresholds constant: value} from .inferscope.yaml / env
     extra: dict = field(default_factory=dict)
 
 
@@ -52,6 +53,8 @@ def options_from_args(args) -> "AnalyzeOptions":
     thr = args.nvtx_coverage_warn_threshold
     if thr is not None and not (0.0 <= thr <= 1.0):
         raise ConfigError("--nvtx-coverage-warn-threshold must be between 0 and 1")
+    from ..config import alert_thresholds, load_config
     return AnalyzeOptions(window=args.window, phase_map=_load_phase_map(args.phase_map),
                           nvtx_kernel_map=not args.no_nvtx_kernel_map,
-                          nvtx_coverage_warn_threshold=thresholds.NVTX_COVERAGE_WARN_THRESHOLD if thr is None else thr)
+                          nvtx_coverage_warn_threshold=thresholds.NVTX_COVERAGE_WARN_THRESHOLD if thr is None else thr,
+                          alert_thresholds=alert_thresholds(load_config()))

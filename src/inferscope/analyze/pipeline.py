@@ -22,6 +22,7 @@ from .options import AnalyzeOptions
 from .phases import phase_tables, phases
 from .sampling import cpu_sampling
 from .collection_cost import collection_cost
+from .counters import counters as counter_stats
 from .syncs import sync_table, syncs
 from .window import resolve_window
 
@@ -60,11 +61,20 @@ def _limitations(trace: Trace, res: dict) -> list[str]:
     s = trace.spans
     k = s.kind
     out = []
-    has_samples = bool((k == SpanKind.CPU_SAMPLE).any())
+    smp = k == SpanKind.CPU_SAMPLE
+    wid = trace.strings.get("waiting")
+    has_samples = bool((smp & (s.name != wid)).any())     # on-CPU samples (nsys scheduling alone gives only off-CPU time)
     if not has_samples:
         out.append("No CPU sampling in this trace: CPU preprocessing is only visible through annotated ranges "
                    "(record_function/NVTX named like tokenize/preprocess) or Python functions (with_stack); "
                    "unrecorded host time shows as 'other'.")
+    hs = trace.meta.get("host_sampling")
+    if isinstance(hs, dict):
+        out.append(f"Nsight Systems host side: {hs.get('cpu_samples', 0)} CPU IP samples and the scheduling of "
+                   f"{hs.get('sched_threads', 0)} threads imported; a sample's class comes from the first frame of its call "
+                   "chain outside the kernel/libc (CUDA, profiler and Python-interpreter libraries -> framework, the "
+                   "program's own code -> user_code), and it stands for the thread's on-CPU time since the previous sample; "
+                   "off-CPU time counts as waiting for sampled threads and threads that call CUDA or NVTX.")
     if not bool((k == SpanKind.CPU_OP).any()) and res["source"]["format"] == "kineto":
         out.append("No CPU ops in the trace (CPU activity not recorded): host-side attribution is limited.")
     if res.get("gpu") is not None:
@@ -134,6 +144,11 @@ def analyze_report(trace: Trace, options: AnalyzeOptions | None = None) -> Repor
                                             for g in res["idle_gaps"]["largest"]]}
     tables["breakdown"] = {"columns": ["category", "ms", "pct"],
                            "rows": [[r["category"], round(r["ms"], 6), round(r["pct"], 4)] for r in res["breakdown"]]}
+    ctr = counter_stats(trace, window)
+    if ctr is not None:
+        tables.update(ctr.pop("tables"))
+        warnings.extend(ctr.pop("warnings"))
+    res["counters"] = ctr
     _load_extras()
     for key, fn in EXTRA_STEPS:
         try:
@@ -146,7 +161,7 @@ def analyze_report(trace: Trace, options: AnalyzeOptions | None = None) -> Repor
         tables.update(extra.pop("tables", {}) or {})
         warnings.extend(extra.pop("warnings", []) or [])
         res[key] = extra
-    findings = findings_for(res)
+    findings = findings_for(res, options.alert_thresholds)
     res["findings"] = findings
     res["verdict"] = verdict_for(res, findings)
     res["warnings"] = warnings

@@ -93,6 +93,9 @@ class scope:
             except Exception:
                 pass
         s.buffer.append((0, _ANN, threading.get_native_id(), t0, t1, self.name, None, "inferscope.scope"))
+        m = s.metrics
+        if m is not None:
+            m.observe_scope(self.name, (t1 - t0) / 1e9)
         return False
 
     def __call__(self, fn):
@@ -139,3 +142,14 @@ def save_report(path: str | None = None, format: str | None = None, trace_path: 
     outputs = resolve_outputs(path or s.cfg.report_path, fmt)
     result = analyze(trace, AnalyzeOptions())
     return write_reports(result, trace, outputs)
+
+
+def serve_metrics(port: int = 0, host: str = "127.0.0.1") -> int | None:
+    """Serve live Prometheus metrics (``GET /metrics``) from this process: scope latency histograms,
+    system/NVML counters, InferScope's own event counts.  Starts collection when needed.  Returns the
+    bound port (``port=0``: a free one), or None when collection is disabled or the port is taken."""
+    s = _S._session or _S.get_or_start()
+    if s is None:
+        return None
+    srv = s.serve_metrics(host, port)
+    return srv.port if srv is not None else None

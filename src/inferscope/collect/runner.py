@@ -138,7 +138,9 @@ def run_command(args) -> int:
     if not cmd:
         raise ConfigError("run: no command given (usage: inferscope run [--report PATH] -- python app.py ARGS...)")
     cfg = load_config(flags={"report_path": getattr(args, "report", None),
-                             "report_format": getattr(args, "format", None)})
+                             "report_format": getattr(args, "format", None),
+                             "metrics_port": getattr(args, "metrics_port", None),
+                             "metrics_host": getattr(args, "metrics_host", None)})
     if getattr(args, "quiet", False):
         cfg.log_level = "error"   # the child's InferScope logs too (it reads the config from the parent)
     log.set_level(cfg.log_level)

@@ -158,6 +158,7 @@ class Sampler:
         self.interval_ns = int(1e9 / hz) if hz > 0 else 0
         self.scope_stacks = scope_stacks
         self.skip = skip_idents
+        self.class_totals: dict | None = None   # set by the live metrics exporter
         self.threads: dict[int, _ThreadState] = {}
         self.oncpu_by_tid: dict[int, int] = {}
         self.main_tid = threading.main_thread().native_id
@@ -220,6 +221,9 @@ class Sampler:
             return
         detail = max(st.counts, key=st.counts.get) if st.counts else None
         self.buffer.append((0, CPU_SAMPLE, st.tid, st.start, st.end, st.cls, detail, "sample"))
+        ct = self.class_totals
+        if ct is not None:     # live /metrics (exporter.py): ns per class, summed over threads
+            ct[st.cls] = ct.get(st.cls, 0) + (st.end - st.start)
 
     def open_runs(self) -> list:
         """Spans for the runs still open (used by snapshots; not appended to the buffer)."""

@@ -101,6 +101,8 @@ class Session:
         self.gpu_count = None
         self.single_gpu_error: str | None = None
         self._hk_system = False
+        self.metrics = None          # exporter.Metrics when a /metrics endpoint runs
+        self.metrics_server = None
 
     # ------------------------------------------------------------------ start
     def start(self) -> None:
@@ -138,6 +140,8 @@ class Session:
         sys_on_sampler = bool(self.sampler.interval_ns and cfg.system_sampling_hz > 0)
         if sys_on_sampler:   # piggyback on the sampler's ticks: no extra thread wake-ups
             self.sampler.periodic = (self.system.sample, int(1e9 / cfg.system_sampling_hz))
+        if getattr(cfg, "metrics_port", -1) >= 0:
+            self.serve_metrics(cfg.metrics_host, cfg.metrics_port)
         self.sampler.start()
         self._hk_system = cfg.system_sampling_hz > 0 and not sys_on_sampler
         nvml_on = self.nvml.ok and cfg.system_sampling_hz > 0
@@ -145,6 +149,13 @@ class Session:
             self._hk = threading.Thread(target=self._housekeeping, name="inferscope-housekeeping", daemon=True)
             self._hk.start()
         log.debug(f"CPU collector initialized (threads={threading.active_count()})")
+
+    def serve_metrics(self, host: str = "127.0.0.1", port: int = 0):
+        """Start the Prometheus endpoint (once); its server, or None when the port cannot be bound."""
+        if self.metrics_server is None:
+            from .exporter import start_for_session
+            self.metrics_server = start_for_session(self, host, int(port))
+        return self.metrics_server
 
     def _warn(self, msg: str) -> None:
         if msg not in self.warnings:
@@ -497,7 +508,10 @@ class Session:
             try:
                 from .system import numa_placement
                 buses = [d.get("pci_bus_id") for d in self.nvml.devices if d.get("pci_bus_id")] if self.nvml else []
-                self.numa = numa_placement(buses) if buses else None
+                self.numa = numa_placement(buses) or None
+                tm = sys.modules.get("torch")
+                if self.numa is not None and tm is not None and hasattr(tm, "get_num_threads"):
+                    self.numa["torch_threads"] = int(tm.get_num_threads())   # intra-op threads vs the CPUs allowed
             except Exception:
                 self.numa = None
             trace = self.build_trace(final=True, kineto_path=kpath, end_ns=end_ns)

@@ -132,6 +132,21 @@ def _parse_cpulist(text: str) -> set[int]:
     return out
 
 
+def format_cpulist(cpus) -> str:
+    """{0,1,2,5} -> "0-2,5" (the kernel's cpulist format)."""
+    out, run = [], []
+    for c in sorted(cpus):
+        if run and c == run[-1] + 1:
+            run.append(c)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [c]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
 def numa_placement(gpu_pci_bus_ids: list[str] | None = None, sysfs: str = "/sys") -> dict:
     """Which NUMA nodes the process may run on vs the GPU's node (from sysfs)."""
     info: dict = {}
@@ -145,6 +160,8 @@ def numa_placement(gpu_pci_bus_ids: list[str] | None = None, sysfs: str = "/sys"
         allowed = os.sched_getaffinity(0)
         info["numa_nodes"] = len(nodes)
         info["process_numa_nodes"] = sorted(n for n, cpus in nodes.items() if cpus & allowed)
+        info["process_cpus"] = format_cpulist(allowed)
+        info["node_cpus"] = {str(n): format_cpulist(cpus) for n, cpus in nodes.items()}
     except (OSError, ValueError):
         return info
     gpus = []

@@ -639,6 +639,34 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows, guard=None) -> 
         if wanted and t in schema:
             host_parts.append(_host_call_part(rd, t, kind, intern(t), intern(default)))
 
+    # ---- host samples and scheduling (CPU_SAMPLE spans, live classes), GPU metrics ----------
+    from . import nsys_host
+    try:
+        has_gpu = bool(gpu_parts) and any(len(p["start_ns"]) for p in gpu_parts)
+        active = set()
+        for p in host_parts:
+            if isinstance(p.get("kind"), np.ndarray):           # CUDA runtime/driver and NVTX parts
+                active.update(np.unique(p["gtid"]).tolist())
+        sample_part, host_info = nsys_host.cpu_sample_part(con, schema, has_gpu, intern, active)
+        gpu_metrics = nsys_host.gpu_metric_counters(con, schema)
+    except (sqlite3.Error, ValueError, TypeError, OverflowError, IndexError, KeyError) as e:   # optional tables: a bad one costs only itself
+        warnings.append(f"nsys CPU samples / scheduling / GPU metrics not imported ({type(e).__name__}: {e})")
+        sample_part, host_info, gpu_metrics = None, {}, []
+    if sample_part is not None:
+        # scheduling covers the profiler's start-up and tear-down around the program: keep the samples
+        # inside the extent of the other recorded events, so they explain that time, not extend it
+        others = [p for p in gpu_parts + sync_parts + host_parts if len(p["start_ns"])]
+        if others:
+            lo = min(int(p["start_ns"].min()) for p in others)
+            hi = max(int((p["end_ns"] if "open" not in p else np.where(p["open"], p["start_ns"], p["end_ns"])).max()) for p in others)
+            st = np.maximum(sample_part["start_ns"], lo)
+            en = np.minimum(sample_part["end_ns"], hi)
+            keep = en > st
+            sample_part.update({k: v[keep] for k, v in sample_part.items() if isinstance(v, np.ndarray)})
+            sample_part["start_ns"], sample_part["end_ns"] = st[keep], en[keep]
+        host_parts.append(sample_part)
+    missing += [t for t in nsys_host.HOST_TABLES if t not in schema]
+
     # ---- strings: intern only the nsys ids actually used -----------------
     used_ids = [p[k] for p in gpu_parts + host_parts for k in ("nsname", "nsdetail", "textid") if k in p]
     remap = _remap_strings(con, schema, rd, strings, used_ids, warnings)
@@ -716,6 +744,8 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows, guard=None) -> 
         warnings.append(f"skipped {nb} row(s) of {t} with a non-integer or out-of-range value in an integer column")
     for t, nb in sorted(rd.bad_ids.items()):
         warnings.append(f"{nb} row(s) of {t} have an id outside the 32-bit range; shown as unknown")
+    if host_info.get("cpu_samples") or host_info.get("sched_threads"):
+        meta["host_sampling"] = host_info
     rd_missing = sorted(set(rd.missing))
     meta["missing"] = missing + rd_missing
     for m in rd_missing:
@@ -727,6 +757,9 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows, guard=None) -> 
         warnings.append("the export contains no CUDA, NVTX or OS runtime events")
     meta["warnings"] = warnings
     b.meta = meta
+
+    for metric, dev, ts, val in gpu_metrics:
+        b.add_counters(b.track(TrackKind.COUNTER, device=dev, name=metric), ts, val)
 
     del runtime_part, gpu_parts, sync_parts, host_parts
     return _assemble(b, all_parts, flows)
@@ -1077,7 +1110,13 @@ def _assemble(b: TraceBuilder, parts: list[dict], flows: list) -> Trace:
     else:
         fl = Flows.empty()
     del inv, fsrc, fdst, fkind
+    if b._counter_chunks:      # GPU_METRICS
+        cc = {k: np.concatenate([c[k] for c in b._counter_chunks]) for k in ("track", "ts_ns", "value")}
+        o = np.lexsort((cc["ts_ns"], cc["track"]))
+        ctr = Counters(**{k: v[o] for k, v in cc.items()})
+    else:
+        ctr = Counters.empty()
     trace = Trace(strings=b.strings, tracks=tracks, spans=spans, flows=fl,
-                  counters=Counters.empty(), meta=dict(b.meta))
+                  counters=ctr, meta=dict(b.meta))
     compute_depth_parent(trace)
     return trace

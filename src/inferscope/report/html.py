@@ -166,7 +166,11 @@ if(svg&&out){svg.addEventListener('mousemove',function(e){
 var r=svg.getBoundingClientRect(),vb=svg.viewBox.baseVal,x=(e.clientX-r.left)*vb.width/r.width;
 var x0=+svg.dataset.x0,w=+svg.dataset.w,ms=+svg.dataset.ms;
 if(x<x0||x>x0+w){out.textContent='\\u00a0';return;}
-out.textContent='t = '+((x-x0)/w*ms).toFixed(3)+' ms from window start';});}
+var t='t = '+((x-x0)/w*ms).toFixed(3)+' ms from window start';
+svg.querySelectorAll('g.ctr').forEach(function(g){var n=+g.dataset.n,bi=Math.floor((x-x0)/w*n),bs=g.dataset.b.split(','),vs=g.dataset.v.split(',');
+var best=-1,bd=1e9;for(var i=0;i<bs.length;i++){var d=Math.abs(+bs[i]-bi);if(d<bd){bd=d;best=i;}}
+if(best>=0&&bd<=Math.max(2,n/50)){t+=' | '+g.dataset.l+' '+(+vs[best]).toPrecision(4)+(g.dataset.u?' '+g.dataset.u:'');}});
+out.textContent=t;});}
 document.querySelectorAll('table.sortable th').forEach(function(th,i){th.addEventListener('click',function(){
 var tb=th.closest('table').tBodies[0],rows=Array.prototype.slice.call(tb.rows),asc=th.dataset.asc!=='1';
 th.dataset.asc=asc?'1':'0';
@@ -346,6 +350,15 @@ def _lane_path(h: np.ndarray) -> str:
     return "".join(f"M{a} {b}h{c}v{d}h-{c}z" for a, b, c, d in zip(starts.tolist(), y.tolist(), ln.tolist(), hh.tolist()))
 
 
+def _fmtv(v: float) -> str:
+    """A counter value for an axis / tooltip: 3 significant digits, k/M/G above 1e4."""
+    a = abs(v)
+    for div, suf in ((1e9, "G"), (1e6, "M"), (1e4, "k")):
+        if a >= div * (10 if suf == "k" else 1):
+            return f"{v / div:.3g}{suf}"
+    return f"{v:.3g}"
+
+
 def _timeline(result: dict, trace, n_bins: int) -> str:
     win = _dict(result.get("window"))
     t0, t1 = _num(win.get("start_ns")), _num(win.get("end_ns"))
@@ -410,16 +423,26 @@ def _timeline(result: dict, trace, n_bins: int) -> str:
                 paths.append(f'<path fill="{tls.CLASSES[c][2]}" d="{d}"/>')
         body.append(f'<g transform="translate({x0} {y}) scale({sx:.6f} {LANE_H / 100:.4f})" pointer-events="none">{"".join(paths)}</g>')
         y += LANE_H + GAP
-    # counters
-    for cl in summ.counters:
+    # counters: one lane each, GPU first; value axis (lane bottom/top values) and per-bin values for the readout
+    for ci, cl in enumerate(summ.counters):
         lo, hi = min(0.0, cl.vmin), cl.vmax if cl.vmax > 0 else 1.0
         pts = " ".join(f"{b + 0.5:.1f},{(1 - (v - lo) / (hi - lo)) * 100:.1f}" for b, v in zip(cl.bins.tolist(), cl.values.tolist()))
-        tip = f"{cl.label}: min {cl.vmin:.4g}, max {cl.vmax:.4g} (mean per bin)"
-        body.append(f'<text x="{x0 - 8}" y="{y + 18}" font-size="12" text-anchor="end" fill="#7a4b00"><title>{attr(tip, 4000)}</title>'
-                    f'{text(clean(cl.label)[:26], 40)}</text>')
+        unit = f" {cl.unit}" if cl.unit else ""
+        tip = (f"{cl.label}: min {_fmtv(cl.vmin)}{unit}, mean {_fmtv(cl.mean)}{unit}, max {_fmtv(cl.vmax)}{unit} "
+               f"(per-bin means; axis {_fmtv(lo)}-{_fmtv(hi)}{unit})")
+        body.append(f'<text x="{x0 - 8}" y="{y + 14}" font-size="12" text-anchor="end" fill="#7a4b00"><title>{attr(tip, 4000)}</title>'
+                    f'{text(clean(cl.label)[:26], 40)}</text>'
+                    f'<text x="{x0 - 8}" y="{y + 26}" font-size="10" text-anchor="end" fill="#8a7a5a">{text(clean(cl.unit)[:8], 20)}</text>')
         body.append(f'<rect x="{x0}" y="{y}" width="{PLOT_W}" height="{CTR_H}" fill="#fbf8f2"><title>{attr(tip, 4000)}</title></rect>')
-        body.append(f'<g transform="translate({x0} {y}) scale({sx:.6f} {CTR_H / 100:.4f})" pointer-events="none">'
+        body.append(f'<g class="ctr" data-n="{nb}" data-l="{attr(clean(cl.label)[:40], 80)}" '
+                    f'data-u="{attr(clean(cl.unit)[:8], 20)}" data-b="{",".join(str(int(b)) for b in cl.bins.tolist())}" '
+                    f'data-v="{",".join(f"{v:.4g}" for v in cl.values.tolist())}" '
+                    f'transform="translate({x0} {y}) scale({sx:.6f} {CTR_H / 100:.4f})" pointer-events="none">'
                     f'<polyline fill="none" stroke="#b8860b" stroke-width="1.5" vector-effect="non-scaling-stroke" points="{pts}"/></g>')
+        # value axis: top and bottom of the lane's scale, right of the plot
+        body.append(f'<text x="{x0 + PLOT_W + 3}" y="{y + 9}" font-size="9" fill="#8a7a5a">{text(_fmtv(hi))}</text>'
+                    f'<text x="{x0 + PLOT_W + 3}" y="{y + CTR_H}" font-size="9" fill="#8a7a5a">{text(_fmtv(lo))}</text>'
+                    f'<line x1="{x0}" x2="{x0 + PLOT_W}" y1="{y}" y2="{y}" stroke="#eee3cc" stroke-width="0.5"/>')
         y += CTR_H + GAP
     lanes_y1 = y
     # idle gaps overlay (over activity lanes)
@@ -433,6 +456,23 @@ def _timeline(result: dict, trace, n_bins: int) -> str:
         body.append(f'<rect class="idle-gap" x="{xa:.1f}" y="{lanes_y0 - 2}" width="{max(1.0, xb - xa):.1f}" '
                     f'height="{lanes_y1 - lanes_y0}" fill="#e15759" fill-opacity="0.13" stroke="#e15759" stroke-opacity="0.6" '
                     f'stroke-dasharray="3 2"><title>{attr(tip, 4000)}</title></rect>')
+    # throttling band: NVML clock-event reasons set (power cap, thermal, HW slowdown ...)
+    throttled = False
+    for th in _list(_dict(result.get("counters")).get("throttle")):
+        if not isinstance(th, dict):
+            continue
+        rs = ", ".join(str(r.get("reason")) for r in _list(th.get("reasons")) if isinstance(r, dict))
+        for iv in _list(th.get("intervals"))[:200]:
+            if not (isinstance(iv, list) and len(iv) == 2 and all(isinstance(v, (int, float)) for v in iv)):
+                continue
+            a, b = max(iv[0], t0), min(iv[1], t1)
+            if b <= a:
+                continue
+            throttled = True
+            tip = f"GPU {th.get('device')} throttled {fmt_ms((iv[1] - iv[0]) / 1e6)} at +{(iv[0] - t0) / 1e6:.3f} ms ({rs})"
+            body.append(f'<rect class="throttle" x="{xpx(a):.1f}" y="{lanes_y0 - 2}" width="{max(1.0, xpx(b) - xpx(a)):.1f}" '
+                        f'height="{lanes_y1 - lanes_y0}" fill="#f28e2b" fill-opacity="0.12" stroke="#f28e2b" stroke-opacity="0.5">'
+                        f'<title>{attr(tip, 4000)}</title></rect>')
     # axis
     step = _nice_step(span_ms)
     ticks = []
@@ -444,10 +484,12 @@ def _timeline(result: dict, trace, n_bins: int) -> str:
                      f'<text x="{xt:.1f}" y="{AXIS_H - 8}" font-size="11" text-anchor="middle" fill="#5b6475">{text(lab)}</text>')
         k += 1
     H = lanes_y1 + 6
-    W = LABEL_W + PLOT_W + 20
+    W = LABEL_W + PLOT_W + 60
     legend = "".join(f'<span>{_swatch(tls.CLASSES[c][2])}{text(tls.CLASSES[c][1])}</span>' for c in sorted(used_classes))
     if gaps:
         legend += f'<span>{_swatch("#e15759", 0.3)}largest GPU idle gaps</span>'
+    if throttled:
+        legend += f'<span>{_swatch("#f28e2b", 0.3)}GPU clocks throttled (NVML clock-event reasons)</span>'
     notes = list(summ.notes)
     if not summ.lanes:
         notes.append("no CPU or GPU activity in the window")
@@ -517,6 +559,46 @@ def _tables(result: dict, max_rows: int) -> str:
     return "".join(out)
 
 
+def _counters(result: dict) -> str:
+    """Counter facts (GPU memory headroom, clock-event reasons, RSS, rates, NUMA); per-counter tables below."""
+    c = _dict(result.get("counters"))
+    if not c:
+        return ""
+    rows = []
+
+    def gib(v):
+        return f"{v / 2**30:,.2f} GiB" if isinstance(v, (int, float)) else "n/a"
+    for g in _list(c.get("gpu_memory")):
+        if isinstance(g, dict):
+            pct = g.get("peak_pct")
+            rows.append((f"GPU {g.get('device')} memory peak", f"{gib(g.get('peak_bytes'))} of {gib(g.get('total_bytes'))}"
+                         + (f" ({pct:.1f}%), headroom {gib(g.get('headroom_bytes'))}" if isinstance(pct, (int, float)) else "")))
+    for t in _list(c.get("throttle")):
+        if isinstance(t, dict) and t.get("samples"):
+            rs = ", ".join(f"{r.get('reason')} {r.get('window_pct', 0):.1f}%" for r in _list(t.get("reasons")) if isinstance(r, dict))
+            rows.append((f"GPU {t.get('device')} clocks throttled", f"{t.get('affected_pct', 0):.1f}% of the window" + (f" ({rs})" if rs else "")))
+    if isinstance(c.get("rss_peak_bytes"), (int, float)):
+        rows.append(("process RSS peak", gib(c["rss_peak_bytes"])))
+    for k, lab in (("page_faults_per_s", "page faults / s"), ("ctx_switches_per_s", "context switches / s")):
+        if isinstance(c.get(k), (int, float)):
+            rows.append((lab, f"{c[k]:,.1f}"))
+    pc = _dict(c.get("process_cores"))
+    if pc:
+        rows.append(("CPU cores of the process", f"{pc.get('cores')} ({pc.get('basis')}): mean {pc.get('mean_util_pct', 0):.1f}%, "
+                                                f"busiest {pc.get('max_core_mean_util_pct', 0):.1f}%"))
+    nm = _dict(c.get("numa"))
+    if nm:
+        gn = ", ".join(f"{g.get('pci_bus_id')} node {g.get('numa_node')}" for g in _list(nm.get("gpu_numa_nodes")) if isinstance(g, dict))
+        rows.append(("NUMA", f"{nm.get('numa_nodes')} node(s); process on {nm.get('process_numa_nodes')} ({nm.get('process_cpus')} CPUs)"
+                             + (f"; GPU {gn}; local {nm.get('gpu_local')}" if gn else "")))
+    if not rows:
+        return ""
+    return ('<section id="counters"><h2>Counters</h2><table class="ev"><tbody>' +
+            "".join(f"<tr><td>{text(k, 80)}</td><td>{text(v, 400)}</td></tr>" for k, v in rows) +
+            '</tbody></table><p class="muted">Per-counter min/mean/p95/max: table counters; per step/range: '
+            'counters_by_range; per core: counters_cores.</p></section>')
+
+
 def _notes(result: dict) -> str:
     out = []
     w = _list(result.get("warnings"))
@@ -564,6 +646,7 @@ def build_html(result: dict, trace=None, n_bins: int = 1000, max_rows: int = 25)
         _breakdown(result),
         _timeline(result, trace, n_bins),
         _findings(result),
+        _counters(result),
         _notes(result),
         _tables(result, max_rows),
         _about(result, trace),

@@ -90,6 +90,50 @@ def _table(t: dict, limit: int = 20) -> list[str]:
     return out
 
 
+def _bytes(n) -> str:
+    return "n/a" if n is None else f"{n / 2**30:,.2f} GiB" if abs(n) >= 2**30 else f"{n / 2**20:,.1f} MiB"
+
+
+def _counters_md(result: dict) -> list[str]:
+    c = result.get("counters")
+    if not c:
+        return []
+    L = ["## Counters", "", f"Rule: {md_escape(c.get('rule', ''), 400)}.", ""]
+    for g in c.get("gpu_memory") or []:
+        L.append(f"- GPU {g['device']} memory: peak {_bytes(g['peak_bytes'])}"
+                 + (f" of {_bytes(g['total_bytes'])} ({g['peak_pct']:.1f}%), headroom {_bytes(g['headroom_bytes'])}"
+                    if g.get("total_bytes") else " (total memory unknown)"))
+    for t in c.get("throttle") or []:
+        if t["samples"]:
+            rs = ", ".join(f"{md_escape(r['reason'])} {r['window_pct']:.1f}%" for r in t["reasons"]) or "none"
+            L.append(f"- GPU {t['device']} clock-event reasons: slowdown {t['affected_pct']:.1f}% of the window "
+                     f"({t['affected_samples']} of {t['samples']} samples; reasons: {rs})")
+        if t.get("clock_drop_pct") is not None:
+            L.append(f"- GPU {t['device']} SM clock: max {_fmt(t.get('sm_clock_mhz_max'), 0)} MHz, below 85% of it for "
+                     f"{t['clock_drop_pct']:.1f}% of the window")
+    if c.get("rss_peak_bytes") is not None:
+        L.append(f"- Process RSS peak: {_bytes(c['rss_peak_bytes'])}")
+    if c.get("page_faults_per_s") is not None or c.get("ctx_switches_per_s") is not None:
+        L.append(f"- Page faults: {_fmt(c.get('page_faults_per_s'), 1)}/s; context switches: {_fmt(c.get('ctx_switches_per_s'), 1)}/s")
+    pc = c.get("process_cores")
+    if pc:
+        L.append(f"- CPU cores of the process ({pc['cores']}; {md_escape(pc['basis'])}): mean utilisation "
+                 f"{pc['mean_util_pct']:.1f}%, busiest core {pc['max_core_mean_util_pct']:.1f}% on average (table counters_cores)")
+    nm = c.get("numa")
+    if nm:
+        gn = ", ".join(f"{md_escape(g['pci_bus_id'])} on node {g['numa_node']}" for g in nm.get("gpu_numa_nodes") or [])
+        L.append(f"- NUMA: {_fmt(nm.get('numa_nodes'))} node(s); the process may run on node(s) "
+                 f"{md_escape(nm.get('process_numa_nodes'))} ({_fmt(nm.get('process_cpus'))} CPUs)"
+                 + (f"; GPU {gn}; GPU local: {nm.get('gpu_local')}" if gn else "; no GPU PCI device recorded")
+                 + (f"; torch intra-op threads: {nm['torch_threads']}" if nm.get("torch_threads") else ""))
+    if c.get("dropped_samples"):
+        L.append(f"- {c['dropped_samples']} sample(s) dropped (NaN, infinite or negative)")
+    if len(L) == 4:          # nothing beyond the rule: the per-counter table below says it all
+        return []
+    L.append("")
+    return L
+
+
 TABLE_TITLES = [
     ("kernels", "Top GPU kernels (by total time)"),
     ("copies", "Copies"),
@@ -105,6 +149,9 @@ TABLE_TITLES = [
     ("memory_ops_by_api", "Memory operations by API (pageable async copies, synchronous copies / memsets)"),
     ("sync_like_api_names", "API names that look sync-like (Synchronize / Wait / Query in the name; includes non-blocking polls, not blocked time)"),
     ("kernels_by_pid", "Top kernels per process"),
+    ("counters", "Counters over the window (GPU first; cumulative counters as rates)"),
+    ("counters_by_range", "Counter means per step / range (samples inside its occurrences)"),
+    ("counters_cores", "CPU utilisation of the process's cores"),
     ("sync_by_pid", "Blocking sync calls per process"),
     ("nvtx_by_pid", "NVTX ranges per process"),
 ]
@@ -163,6 +210,7 @@ def render_markdown(result: dict) -> str:
             for r in ig["per_stream"]:
                 L.append(f"| {md_escape(r['stream'])} | {r['gaps']} | {r['idle_ms']:.3f} | {r['host_wait_ms']:.3f} | {r['kernel_wait_ms']:.3f} | {r['other_ms']:.3f} |")
             L += ["", "Gap sizes (all streams): " + ", ".join(f"{d['bucket']}: {d['count']} ({d['stream_ms']:.2f} stream-ms)" for d in ig["distribution"]), ""]
+    L += _counters_md(result)
     k = result.get("kernels") or {}
     if k.get("count"):
         L += ["## Kernels", "",

@@ -49,6 +49,8 @@ class CounterLane:
     values: np.ndarray        # mean value per such bin
     vmin: float
     vmax: float
+    unit: str = ""
+    mean: float = 0.0
 
 
 @dataclass
@@ -239,31 +241,71 @@ def summarise(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
             for j, i in enumerate(ii.tolist()):
                 marks.append(Mark(label=names[j], kind=mkind, start_ns=int(s.start_ns[i]), end_ns=int(s.end_ns[i])))
 
-    # ---- counters (CPU utilisation, NVML ...) averaged per bin ----
-    counters: list[CounterLane] = []
-    c = trace.counters
-    if len(c):
-        ctr_tracks = np.unique(c.track)
-        for t in ctr_tracks[:6].tolist():
-            m = (c.track == t) & (c.ts_ns >= t0) & (c.ts_ns <= t1)
-            if not m.any():
-                continue
-            ts = c.ts_ns[m]
-            v = c.value[m]
-            fin = np.isfinite(v)
-            ts, v = ts[fin], v[fin]
-            if len(v) == 0:
-                continue
-            b = np.clip(np.searchsorted(edges, ts - t0, side="right") - 1, 0, n_bins - 1)
-            cnt = np.bincount(b, minlength=n_bins)
-            sm = np.bincount(b, weights=v, minlength=n_bins)
-            has = np.flatnonzero(cnt)
-            vals = sm[has] / cnt[has]
-            counters.append(CounterLane(label=trace.track_label(int(t)), unit_max=float(vals.max()),
-                                        bins=has, values=vals, vmin=float(vals.min()), vmax=float(vals.max())))
-        if len(ctr_tracks) > 6:
-            notes.append(f"{len(ctr_tracks) - 6} counter track(s) not drawn")
+    # ---- counters (NVML first, then CPU, process, per core) averaged per bin ----
+    counters = counter_lanes(trace, t0, t1, edges, n_bins, notes)
 
     return TimelineSummary(t0=t0, t1=t1, n_bins=n_bins, edges=edges, lanes=lanes, counters=counters,
                            marks=marks, hidden_lanes=hidden, notes=notes,
                            partition=partition_lane(trace, t0, t1, edges) if len(s) else None)
+
+
+MAX_CORE_LANES = 16
+
+
+def _counter_order(metric: str, device: int) -> tuple:
+    core = metric.startswith("cpu.core")
+    return (0 if metric.startswith("gpu.") else 3 if core else 1 if metric.startswith("cpu.") else 2, device,
+            int(metric[8:].split(".")[0]) if core and metric[8:].split(".")[0].isdigit() else 0, metric)
+
+
+def counter_lanes(trace, t0: int, t1: int, edges: np.ndarray, n_bins: int, notes: list) -> list:
+    """One lane per counter track, GPU counters first; cumulative counters (page faults, context
+    switches) drawn as rates; the clock-event reason bitmask is drawn as the throttling band instead;
+    per-core CPU lanes after the first MAX_CORE_LANES are counted in a note."""
+    from ..analyze.counters import CUMULATIVE, REASONS_METRIC, unit_of
+    c = trace.counters
+    out: list[CounterLane] = []
+    if not len(c):
+        return out
+    tracks = []
+    for t in np.unique(c.track).tolist():
+        nid = int(trace.tracks.name[t])
+        metric = trace.strings[nid] if nid >= 0 else trace.track_label(int(t))
+        if metric == REASONS_METRIC:
+            continue
+        tracks.append((_counter_order(metric, int(trace.tracks.device[t])), t, metric))
+    tracks.sort()
+    cores_drawn = cores_hidden = 0
+    for _, t, metric in tracks:
+        if metric.startswith("cpu.core"):
+            if cores_drawn >= MAX_CORE_LANES:
+                cores_hidden += 1
+                continue
+        m = c.track == t
+        ts, v = c.ts_ns[m], c.value[m]
+        if metric in CUMULATIVE:
+            o = np.argsort(ts, kind="stable")
+            ts, v = ts[o], v[o]
+            dt = np.diff(ts) / 1e9
+            with np.errstate(divide="ignore", invalid="ignore"):
+                v = np.diff(v) / dt
+            ts = ts[1:]
+            metric = CUMULATIVE[metric]
+        sel = (ts >= t0) & (ts <= t1) & np.isfinite(v) & (v >= 0)
+        ts, v = ts[sel], v[sel]
+        if len(v) == 0:
+            continue
+        b = np.clip(np.searchsorted(edges, ts - t0, side="right") - 1, 0, n_bins - 1)
+        cnt = np.bincount(b, minlength=n_bins)
+        sm = np.bincount(b, weights=v, minlength=n_bins)
+        has = np.flatnonzero(cnt)
+        vals = sm[has] / cnt[has]
+        dev = int(trace.tracks.device[t])
+        label = f"GPU{dev} {metric[4:]}" if metric.startswith("gpu.") and dev >= 0 else metric
+        out.append(CounterLane(label=label, unit_max=float(vals.max()), bins=has, values=vals, vmin=float(vals.min()),
+                               vmax=float(vals.max()), unit=unit_of(metric), mean=float(v.mean())))
+        if metric.startswith("cpu.core"):
+            cores_drawn += 1
+    if cores_hidden:
+        notes.append(f"{cores_hidden} per-core CPU counter(s) not drawn (first {MAX_CORE_LANES} shown; all in the counters_cores table)")
+    return out
