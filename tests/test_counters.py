@@ -144,7 +144,7 @@ def _stub_run(tmp_path, temp):
                         "--", PY, str(tmp_path / "w.py")], env=env, capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert r.returncode == 0, r.stderr
     import json
-    return json.loads((tmp_path / "report.json").read_text()), (tmp_path / "r.md").read_text()
+    return json.loads((tmp_path / "r.json").read_text()), (tmp_path / "r.md").read_text()
 
 
 @pytest.mark.live

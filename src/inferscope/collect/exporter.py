@@ -107,12 +107,19 @@ class Metrics:
                   f"inferscope_events_total {buf.total}",
                   "# HELP inferscope_dropped_events_total Events dropped by the full ring buffer (oldest first).",
                   "# TYPE inferscope_dropped_events_total counter", f"inferscope_dropped_events_total {buf.dropped}"]
-            ct = getattr(getattr(session, "sampler", None), "class_totals", None)
+            smp = getattr(session, "sampler", None)
+            ct = getattr(smp, "class_totals", None)
             if isinstance(ct, dict):
+                tot = dict(ct)
+                try:      # runs still open count up to their last tick (stays monotonic: a run only grows)
+                    for r in smp.open_runs():
+                        tot[r[5]] = tot.get(r[5], 0) + (r[4] - r[3])
+                except Exception:
+                    pass
                 L += ["# HELP inferscope_cpu_class_seconds_total Host time by the CPU sampler's class, summed over threads "
-                      "(a thread's run of one class is counted when it ends).",
+                      "(up to each thread's last sample).",
                       "# TYPE inferscope_cpu_class_seconds_total counter"]
-                for cls, ns in sorted(dict(ct).items()):
+                for cls, ns in sorted(tot.items()):
                     L.append(f'inferscope_cpu_class_seconds_total{{class="{escape_label(cls)}"}} {_fmt(ns / 1e9)}')
             ticks = getattr(getattr(session, "sampler", None), "ticks", None)
             if isinstance(ticks, int):

@@ -78,7 +78,8 @@ def _strings(con, ids) -> dict[int, str]:
 
 
 def _tool_threads(con, schema) -> set[int]:
-    if "ThreadNames" not in schema:
+    # StringIds must be a readable table: `schema` leaves out views with WITH (may never finish)
+    if "ThreadNames" not in schema or "StringIds" not in schema:
         return set()
     try:
         rows = con.execute("SELECT t.globalTid, s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId").fetchall()
@@ -107,7 +108,7 @@ def sample_classes(con, schema, has_gpu: bool):
         ch = np.array(con.execute(f"SELECT id, COALESCE(module, -1), COALESCE({sym}, -1), stackDepth FROM {CALLCHAINS} "
                                   "ORDER BY id, stackDepth").fetchall(), dtype=np.int64).reshape(-1, 4)
         if len(ch):
-            s = _strings(con, np.unique(np.concatenate((ch[:, 1], ch[:, 2]))).tolist())
+            s = _strings(con, np.unique(np.concatenate((ch[:, 1], ch[:, 2]))).tolist()) if "StringIds" in schema else {}
             mods, inv = np.unique(ch[:, 1], return_inverse=True)
             mcode = np.array([module_class(s.get(int(m), ""), has_gpu) for m in mods.tolist()], np.int64)
             code = mcode[inv]
