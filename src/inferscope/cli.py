@@ -108,7 +108,25 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("cmd", nargs=argparse.REMAINDER, help="the program and its arguments")
     _add_analysis_args(r)
     r.set_defaults(func=cmd_run)
+
+    d = sub.add_parser("diff", help="compare two runs: inferscope diff BEFORE AFTER (traces or report.json files)")
+    d.add_argument("before")
+    d.add_argument("after")
+    d.add_argument("-o", "--output", default=None, help="output directory (default ./inferscope-diff)")
+    d.add_argument("--format", default=None, help="comma-separated: md,json,html (default md,json)")
+    d.add_argument("--fail-on-regression", type=float, default=None, metavar="PCT",
+                   help="exit 1 when the compared time regressed (beyond noise when known) by more than PCT percent")
+    d.add_argument("--min-change", type=float, default=None, metavar="PCT",
+                   help="smallest change called a regression/improvement (default 10; see thresholds.DIFF_MIN_CHANGE_PCT)")
+    d.add_argument("-q", "--quiet", action="store_true")
+    _add_analysis_args(d)
+    d.set_defaults(func=cmd_diff)
     return p
+
+
+def cmd_diff(args) -> int:
+    from .compare import cli_diff
+    return cli_diff(args)
 
 
 def cmd_run(args) -> int:
