@@ -121,7 +121,27 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("-q", "--quiet", action="store_true")
     _add_analysis_args(d)
     d.set_defaults(func=cmd_diff)
+
+    sw = sub.add_parser("sweep", help="run a program once per parameter value under collection: "
+                                      "inferscope sweep --param batch=1,2,4 -- python app.py --batch-size {batch}")
+    sw.add_argument("--param", action="append", required=True, metavar="NAME=V1,V2,...",
+                    help="a parameter and its values; {NAME} in the command is replaced (several: Cartesian product)")
+    sw.add_argument("--repeat", type=int, default=1, help="runs per value (default 1)")
+    sw.add_argument("-o", "--output", default=None, help="output directory (default ./outputs)")
+    sw.add_argument("--items-param", default=None, metavar="NAME",
+                    help="throughput when the reports have no llm.tokens_per_s: NAME items per run / e2e")
+    sw.add_argument("--min-gain", type=float, default=None, metavar="PCT",
+                    help="throughput 'stops scaling' below this gain per step (default 10)")
+    sw.add_argument("--window", default=None, help="analysis window for every run (see analyze --window)")
+    sw.add_argument("-q", "--quiet", action="store_true")
+    sw.add_argument("cmd", nargs=argparse.REMAINDER, help="-- the program and its arguments")
+    sw.set_defaults(func=cmd_sweep)
     return p
+
+
+def cmd_sweep(args) -> int:
+    from .sweep import cli_sweep
+    return cli_sweep(args)
 
 
 def cmd_diff(args) -> int:

@@ -150,3 +150,9 @@ PROFILER_COST_WARN_PCT = 10.0
 # program (examples/zoo/tokenize_requests.py) on a shared 2-core box differed by up to 26 % per
 # request while each run's band was ±28 %; `--min-change` overrides it.
 DIFF_MIN_CHANGE_PCT = 10.0
+
+# --- sweep (inferscope sweep) ---------------------------------------------------
+# Throughput "stops scaling" at the first parameter value whose throughput gains less than this
+# over the previous value (e.g. doubling the batch buys < 10 % more tokens/s).  The same 10 % as
+# DIFF_MIN_CHANGE_PCT: a smaller gain is within the run-to-run noise of one run per value.
+SWEEP_MIN_THROUGHPUT_GAIN_PCT = 10.0
