@@ -31,6 +31,11 @@ def cmd_analyze(args) -> int:
     from .analyze.pipeline import analyze
     from .ingest import load_trace
     from .report.markdown import headline
+    if isinstance(args.trace, list):
+        from .batch import cli_analyze_many, is_many
+        if is_many(args.trace):
+            return cli_analyze_many(args)
+        args.trace = args.trace[0]
     if args.print_schema:
         from .ingest import detect_format
         if detect_format(args.trace) != "nsys":
@@ -79,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command")
 
     a = sub.add_parser("analyze", help="analyse a trace (PyTorch profiler JSON[.gz], Nsight Systems .sqlite, InferScope .iscope)")
-    a.add_argument("trace")
+    a.add_argument("trace", nargs="+", help="a trace; several, a folder or a glob: one report folder each plus summary.jsonl")
+    a.add_argument("--jobs", type=int, default=1, metavar="N", help="with several inputs: analyse N at a time (processes)")
     a.add_argument("-o", "--output", default=None,
                    help="output directory (default ./inferscope-out) or a single report file (report.md, report.html, report.json)")
     a.add_argument("--format", default=None, help=f"comma-separated: md,json,csv,html,chrome (default {DEFAULT_FORMATS})")
