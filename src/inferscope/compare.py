@@ -54,10 +54,12 @@ def _as_report(path: Path) -> dict | None:
     """The parsed document when ``path`` is an InferScope report.json, else None."""
     try:
         with open(path, "rb") as f:
-            head = f.read(2)
+            head = f.read(4096)
     except OSError as e:
         raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
-    if not head.lstrip()[:1] == b"{" or path.stat().st_size > REPORT_JSON_MAX_BYTES:
+    # report.json opens with "schema_version" (InferScope writes it first); a Kineto trace does not
+    # (its key is "schemaVersion"), so a big trace is never decoded twice
+    if head.lstrip()[:1] != b"{" or b'"schema_version"' not in head or path.stat().st_size > REPORT_JSON_MAX_BYTES:
         return None
     import msgspec
     try:

@@ -143,16 +143,18 @@ PROFILER_COST_RANGE_US = (2.2, 5.0)
 PROFILER_COST_WARN_PCT = 10.0
 
 # --- diff (inferscope diff) ----------------------------------------------------
-# A difference between two runs is called a regression/improvement only when it is beyond the
-# 95 % band of the per-step (per-range) variance AND at least this large.  Within-run variance
-# misses run-to-run noise (machine load, clocks, caches); airspeed velocity (asv) uses the same
-# two-part rule with a default factor of 1.1 (10 %).  Measured here: two runs of the same zoo
-# program (examples/zoo/tokenize_requests.py) on a shared 2-core box differed by up to 26 % per
-# request while each run's band was ±28 %; `--min-change` overrides it.
+# Source: airspeed velocity (asv compare), which calls a benchmark changed only when the change is
+# statistically significant AND larger than a factor (default 1.1, i.e. 10 %).  A difference between
+# two runs is a regression/improvement only when it is beyond the 95 % band of the per-step
+# (per-range) variance AND at least this large: within-run variance misses run-to-run noise (machine
+# load, clocks, caches).  Measured here (a shared, busy 2-core box): two runs of the same zoo program
+# (examples/zoo/tokenize_requests.py) one after the other differed by 3-35 % per request; `--min-change`
+# overrides it.
 DIFF_MIN_CHANGE_PCT = 10.0
 
 # --- sweep (inferscope sweep) ---------------------------------------------------
-# Throughput "stops scaling" at the first parameter value whose throughput gains less than this
-# over the previous value (e.g. doubling the batch buys < 10 % more tokens/s).  The same 10 % as
-# DIFF_MIN_CHANGE_PCT: a smaller gain is within the run-to-run noise of one run per value.
+# Source: the same 10 % as DIFF_MIN_CHANGE_PCT (asv's default factor): throughput "stops scaling" at
+# the first parameter value whose throughput gains less than this over the previous value (e.g.
+# doubling the batch buys < 10 % more tokens/s); a smaller gain is within the run-to-run noise of one
+# run per value.
 SWEEP_MIN_THROUGHPUT_GAIN_PCT = 10.0
