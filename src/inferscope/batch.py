@@ -1,7 +1,9 @@
 """``inferscope analyze`` over many inputs: several files, folders or globs.
 
 One report folder per input (the usual md/json/csv/... files) plus, in the output folder,
-``summary.jsonl`` (one row per trace and window) and ``findings.jsonl`` (one row per finding).
+``summary.jsonl`` (one row per trace and window) and ``findings.jsonl`` (one row per finding), and
+the same as ``summary.parquet`` / ``findings.parquet`` (one column per share) when pyarrow is
+installed (extra ``[parquet]``).
 ``--jobs N`` analyses N inputs at a time in worker processes; each worker holds one trace at a
 time and is replaced after a few inputs, so memory is bounded by N traces.  A bad input is one
 row with its one-line error (the others still run); the command then exits 2.
@@ -160,6 +162,61 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
         raise InferScopeError(f"cannot write {path}: {e.strerror or e}") from None
 
 
+CATEGORIES = ("gpu_compute", "gpu_communication", "h2d_copy", "d2h_copy", "other_copy", "sync_wait",
+              "cpu_preprocessing", "framework_overhead", "cpu_compute", "waiting", "other")
+
+
+def flat_summary(rows: list[dict]) -> list[dict]:
+    """summary rows with one column per share and LLM metric (the Parquet layout)."""
+    out = []
+    for r in rows:
+        f = {k: r.get(k) for k in ("source", "report_dir", "error", "format", "window", "e2e_ms", "gpu_idle_pct",
+                                   "verdict", "confidence")}
+        f["devices"] = list(r.get("devices") or [])
+        f["top_findings"] = list(r.get("top_findings") or [])
+        for c in CATEGORIES:
+            f[f"{c}_pct"] = (r.get("shares_pct") or {}).get(c)
+        llm = r.get("llm") or {}
+        for k in ("ttft_ms", "tpot_ms", "tokens_per_s"):
+            v = llm.get(k)
+            f[k] = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        out.append(f)
+    return out
+
+
+def write_parquet(path: Path, rows: list[dict], schema) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .util.atomic import atomic_open
+    table = pa.Table.from_pylist(rows, schema=schema)
+    try:
+        with atomic_open(path, "wb") as f:
+            pq.write_table(table, f)
+    except OSError as e:
+        raise InferScopeError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def parquet_outputs(outdir: Path, rows: list[dict], findings: list[dict]) -> list[Path]:
+    """summary.parquet / findings.parquet when pyarrow is installed (extra [parquet]); else nothing."""
+    try:
+        import pyarrow as pa
+    except ImportError:
+        return []
+    s = pa.schema([("source", pa.string()), ("report_dir", pa.string()), ("error", pa.string()), ("format", pa.string()),
+                   ("window", pa.string()), ("e2e_ms", pa.float64()), ("gpu_idle_pct", pa.float64()), ("verdict", pa.string()),
+                   ("confidence", pa.float64()), ("devices", pa.list_(pa.string())), ("top_findings", pa.list_(pa.string()))] +
+                  [(f"{c}_pct", pa.float64()) for c in CATEGORIES] +
+                  [("ttft_ms", pa.float64()), ("tpot_ms", pa.float64()), ("tokens_per_s", pa.float64())])
+    fs = pa.schema([("source", pa.string()), ("id", pa.string()), ("severity", pa.string()), ("title", pa.string()),
+                    ("suggestion", pa.string()), ("evidence_json", pa.string())])
+    frows = [{"source": f["source"], "id": f["id"], "severity": f["severity"], "title": f["title"],
+              "suggestion": f["suggestion"], "evidence_json": json.dumps(f.get("evidence"), ensure_ascii=False)} for f in findings]
+    write_parquet(outdir / "summary.parquet", flat_summary(rows), s)
+    write_parquet(outdir / "findings.parquet", frows, fs)
+    return [outdir / "summary.parquet", outdir / "findings.parquet"]
+
+
 def cli_analyze_many(args) -> int:
     from .analyze.options import options_from_args
     from .report.markdown import plain
@@ -177,11 +234,12 @@ def cli_analyze_many(args) -> int:
     rows, findings = analyze_many(list(args.trace), outdir, args.format, opts, args.jobs, say)
     write_jsonl(Path(outdir) / "summary.jsonl", rows)
     write_jsonl(Path(outdir) / "findings.jsonl", findings)
+    extra = parquet_outputs(Path(outdir), rows, findings)
     bad = [r for r in rows if r.get("error")]
     if not args.quiet:
         print(f"analysed {len(rows) - len(bad)} of {len(rows)} inputs")
-        print(f"wrote {Path(outdir) / 'summary.jsonl'}")
-        print(f"wrote {Path(outdir) / 'findings.jsonl'}")
+        for p in [Path(outdir) / "summary.jsonl", Path(outdir) / "findings.jsonl", *extra]:
+            print(f"wrote {p}")
     if bad:
         for r in bad:
             print(plain(f"inferscope: error: {r['source']}: {r['error']}", 400), file=sys.stderr)
