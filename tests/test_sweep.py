@@ -82,6 +82,13 @@ def test_scaling_stops_and_category_grows():
     assert s["stops_scaling_at"] == "4" and s["best_throughput_at"] == "8"
     assert s["grows_most"]["category"] == "gpu_compute" and s["grows_most"]["delta_pp"] == pytest.approx(60.0)
     assert any("stops scaling at batch=4" in x for x in s["statements"])
+    # repeats: the statement gives the spread when the repeats' throughputs overlap
+    rows_r = rows + [dict(_row("2", 11.0, 196.0, {"gpu_compute": 45.0}), repeat=2),
+                     dict(_row("4", 20.0, 186.0, {"gpu_compute": 80.0}), repeat=2)]
+    pts = aggregate(rows_r, params)
+    assert pts[1]["runs"] == 2 and pts[1]["throughput"] == pytest.approx(189.0) and pts[1]["throughput_min"] == 182.0
+    s3 = scaling(pts, params, 10.0)[0]
+    assert s3["stops_scaling_at"] == "4" and any("repeats overlap (182-196 vs 186-190)" in x for x in s3["statements"])
     # no throughput: said so, no stop claimed
     rows2 = [dict(r, throughput=None) for r in rows]
     s2 = scaling(aggregate(rows2, params), params, 10.0)[0]

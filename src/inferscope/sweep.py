@@ -136,6 +136,8 @@ def aggregate(rows: list[dict], params: list[tuple[str, list[str]]]) -> list[dic
         pt = {"params": values, "runs": len(rs), "e2e_ms": _mean(e2es),
               "e2e_ms_min": min(e2es) if e2es else None, "e2e_ms_max": max(e2es) if e2es else None,
               "throughput": _mean([r["throughput"] for r in rs]),
+              "throughput_min": min((r["throughput"] for r in rs if r["throughput"] is not None), default=None),
+              "throughput_max": max((r["throughput"] for r in rs if r["throughput"] is not None), default=None),
               "throughput_unit": next((r["throughput_unit"] for r in rs if r["throughput_unit"]), None),
               "shares_pct": {c: _mean([r["shares_pct"].get(c, 0.0) for r in rs]) for c in CATEGORIES} if rs else {},
               "verdicts": sorted({r["verdict"] for r in rs if r["verdict"]}),
@@ -165,10 +167,15 @@ def scaling(points: list[dict], params: list[tuple[str, list[str]]], min_gain_pc
                     gain = 100 * (thr[j] / thr[j - 1] - 1) if thr[j - 1] else None   # from 0: no ratio
                     if gain is not None and gain < min_gain_pct:
                         s["stops_scaling_at"] = series[j]["params"][name]
+                        p0, p1 = series[j - 1], series[j]
+                        spread = ""
+                        if p0["runs"] > 1 and p1["runs"] > 1 and p1["throughput_max"] >= p0["throughput_min"]:
+                            spread = (f"; the repeats overlap ({p0['throughput_min']:.3g}-{p0['throughput_max']:.3g} vs "
+                                      f"{p1['throughput_min']:.3g}-{p1['throughput_max']:.3g})")
                         s["statements"].append(
-                            f"throughput stops scaling at {name}={series[j]['params'][name]}: "
+                            f"throughput stops scaling at {name}={p1['params'][name]}: "
                             f"{thr[j - 1]:.3g} -> {thr[j]:.3g} {s['throughput_unit']} ({gain:+.1f}%, below the {min_gain_pct:g}% "
-                            f"minimum gain) from {name}={series[j - 1]['params'][name]}")
+                            f"minimum gain) from {name}={p0['params'][name]}{spread}")
                         break
                 if s["stops_scaling_at"] is None:
                     s["statements"].append(f"throughput keeps scaling up to {name}={series[-1]['params'][name]} "
