@@ -54,6 +54,11 @@ def cmd_analyze(args) -> int:
     from .analyze.pipeline import analyze
     from .ingest import load_trace
     from .report.markdown import headline, plain
+    if isinstance(args.trace, list):
+        from .batch import cli_analyze_many, is_many
+        if is_many(args.trace):
+            return cli_analyze_many(args)
+        args.trace = args.trace[0]
     cfg = _config(args, report_format=args.format)
     if args.print_schema:
         from .ingest import detect_format
@@ -115,7 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command")
 
     a = sub.add_parser("analyze", help="analyse a trace (PyTorch profiler JSON[.gz], Nsight Systems .sqlite, InferScope .iscope)")
-    a.add_argument("trace")
+    a.add_argument("trace", nargs="+", help="a trace; several, a folder or a glob: one report folder each plus summary.jsonl")
+    a.add_argument("--jobs", type=int, default=1, metavar="N", help="with several inputs: analyse N at a time (processes)")
     a.add_argument("-o", "--output", default=None,
                    help="output directory (default ./inferscope-out) or a single report file (report.md, report.html, report.json)")
     a.add_argument("--format", default=None, help=f"comma-separated: md,json,csv,html,chrome (default {DEFAULT_FORMATS})")
@@ -148,7 +154,45 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("cmd", nargs=argparse.REMAINDER, help="the program and its arguments")
     _add_analysis_args(r)
     r.set_defaults(func=cmd_run)
+
+    d = sub.add_parser("diff", help="compare two runs: inferscope diff BEFORE AFTER (traces or report.json files)")
+    d.add_argument("before")
+    d.add_argument("after")
+    d.add_argument("-o", "--output", default=None, help="output directory (default ./inferscope-diff)")
+    d.add_argument("--format", default=None, help="comma-separated: md,json,html (default md,json)")
+    d.add_argument("--fail-on-regression", type=float, default=None, metavar="PCT",
+                   help="exit 1 when the compared time regressed (beyond noise when known) by more than PCT percent")
+    d.add_argument("--min-change", type=float, default=None, metavar="PCT",
+                   help="smallest change called a regression/improvement (default 10; see thresholds.DIFF_MIN_CHANGE_PCT)")
+    d.add_argument("-q", "--quiet", action="store_true")
+    _add_analysis_args(d)
+    d.set_defaults(func=cmd_diff)
+
+    sw = sub.add_parser("sweep", help="run a program once per parameter value under collection: "
+                                      "inferscope sweep --param batch=1,2,4 -- python app.py --batch-size {batch}")
+    sw.add_argument("--param", action="append", required=True, metavar="NAME=V1,V2,...",
+                    help="a parameter and its values; {NAME} in the command is replaced (several: Cartesian product)")
+    sw.add_argument("--repeat", type=int, default=1, help="runs per value (default 1)")
+    sw.add_argument("-o", "--output", default=None, help="output directory (default ./outputs)")
+    sw.add_argument("--items-param", default=None, metavar="NAME",
+                    help="throughput when the reports have no llm.tokens_per_s: NAME items per run / e2e")
+    sw.add_argument("--min-gain", type=float, default=None, metavar="PCT",
+                    help="throughput 'stops scaling' below this gain per step (default 10)")
+    sw.add_argument("--window", default=None, help="analysis window for every run (see analyze --window)")
+    sw.add_argument("-q", "--quiet", action="store_true")
+    sw.add_argument("cmd", nargs=argparse.REMAINDER, help="-- the program and its arguments")
+    sw.set_defaults(func=cmd_sweep)
     return p
+
+
+def cmd_sweep(args) -> int:
+    from .sweep import cli_sweep
+    return cli_sweep(args)
+
+
+def cmd_diff(args) -> int:
+    from .compare import cli_diff
+    return cli_diff(args)
 
 
 def cmd_run(args) -> int:

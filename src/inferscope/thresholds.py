@@ -180,3 +180,20 @@ SLOW_STEPS_MIN_STEPS = 20
 SLOW_STEPS_FRACTION = 0.05
 SLOW_STEPS_MIN_RATIO = 1.5
 SLOW_STEPS_MIN_DIFF_PCT = 10.0
+
+# --- diff (inferscope diff) ----------------------------------------------------
+# Source: airspeed velocity (asv compare), which calls a benchmark changed only when the change is
+# statistically significant AND larger than a factor (default 1.1, i.e. 10 %).  A difference between
+# two runs is a regression/improvement only when it is beyond the 95 % band of the per-step
+# (per-range) variance AND at least this large: within-run variance misses run-to-run noise (machine
+# load, clocks, caches).  Measured here (a shared, busy 2-core box): two runs of the same zoo program
+# (examples/zoo/tokenize_requests.py) one after the other differed by 3-35 % per request; `--min-change`
+# overrides it.
+DIFF_MIN_CHANGE_PCT = 10.0
+
+# --- sweep (inferscope sweep) ---------------------------------------------------
+# Source: the same 10 % as DIFF_MIN_CHANGE_PCT (asv's default factor): throughput "stops scaling" at
+# the first parameter value whose throughput gains less than this over the previous value (e.g.
+# doubling the batch buys < 10 % more tokens/s); a smaller gain is within the run-to-run noise of one
+# run per value.
+SWEEP_MIN_THROUGHPUT_GAIN_PCT = 10.0

@@ -1,0 +1,247 @@
+"""``inferscope analyze`` over many inputs: several files, folders or globs.
+
+One report folder per input (the usual md/json/csv/... files) plus, in the output folder,
+``summary.jsonl`` (one row per trace and window) and ``findings.jsonl`` (one row per finding), and
+the same as ``summary.parquet`` / ``findings.parquet`` (one column per share) when pyarrow is
+installed (extra ``[parquet]``).
+``--jobs N`` analyses N inputs at a time in worker processes; each worker holds one trace at a
+time and is replaced after a few inputs, so memory is bounded by N traces.  A bad input is one
+row with its one-line error (the others still run); the command then exits 2.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+from .errors import ConfigError, InferScopeError, InputError
+
+TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".sqlite", ".iscope")
+SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2, "info": 3}
+MAX_TASKS_PER_CHILD = 4
+
+
+def is_many(inputs: list[str]) -> bool:
+    """True when the analyze arguments name more than one trace (several paths, a folder, a glob)."""
+    if len(inputs) != 1:
+        return True
+    p = inputs[0]
+    return Path(p).is_dir() or (not Path(p).exists() and glob.has_magic(p))
+
+
+def expand(inputs: list[str]) -> list[Path]:
+    out: list[Path] = []
+    for a in inputs:
+        p = Path(a)
+        if p.is_dir():
+            found = sorted(q for q in p.rglob("*") if q.is_file() and q.name.lower().endswith(TRACE_SUFFIXES)
+                           and not q.name.startswith("."))
+            if not found:
+                raise InputError(f"{a}: no trace files in this folder ({', '.join(TRACE_SUFFIXES)})")
+            out += found
+        elif p.exists():
+            out.append(p)
+        elif glob.has_magic(a):
+            found = sorted(Path(x) for x in glob.glob(a, recursive=True) if Path(x).is_file())
+            if not found:
+                raise InputError(f"{a}: no file matches")
+            out += found
+        else:
+            raise InputError(f"{a}: no such file")
+    seen, uniq = set(), []
+    for p in out:
+        k = os.path.realpath(p)
+        if k not in seen:
+            seen.add(k)
+            uniq.append(p)
+    return uniq
+
+
+def _folder_names(paths: list[Path]) -> list[str]:
+    names, used = [], set()
+    for p in paths:
+        stem = p.name
+        for suf in (".gz", ".json", ".sqlite", ".iscope", ".pt.trace", ".trace"):
+            if stem.lower().endswith(suf):
+                stem = stem[: -len(suf)]
+        base = re.sub(r"[^A-Za-z0-9_.-]", "_", stem)[:100].strip(".") or "trace"
+        name, k = base, 2
+        while name in used:
+            name, k = f"{base}_{k}", k + 1
+        used.add(name)
+        names.append(name)
+    return names
+
+
+def _llm(result: dict) -> dict | None:
+    llm = result.get("llm")
+    if not isinstance(llm, dict):
+        return None
+    return {k: llm[k] for k in ("ttft_ms", "tpot_ms", "tokens_per_s") if k in llm}
+
+
+def summary_row(src: Path, result: dict, report_dir: str) -> dict:
+    g = result.get("gpu") or {}
+    findings = sorted(result.get("findings") or [], key=lambda f: SEVERITY_ORDER.get(f.get("severity"), 9))
+    return {"source": str(src), "report_dir": report_dir, "error": None,
+            "format": (result.get("source") or {}).get("format"),
+            "devices": [d.get("name") for d in (result.get("source") or {}).get("devices") or []],
+            "window": (result.get("window") or {}).get("label"), "e2e_ms": result.get("e2e_ms"),
+            "shares_pct": {c["category"]: c["pct"] for c in result.get("breakdown") or []},
+            "gpu_idle_pct": g.get("idle_pct") if g else None,
+            "verdict": (result.get("verdict") or {}).get("id"), "confidence": (result.get("verdict") or {}).get("confidence"),
+            "top_findings": [f["id"] for f in findings[:5]], "llm": _llm(result)}
+
+
+def finding_rows(src: Path, result: dict) -> list[dict]:
+    return [{"source": str(src), "id": f.get("id"), "severity": f.get("severity"), "title": f.get("title"),
+             "evidence": f.get("evidence"), "suggestion": f.get("suggestion")} for f in result.get("findings") or []]
+
+
+def analyze_one(src: str, outdir: str, folder: str, output_formats: str | None, options) -> tuple[dict, list[dict]]:
+    """Worker: load, analyse, write one input's report folder; its summary row and finding rows."""
+    from .analyze.pipeline import analyze
+    from .ingest import load_trace
+    from .outputs import resolve_outputs, write_reports
+    rdir = Path(outdir) / folder
+    try:
+        trace = load_trace(src)
+        result = analyze(trace, options)
+        write_reports(result, trace, resolve_outputs(str(rdir), output_formats))
+    except InferScopeError as e:
+        return {"source": src, "report_dir": None, "error": str(e).splitlines()[0] if str(e) else type(e).__name__}, []
+    except MemoryError:
+        return {"source": src, "report_dir": None, "error": "out of memory while processing the trace"}, []
+    except Exception as e:  # a bug on one input must not lose the others
+        return {"source": src, "report_dir": None, "error": f"internal error: {type(e).__name__}: {' '.join(str(e).split())[:300]}"}, []
+    return summary_row(Path(src), result, folder), finding_rows(Path(src), result)
+
+
+def _indexed(it):
+    i, t = it
+    return i, analyze_one(*t)
+
+
+def analyze_many(inputs: list[str], outdir: str, output_formats: str | None, options, jobs: int = 1,
+                 progress=None) -> tuple[list[dict], list[dict]]:
+    if jobs < 1:
+        raise ConfigError("--jobs must be >= 1")
+    paths = expand(inputs)
+    names = _folder_names(paths)
+    tasks = [(str(p), outdir, n, output_formats, options) for p, n in zip(paths, names)]
+    results: list = [None] * len(tasks)
+    if jobs == 1 or len(tasks) == 1:
+        for i, t in enumerate(tasks):
+            results[i] = analyze_one(*t)
+            if progress:
+                progress(i + 1, len(tasks), t[0], results[i][0])
+    else:
+        import multiprocessing as mp
+        # multiprocessing.Pool, not ProcessPoolExecutor: the latter's max_tasks_per_child hung here
+        # (Python 3.11: the parent waited forever once the first workers retired)
+        with mp.get_context("spawn").Pool(processes=min(jobs, len(tasks)), maxtasksperchild=MAX_TASKS_PER_CHILD) as pool:
+            done = 0
+            for i, res in pool.imap_unordered(_indexed, list(enumerate(tasks))):
+                results[i] = res
+                done += 1
+                if progress:
+                    progress(done, len(tasks), tasks[i][0], res[0])
+    rows = [r[0] for r in results]
+    findings = [f for r in results for f in r[1]]
+    return rows, findings
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> None:
+    from .util.atomic import atomic_write_text
+    try:
+        atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n" for r in rows))
+    except OSError as e:
+        raise InferScopeError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+CATEGORIES = ("gpu_compute", "gpu_communication", "h2d_copy", "d2h_copy", "other_copy", "sync_wait",
+              "cpu_preprocessing", "framework_overhead", "cpu_compute", "waiting", "other")
+
+
+def flat_summary(rows: list[dict]) -> list[dict]:
+    """summary rows with one column per share and LLM metric (the Parquet layout)."""
+    out = []
+    for r in rows:
+        f = {k: r.get(k) for k in ("source", "report_dir", "error", "format", "window", "e2e_ms", "gpu_idle_pct",
+                                   "verdict", "confidence")}
+        f["devices"] = list(r.get("devices") or [])
+        f["top_findings"] = list(r.get("top_findings") or [])
+        for c in CATEGORIES:
+            f[f"{c}_pct"] = (r.get("shares_pct") or {}).get(c)
+        llm = r.get("llm") or {}
+        for k in ("ttft_ms", "tpot_ms", "tokens_per_s"):
+            v = llm.get(k)
+            f[k] = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        out.append(f)
+    return out
+
+
+def write_parquet(path: Path, rows: list[dict], schema) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .util.atomic import atomic_open
+    table = pa.Table.from_pylist(rows, schema=schema)
+    try:
+        with atomic_open(path, "wb") as f:
+            pq.write_table(table, f)
+    except OSError as e:
+        raise InferScopeError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def parquet_outputs(outdir: Path, rows: list[dict], findings: list[dict]) -> list[Path]:
+    """summary.parquet / findings.parquet when pyarrow is installed (extra [parquet]); else nothing."""
+    try:
+        import pyarrow as pa
+    except ImportError:
+        return []
+    s = pa.schema([("source", pa.string()), ("report_dir", pa.string()), ("error", pa.string()), ("format", pa.string()),
+                   ("window", pa.string()), ("e2e_ms", pa.float64()), ("gpu_idle_pct", pa.float64()), ("verdict", pa.string()),
+                   ("confidence", pa.float64()), ("devices", pa.list_(pa.string())), ("top_findings", pa.list_(pa.string()))] +
+                  [(f"{c}_pct", pa.float64()) for c in CATEGORIES] +
+                  [("ttft_ms", pa.float64()), ("tpot_ms", pa.float64()), ("tokens_per_s", pa.float64())])
+    fs = pa.schema([("source", pa.string()), ("id", pa.string()), ("severity", pa.string()), ("title", pa.string()),
+                    ("suggestion", pa.string()), ("evidence_json", pa.string())])
+    frows = [{"source": f["source"], "id": f["id"], "severity": f["severity"], "title": f["title"],
+              "suggestion": f["suggestion"], "evidence_json": json.dumps(f.get("evidence"), ensure_ascii=False)} for f in findings]
+    write_parquet(outdir / "summary.parquet", flat_summary(rows), s)
+    write_parquet(outdir / "findings.parquet", frows, fs)
+    return [outdir / "summary.parquet", outdir / "findings.parquet"]
+
+
+def cli_analyze_many(args) -> int:
+    from .analyze.options import options_from_args
+    from .report.markdown import plain
+    outdir = args.output or "inferscope-out"
+    if args.jobs is None or args.jobs < 1:
+        raise ConfigError("--jobs must be >= 1")
+    if Path(outdir).suffix.lower() in (".md", ".json", ".html", ".csv") and not Path(outdir).is_dir():
+        raise ConfigError(f"-o {outdir}: with several inputs, -o is a folder (one report folder per input inside)")
+    opts = options_from_args(args)
+    say = None
+    if not args.quiet:
+        def say(k, n, src, row):
+            status = f"error: {row['error']}" if row.get("error") else f"{row.get('verdict')}"
+            print(plain(f"[{k}/{n}] {src}: {status}", 400), file=sys.stderr, flush=True)
+    rows, findings = analyze_many(list(args.trace), outdir, args.format, opts, args.jobs, say)
+    write_jsonl(Path(outdir) / "summary.jsonl", rows)
+    write_jsonl(Path(outdir) / "findings.jsonl", findings)
+    extra = parquet_outputs(Path(outdir), rows, findings)
+    bad = [r for r in rows if r.get("error")]
+    if not args.quiet:
+        print(f"analysed {len(rows) - len(bad)} of {len(rows)} inputs")
+        for p in [Path(outdir) / "summary.jsonl", Path(outdir) / "findings.jsonl", *extra]:
+            print(f"wrote {p}")
+    if bad:
+        for r in bad:
+            print(plain(f"inferscope: error: {r['source']}: {r['error']}", 400), file=sys.stderr)
+        return 2
+    return 0

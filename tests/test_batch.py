@@ -1,0 +1,86 @@
+"""inferscope analyze over many inputs: a folder with --jobs 2, a glob, a bad input among good ones."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from conftest import SHARED_TRACES, kineto_traces, nsys_traces
+from inferscope.cli import main
+
+
+def _jsonl(p):
+    return [json.loads(x) for x in p.read_text().splitlines()]
+
+
+def test_folder_with_jobs_2_rows_match_each_report(tmp_path):
+    if not (SHARED_TRACES / "kineto").is_dir():
+        pytest.skip("../shared/traces not available")
+    inputs = kineto_traces() + nsys_traces()
+    out = tmp_path / "o"
+    assert main(["analyze", str(SHARED_TRACES), "--jobs", "2", "-o", str(out), "-q", "--format", "json"]) == 0
+    rows = _jsonl(out / "summary.jsonl")
+    assert sorted(r["source"] for r in rows) == sorted(str(p) for p in inputs)      # every trace, once
+    findings = _jsonl(out / "findings.jsonl")
+    n_findings = 0
+    for r in rows:
+        assert r["error"] is None
+        rep = json.loads((out / r["report_dir"] / "report.json").read_text())
+        assert r["e2e_ms"] == rep["e2e_ms"] and r["verdict"] == rep["verdict"]["id"]
+        assert r["shares_pct"] == {c["category"]: c["pct"] for c in rep["breakdown"]}
+        assert r["gpu_idle_pct"] == (rep["gpu"] or {}).get("idle_pct")
+        assert set(r["top_findings"]) <= {f["id"] for f in rep["findings"]}
+        assert r["format"] == rep["source"]["format"]
+        mine = [f for f in findings if f["source"] == r["source"]]
+        assert [f["id"] for f in mine] == [f["id"] for f in rep["findings"]]
+        n_findings += len(rep["findings"])
+    assert len(findings) == n_findings > 0
+    assert len({r["report_dir"] for r in rows}) == len(rows)
+    # the same table as Parquet, queried with DuckDB: the 5 traces with the worst GPU idle
+    duckdb = pytest.importorskip("duckdb")
+    pytest.importorskip("pyarrow")
+    q = (f"SELECT source, gpu_idle_pct, verdict FROM read_parquet('{out / 'summary.parquet'}') "
+         "WHERE gpu_idle_pct IS NOT NULL ORDER BY gpu_idle_pct DESC, source LIMIT 5")
+    got = duckdb.sql(q).fetchall()
+    want = sorted(((r["source"], r["gpu_idle_pct"], r["verdict"]) for r in rows if r["gpu_idle_pct"] is not None),
+                  key=lambda t: (-t[1], t[0]))[:5]
+    assert got == want and len(got) == 5
+    n = duckdb.sql(f"SELECT count(*) FROM read_parquet('{out / 'findings.parquet'}')").fetchall()[0][0]
+    assert n == len(findings)
+    shares = duckdb.sql(f"SELECT source, sync_wait_pct FROM read_parquet('{out / 'summary.parquet'}')").fetchall()
+    assert dict(shares) == {r["source"]: r["shares_pct"]["sync_wait"] for r in rows}
+
+
+def test_glob_sequential_equals_parallel_and_bad_input(tmp_path, capsys):
+    ks = [p for p in kineto_traces() if p.stat().st_size < 100_000][:3]
+    if len(ks) < 2:
+        pytest.skip("small Kineto traces not available")
+    d = tmp_path / "in"
+    d.mkdir()
+    for p in ks:
+        shutil.copy(p, d / p.name)
+    (d / "broken.json").write_text('{"traceEvents": [')
+    a, b = tmp_path / "a", tmp_path / "b"
+    rc = main(["analyze", str(d / "*.json*"), "-o", str(a), "-q", "--format", "json"])
+    assert rc == 2                                       # the broken one
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "broken.json" in err[0]
+    ra = {r["source"]: r for r in _jsonl(a / "summary.jsonl")}
+    assert len(ra) == len(ks) + 1 and ra[str(d / "broken.json")]["error"]
+    assert main(["analyze", *[str(d / p.name) for p in ks], "--jobs", "2", "-o", str(b), "-q", "--format", "json"]) == 0
+    rb = {r["source"]: r for r in _jsonl(b / "summary.jsonl")}
+    for src, r in rb.items():
+        assert r == ra[src]
+
+
+def test_many_inputs_need_a_folder_and_existing_paths(tmp_path, capsys):
+    ks = kineto_traces()[:2]
+    if len(ks) < 2:
+        pytest.skip("Kineto traces not available")
+    assert main(["analyze", str(ks[0]), str(ks[1]), "-o", str(tmp_path / "r.md"), "-q"]) == 2
+    assert main(["analyze", str(ks[0]), str(tmp_path / "missing.json"), "-o", str(tmp_path / "o"), "-q"]) == 2
+    assert main(["analyze", str(tmp_path / "nomatch-*.json"), "-o", str(tmp_path / "o"), "-q"]) == 2
+    assert main(["analyze", str(ks[0]), str(ks[1]), "--jobs", "0", "-o", str(tmp_path / "o"), "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 4 and all(e.startswith("inferscope: error:") for e in err), err
