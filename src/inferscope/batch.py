@@ -103,14 +103,13 @@ def finding_rows(src: Path, result: dict) -> list[dict]:
 
 def analyze_one(src: str, outdir: str, folder: str, output_formats: str | None, options) -> tuple[dict, list[dict]]:
     """Worker: load, analyse, write one input's report folder; its summary row and finding rows."""
-    from .analyze.pipeline import analyze
+    from .app import report
     from .ingest import load_trace
-    from .outputs import resolve_outputs, write_reports
+    from .outputs import resolve_outputs
     rdir = Path(outdir) / folder
     try:
         trace = load_trace(src)
-        result = analyze(trace, options)
-        write_reports(result, trace, resolve_outputs(str(rdir), output_formats))
+        result, _ = report(trace, options, resolve_outputs(str(rdir), output_formats))
     except InferScopeError as e:
         return {"source": src, "report_dir": None, "error": str(e).splitlines()[0] if str(e) else type(e).__name__}, []
     except MemoryError:

@@ -51,7 +51,6 @@ def _say(args, *lines) -> None:
 
 
 def cmd_analyze(args) -> int:
-    from .analyze.pipeline import analyze
     from .ingest import load_trace
     from .report.markdown import headline, plain
     if isinstance(args.trace, list):
@@ -83,9 +82,9 @@ def cmd_analyze(args) -> int:
         for w in available_windows(trace, limit=10_000):
             print(plain(w))
         return 0
-    result = analyze(trace, opts)
-    result["about"]["load_ms"] = round((t1 - t0) * 1e3, 3)
-    written = write_reports(result, trace, outputs, output_folder(output, outputs), [args.trace])
+    from .app import report
+    result, written = report(trace, opts, outputs, output_folder(output, outputs), [args.trace],
+                             about={"load_ms": round((t1 - t0) * 1e3, 3)})
     _say(args, headline(result), "", *(f"wrote {p}" for p in written))
     return 0
 

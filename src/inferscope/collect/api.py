@@ -124,9 +124,9 @@ def save_report(path: str | None = None, format: str | None = None, trace_path: 
     session.  Under ``inferscope run``: writes a snapshot; collection continues and the run's own
     report is still written at exit.
     """
-    from ..analyze.pipeline import analyze
     from ..analyze.options import AnalyzeOptions
-    from ..outputs import resolve_outputs, write_reports
+    from ..app import report
+    from ..outputs import resolve_outputs
     s = _S._session or _S.get_or_start()
     if s is None:
         return []
@@ -140,8 +140,7 @@ def save_report(path: str | None = None, format: str | None = None, trace_path: 
         native.save(trace, trace_path)
     fmt = format if format is not None else s.cfg.report_format
     outputs = resolve_outputs(path or s.cfg.report_path, fmt)
-    result = analyze(trace, AnalyzeOptions())
-    return write_reports(result, trace, outputs)
+    return report(trace, AnalyzeOptions(), outputs)[1]
 
 
 def serve_metrics(port: int = 0, host: str = "127.0.0.1") -> int | None:

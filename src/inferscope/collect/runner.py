@@ -292,13 +292,11 @@ def _report_or_raise(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep, ou
     elif not os.path.exists(trace_path):
         native.save(trace, trace_path)   # rebuilt from the journal: keep it rescuable until the report is out
     try:
-        from ..analyze.pipeline import analyze
+        from ..app import report
     except ImportError as e:
         raise InferScopeError(f"analysis unavailable ({e})") from None
-    from ..outputs import write_reports
     t0 = time.perf_counter()
-    result = analyze(trace, opts)
-    written = write_reports(result, trace, outputs, outdir, [trace_path] if keep else [], defer_interrupt=True)
+    result, written = report(trace, opts, outputs, outdir, [trace_path] if keep else [], defer_interrupt=True)
     if os.path.exists(jpath):
         try:
             os.unlink(jpath)
