@@ -29,10 +29,11 @@ from typing import Any
 
 import numpy as np
 
+from ..util.signals import SigintHandler
 from ..errors import InputError
-from ..trace.builder import TraceBuilder, compute_depth_parent
+from ..trace.builder import TraceBuilder, assemble_counters, compute_depth_parent
 from ..trace.kinds import CopyKind, FlowKind, MemKind, SpanKind, TrackKind
-from ..trace.model import SPAN_COLUMNS, SPAN_DEFAULTS, Counters, Flows, Spans, Trace, Tracks
+from ..trace.model import SPAN_COLUMNS, SPAN_DEFAULTS, Flows, Spans, Trace, Tracks
 
 LOAD_OPTIONS: tuple[str, ...] = ("include_osrt", "include_overhead", "chunk_rows")
 
@@ -386,14 +387,13 @@ def _gather(table: _Lut, idx: np.ndarray, default) -> np.ndarray:
 # ---------------------------------------------------------------------------
 # load
 # ---------------------------------------------------------------------------
-class _Interrupt:
+class _Interrupt(SigintHandler):
     """Ctrl-C while SQLite runs C code: the SIGINT handler sets a flag and SQLite's progress
     handler (called every few thousand VM steps) aborts the statement, so a long query stops
     within milliseconds and the load ends with KeyboardInterrupt (exit 130), not a database error."""
 
     def __init__(self, con) -> None:
         self.hit = False
-        self.old = None
         self.deadline = None     # set when the export has views
         self.timed_out = False
         con.set_progress_handler(self._check, 20000)
@@ -406,24 +406,9 @@ class _Interrupt:
             return 1
         return 0
 
-    def __enter__(self):
-        import signal
-        import threading
-        if threading.current_thread() is threading.main_thread():
-            def on_int(signum, frame):
-                self.hit = True
-                raise KeyboardInterrupt
-            try:
-                self.old = signal.signal(signal.SIGINT, on_int)
-            except ValueError:
-                self.old = None
-        return self
-
-    def __exit__(self, *exc):
-        import signal
-        if self.old is not None:
-            signal.signal(signal.SIGINT, self.old)
-        return False
+    def on_sigint(self) -> None:
+        self.hit = True
+        raise KeyboardInterrupt
 
 
 def load(path, include_osrt: bool = True, include_overhead: bool = True,
@@ -1110,12 +1095,7 @@ def _assemble(b: TraceBuilder, parts: list[dict], flows: list) -> Trace:
     else:
         fl = Flows.empty()
     del inv, fsrc, fdst, fkind
-    if b._counter_chunks:      # GPU_METRICS
-        cc = {k: np.concatenate([c[k] for c in b._counter_chunks]) for k in ("track", "ts_ns", "value")}
-        o = np.lexsort((cc["ts_ns"], cc["track"]))
-        ctr = Counters(**{k: v[o] for k, v in cc.items()})
-    else:
-        ctr = Counters.empty()
+    ctr = assemble_counters(b._counter_chunks)      # GPU_METRICS
     trace = Trace(strings=b.strings, tracks=tracks, spans=spans, flows=fl,
                   counters=ctr, meta=dict(b.meta))
     compute_depth_parent(trace)

@@ -17,10 +17,9 @@ import gzip
 import json
 import os
 import shutil
-import signal
-import threading
 from pathlib import Path
 
+from ..util.signals import SigintHandler
 from ..errors import ConfigError, InferScopeError
 
 STAGE_PREFIX = ".inferscope-tmp-"
@@ -97,24 +96,18 @@ def refuse_overwriting_inputs(outputs: list[tuple[str, Path]], inputs: list[Path
                                   "(choose another -o/--report path)")
 
 
-class _DeferSigint:
+class _DeferSigint(SigintHandler):
     """Hold SIGINT while the set is written; re-raise KeyboardInterrupt once it is complete."""
+
+    def on_sigint(self) -> None:
+        self.pending = True
 
     def __enter__(self):
         self.pending = False
-        self.old = None
-        if threading.current_thread() is threading.main_thread():
-            def on_int(signum, frame):
-                self.pending = True
-            try:
-                self.old = signal.signal(signal.SIGINT, on_int)
-            except ValueError:
-                self.old = None
-        return self
+        return super().__enter__()
 
     def __exit__(self, *exc):
-        if self.old is not None:
-            signal.signal(signal.SIGINT, self.old)
+        super().__exit__(*exc)
         if self.pending and exc[0] is None:
             raise KeyboardInterrupt
         return False

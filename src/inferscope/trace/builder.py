@@ -124,12 +124,7 @@ class TraceBuilder:
             flows = Flows(src=inv[fsrc[ok]], dst=inv[fdst[ok]], kind=fkind[ok])
         else:
             flows = Flows.empty()
-        if self._counter_chunks:
-            cc = {k: np.concatenate([c[k] for c in self._counter_chunks]) for k in COUNTER_COLUMNS}
-            o = np.lexsort((cc["ts_ns"], cc["track"]))
-            counters = Counters(**{k: v[o] for k, v in cc.items()})
-        else:
-            counters = Counters.empty()
+        counters = assemble_counters(self._counter_chunks)
         trace = Trace(strings=self.strings, tracks=tracks, spans=spans, flows=flows,
                       counters=counters, meta=dict(self.meta))
         if compute_nesting:
@@ -182,3 +177,12 @@ def compute_depth_parent(trace: Trace) -> None:
                     parent[grp[child[ok]]] = grp[cand[pos[ok]]]
     s.depth = depth
     s.parent = parent
+
+
+def assemble_counters(chunks: list) -> Counters:
+    """Counter chunks ({track, ts_ns, value} arrays) -> one Counters table sorted by (track, ts_ns)."""
+    if not chunks:
+        return Counters.empty()
+    cc = {k: np.concatenate([c[k] for c in chunks]) for k in COUNTER_COLUMNS}
+    o = np.lexsort((cc["ts_ns"], cc["track"]))
+    return Counters(**{k: v[o] for k, v in cc.items()})
