@@ -25,6 +25,11 @@ def _add_analysis_args(p: argparse.ArgumentParser) -> None:
                    help="warn when range->kernel attribution covers less than F (0-1) of kernel time")
     p.add_argument("--no-nvtx-kernel-map", action="store_true",
                    help="skip attributing GPU kernel time to NVTX/annotation ranges")
+    p.add_argument("--peak-tflops", type=float, default=None, metavar="TF",
+                   help="peak dense TFLOP/s of the device for the run's dtype (MFU denominator; default: the "
+                        "datasheet table for the device the trace names)")
+    p.add_argument("--peak-gbps", type=float, default=None, metavar="GBPS",
+                   help="peak memory bandwidth in GB/s (MBU denominator; default: the datasheet table)")
 
 
 def cmd_analyze(args) -> int:

@@ -459,6 +459,46 @@ class NsysExtras(_S):
     sync_like_api_names_calls_sum_ms: float   # seed-004 name view (Synchronize/Wait/Query), not blocked time
 
 
+class EfficiencyOp(_S):
+    op: str
+    calls: int
+    gflops: float                    # FLOPs of these calls / 1e9
+    mbytes: float                    # operand + output bytes (each once) / 1e6: a lower bound on traffic
+    kernel_ms: Num                   # GPU time of the kernels these calls launched (null: CPU-only)
+    achieved_tflops: Num             # gflops over kernel_ms
+    achieved_gbps: Num
+    intensity_flop_per_byte: Num     # arithmetic intensity
+    roofline: Optional[str]          # compute-bound | memory-bound against the device's ridge point
+    pct_of_flops: float
+
+
+class Efficiency(_S):
+    """Achieved FLOPs from recorded shapes (Kineto record_shapes), MFU and MBU against datasheet peaks."""
+    device: Optional[str]
+    dtype: Optional[str]             # dominant dtype by FLOPs (bf16, fp16, fp32, fp8)
+    gemm_flops: float                # matrix-multiply FLOPs in the window: 2*M*N*K per product, batched per batch
+    attention_flops: float           # scaled-dot-product attention: 4*B*H*Sq*Sk*D (causal with Sq == Sk: half)
+    conv_flops: float
+    total_flops: float
+    bytes_moved_est: float           # bytes: operands read once + outputs written once (lower bound, estimate)
+    counted_ops: int
+    ops_without_shapes: int
+    window_s: float
+    kernel_ms: Num                   # GPU time of the kernels launched by the counted ops
+    gemm_kernel_ms: Num
+    gemm_kernel_tflops: Num          # GEMM FLOPs (of ops with a linked kernel) / their kernels' GPU time
+    achieved_tflops: Num             # total_flops / window wall time / 1e12
+    achieved_gbps: Num               # bytes_moved_est / window wall time / 1e9
+    peak_tflops: Num                 # dense peak for dtype (datasheet table or --peak-tflops); null: unknown
+    peak_gbps: Num                   # peak memory bandwidth, GB/s
+    peak_source: Optional[str]
+    mfu_pct: Num                     # achieved_tflops / peak_tflops * 100
+    mbu_pct: Num                     # achieved_gbps / peak_gbps * 100
+    ridge_flop_per_byte: Num         # peak_tflops*1e12 / (peak_gbps*1e9)
+    by_op: list[EfficiencyOp]
+    basis: str
+
+
 class Report(_S):
     """report.json"""
     schema_version: int
@@ -486,6 +526,7 @@ class Report(_S):
     per_pid: Optional[PerPid] = None
     nsys_extras: Optional[NsysExtras] = None
     collection_cost: Optional[CollectionCost] = None
+    efficiency: Optional[Efficiency] = None
 
     def to_dict(self) -> dict:
         """The JSON form (what report.json holds)."""

@@ -74,6 +74,9 @@ class _Args(msgspec.Struct, gc=False):
     total_allocated: _Num = msgspec.field(default=None, name="Total Allocated")
     device_type: _Num = msgspec.field(default=None, name="Device Type")
     device_id: _Num = msgspec.field(default=None, name="Device Id")
+    input_dims: Any = msgspec.field(default=None, name="Input Dims")     # record_shapes (cpu_op)
+    input_type: Any = msgspec.field(default=None, name="Input type")
+    concrete: Any = msgspec.field(default=None, name="Concrete Inputs")
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -549,7 +552,7 @@ def _load(path) -> Trace:
     sname = name_gid[name_codes[sidx]]
     b.add_spans(start_ns=start, end_ns=end, track=track_of, kind=skind, name=sname, cat=scat,
                 correlation=corr, ext_id=ext, bytes=nbytes, copy_kind=copy_kind,
-                src_mem=src_mem, dst_mem=dst_mem)
+                src_mem=src_mem, dst_mem=dst_mem, detail=_shape_details(b, skind, sargs))
     if mark_rows is not None:
         keep, ktr = mark_rows
         kst = ts_ns[keep]
@@ -567,6 +570,25 @@ def _load(path) -> Trace:
     if len(fidx):
         _fwdbwd_flows(trace, fidx, ph_codes, ph_uniq, events, pid, tid, ts_ns, warnings)
     return trace
+
+
+_SHAPE_ENC = msgspec.json.Encoder()
+
+
+def _shape_details(b: TraceBuilder, skind: np.ndarray, sargs: list) -> np.ndarray:
+    """CPU_OP spans recorded with ``record_shapes``: ``{"dims":..,"types":..,"concrete":..}`` as a string id
+    in ``detail`` (ops.shapes_of reads it back); -1 elsewhere."""
+    out = np.full(len(sargs), -1, dtype=np.int32)
+    for i in np.flatnonzero(skind == SpanKind.CPU_OP).tolist():
+        a = sargs[i]
+        if a.input_dims is None:
+            continue
+        try:
+            txt = _SHAPE_ENC.encode({"dims": a.input_dims, "types": a.input_type, "concrete": a.concrete}).decode()
+        except (TypeError, ValueError, msgspec.EncodeError):
+            continue
+        out[i] = b.strings.intern(txt)
+    return out
 
 
 def _code_mask(codes: np.ndarray, uniq: list, wanted: set) -> np.ndarray:
