@@ -8,7 +8,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "scope", "mark", "save_report", "analyze"]
+__all__ = ["__version__", "scope", "mark", "mark_token", "save_report", "analyze"]
 
 # ``inferscope.analyze(path, window=...)`` is the subpackage ``inferscope.analyze`` itself, made
 # callable (see analyze/__init__.py): a function of that name here would be replaced by the
@@ -19,7 +19,7 @@ def __getattr__(name):
     if name == "analyze":
         import importlib
         return importlib.import_module(".analyze", __name__)
-    if name in ("scope", "mark", "save_report"):
+    if name in ("scope", "mark", "mark_token", "save_report"):
         from .collect import api
         return getattr(api, name)
     raise AttributeError(f"module 'inferscope' has no attribute {name!r}")

@@ -16,6 +16,7 @@ from .copies import copies, copy_table
 from .diagnosis import findings_for, verdict_for
 from .gpu import gpu_utilisation
 from .efficiency import efficiency, efficiency_table
+from .llm import llm, llm_tables
 from .host_calls import one_off_host_calls
 from .idle_gaps import idle_gaps
 from .kernels import kernel_table, kernels
@@ -126,7 +127,12 @@ def analyze_report(trace: Trace, options: AnalyzeOptions | None = None) -> Repor
         warnings.extend(eff.pop("_warnings", []) or [])
         warnings.extend(eff.pop("_warnings_only", []) or [])
     res["efficiency"] = eff if eff else None
+    res["llm"], res["model"], lw = llm(trace, window, options.phase_map, options.peak_tflops, options.peak_gbps)
+    warnings.extend(lw)
     tables = {}
+    tables.update(llm_tables(res["llm"]))
+    if res["llm"] is not None:
+        res["llm"].pop("_requests", None)
     if eff:
         tables["efficiency_by_op"] = efficiency_table(eff)
     if res["kernels"]["count"]:
