@@ -199,7 +199,7 @@ def resolve_peaks(trace: Trace, dtype: str | None, peak_tflops: float | None = N
     elif row is not None:
         gb = row["gbps"]
     if row is not None and (peak_tflops is None or peak_gbps is None):
-        parts.insert(0, f"{row['label']} ({dtype or '?'} dense): {row['source']}")
+        parts.insert(0, f"{row['label']}" + (f" ({dtype} dense)" if dtype else "") + f": {row['source']}")
     if row is None and (peak_tflops is None or peak_gbps is None):
         what = f"device {dev!r} is not in the peak table" if dev else "the trace names no device"
         warnings.append(f"peak FLOP/s and memory bandwidth unknown: {what}; MFU/MBU are null "

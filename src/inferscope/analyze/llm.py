@@ -61,20 +61,25 @@ def _detail(strs: list, d: int) -> dict:
 
 def forward_flops(m: dict, batch: int, seq: int, past: int = 0, logits_tokens: int | None = None) -> float | None:
     """Analytical FLOPs of one forward: 2 x matmul weights x tokens (the LM head only for the tokens whose
-    logits are computed) + attention 4 x layers x heads x head_dim x Sq x Sk (Sk = past + seq, the full key
-    length, as torch's FlopCounterMode counts scaled-dot-product attention)."""
+    logits are computed) + attention 4 x layers x heads x head_dim x (query, key) pairs: seq x past plus, for a
+    causal block of seq > 1 new tokens, seq^2 / 2 (as torch's FlopCounterMode counts causal attention)."""
     w, lm = m.get("linear_weight_elems"), m.get("lm_head_elems") or 0
     L, H, D = m.get("layers"), m.get("heads"), m.get("head_dim")
     if not w or not (L and H and D):
         return None
     tokens = batch * seq
     lt = tokens if logits_tokens is None else logits_tokens
-    return float(2 * (w - lm) * tokens + 2 * lm * lt + 4 * L * H * D * batch * seq * (past + seq))
+    pairs = seq * past + (seq * seq / 2.0 if seq > 1 else seq)
+    return float(2 * (w - lm) * tokens + 2 * lm * lt + 4 * L * H * D * batch * pairs)
 
 
-def flops_per_token(m: dict, context: float) -> float | None:
-    f = forward_flops(m, 1, 1, max(0, int(round(context)) - 1))
-    return f
+def flops_per_token(m: dict, context: float, prefill: bool = False) -> float | None:
+    """Per token: prefill of a ``context``-token prompt (all logits), or one decode step at ``context``."""
+    c = max(1, int(round(context)))
+    if prefill:
+        f = forward_flops(m, 1, c)
+        return None if f is None else f / c
+    return forward_flops(m, 1, 1, c - 1)
 
 
 def kv_bytes_per_token(m: dict) -> int | None:
@@ -261,15 +266,15 @@ def llm(trace: Trace, window: Window, phase_map=None, peak_tflops=None, peak_gbp
                                        "bytes_by_dtype", "layers", "hidden", "heads", "kv_heads", "head_dim",
                                        "intermediate", "vocab", "linear_weight_elems", "lm_head_elems")}
         model["flops_per_token"] = {
-            "prefill": flops_per_token(m, prompt_mean) if prompt_mean is not None else None,
+            "prefill": flops_per_token(m, prompt_mean, prefill=True) if prompt_mean is not None else None,
             "decode": flops_per_token(m, dec_ctx) if dec_ctx is not None else None,
             "prefill_context": None if prompt_mean is None else float(prompt_mean),
             "decode_context": None if dec_ctx is None else float(dec_ctx)}
         model["kv_bytes_per_token"] = kv_bytes_per_token(m)
         model["flops_basis"] = ("2 x matmul weight elements (every nn.Linear, LM head included) + attention 4 x layers x "
-                                "heads x head_dim x context per token (the full key length, as FlopCounterMode counts "
-                                "it); prefill at the mean prompt length, decode at the mean context (prompt + half the "
-                                "generated tokens)")
+                                "heads x head_dim x keys attended per token (prefill: causal, half the prompt on average; "
+                                "decode: the whole context), as torch's FlopCounterMode counts them; prefill at the mean "
+                                "prompt length, decode at the mean context (prompt + half the generated tokens)")
         if prompt_mean is None:
             warnings.append("FLOPs per token unknown: no request with a prompt length in the window")
         if len(models) > 1:
