@@ -207,3 +207,18 @@ DEVICE_PEAKS = (
     (("mi250",), "AMD Instinct MI250", {"bf16": 362.1, "fp16": 362.1, "fp32": 90.5}, 3276.8,
      "AMD Instinct MI250 data sheet (bf16 362.1 TF dense; 3.28 TB/s)"),
 )
+
+# --- LLM efficiency and latency findings ------------------------------------------------------
+# Source: InferScope's own rule, anchored on published utilisation: well-tuned large-model runs reach
+# 40-60 % MFU (PaLM, Chowdhery et al. 2022: 46 % training MFU) and decode 60-80 % MBU
+# (Databricks "LLM inference performance engineering", 2023); below these the hardware has headroom.
+LOW_MFU_PCT = 30.0           # MFU below this: low_mfu (low); below LOW_MFU_MEDIUM_PCT: medium
+LOW_MFU_MEDIUM_PCT = 10.0
+DECODE_LOW_MBU_PCT = 50.0    # decode MBU below this: decode_low_mbu (low); below DECODE_LOW_MBU_MEDIUM_PCT: medium
+DECODE_LOW_MBU_MEDIUM_PCT = 20.0
+# A p99 at least this many times the p50 is a slow tail worth explaining (latency_tail); percentiles need
+# at least LATENCY_TAIL_MIN_SAMPLES samples for a p99 that is not just the maximum of a handful.
+LATENCY_TAIL_RATIO = 2.0
+LATENCY_TAIL_MIN_SAMPLES = 20
+# GEMM kernels below this share of the dense peak while running: the GEMMs are small or skinny.
+GEMM_KERNEL_LOW_PCT_OF_PEAK = 50.0

@@ -265,6 +265,8 @@ def llm(trace: Trace, window: Window, phase_map=None, peak_tflops=None, peak_gbp
         model = {k: m.get(k) for k in ("name", "class", "model_type", "params", "param_bytes", "params_by_dtype",
                                        "bytes_by_dtype", "layers", "hidden", "heads", "kv_heads", "head_dim",
                                        "intermediate", "vocab", "linear_weight_elems", "lm_head_elems")}
+        model["params_by_dtype"] = model["params_by_dtype"] or {}
+        model["bytes_by_dtype"] = model["bytes_by_dtype"] or {}
         model["flops_per_token"] = {
             "prefill": flops_per_token(m, prompt_mean, prefill=True) if prompt_mean is not None else None,
             "decode": flops_per_token(m, dec_ctx) if dec_ctx is not None else None,
