@@ -42,6 +42,8 @@ def test_serving_traces_report_the_decode_step(name):
     stage = res["llm"]["stages"][0]
     assert stage["stage"] == "decode" and stage["batch"] == 32 and stage["step_ms"]["count"] == 1
     assert stage["step_ms"]["p50"] is None                       # one sample: no invented spread
+    # what the step's time goes to: the breakdown rule inside it, adding up to its wall time
+    assert sum(r["ms"] for r in stage["breakdown"]) == pytest.approx(st["wall_ms"], abs=1e-6)
     assert res["llm"]["requests"] == 0 and res["llm"]["ttft_ms"]["mean"] is None
     assert any("no requests" in w for w in res["warnings"])
     assert res["tables"]["llm_steps"]["rows"][0][1] == "decode"
@@ -149,6 +151,8 @@ def test_live_generate_without_code_changes(tmp_path):
     assert stages["prefill"]["steps"] == 2 and stages["decode"]["steps"] == 126
     assert stages["prefill"]["tokens"] == 2 * 4 * 32 and stages["decode"]["tokens"] == 126 * 4
     assert stages["decode"]["flops"] > 0 and stages["decode"]["mfu_pct"] is None      # CPU: no peak, not a guess
+    for st in stages.values():       # no nested steps: the stage breakdown adds up to the steps' wall time
+        assert sum(r["ms"] for r in st["breakdown"]) == pytest.approx(st["wall_ms"], rel=1e-6)
     assert any("MFU is null" in w for w in rep["warnings"])
     md = (tmp_path / "report.md").read_text()
     assert "TTFT" in md and "TPOT" in md

@@ -528,6 +528,12 @@ class LlmStep(_S):
     start_ms: float              # offset from the window start
 
 
+class StageCategory(_S):
+    category: str                # a breakdown category
+    ms: float                    # its time inside the stage's steps
+    pct: float                   # share of the stage's time (union of its steps)
+
+
 class LlmStage(_S):
     stage: str                   # prefill | decode | mixed
     steps: int
@@ -544,6 +550,7 @@ class LlmStage(_S):
     peak_tflops: Num
     peak_gbps: Num
     peak_source: Optional[str]
+    breakdown: list[StageCategory] = []   # what the stage's time goes to (the breakdown rule, inside its steps)
     bytes_per_step: Num = None
 
 

@@ -294,6 +294,8 @@ def llm(trace: Trace, window: Window, phase_map=None, peak_tflops=None, peak_gbp
         tf = gb = src = None
         if devs or peak_tflops or peak_gbps:
             tf, gb, src, _, w = resolve_peaks(trace, dtype, peak_tflops, peak_gbps)
+        from .breakdown import segment_classes
+        seg = segment_classes(trace, window)
         for kind in ("prefill", "decode", "mixed"):
             rs = [r for r in steps if r["kind"] == kind]
             if not rs:
@@ -306,7 +308,9 @@ def llm(trace: Trace, window: Window, phase_map=None, peak_tflops=None, peak_gbp
                   "tokens": int(sum(r["tokens"] for r in rs)) if all(isinstance(r["tokens"], int) for r in rs) else None,
                   "kv_tokens_mean": float(np.mean([r["kv_tokens"] for r in rs])) if all(isinstance(r["kv_tokens"], int) for r in rs) else None,
                   "flops": None, "achieved_tflops": None, "mfu_pct": None, "mbu_pct": None,
-                  "peak_tflops": tf, "peak_gbps": gb, "peak_source": src}
+                  "peak_tflops": tf, "peak_gbps": gb, "peak_source": src,
+                  "breakdown": stage_breakdown(seg, [max(r["start_ns"], window.start_ns) for r in rs],
+                                               [min(r["end_ns"], window.end_ns) for r in rs])}
             if m and st["tokens"] is not None and all(isinstance(r.get("batch"), int) for r in rs):
                 fl = 0.0
                 okf = True
@@ -335,6 +339,29 @@ def llm(trace: Trace, window: Window, phase_map=None, peak_tflops=None, peak_gbp
                 warnings.append(f"{kind} MFU is null: {why}")
             sec["stages"].append(st)
     return sec, model, warnings
+
+
+def stage_breakdown(seg, starts, ends) -> list[dict]:
+    """What a stage's time goes to: the window's breakdown segments (breakdown.segment_classes) inside the
+    union of the stage's steps, per category (the rows add up to the union's length)."""
+    from .breakdown import CATEGORIES
+    from .intervals import union
+    seg_s, seg_e, cat = seg[0], seg[1], seg[2]
+    us, ue = union(np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64))
+    if not len(us) or not len(seg_s):
+        return []
+    cum = np.concatenate(([0], np.cumsum(ue - us)))
+
+    def covered_until(x):   # length of the union left of x
+        k = np.searchsorted(us, x, side="right")          # intervals starting at or before x
+        full = cum[np.maximum(k - 1, 0)]
+        part = np.where(k > 0, np.minimum(x, ue[np.maximum(k - 1, 0)]) - us[np.maximum(k - 1, 0)], 0)
+        return np.where(k > 0, full + part, 0)
+    ov = (covered_until(seg_e) - covered_until(seg_s)).astype(np.int64)
+    tot = np.bincount(cat.astype(np.int64), weights=ov, minlength=len(CATEGORIES))
+    total = float(tot.sum())
+    return [{"category": c, "ms": float(tot[i]) / 1e6, "pct": 100.0 * float(tot[i]) / total if total else 0.0}
+            for i, c in enumerate(CATEGORIES) if tot[i] > 0]
 
 
 def _common(vals):

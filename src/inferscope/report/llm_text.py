@@ -44,6 +44,9 @@ def llm_lines(res: dict) -> tuple[list[str], list[list], list[list], list[str]]:
             s = llm[key]
             lat.append([label, s["count"]] + [_n(s[k]) for k in ("mean", "p50", "p90", "p95", "p99", "max")])
         for st in llm.get("stages") or []:
+            if st.get("breakdown"):
+                lines.append(f"{st['stage'].capitalize()} time goes to: " + ", ".join(
+                    f"{r['category']} {r['pct']:.1f}% ({r['ms']:.3f} ms)" for r in sorted(st["breakdown"], key=lambda r: -r["ms"])) + ".")
             sm = st["step_ms"]
             stages.append([st["stage"], st["steps"], _n(st["batch"]), _n(st["tokens"]), _n(st["wall_ms"]), _n(st["gpu_ms"]),
                            _n(sm["mean"]), _n(sm["p50"]), _n(st["mfu_pct"], 2), _n(st["mbu_pct"], 2)])
