@@ -74,9 +74,10 @@ class _Args(msgspec.Struct, gc=False):
     total_allocated: _Num = msgspec.field(default=None, name="Total Allocated")
     device_type: _Num = msgspec.field(default=None, name="Device Type")
     device_id: _Num = msgspec.field(default=None, name="Device Id")
-    input_dims: Any = msgspec.field(default=None, name="Input Dims")     # record_shapes (cpu_op)
-    input_type: Any = msgspec.field(default=None, name="Input type")
-    concrete: Any = msgspec.field(default=None, name="Concrete Inputs")
+    # record_shapes (cpu_op): kept as raw JSON text, never materialised as Python objects here
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
+    concrete: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -572,22 +573,22 @@ def _load(path) -> Trace:
     return trace
 
 
-_SHAPE_ENC = msgspec.json.Encoder()
-
-
 def _shape_details(b: TraceBuilder, skind: np.ndarray, sargs: list) -> np.ndarray:
-    """CPU_OP spans recorded with ``record_shapes``: ``{"dims":..,"types":..,"concrete":..}`` as a string id
-    in ``detail`` (ops.shapes_of reads it back); -1 elsewhere."""
+    """CPU_OP spans recorded with ``record_shapes``: ``{"dims":..,"types":..,"concrete":..}`` (the raw JSON of
+    Input Dims / Input type / Concrete Inputs) as a string id in ``detail``; -1 elsewhere."""
     out = np.full(len(sargs), -1, dtype=np.int32)
+    intern = b.strings.intern
     for i in np.flatnonzero(skind == SpanKind.CPU_OP).tolist():
         a = sargs[i]
-        if a.input_dims is None:
+        d = bytes(a.input_dims)
+        if not d or d == b"null":
             continue
+        t = bytes(a.input_type) or b"null"
+        c = bytes(a.concrete) or b"null"
         try:
-            txt = _SHAPE_ENC.encode({"dims": a.input_dims, "types": a.input_type, "concrete": a.concrete}).decode()
-        except (TypeError, ValueError, msgspec.EncodeError):
+            out[i] = intern((b'{"dims":' + d + b',"types":' + t + b',"concrete":' + c + b"}").decode("utf-8"))
+        except UnicodeDecodeError:
             continue
-        out[i] = b.strings.intern(txt)
     return out
 
 
