@@ -199,7 +199,9 @@ def resolve_peaks(trace: Trace, dtype: str | None, peak_tflops: float | None = N
     elif row is not None:
         gb = row["gbps"]
     if row is not None and (peak_tflops is None or peak_gbps is None):
-        parts.insert(0, f"{row['label']}" + (f" ({dtype} dense)" if dtype else "") + f": {row['source']}")
+        what = [f"{dtype} dense {tf:g} TFLOP/s" if (dtype and tf is not None and peak_tflops is None) else None,
+                f"{gb:g} GB/s" if (gb is not None and peak_gbps is None) else None]
+        parts.insert(0, f"{row['label']} (" + ", ".join(x for x in what if x) + f"): {row['source']}")
     if row is None and (peak_tflops is None or peak_gbps is None):
         what = f"device {dev!r} is not in the peak table" if dev else "the trace names no device"
         warnings.append(f"peak FLOP/s and memory bandwidth unknown: {what}; MFU/MBU are null "
