@@ -182,3 +182,55 @@ def test_scope_tokens_and_mark_token(tmp_path):
     assert llm["ttft_ms"]["count"] == 3 and 49 <= llm["ttft_ms"]["p50"] <= 80
     assert llm["tpot_ms"]["count"] == 12 and 9.5 <= llm["tpot_ms"]["p50"] <= 25
     assert llm["token_time_basis"] == ["mark_token() marks"]
+
+
+def test_recording_does_not_change_what_generate_does():
+    """The wrapped forward keeps the model's signature: generate() inspects it (logits_to_keep, accepted
+    kwargs), so a signature-less wrapper would make the prefill compute logits for every prompt position."""
+    torch = pytest.importorskip("torch")
+    tf = pytest.importorskip("transformers")
+    from transformers.generation import utils as gu
+    from inferscope.collect.llmhook import LlmRecorder
+
+    class Sess:
+        finalized = False
+        buffer: list = []
+    torch.manual_seed(0)
+    cfg = tf.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, vocab_size=500, max_position_embeddings=128)
+    model = tf.LlamaForCausalLM(cfg).eval()
+    seen: list = []
+    real = type(model).forward
+
+    import functools
+
+    @functools.wraps(real)
+    def spy(self, *a, **kw):
+        seen.append(sorted(kw))
+        return real(self, *a, **kw)
+    ids = torch.randint(5, 500, (2, 7))
+    kw = dict(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=5, min_new_tokens=5, do_sample=False,
+              pad_token_id=0)
+    plain = gu.GenerationMixin.generate
+    type(model).forward = spy
+    try:
+        with torch.no_grad():
+            a = model.generate(**kw)
+        calls_plain, seen[:] = list(seen), []
+        rec = LlmRecorder(Sess())
+        rec.patch()
+        with torch.no_grad():
+            b = model.generate(**kw)
+        calls_wrapped = list(seen)
+    finally:
+        gu.GenerationMixin.generate = plain
+        type(model).forward = real
+    assert torch.equal(a, b)
+    assert calls_plain == calls_wrapped and any("logits_to_keep" in c for c in calls_plain)
+    assert "forward" not in model.__dict__            # the instance is left as it was
+    ev = rec.s.buffer
+    assert [e[5] for e in ev] == ["hf.forward"] * 5 + ["hf.generate"]
+    assert json.loads(ev[-1][6]) == {"batch": 2, "prompt_tokens": 7, "generated_tokens": 5, "forwards": 5,
+                                     "model": id(model) % 1000003}
+    assert [json.loads(e[6])["tokens"] for e in ev[:5]] == [7, 1, 1, 1, 1]
+    assert [json.loads(e[6])["kv_len"] for e in ev[:5]] == [0, 7, 8, 9, 10]

@@ -10,6 +10,7 @@ elements) is taken once per model and stored in the trace meta (``models``).
 """
 from __future__ import annotations
 
+import functools
 import importlib.abc
 import sys
 import threading
@@ -191,6 +192,7 @@ class LlmRecorder:
         inner = model.forward
         pc = time.perf_counter_ns
 
+        @functools.wraps(inner)   # keeps inner's signature: generate() inspects it (logits_to_keep, kwargs)
         def forward(*a, **kw):
             x = kw.get("input_ids")
             if x is None:
