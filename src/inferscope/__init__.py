@@ -1,7 +1,8 @@
 """InferScope: where does end-to-end inference time go, and what should I change?
 
 Light import: heavy modules (torch, numpy analyses, collectors) load lazily.
-Public API: ``scope`` (context manager / decorator), ``mark``, ``save_report`` (live collection);
+Public API: ``scope`` (context manager / decorator; ``scope(name, tokens=, batch=)`` marks a request), ``mark``,
+``mark_token``, ``save_report`` (live collection);
 ``analyze(path, window=...)`` (a trace file -> the typed result, ``inferscope.result.Report``).
 """
 from __future__ import annotations
