@@ -84,6 +84,9 @@ def _table(t: dict, limit: int = 20) -> list[str]:
 
 
 TABLE_TITLES = [
+    ("llm_requests", "LLM requests (TTFT and TPOT per request)"),
+    ("llm_steps", "LLM generation steps (prefill / decode)"),
+    ("efficiency_by_op", "FLOPs, bytes and achieved throughput per op (from recorded shapes)"),
     ("kernels", "Top GPU kernels (by total time)"),
     ("copies", "Copies"),
     ("syncs", "Blocking sync calls (the breakdown's sync_wait rule; rows add up to every call)"),
