@@ -524,7 +524,8 @@ class LlmStep(_S):
     tokens: Optional[int]        # tokens computed in the step, summed over the batch
     kv_tokens: Optional[int]     # KV-cache length read, summed over the batch
     wall_ms: float
-    gpu_ms: Num                  # GPU work launched from inside the step (null: no GPU)
+    gpu_ms: Num                  # GPU work launched from inside the step, summed (null: no GPU)
+    gpu_span_ms: Num             # first start to last end of that GPU work (graph replays outlast the host step)
     start_ms: float              # offset from the window start
 
 

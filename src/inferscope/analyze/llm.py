@@ -25,7 +25,7 @@ import numpy as np
 from ..trace.kinds import SpanKind
 from ..trace.model import Trace
 from .efficiency import resolve_peaks
-from .phases import _launch_table, phase_matcher
+from .phases import phase_matcher
 from .window import Window
 
 EXEC_RE = re.compile(r"execute_(\d+)_context_(\d+)\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)"
@@ -153,16 +153,28 @@ def _steps(trace: Trace, window: Window, phase_map) -> list[dict]:
                     break
         out = [r for r in out if not (r["source"] in ("sgl", "phase") and inside(r))]
     out.sort(key=lambda r: r["start_ns"])
-    # GPU time per step: work launched from inside it on its thread (phases' rule)
-    ltrack, lstart, ldur, _ = _launch_table(trace, window)
-    cum = np.concatenate(([0], np.cumsum(ldur)))
+    # GPU time per step: work launched from inside it on its thread (phases' rule); and the span from the first
+    # start to the last end of that work (CUDA-graph replays run after the host has left the step)
+    from .classify import gpu_work_mask
+    from .links import launchers_for
+    g = gpu_work_mask(trace) & (s.start_ns >= window.start_ns) & (s.start_ns < window.end_ns)
+    gi = np.flatnonzero(g)
+    src = launchers_for(trace, gi)
+    ok = src >= 0
+    gi, src = gi[ok], src[ok]
+    lt, ls_, gs, ge = s.track[src], s.start_ns[src], s.start_ns[gi], s.end_ns[gi]
+    o = np.lexsort((ls_, lt))
+    lt, ls_, gs, ge = lt[o], ls_[o], gs[o], ge[o]
+    gd = (ge - gs).astype(np.int64)
+    cum = np.concatenate(([0], np.cumsum(gd)))
     for r in out:
-        a = np.searchsorted(ltrack, r["track"], side="left")
-        b = np.searchsorted(ltrack, r["track"], side="right")
-        ls = lstart[a:b]
-        i0 = a + np.searchsorted(ls, r["start_ns"], side="left")
-        i1 = a + np.searchsorted(ls, r["end_ns"], side="left")
+        a = np.searchsorted(lt, r["track"], side="left")
+        b = np.searchsorted(lt, r["track"], side="right")
+        seg = ls_[a:b]
+        i0 = a + np.searchsorted(seg, r["start_ns"], side="left")
+        i1 = a + np.searchsorted(seg, r["end_ns"], side="left")
         r["gpu_ms"] = float(cum[i1] - cum[i0]) / 1e6 if trace.has_gpu else None
+        r["gpu_span_ms"] = float(ge[i0:i1].max() - gs[i0:i1].min()) / 1e6 if i1 > i0 else (0.0 if trace.has_gpu else None)
         r["wall_ms"] = (r["end_ns"] - r["start_ns"]) / 1e6
     return out
 
@@ -283,7 +295,8 @@ def llm(trace: Trace, window: Window, phase_map=None, peak_tflops=None, peak_gbp
             warnings.append(f"{len(models)} models were used by generate(); the model section describes the first")
     # steps and stages
     if steps:
-        sec["steps"] = [{k: r.get(k) for k in ("name", "kind", "source", "batch", "tokens", "kv_tokens", "wall_ms", "gpu_ms")}
+        sec["steps"] = [{k: r.get(k) for k in ("name", "kind", "source", "batch", "tokens", "kv_tokens", "wall_ms", "gpu_ms",
+                                                "gpu_span_ms")}
                         | {"start_ms": (r["start_ns"] - window.start_ns) / 1e6} for r in steps[:500]]
         devs = trace.meta.get("devices") or []
         dtype = None
@@ -377,8 +390,9 @@ def llm_tables(sec: dict) -> dict:
         t["llm_requests"] = {"columns": ["request", "start_ms", "batch", "prompt_tokens", "generated_tokens", "ttft_ms",
                                          "tpot_ms", "request_ms"], "rows": sec["_requests"]}
     if sec and sec.get("steps"):
-        t["llm_steps"] = {"columns": ["step", "kind", "batch", "tokens", "kv_tokens", "start_ms", "wall_ms", "gpu_ms"],
+        t["llm_steps"] = {"columns": ["step", "kind", "batch", "tokens", "kv_tokens", "start_ms", "wall_ms", "gpu_ms", "gpu_span_ms"],
                           "rows": [[r["name"][:120], r["kind"], r["batch"], r["tokens"], r["kv_tokens"], round(r["start_ms"], 6),
-                                    round(r["wall_ms"], 6), None if r["gpu_ms"] is None else round(r["gpu_ms"], 6)]
+                                    round(r["wall_ms"], 6), None if r["gpu_ms"] is None else round(r["gpu_ms"], 6),
+                                    None if r["gpu_span_ms"] is None else round(r["gpu_span_ms"], 6)]
                                    for r in sec["steps"]]}
     return t
