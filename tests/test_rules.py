@@ -327,6 +327,61 @@ def case_slow_steps():
     assert finding(run(t), "slow_steps") is None
 
 
+H100 = [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}]
+
+
+def _gemm_trace(n: int) -> Synth:
+    import json
+    t = Synth()
+    t.b.meta["devices"] = H100
+    op = t.span(SpanKind.CPU_OP, "aten::mm", 0, 100,
+                detail=t.b.strings.intern(json.dumps({"dims": [[n, n], [n, n]], "types": ["c10::BFloat16"] * 2})))
+    assert op >= 0
+    t.launch(1, 2, 2, 100)
+    return t
+
+
+def case_low_mfu():
+    res = run(_gemm_trace(1024))                    # 2*1024^3 FLOP in 100 us: 21.5 TFLOP/s = 2.2 % of 989.4
+    f = finding(res, "low_mfu")
+    assert f["severity"] == "medium" and f["evidence"]["mfu_pct"] == pytest.approx(100 * 2 * 1024 ** 3 / 1e-4 / 989.4e12, rel=1e-3)
+    assert "small_gemms" in f["evidence"]["reasons"]          # the GEMM kernel itself runs at ~2 % of peak
+    assert finding(run(_gemm_trace(2500)), "low_mfu") is None  # 31.6 %
+
+
+def _generate_trace(step_us: list[float], param_bytes: int = 10 ** 9) -> Synth:
+    t = Synth()
+    t.b.meta["devices"] = H100
+    t.b.meta["models"] = [{"name": "m", "params": param_bytes // 2, "param_bytes": param_bytes,
+                           "params_by_dtype": {"bfloat16": param_bytes // 2}, "layers": 2, "heads": 4, "kv_heads": 4,
+                           "head_dim": 8, "kv_elem_bytes": 2, "linear_weight_elems": param_bytes // 2, "lm_head_elems": 0}]
+    cat = t.b.strings.intern("inferscope.llm")
+    t0 = 0.0
+    for i, d in enumerate(step_us):
+        t.span(SpanKind.ANNOTATION, "hf.forward", t0, t0 + d, cat=cat,
+               detail=t.b.strings.intern(f'{{"step":{i},"tokens":{8 if i == 0 else 1},"batch":1,"kv_len":{0 if i == 0 else 7 + i}}}'))
+        t0 += d
+    t.span(SpanKind.ANNOTATION, "hf.generate", 0, t0 + 1, cat=cat,
+           detail=t.b.strings.intern(f'{{"batch":1,"prompt_tokens":8,"generated_tokens":{len(step_us)},"forwards":{len(step_us)}}}'))
+    return t
+
+
+def case_decode_low_mbu():
+    res = run(_generate_trace([100.0] + [2000.0] * 5))      # 1 GB per 2 ms step = 500 GB/s = 14.9 % of 3,350
+    f = finding(res, "decode_low_mbu")
+    assert f["severity"] == "medium" and f["evidence"]["decode_mbu_pct"] == pytest.approx(100 * 1e9 / 2e-3 / 3350e9, rel=1e-3)
+    assert finding(run(_generate_trace([100.0] + [500.0] * 5)), "decode_low_mbu") is None   # 59.7 %
+
+
+def case_latency_tail():
+    steps = [100.0] + [1000.0] * 30
+    steps[15] = 5000.0                                         # one slow decode step
+    f = finding(run(_generate_trace(steps)), "latency_tail")
+    assert f["evidence"]["p50_ms"] == pytest.approx(1.0) and f["evidence"]["p99_over_p50"] >= 2
+    assert f["evidence"]["slowest_step_start_ms"] == pytest.approx((100 + 14 * 1000) / 1e3)
+    assert finding(run(_generate_trace([100.0] + [1000.0] * 30)), "latency_tail") is None
+
+
 CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

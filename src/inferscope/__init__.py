@@ -1,14 +1,15 @@
 """InferScope: where does end-to-end inference time go, and what should I change?
 
 Light import: heavy modules (torch, numpy analyses, collectors) load lazily.
-Public API: ``scope`` (context manager / decorator), ``mark``, ``save_report`` (live collection);
+Public API: ``scope`` (context manager / decorator; ``scope(name, tokens=, batch=)`` marks a request), ``mark``,
+``mark_token``, ``save_report`` (live collection);
 ``analyze(path, window=...)`` (a trace file -> the typed result, ``inferscope.result.Report``).
 """
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "scope", "mark", "save_report", "serve_metrics", "analyze"]
+__all__ = ["__version__", "scope", "mark", "mark_token", "save_report", "serve_metrics", "analyze"]
 
 # ``inferscope.analyze(path, window=...)`` is the subpackage ``inferscope.analyze`` itself, made
 # callable (see analyze/__init__.py): a function of that name here would be replaced by the
@@ -19,7 +20,7 @@ def __getattr__(name):
     if name == "analyze":
         import importlib
         return importlib.import_module(".analyze", __name__)
-    if name in ("scope", "mark", "save_report", "serve_metrics"):
+    if name in ("scope", "mark", "mark_token", "save_report", "serve_metrics"):
         from .collect import api
         return getattr(api, name)
     raise AttributeError(f"module 'inferscope' has no attribute {name!r}")

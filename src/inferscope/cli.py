@@ -29,6 +29,12 @@ def _add_analysis_args(p: argparse.ArgumentParser) -> None:
                    help="cap on decompressed input (.json.gz, .iscope); default 50x the compressed size, "
                         "at least 64 MB, at most 4096 MB (INFERSCOPE_MAX_DECOMPRESSED_MB)")
 
+    p.add_argument("--peak-tflops", type=float, default=None, metavar="TF",
+                   help="peak dense TFLOP/s of the device for the run's dtype (MFU denominator; default: the "
+                        "datasheet table for the device the trace names)")
+    p.add_argument("--peak-gbps", type=float, default=None, metavar="GBPS",
+                   help="peak memory bandwidth in GB/s (MBU denominator; default: the datasheet table)")
+
 
 def _config(args, report_path=None, report_format=None):
     """flags > INFERSCOPE_* > .inferscope.yaml > defaults; a bad value is ConfigError (exit 2)."""

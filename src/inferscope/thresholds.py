@@ -197,3 +197,84 @@ DIFF_MIN_CHANGE_PCT = 10.0
 # doubling the batch buys < 10 % more tokens/s); a smaller gain is within the run-to-run noise of one
 # run per value.
 SWEEP_MIN_THROUGHPUT_GAIN_PCT = 10.0
+
+# --- device peaks (MFU / MBU denominators) --------------------------------------------
+# Source: vendor datasheets, one per row below (the URL or document in its comment).  All matrix
+# (tensor-core) figures are DENSE: where a datasheet quotes "with sparsity" (2:4 structured), the
+# dense figure is half of it and the row says so.  fp32 is the plain (non-tensor) FP32 rate; tf32
+# the dense TF32 tensor rate.  mem_gbps: peak DRAM/HBM bandwidth in GB/s (10^9 bytes/s).
+# None: the datasheet does not state it (e.g. no bf16 on V100/T4): MFU for that dtype is then null.
+# Matching: the first row whose every pattern occurs (case-insensitive) in the device name.
+# keys: (name patterns), label, {dtype: dense TFLOP/s}, mem_gbps, source
+DEVICE_PEAKS = (
+    # NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100, 2023): SXM5 bf16/fp16
+    # 1,979 TF with sparsity (989.4 dense), fp8 3,958 sparse (1,979 dense), tf32 989 sparse, fp32 67; 3.35 TB/s.
+    (("h100", "pcie"), "NVIDIA H100 PCIe", {"bf16": 756.0, "fp16": 756.0, "fp8": 1513.0, "tf32": 378.0, "fp32": 51.0}, 2000.0,
+     "NVIDIA H100 datasheet (PCIe: bf16 1,513 TF with sparsity, 756 dense; 2.0 TB/s)"),
+    (("h100", "nvl"), "NVIDIA H100 NVL", {"bf16": 835.5, "fp16": 835.5, "fp8": 1670.5, "tf32": 417.5, "fp32": 60.0}, 3900.0,
+     "NVIDIA H100 datasheet (NVL: bf16 1,671 TF with sparsity, 835.5 dense; 3.9 TB/s)"),
+    (("h100",), "NVIDIA H100 SXM", {"bf16": 989.4, "fp16": 989.4, "fp8": 1978.9, "tf32": 494.7, "fp32": 66.9}, 3350.0,
+     "NVIDIA H100 datasheet (SXM5: bf16 1,979 TF with sparsity, 989.4 dense; HBM3 3.35 TB/s)"),
+    # NVIDIA H200 datasheet (nvidia.com/en-us/data-center/h200): same compute as H100 SXM, HBM3e 4.8 TB/s.
+    (("h200",), "NVIDIA H200 SXM", {"bf16": 989.4, "fp16": 989.4, "fp8": 1978.9, "tf32": 494.7, "fp32": 66.9}, 4800.0,
+     "NVIDIA H200 datasheet (bf16 1,979 TF with sparsity, 989.4 dense; 4.8 TB/s)"),
+    # NVIDIA HGX B200 spec (nvidia.com/en-us/data-center/hgx): 8 GPUs bf16 36 PF with sparsity, 2.25 PF dense/GPU;
+    # fp8 72 PF sparse, 4.5 dense/GPU; 8 TB/s per GPU.
+    (("b200",), "NVIDIA B200", {"bf16": 2250.0, "fp16": 2250.0, "fp8": 4500.0, "tf32": 1100.0, "fp32": 75.0}, 8000.0,
+     "NVIDIA HGX B200 spec (per GPU: bf16 4.5 PF with sparsity, 2.25 PF dense; 8 TB/s)"),
+    # NVIDIA A100 datasheet (nvidia.com/en-us/data-center/a100): bf16/fp16 624 TF with sparsity (312 dense),
+    # tf32 156 dense, fp32 19.5; 40GB 1,555 GB/s, 80GB SXM 2,039 GB/s, 80GB PCIe 1,935 GB/s.
+    (("a100", "80gb", "pcie"), "NVIDIA A100 80GB PCIe", {"bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "fp32": 19.5}, 1935.0,
+     "NVIDIA A100 datasheet (bf16 624 TF with sparsity, 312 dense; 1,935 GB/s)"),
+    (("a100", "80gb"), "NVIDIA A100 80GB SXM", {"bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "fp32": 19.5}, 2039.0,
+     "NVIDIA A100 datasheet (bf16 624 TF with sparsity, 312 dense; 2,039 GB/s)"),
+    (("a100",), "NVIDIA A100 40GB", {"bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "fp32": 19.5}, 1555.0,
+     "NVIDIA A100 datasheet (bf16 624 TF with sparsity, 312 dense; 40GB 1,555 GB/s)"),
+    # NVIDIA A10 datasheet: bf16 250 TF with sparsity (125 dense), fp32 31.2; 600 GB/s.
+    (("a10",), "NVIDIA A10", {"bf16": 125.0, "fp16": 125.0, "tf32": 62.5, "fp32": 31.2}, 600.0,
+     "NVIDIA A10 datasheet (bf16 250 TF with sparsity, 125 dense; 600 GB/s)"),
+    # NVIDIA L4 datasheet: bf16 242 TF with sparsity (121 dense), fp8 485 sparse, fp32 30.3; 300 GB/s.
+    (("l40s",), "NVIDIA L40S", {"bf16": 362.05, "fp16": 362.05, "fp8": 733.0, "tf32": 183.0, "fp32": 91.6}, 864.0,
+     "NVIDIA L40S datasheet (bf16 733 TF with sparsity, 362 dense; 864 GB/s)"),
+    (("l4",), "NVIDIA L4", {"bf16": 121.0, "fp16": 121.0, "fp8": 242.5, "tf32": 60.0, "fp32": 30.3}, 300.0,
+     "NVIDIA L4 datasheet (bf16 242 TF with sparsity, 121 dense; 300 GB/s)"),
+    # NVIDIA V100 datasheet: tensor (fp16) 125 TF SXM2 / 112 PCIe, no sparsity, no bf16; fp32 15.7/14; 900 GB/s.
+    (("v100", "pcie"), "NVIDIA V100 PCIe", {"bf16": None, "fp16": 112.0, "fp32": 14.0}, 900.0,
+     "NVIDIA V100 datasheet (PCIe: fp16 tensor 112 TF dense; 900 GB/s)"),
+    (("v100",), "NVIDIA V100 SXM2", {"bf16": None, "fp16": 125.0, "fp32": 15.7}, 900.0,
+     "NVIDIA V100 datasheet (SXM2: fp16 tensor 125 TF dense; 900 GB/s)"),
+    # NVIDIA T4 datasheet: fp16 tensor 65 TF (dense), fp32 8.1; 320 GB/s; no bf16.
+    (("t4",), "NVIDIA T4", {"bf16": None, "fp16": 65.0, "fp32": 8.1}, 320.0,
+     "NVIDIA T4 datasheet (fp16 tensor 65 TF dense; 320 GB/s)"),
+    # GeForce/RTX: NVIDIA Ampere GA102 and Ada Lovelace whitepapers (fp16 tensor with FP32 accumulate, dense).
+    (("3090",), "NVIDIA GeForce RTX 3090", {"bf16": 71.0, "fp16": 71.0, "tf32": 35.6, "fp32": 35.6}, 936.0,
+     "NVIDIA Ampere GA102 whitepaper (RTX 3090: fp16/bf16 tensor, FP32 accumulate, 71 TF dense; 936 GB/s)"),
+    (("4090",), "NVIDIA GeForce RTX 4090", {"bf16": 165.2, "fp16": 165.2, "fp8": 330.3, "tf32": 82.6, "fp32": 82.6}, 1008.0,
+     "NVIDIA Ada Lovelace whitepaper (RTX 4090: fp16/bf16 tensor, FP32 accumulate, 165.2 TF dense; 1,008 GB/s)"),
+    (("4060",), "NVIDIA GeForce RTX 4060", {"bf16": None, "fp16": None, "fp32": 15.1}, 272.0,
+     "NVIDIA RTX 4060 specifications (fp32 15.1 TF; 272 GB/s; tensor rates not stated per dtype, so null)"),
+    (("a5000",), "NVIDIA RTX A5000", {"bf16": 111.1, "fp16": 111.1, "tf32": 55.6, "fp32": 27.8}, 768.0,
+     "NVIDIA RTX A5000 datasheet (tensor 222.2 TF with sparsity, 111.1 dense; 768 GB/s)"),
+    # AMD Instinct MI300X data sheet (amd.com): bf16/fp16 1,307.4 TF dense (2,614.9 with sparsity), fp8 2,614.9 dense,
+    # fp32 163.4 (matrix); 5.3 TB/s.
+    (("mi300x",), "AMD Instinct MI300X", {"bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9, "tf32": 653.7, "fp32": 163.4}, 5300.0,
+     "AMD Instinct MI300X data sheet (bf16 1,307.4 TF dense; 5.3 TB/s)"),
+    # AMD Instinct MI250 data sheet: bf16/fp16 362.1 TF (dense, no sparsity), fp32 matrix 90.5; 3.2768 TB/s.
+    (("mi250",), "AMD Instinct MI250", {"bf16": 362.1, "fp16": 362.1, "fp32": 90.5}, 3276.8,
+     "AMD Instinct MI250 data sheet (bf16 362.1 TF dense; 3.28 TB/s)"),
+)
+
+# --- LLM efficiency and latency findings ------------------------------------------------------
+# Source: InferScope's own rule, anchored on published utilisation: well-tuned large-model runs reach
+# 40-60 % MFU (PaLM, Chowdhery et al. 2022: 46 % training MFU) and decode 60-80 % MBU
+# (Databricks "LLM inference performance engineering", 2023); below these the hardware has headroom.
+LOW_MFU_PCT = 30.0           # MFU below this: low_mfu (low); below LOW_MFU_MEDIUM_PCT: medium
+LOW_MFU_MEDIUM_PCT = 10.0
+DECODE_LOW_MBU_PCT = 50.0    # decode MBU below this: decode_low_mbu (low); below DECODE_LOW_MBU_MEDIUM_PCT: medium
+DECODE_LOW_MBU_MEDIUM_PCT = 20.0
+# A p99 at least this many times the p50 is a slow tail worth explaining (latency_tail); percentiles need
+# at least LATENCY_TAIL_MIN_SAMPLES samples for a p99 that is not just the maximum of a handful.
+LATENCY_TAIL_RATIO = 2.0
+LATENCY_TAIL_MIN_SAMPLES = 20
+# GEMM kernels below this share of the dense peak while running: the GEMMs are small or skinny.
+GEMM_KERNEL_LOW_PCT_OF_PEAK = 50.0

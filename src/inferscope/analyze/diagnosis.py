@@ -41,7 +41,7 @@ def _t_src(name: str) -> str:
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2, "info": 3}
 
 _STEP = re.compile(r"([^.\[]+)(?:\[([^\]]+)\])?")
-_ROW_KEYS = ("category", "name", "class", "api", "kind")
+_ROW_KEYS = ("category", "name", "class", "api", "kind", "stage", "op")
 
 
 def get_path(res: dict, path: str) -> Any:
@@ -617,12 +617,132 @@ def cpu_oversubscription(res: dict, found: dict) -> dict | None:
                      "(taskset/cgroup limits included).")
 
 
+
+
+def low_mfu(res: dict, found: dict) -> dict | None:
+    """MFU below thresholds.LOW_MFU_PCT: from recorded shapes (efficiency) or the prefill stage of a live run."""
+    eff = res.get("efficiency") or {}
+    stages = {s["stage"]: s for s in ((res.get("llm") or {}).get("stages") or [])}
+    e = Evidence(res)
+    if eff.get("mfu_pct") is not None:
+        mfu = e.cite("mfu_pct", "efficiency.mfu_pct", 3)
+        e.cite("achieved_tflops", "efficiency.achieved_tflops")
+        peak = e.cite("peak_tflops", "efficiency.peak_tflops")
+        e.cite("peak_source", "efficiency.peak_source", default=None)
+        where = "over the window (FLOPs from recorded shapes)"
+    elif stages.get("prefill", {}).get("mfu_pct") is not None:
+        mfu = e.cite("mfu_pct", "llm.stages[prefill].mfu_pct", 3)
+        e.cite("achieved_tflops", "llm.stages[prefill].achieved_tflops")
+        peak = e.cite("peak_tflops", "llm.stages[prefill].peak_tflops")
+        where = "in prefill (analytical FLOPs of the model)"
+    else:
+        return None
+    if mfu >= T.LOW_MFU_PCT:
+        return None
+    txt = [f"MFU {mfu:.1f}% {where}: achieved {e.values['achieved_tflops']:.2f} of {peak:g} TFLOP/s dense peak."]
+    reasons = []
+    gpu = res.get("gpu")
+    if gpu is not None and gpu["idle_pct"] >= T.GPU_IDLE_MEDIUM_PCT:
+        idle = e.cite("gpu_idle_pct", "gpu.idle_pct", 2)
+        reasons.append(("idle", f"the GPU is idle {idle:.1f}% of the window (gaps between kernels)"))
+    if eff.get("gemm_kernel_tflops") is not None and peak:
+        gk = e.cite("gemm_kernel_tflops", "efficiency.gemm_kernel_tflops")
+        pk = e.derive("gemm_kernel_pct_of_peak", 100.0 * gk / peak, "100 * gemm_kernel_tflops / peak_tflops", 2)
+        if pk < T.GEMM_KERNEL_LOW_PCT_OF_PEAK:
+            reasons.append(("small_gemms", f"GEMM kernels run at only {pk:.0f}% of peak while running (small or skinny "
+                                           "matrix products: too few rows per GEMM)"))
+    k = res.get("kernels") or {}
+    cl = {r["class"]: r["share_pct"] for r in (k.get("classes") or [])}
+    if cl and cl.get("gemm", 0.0) + cl.get("attention", 0.0) < 50.0:
+        for c in ("gemm", "attention"):
+            if c in cl:
+                e.cite(f"kernel_class_{c}_pct", f"kernels.classes[{c}].share_pct", 2)
+        mm = e.derive("matmul_kernel_pct", cl.get("gemm", 0.0) + cl.get("attention", 0.0),
+                      "kernel_class_gemm_pct + kernel_class_attention_pct", 2)
+        reasons.append(("non_matmul", f"matrix-multiply and attention kernels are only {mm:.0f}% of kernel time; "
+                                      "elementwise, copy and normalisation kernels take the rest at low FLOP rates"))
+    if k.get("launch_storm") or k.get("tiny_pct", 0) >= 50:
+        tiny = e.cite("tiny_kernel_pct", "kernels.tiny_pct", 2)
+        reasons.append(("launch", f"{tiny:.0f}% of kernels are shorter than {k.get('tiny_threshold_us', 10):g} us "
+                                  "(launch overhead per kernel)"))
+    e.derive("reasons", [r[0] for r in reasons], "rules above, in order: GPU idle >= GPU_IDLE_MEDIUM_PCT, GEMM kernels "
+             "< GEMM_KERNEL_LOW_PCT_OF_PEAK of peak, matmul+attention kernels < 50% of kernel time, launch storm or >= 50% tiny kernels")
+    txt += [f"Why (from the trace): {r[1]}." for r in reasons] or ["The trace shows no single cause (GPU busy, GEMMs efficient)."]
+    sugg = {"idle": "Keep the GPU fed first (see gpu_idle): larger batches, CUDA graphs, overlap host work.",
+            "small_gemms": "Raise the tokens per GEMM (bigger batches, continuous batching, longer prefill chunks) so matrix "
+                           "products reach tensor-core efficiency.",
+            "non_matmul": "Fuse the elementwise/copy kernels (torch.compile, fused RMSNorm/rotary/SiLU kernels) and avoid "
+                          "dtype casts and .contiguous() copies.",
+            "launch": "Cut per-kernel launch overhead: CUDA graphs or torch.compile to fuse small kernels."}
+    return e.finding("low_mfu", "medium" if mfu < T.LOW_MFU_MEDIUM_PCT else "low", f"Model FLOPs utilisation {mfu:.1f}%",
+                     txt, " ".join(sugg[r[0]] for r in reasons) or "Profile the top kernels with Nsight Compute.")
+
+
+def decode_low_mbu(res: dict, found: dict) -> dict | None:
+    stages = {s["stage"]: s for s in ((res.get("llm") or {}).get("stages") or [])}
+    d = stages.get("decode")
+    if not d or d.get("mbu_pct") is None or d["mbu_pct"] >= T.DECODE_LOW_MBU_PCT:
+        return None
+    e = Evidence(res)
+    mbu = e.cite("decode_mbu_pct", "llm.stages[decode].mbu_pct", 2)
+    e.cite("bytes_per_step", "llm.stages[decode].bytes_per_step")
+    e.cite("mean_step_ms", "llm.stages[decode].step_ms.mean")
+    gb = e.cite("peak_gbps", "llm.stages[decode].peak_gbps")
+    return e.finding("decode_low_mbu", "medium" if mbu < T.DECODE_LOW_MBU_MEDIUM_PCT else "low",
+                     f"Decode reads memory at {mbu:.0f}% of the peak bandwidth",
+                     [f"Each decode step must read the weights and the KV cache ({e.values['bytes_per_step'] / 1e9:.3f} GB); "
+                      f"at a mean step of {e.values['mean_step_ms']:.3f} ms that is {mbu:.1f}% of {gb:g} GB/s."],
+                     "Decode is memory-bound by nature: raise the batch (more tokens per weight read), use CUDA graphs to "
+                     "remove per-step host gaps, and quantize weights / KV cache to read fewer bytes.")
+
+
+def latency_tail(res: dict, found: dict) -> dict | None:
+    llm = res.get("llm") or {}
+    for key, what in (("tpot_ms", "time per output token"), ("request_ms", "request latency")):
+        st = llm.get(key) or {}
+        if st.get("count", 0) < T.LATENCY_TAIL_MIN_SAMPLES or not st.get("p50") or st.get("p99") is None:
+            continue
+        if st["p99"] < T.LATENCY_TAIL_RATIO * st["p50"]:
+            continue
+        e = Evidence(res)
+        p50 = e.cite("p50_ms", f"llm.{key}.p50")
+        p99 = e.cite("p99_ms", f"llm.{key}.p99")
+        e.cite("samples", f"llm.{key}.count")
+        ratio = e.derive("p99_over_p50", p99 / p50, "p99_ms / p50_ms", 2)
+        txt = [f"{what}: p99 {p99:.3f} ms is {ratio:.1f}x the p50 {p50:.3f} ms over {st['count']} samples."]
+        steps = [s for s in (llm.get("steps") or []) if s["kind"] == "decode"]
+        if key == "tpot_ms" and len(steps) >= T.LATENCY_TAIL_MIN_SAMPLES:
+            walls = sorted(s["wall_ms"] for s in steps)
+            cut = walls[int(0.99 * (len(walls) - 1))]
+            slow = [s for s in steps if s["wall_ms"] >= cut]
+            fast = [s for s in steps if s["wall_ms"] < cut]
+            e.derive("slow_steps", len(slow), "decode steps (llm.steps) with wall_ms >= their p99")
+            s0 = max(slow, key=lambda s: s["wall_ms"])
+            e.derive("slowest_step_start_ms", s0["start_ms"], "max wall_ms over llm.steps (decode)")
+            txt.append(f"The slowest decode steps ({len(slow)}) took {min(x['wall_ms'] for x in slow):.3f}-{s0['wall_ms']:.3f} ms "
+                       f"(the slowest at +{s0['start_ms']:.1f} ms) against a median step of {walls[len(walls) // 2]:.3f} ms.")
+            if all(x.get("gpu_ms") is not None for x in steps) and fast:
+                g_slow = sum(x["gpu_ms"] for x in slow) / len(slow)
+                g_fast = sum(x["gpu_ms"] for x in fast) / len(fast)
+                e.derive("slow_steps_gpu_ms_mean", g_slow, "mean gpu_ms of the slow steps")
+                e.derive("other_steps_gpu_ms_mean", g_fast, "mean gpu_ms of the other decode steps")
+                txt.append(f"Their GPU time averages {g_slow:.3f} ms against {g_fast:.3f} ms for the others: "
+                           + ("the extra time is GPU work." if g_slow > 1.5 * max(g_fast, 1e-9) else
+                              "the extra time is on the host (not GPU work)."))
+        return e.finding("latency_tail", "low", f"Slow tail in {what} (p99 {ratio:.1f}x p50)", txt,
+                         "Look at what the slow steps/requests did differently in the timeline (their offsets are "
+                         "above): host pauses (garbage collection, I/O, tokenization on the same thread), KV-cache growth "
+                         "reallocations, or batch changes; pin the host thread and pre-allocate the cache.")
+    return None
+
+
 # Order matters only where a rule reads an earlier one (framework_overhead after host_launch_bound).
 RULES: list[Callable[[dict, dict], dict | None]] = [
     gpu_idle, sync_stall, pageable_copy, small_copies, launch_storm, dominant_kernel, warmup_in_window,
     gpu_compute_bound, gpu_communication, cpu_preprocessing, host_launch_bound, framework_overhead, cpu_compute,
     host_waiting, low_coverage, gpu_throttling, gpu_temperature, gpu_memory_pressure, gpu_util_counter, numa_placement,
     cpu_oversubscription, slow_steps,
+    low_mfu, decode_low_mbu, latency_tail,
 ]
 FINDING_IDS = [r.__name__ for r in RULES]
 

@@ -16,6 +16,8 @@ class AnalyzeOptions:
     nvtx_coverage_warn_threshold: float = thresholds.NVTX_COVERAGE_WARN_THRESHOLD
     top_n: int = 20                           # rows in top-N tables
     alert_thresholds: dict = field(default_factory=dict)   # {thresholds constant: value} from .inferscope.yaml / env
+    peak_tflops: float | None = None          # --peak-tflops: MFU denominator (dense TFLOP/s)
+    peak_gbps: float | None = None            # --peak-gbps: MBU denominator (GB/s)
     extra: dict = field(default_factory=dict)
 
 
@@ -53,8 +55,13 @@ def options_from_args(args) -> "AnalyzeOptions":
     thr = args.nvtx_coverage_warn_threshold
     if thr is not None and not (0.0 <= thr <= 1.0):
         raise ConfigError("--nvtx-coverage-warn-threshold must be between 0 and 1")
+    for flag in ("peak_tflops", "peak_gbps"):
+        v = getattr(args, flag, None)
+        if v is not None and not (v > 0 and v < 1e7):
+            raise ConfigError(f"--{flag.replace('_', '-')} must be a positive number")
     from ..config import alert_thresholds, load_config
-    return AnalyzeOptions(window=args.window, phase_map=_load_phase_map(args.phase_map),
+    return AnalyzeOptions(window=args.window, peak_tflops=getattr(args, "peak_tflops", None),
+                          peak_gbps=getattr(args, "peak_gbps", None), phase_map=_load_phase_map(args.phase_map),
                           nvtx_kernel_map=not args.no_nvtx_kernel_map,
                           nvtx_coverage_warn_threshold=thresholds.NVTX_COVERAGE_WARN_THRESHOLD if thr is None else thr,
                           alert_thresholds=alert_thresholds(load_config()))

@@ -15,6 +15,8 @@ from . import breakdown as B
 from .copies import copies, copy_table
 from .diagnosis import findings_for, verdict_for
 from .gpu import gpu_utilisation
+from .efficiency import efficiency, efficiency_table
+from .llm import llm, llm_tables
 from .host_calls import one_off_host_calls
 from .idle_gaps import idle_gaps
 from .kernels import kernel_table, kernels
@@ -130,7 +132,19 @@ def analyze_report(trace: Trace, options: AnalyzeOptions | None = None) -> Repor
                         f"on an H100 host; ~{cc['pct_of_window']:.0f}% of the window): host-side framework/launch time is inflated by about "
                         "that much; GPU kernel times are not. Without InferScope the loop runs faster, and host-bound "
                         "verdicts are somewhat overstated.")
+    eff = efficiency(trace, window, options.peak_tflops, options.peak_gbps, options.top_n)
+    if eff is not None:
+        warnings.extend(eff.pop("_warnings", []) or [])
+        warnings.extend(eff.pop("_warnings_only", []) or [])
+    res["efficiency"] = eff if eff else None
+    res["llm"], res["model"], lw = llm(trace, window, options.phase_map, options.peak_tflops, options.peak_gbps)
+    warnings.extend(lw)
     tables = {}
+    tables.update(llm_tables(res["llm"]))
+    if res["llm"] is not None:
+        res["llm"].pop("_requests", None)
+    if eff:
+        tables["efficiency_by_op"] = efficiency_table(eff)
     if res["kernels"]["count"]:
         tables["kernels"] = kernel_table(res["kernels"])
     if res["copies"]["count"]:

@@ -32,6 +32,7 @@ class Window:
 
 
 SCOPE_CAT = "inferscope.scope"
+LLM_CAT = "inferscope.llm"        # live Hugging Face generate() calls (collect/llmhook.py)
 
 
 def scope_extent(trace: Trace) -> tuple[int, int] | None:
@@ -45,6 +46,19 @@ def scope_extent(trace: Trace) -> tuple[int, int] | None:
         return None
     s = trace.spans
     m = (s.kind == SpanKind.ANNOTATION) & (s.cat == cid) & (s.end_ns > s.start_ns)
+    if not m.any():
+        return None
+    return int(s.start_ns[m].min()), int(s.end_ns[m].max())
+
+
+def generate_extent(trace: Trace) -> tuple[int, int] | None:
+    """First start to last end of the recorded generate() calls of a live run (no scope() ranges)."""
+    cid = trace.strings.get(LLM_CAT)
+    gid = trace.strings.get("hf.generate")
+    if cid < 0 or gid < 0:
+        return None
+    s = trace.spans
+    m = (s.kind == SpanKind.ANNOTATION) & (s.cat == cid) & (s.name == gid) & (s.end_ns > s.start_ns)
     if not m.any():
         return None
     return int(s.start_ns[m].min()), int(s.end_ns[m].max())
@@ -82,7 +96,8 @@ def _unknown(spec: str, why: str, trace: Trace) -> ConfigError:
 def resolve_window(trace: Trace, spec: str | None) -> Window:
     """Default: earliest start to latest end of all duration events.
 
-    Live runs whose program used inferscope.scope() default to the extent of those ranges.
+    Live runs whose program used inferscope.scope() default to the extent of those ranges; without
+    them, to the extent of the Hugging Face generate() calls recorded (collect/llmhook.py).
     spec: 'all' | 'gpu' | 'step:N' | 'START_MS:END_MS' | '<range name>[:k]' (k-th occurrence, 1-based)
     """
     lo, hi = trace.bounds_ns()
@@ -90,6 +105,9 @@ def resolve_window(trace: Trace, spec: str | None) -> Window:
         sc = scope_extent(trace)
         if sc is not None:
             return Window(sc[0], sc[1], "inferscope.scope() ranges (--window all: whole run)", "scopes")
+        ge = generate_extent(trace)
+        if ge is not None:
+            return Window(ge[0], ge[1], "generate() calls (--window all: whole run)", "scopes")
     if spec is None or spec.strip().lower() in ("", "all", "trace"):
         return Window(lo, hi, "whole trace", "trace")
     spec = spec.strip()

@@ -33,10 +33,17 @@ def _get_nvtx():
 class scope:
     """Context manager and decorator recording a named range."""
 
-    __slots__ = ("name",)
+    __slots__ = ("name", "detail")
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, tokens: int | None = None, batch: int | None = None) -> None:
+        """``tokens``/``batch``: this range is one request (or batch of requests) generating ``tokens``
+        tokens per sequence for ``batch`` sequences; ``inferscope.mark_token()`` inside it times each token."""
         self.name = str(name)
+        self.detail = None
+        if tokens is not None or batch is not None:
+            t = None if tokens is None else int(tokens)
+            b = None if batch is None else int(batch)
+            self.detail = f'{{"request":true,"generated_tokens":{"null" if t is None else t},"batch":{"null" if b is None else b}}}'
 
     def __enter__(self):
         s = _S._session or _S.get_or_start()
@@ -92,7 +99,7 @@ class scope:
                 rf.__exit__(None, None, None)
             except Exception:
                 pass
-        s.buffer.append((0, _ANN, threading.get_native_id(), t0, t1, self.name, None, "inferscope.scope"))
+        s.buffer.append((0, _ANN, threading.get_native_id(), t0, t1, self.name, self.detail, "inferscope.scope"))
         m = s.metrics
         if m is not None:
             m.observe_scope(self.name, (t1 - t0) / 1e9)
@@ -100,10 +107,13 @@ class scope:
 
     def __call__(self, fn):
         name = self.name
+        detail = self.detail
 
         @functools.wraps(fn)
         def wrapper(*a, **kw):
-            with scope(name):
+            sc = scope(name)
+            sc.detail = detail
+            with sc:
                 return fn(*a, **kw)
         return wrapper
 
@@ -115,6 +125,16 @@ def mark(name: str) -> None:
         return
     t = time.perf_counter_ns()
     s.buffer.append((0, _MARK, threading.get_native_id(), t, t, str(name), None, "inferscope.mark"))
+
+
+def mark_token() -> None:
+    """Record that one output token (per sequence) was produced, on the calling thread: inside a
+    ``scope(name, tokens=..., batch=...)`` range the first mark gives TTFT and the gaps between marks TPOT."""
+    s = _S._session or _S.get_or_start()
+    if s is None or s.finalized:
+        return
+    t = time.perf_counter_ns()
+    s.buffer.append((0, _MARK, threading.get_native_id(), t, t, "token", None, "inferscope.token"))
 
 
 def save_report(path: str | None = None, format: str | None = None, trace_path: str | None = None) -> list:

@@ -88,6 +88,7 @@ class Session:
         self.nvml = None
         self.torch = None
         self.torch_hook = None
+        self.llm = None
         self.torch_state = "not imported"
         self._stop = threading.Event()
         self._hk: threading.Thread | None = None
@@ -137,6 +138,13 @@ class Session:
                 self.torch_hook.install()
         else:
             self.torch_state = "off (config)"
+        try:
+            from .llmhook import LlmRecorder
+            self.llm = LlmRecorder(self)
+            self.llm.start()
+        except Exception as e:   # optional: never stops collection
+            self.llm = None
+            log.debug(f"transformers generate() recording not installed: {e}")
         sys_on_sampler = bool(self.sampler.interval_ns and cfg.system_sampling_hz > 0)
         if sys_on_sampler:   # piggyback on the sampler's ticks: no extra thread wake-ups
             self.sampler.periodic = (self.system.sample, int(1e9 / cfg.system_sampling_hz))
@@ -349,8 +357,12 @@ class Session:
         }
 
     def _trace_meta(self, collection: dict, warnings: list, devices: list) -> dict:
-        return {"source_format": "inferscope", "devices": devices, "tool_versions": self._tool_versions(),
-                "warnings": warnings, "missing": self._missing(), "collection": collection}
+        out = {"source_format": "inferscope", "devices": devices, "tool_versions": self._tool_versions(),
+               "warnings": warnings, "missing": self._missing(), "collection": collection}
+        llm = getattr(self, "llm", None)
+        if llm is not None and llm.models:
+            out["models"] = llm.meta()
+        return out
 
     numa: dict | None = None
 
@@ -471,6 +483,8 @@ class Session:
         self._stop.set()
         if self.torch_hook is not None:
             self.torch_hook.remove()
+        if getattr(self, "llm", None) is not None:
+            self.llm.stop()
         if self.sampler is not None:
             self.sampler.stop()
         if self._hk is not None:

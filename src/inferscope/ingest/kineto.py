@@ -74,6 +74,10 @@ class _Args(msgspec.Struct, gc=False):
     total_allocated: _Num = msgspec.field(default=None, name="Total Allocated")
     device_type: _Num = msgspec.field(default=None, name="Device Type")
     device_id: _Num = msgspec.field(default=None, name="Device Id")
+    # record_shapes (cpu_op): kept as raw JSON text, never materialised as Python objects here
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
+    concrete: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -623,7 +627,7 @@ def _load(path, max_decompressed=None) -> Trace:
     sname = name_gid[name_codes[sidx]]
     b.add_spans(start_ns=start, end_ns=end, track=track_of, kind=skind, name=sname, cat=scat,
                 correlation=corr, ext_id=ext, bytes=nbytes, copy_kind=copy_kind,
-                src_mem=src_mem, dst_mem=dst_mem)
+                src_mem=src_mem, dst_mem=dst_mem, detail=_shape_details(b, skind, sargs))
     if mark_rows is not None:
         keep, ktr = mark_rows
         kst = ts_ns[keep]
@@ -641,6 +645,25 @@ def _load(path, max_decompressed=None) -> Trace:
     if len(fidx):
         _fwdbwd_flows(trace, fidx, ph_codes, ph_uniq, events, pid, tid, ts_ns, warnings)
     return trace
+
+
+def _shape_details(b: TraceBuilder, skind: np.ndarray, sargs: list) -> np.ndarray:
+    """CPU_OP spans recorded with ``record_shapes``: ``{"dims":..,"types":..,"concrete":..}`` (the raw JSON of
+    Input Dims / Input type / Concrete Inputs) as a string id in ``detail``; -1 elsewhere."""
+    out = np.full(len(sargs), -1, dtype=np.int32)
+    intern = b.strings.intern
+    for i in np.flatnonzero(skind == SpanKind.CPU_OP).tolist():
+        a = sargs[i]
+        d = bytes(a.input_dims)
+        if not d or d == b"null":
+            continue
+        t = bytes(a.input_type) or b"null"
+        c = bytes(a.concrete) or b"null"
+        try:
+            out[i] = intern((b'{"dims":' + d + b',"types":' + t + b',"concrete":' + c + b"}").decode("utf-8"))
+        except UnicodeDecodeError:
+            continue
+    return out
 
 
 def _code_mask(codes: np.ndarray, uniq: list, wanted: set) -> np.ndarray:

@@ -599,6 +599,28 @@ def _counters(result: dict) -> str:
             'counters_by_range; per core: counters_cores.</p></section>')
 
 
+def _llm(result: dict) -> str:
+    from .llm_text import LATENCY_COLS, STAGE_COLS, efficiency_lines, llm_lines
+    ll, lat, stg, mdl = llm_lines(result)
+    el = efficiency_lines(result)
+    if not (ll or mdl or el):
+        return ""
+
+    def tbl(cols, rows):
+        head = "".join(f"<th>{text(c, 60)}</th>" for c in cols)
+        body = "".join("<tr>" + "".join(f"<td>{fmt_cell(v)}</td>" for v in r) + "</tr>" for r in rows)
+        return f'<div class="tw"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+    out = ['<section id="llm"><h2>LLM: requests, TTFT, TPOT, efficiency</h2>']
+    out += [f"<p>{text(x, 2000)}</p>" for x in ll]
+    if lat:
+        out.append(tbl(LATENCY_COLS, lat))
+    if stg:
+        out.append(tbl(STAGE_COLS, stg))
+    out += [f"<p>{text(x, 2000)}</p>" for x in mdl + el]
+    out.append("</section>")
+    return "".join(out)
+
+
 def _notes(result: dict) -> str:
     out = []
     w = _list(result.get("warnings"))
@@ -647,6 +669,7 @@ def build_html(result: dict, trace=None, n_bins: int = 1000, max_rows: int = 25)
         _timeline(result, trace, n_bins),
         _findings(result),
         _counters(result),
+        _llm(result),
         _notes(result),
         _tables(result, max_rows),
         _about(result, trace),

@@ -135,6 +135,9 @@ def _counters_md(result: dict) -> list[str]:
 
 
 TABLE_TITLES = [
+    ("llm_requests", "LLM requests (TTFT and TPOT per request)"),
+    ("llm_steps", "LLM generation steps (prefill / decode)"),
+    ("efficiency_by_op", "FLOPs, bytes and achieved throughput per op (from recorded shapes)"),
     ("kernels", "Top GPU kernels (by total time)"),
     ("copies", "Copies"),
     ("syncs", "Blocking sync calls (the breakdown's sync_wait rule; rows add up to every call)"),
@@ -194,6 +197,19 @@ def render_markdown(result: dict) -> str:
               "| key | value |", "|---|---|"]
         L += [f"| {md_escape(k)} | {_fmt(val)} |" for k, val in f["evidence"].items()]
         L += ["", "</details>", ""]
+    from .llm_text import LATENCY_COLS, STAGE_COLS, efficiency_lines, llm_lines
+    ll, lat, stg, mdl = llm_lines(result)
+    if ll or mdl:
+        L += ["## LLM: requests, TTFT, TPOT, stages", ""] + [f"- {md_escape(x, 600)}" for x in ll] + [""]
+        if lat:
+            L += _table({"columns": LATENCY_COLS, "rows": lat}) + [""]
+        if stg:
+            L += ["Stages (prefill / decode steps):", ""] + _table({"columns": STAGE_COLS, "rows": stg}) + [""]
+        if mdl:
+            L += ["Model:", ""] + [f"- {md_escape(x, 900)}" for x in mdl] + [""]
+    el = efficiency_lines(result)
+    if el:
+        L += ["## Efficiency (FLOPs, MFU, MBU)", ""] + [f"- {md_escape(x, 600)}" for x in el] + [""]
     gpu = result.get("gpu")
     if gpu is not None:
         L += ["## GPU utilisation", "",

@@ -1,0 +1,427 @@
+"""Achieved FLOPs from recorded shapes, device peaks, MFU and MBU (issue 11).
+
+Shapes: CPU_OP spans carry ``{"dims", "types", "concrete"}`` (Kineto ``record_shapes``: ``Input Dims``,
+``Input type``, ``Concrete Inputs``) as a string id in ``detail`` (ingest/kineto.py).
+
+Counting rules (each op counted once, nested calls never twice):
+  * GEMM family (``aten::mm``, ``addmm``, ``bmm``, ``baddbmm``, ``matmul``, ``linear``): only the innermost
+    op of the family (``linear`` -> ``addmm``: the ``addmm``), 2*M*N*K per product, batched products per batch;
+  * attention (``scaled_dot_product_attention`` and its flash/efficient/cudnn variants): the outermost op,
+    4*B*H*Sq*Sk*D (QK^T and PV); halved when the op says ``is_causal`` and Sq == Sk;
+  * convolution (``aten::convolution``): 2 * N * Cout * prod(out spatial) * Cin/groups * prod(kernel);
+    attention/convolution ops that contain a GEMM op are left to the GEMM rule.
+Bytes per op: every operand read once and the output written once (a lower bound on its DRAM traffic).
+Kernel time per op: the kernels whose launching call has the op as its nearest counted ancestor.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import numpy as np
+
+from .. import thresholds as T
+from ..trace.kinds import SpanKind
+from ..trace.model import Trace
+from .classify import gpu_work_mask
+from .links import launchers_for
+from .window import Window
+
+GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear")
+ATTN_OPS = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention",
+            "aten::_scaled_dot_product_efficient_attention", "aten::_scaled_dot_product_cudnn_attention",
+            "aten::_scaled_dot_product_flash_attention_for_cpu")
+CONV_OPS = ("aten::convolution",)
+# index of is_causal among each attention op's inputs
+_CAUSAL_ARG = {"aten::scaled_dot_product_attention": 5, "aten::_scaled_dot_product_flash_attention": 4,
+               "aten::_scaled_dot_product_efficient_attention": 6, "aten::_scaled_dot_product_cudnn_attention": 6,
+               "aten::_scaled_dot_product_flash_attention_for_cpu": 4}
+
+_DTYPES = (("bfloat16", "bf16", 2), ("half", "fp16", 2), ("float8", "fp8", 1), ("double", "fp64", 8),
+           ("float", "fp32", 4), ("long", "int64", 8), ("int", "int32", 4))
+
+
+def dtype_of(t) -> tuple[str | None, int]:
+    """(short dtype, bytes per element) from a recorded type ("c10::BFloat16", "float", "c10::Half")."""
+    s = str(t or "").lower()
+    for key, short, size in _DTYPES:
+        if key in s:
+            return short, size
+    return None, 0
+
+
+def _prod(xs) -> int:
+    p = 1
+    for x in xs:
+        p *= int(x)
+    return p
+
+
+def _gemm(name: str, dims: list) -> tuple[int, int] | None:
+    """(flops, elements moved) of one GEMM-family call, or None when the shapes do not fit."""
+    if name in ("aten::addmm", "aten::baddbmm"):
+        c, a, b = dims[0], dims[1], dims[2]
+    else:
+        a, b = dims[0], dims[1]
+        c = []
+    if name == "aten::linear":   # input [..., K], weight [N, K]
+        if len(a) < 1 or len(b) != 2 or a[-1] != b[1]:
+            return None
+        m, k, n = _prod(a[:-1]), int(a[-1]), int(b[0])
+        return 2 * m * n * k, m * k + n * k + m * n + (_prod(dims[2]) if len(dims) > 2 and dims[2] else 0)
+    if len(a) == 1:
+        a = [1] + list(a)
+    if len(b) == 1:
+        b = list(b) + [1]
+    if len(a) < 2 or len(b) < 2 or a[-1] != b[-2]:
+        return None
+    m, k, n = int(a[-2]), int(a[-1]), int(b[-1])
+    ba, bb = list(a[:-2]), list(b[:-2])
+    nd = max(len(ba), len(bb))
+    ba, bb = [1] * (nd - len(ba)) + ba, [1] * (nd - len(bb)) + bb
+    batch = _prod(max(x, y) for x, y in zip(ba, bb))
+    return 2 * batch * m * n * k, _prod(a) + _prod(b) + batch * m * n + (_prod(c) if c else 0)
+
+
+def _attention(name: str, dims: list, concrete: list | None) -> tuple[int, int] | None:
+    q, k = dims[0], dims[1]
+    if len(q) != 4 or len(k) != 4:
+        return None
+    b, h, sq, d = (int(x) for x in q)
+    sk = int(k[2])
+    flops = 4 * b * h * sq * sk * d
+    ci = _CAUSAL_ARG.get(name)
+    causal = bool(concrete) and ci is not None and ci < len(concrete) and str(concrete[ci]).strip().lower() == "true"
+    if causal and sq == sk:
+        flops //= 2
+    moved = _prod(q) + 2 * _prod(k) + _prod(q)
+    return flops, moved
+
+
+def _conv(dims: list, concrete: list | None) -> tuple[int, int] | None:
+    x, w = dims[0], dims[1]
+    if len(x) < 3 or len(w) != len(x):
+        return None
+    sp = len(x) - 2
+
+    def lst(i, default):
+        try:
+            v = json.loads(concrete[i]) if concrete and concrete[i] not in ("", None) else default
+        except (ValueError, TypeError, IndexError):
+            return default
+        v = v if isinstance(v, list) else [v]
+        return (v * sp)[:sp] if len(v) == 1 else v
+
+    stride, pad, dil = lst(3, [1] * sp), lst(4, [0] * sp), lst(5, [1] * sp)
+    try:
+        transposed = str(concrete[6]).strip().lower() == "true" if concrete and len(concrete) > 6 else False
+        groups = int(concrete[8]) if concrete and len(concrete) > 8 and str(concrete[8]).strip() else 1
+    except (ValueError, TypeError):
+        return None
+    if transposed or len(stride) != sp:
+        return None
+    n, cin = int(x[0]), int(x[1])
+    cout, kern = int(w[0]), [int(v) for v in w[2:]]
+    out = [(int(x[2 + i]) + 2 * int(pad[i]) - int(dil[i]) * (kern[i] - 1) - 1) // int(stride[i]) + 1 for i in range(sp)]
+    if min(out) <= 0 or groups <= 0:
+        return None
+    flops = 2 * n * cout * _prod(out) * (cin // groups) * _prod(kern)
+    return flops, _prod(x) + _prod(w) + n * cout * _prod(out)
+
+
+def op_cost(name: str, shape_json: str) -> tuple[str, int, int, str | None] | None:
+    """(family, flops, bytes, dtype) of one recorded op call, or None when it is not countable."""
+    try:
+        sh = json.loads(shape_json)
+        dims = sh.get("dims") or []
+        types = sh.get("types") or []
+        concrete = sh.get("concrete")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(dims, list) or len(dims) < 2 or not all(isinstance(d, list) for d in dims[:2]):
+        return None
+    try:
+        if name in GEMM_OPS:
+            fam, r = "gemm", _gemm(name, dims)
+            ti = 1 if name in ("aten::addmm", "aten::baddbmm") else 0
+        elif name in ATTN_OPS:
+            fam, r, ti = "attention", _attention(name, dims, concrete), 0
+        elif name in CONV_OPS:
+            fam, r, ti = "conv", _conv(dims, concrete), 0
+        else:
+            return None
+    except (TypeError, ValueError, IndexError):
+        return None
+    if r is None:
+        return None
+    dt, size = dtype_of(types[ti] if ti < len(types) else None)
+    return fam, int(r[0]), int(r[1]) * (size or 2), dt
+
+
+# ------------------------------------------------------------------------------- peaks
+
+def _word(p: str) -> re.Pattern:
+    return re.compile(r"(?<![a-z0-9])" + re.escape(p) + r"(?![a-z0-9])")
+
+
+def device_peak(name: str | None):
+    """The DEVICE_PEAKS row for a device name (word-bounded patterns), or None."""
+    n = (name or "").lower()
+    if not n.strip():
+        return None
+    for pats, label, tflops, gbps, source in T.DEVICE_PEAKS:
+        if all(_word(p).search(n) for p in pats):
+            return {"label": label, "tflops": tflops, "gbps": gbps, "source": source}
+    return None
+
+
+def resolve_peaks(trace: Trace, dtype: str | None, peak_tflops: float | None = None, peak_gbps: float | None = None):
+    """(peak_tflops, peak_gbps, source, device_name, warnings)."""
+    warnings = []
+    devs = trace.meta.get("devices") or []
+    names = [d.get("name") for d in devs if isinstance(d, dict) and d.get("name")]
+    dev = names[0] if names else None
+    row = device_peak(dev)
+    parts = []
+    tf = gb = None
+    if peak_tflops is not None:
+        tf = float(peak_tflops)
+        parts.append("TFLOP/s from --peak-tflops")
+    elif row is not None:
+        tf = row["tflops"].get(dtype or "", None)
+        if tf is None:
+            warnings.append(f"peak TFLOP/s unknown: the {row['label']} datasheet gives no {dtype or 'matching'} rate; "
+                            "MFU is null (pass --peak-tflops)")
+    if peak_gbps is not None:
+        gb = float(peak_gbps)
+        parts.append("GB/s from --peak-gbps")
+    elif row is not None:
+        gb = row["gbps"]
+    if row is not None and (peak_tflops is None or peak_gbps is None):
+        what = [f"{dtype} dense {tf:g} TFLOP/s" if (dtype and tf is not None and peak_tflops is None) else None,
+                f"{gb:g} GB/s" if (gb is not None and peak_gbps is None) else None]
+        parts.insert(0, f"{row['label']} (" + ", ".join(x for x in what if x) + f"): {row['source']}")
+    if row is None and (peak_tflops is None or peak_gbps is None):
+        what = f"device {dev!r} is not in the peak table" if dev else "the trace names no device"
+        warnings.append(f"peak FLOP/s and memory bandwidth unknown: {what}; MFU/MBU are null "
+                        "(pass --peak-tflops / --peak-gbps)")
+    src = "; ".join(parts) or None
+    return tf, gb, src, dev, warnings
+
+
+# ------------------------------------------------------------------------------- analysis
+
+def _nearest_marked_ancestor(parent: np.ndarray, idx: np.ndarray, marked: np.ndarray, include_self: bool,
+                             max_depth: int = 128) -> np.ndarray:
+    cur = idx.astype(np.int64) if include_self else parent[idx].astype(np.int64)
+    out = np.full(len(idx), -1, dtype=np.int64)
+    todo = cur >= 0
+    for _ in range(max_depth):
+        if not todo.any():
+            break
+        ti = np.flatnonzero(todo)
+        c = cur[ti]
+        hit = marked[c]
+        out[ti[hit]] = c[hit]
+        nxt = parent[c].astype(np.int64)
+        nxt[hit] = -1
+        cur[ti] = nxt
+        todo = cur >= 0
+    return out
+
+
+def count_ops(trace: Trace, window: Window) -> dict:
+    """Per counted op call in the window: index, family, flops, bytes, dtype, name (vectorised over distinct shapes)."""
+    s = trace.spans
+    strs = trace.strings.as_list()
+    fam_of_name = {}
+    for i, nm in enumerate(strs):
+        if nm in GEMM_OPS:
+            fam_of_name[i] = 1
+        elif nm in ATTN_OPS:
+            fam_of_name[i] = 2
+        elif nm in CONV_OPS:
+            fam_of_name[i] = 3
+    n = len(s)
+    empty = {"idx": np.zeros(0, np.int64), "fam": np.zeros(0, np.int8), "flops": np.zeros(0, np.float64),
+             "bytes": np.zeros(0, np.float64), "dtype": [], "name": np.zeros(0, np.int32), "shapes_recorded": 0,
+             "candidates": 0, "uncountable": 0}
+    if not fam_of_name or n == 0:
+        return empty
+    lut = np.zeros(len(strs) + 1, dtype=np.int8)
+    for k, v in fam_of_name.items():
+        lut[k] = v
+    name = s.name
+    fam = np.where(name >= 0, lut[np.clip(name, 0, len(strs))], 0).astype(np.int8)
+    fam[s.kind != SpanKind.CPU_OP] = 0
+    cand = np.flatnonzero(fam > 0)
+    if not len(cand):
+        return empty
+    parent = s.parent
+    # GEMM: innermost of the family; attention/conv: outermost, and only without a GEMM inside
+    gemm_m = np.zeros(n, dtype=bool)
+    gemm_m[cand[fam[cand] == 1]] = True
+    gi = np.flatnonzero(gemm_m)
+    anc = _nearest_marked_ancestor(parent, gi, gemm_m, include_self=False)
+    has_gemm_child = np.zeros(n, dtype=bool)
+    has_gemm_child[anc[anc >= 0]] = True
+    # ancestors of any GEMM (all levels) for the attention/conv exclusion
+    contains_gemm = np.zeros(n, dtype=bool)
+    cur = parent[gi].astype(np.int64)
+    for _ in range(128):
+        cur = cur[cur >= 0]
+        if not len(cur):
+            break
+        contains_gemm[cur] = True
+        cur = parent[cur].astype(np.int64)
+    other_m = np.zeros(n, dtype=bool)
+    other_m[cand[fam[cand] >= 2]] = True
+    oi = np.flatnonzero(other_m)
+    oanc = _nearest_marked_ancestor(parent, oi, other_m, include_self=False)
+    keep = np.zeros(n, dtype=bool)
+    keep[gi[~has_gemm_child[gi]]] = True
+    keep[oi[(oanc < 0) & ~contains_gemm[oi]]] = True
+    inwin = (s.start_ns >= window.start_ns) & (s.start_ns < window.end_ns)
+    idx = np.flatnonzero(keep & inwin)
+    det = s.detail[idx]
+    shaped = det >= 0
+    key = name[idx].astype(np.int64) * (len(strs) + 2) + det.astype(np.int64) + 1
+    uk, inv = np.unique(key, return_inverse=True)
+    f_u = np.zeros(len(uk)); b_u = np.zeros(len(uk)); ok_u = np.zeros(len(uk), dtype=bool)
+    dt_u: list = [None] * len(uk)
+    fam_u = np.zeros(len(uk), dtype=np.int8)
+    for j, kk in enumerate(uk.tolist()):
+        nid, did = divmod(kk, len(strs) + 2)
+        did -= 1
+        if did < 0:
+            continue
+        r = op_cost(strs[nid], strs[did])
+        if r is None:
+            continue
+        ok_u[j] = True
+        fam_u[j] = {"gemm": 1, "attention": 2, "conv": 3}[r[0]]
+        f_u[j], b_u[j], dt_u[j] = r[1], r[2], r[3]
+    ok = ok_u[inv]
+    return {"idx": idx[ok], "fam": fam_u[inv][ok], "flops": f_u[inv][ok], "bytes": b_u[inv][ok],
+            "dtype": [dt_u[j] for j in inv[ok].tolist()], "name": name[idx[ok]],
+            "shapes_recorded": int(shaped.sum()), "candidates": int(len(idx)),
+            "uncountable": int((shaped & ~ok).sum())}
+
+
+def _roofline(ai: float | None, tf: float | None, gb: float | None) -> str | None:
+    if ai is None or not tf or not gb:
+        return None
+    return "compute-bound" if ai >= tf * 1e12 / (gb * 1e9) else "memory-bound"
+
+
+def efficiency(trace: Trace, window: Window, peak_tflops: float | None = None, peak_gbps: float | None = None,
+               top_n: int = 20) -> dict | None:
+    """The ``efficiency`` section, or None when the trace has no countable op (no shapes recorded)."""
+    s = trace.spans
+    ops = count_ops(trace, window)
+    cpu_ops = bool((s.kind == SpanKind.CPU_OP).any())
+    if not cpu_ops:
+        return None
+    warnings: list[str] = []
+    n_ops = len(ops["idx"])
+    if n_ops == 0:
+        if ops["candidates"]:
+            warnings.append(f"FLOPs unknown: {ops['candidates']} matrix-multiply/attention/convolution op(s) in the window "
+                            "but no recorded input shapes (record_shapes=True in torch.profiler gives them); "
+                            "efficiency is null")
+            return {"_warnings_only": warnings}
+        return None
+    fam = ops["fam"]
+    flops = ops["flops"]
+    byts = ops["bytes"]
+    # dominant dtype by FLOPs
+    dts = np.array([d or "" for d in ops["dtype"]], dtype=object)
+    by_dt: dict[str, float] = {}
+    for d in set(dts.tolist()):
+        by_dt[d] = float(flops[dts == d].sum())
+    dtype = max(by_dt, key=by_dt.get) or None
+    tf, gb, src, dev, w = resolve_peaks(trace, dtype, peak_tflops, peak_gbps)
+    warnings += w
+    # kernels -> nearest counted op of their launching call
+    gw = np.flatnonzero(gpu_work_mask(trace) & (s.kind == SpanKind.KERNEL) & (s.start_ns >= window.start_ns)
+                        & (s.start_ns < window.end_ns))
+    lau = launchers_for(trace, gw)
+    counted = np.zeros(len(s), dtype=bool)
+    counted[ops["idx"]] = True
+    kop = np.full(len(gw), -1, dtype=np.int64)
+    okl = lau >= 0
+    if okl.any():
+        kop[okl] = _nearest_marked_ancestor(s.parent, lau[okl], counted, include_self=True)
+    kdur = (s.end_ns[gw] - s.start_ns[gw]).astype(np.int64)
+    pos = np.searchsorted(ops["idx"], kop)
+    pos = np.clip(pos, 0, max(n_ops - 1, 0))
+    linked = (kop >= 0) & (ops["idx"][pos] == kop) if n_ops else np.zeros(len(kop), dtype=bool)
+    op_kns = np.bincount(pos[linked], weights=kdur[linked], minlength=n_ops) if n_ops else np.zeros(0)
+    op_has_kernel = np.bincount(pos[linked], minlength=n_ops) > 0 if n_ops else np.zeros(0, bool)
+    win_s = (window.end_ns - window.start_ns) / 1e9
+    gpu = trace.has_gpu
+    tot = {f: float(flops[fam == c].sum()) for f, c in (("gemm", 1), ("attention", 2), ("conv", 3))}
+    total_flops = float(flops.sum())
+    total_bytes = float(byts.sum())
+    kernel_ms = float(op_kns.sum()) / 1e6
+    g = fam == 1
+    gemm_kms = float(op_kns[g].sum()) / 1e6
+    gemm_linked = float(flops[g & op_has_kernel].sum())
+    achieved = total_flops / win_s / 1e12 if win_s > 0 else None
+    mfu = 100.0 * achieved / tf if (achieved is not None and tf) else None
+    gbps = total_bytes / win_s / 1e9 if win_s > 0 else None
+    mbu = 100.0 * gbps / gb if (gbps is not None and gb) else None
+    if gpu and not len(gw):
+        warnings.append("no kernels in the window: per-kernel achieved TFLOP/s is null")
+    if ops["uncountable"]:
+        warnings.append(f"{ops['uncountable']} op call(s) with recorded shapes could not be counted (unsupported layout); "
+                        "their FLOPs are not in the totals")
+    # per op name
+    rows = []
+    strs = trace.strings.as_list()
+    nm = ops["name"]
+    for u in np.unique(nm).tolist():
+        m = nm == u
+        fl = float(flops[m].sum()); by = float(byts[m].sum()); kns = float(op_kns[m].sum())
+        ai = fl / by if by else None
+        rows.append({"op": strs[u], "calls": int(m.sum()), "gflops": fl / 1e9, "mbytes": by / 1e6,
+                     "kernel_ms": kns / 1e6 if gpu else None,
+                     "achieved_tflops": (fl / (kns / 1e9) / 1e12) if kns > 0 else None,
+                     "achieved_gbps": (by / (kns / 1e9) / 1e9) if kns > 0 else None,
+                     "intensity_flop_per_byte": ai, "roofline": _roofline(ai, tf, gb),
+                     "pct_of_flops": 100.0 * fl / total_flops if total_flops else 0.0})
+    rows.sort(key=lambda r: -r["gflops"])
+    return {
+        "device": dev, "dtype": dtype,
+        "gemm_flops": tot["gemm"], "attention_flops": tot["attention"], "conv_flops": tot["conv"],
+        "total_flops": total_flops, "bytes_moved_est": total_bytes,
+        "counted_ops": n_ops, "ops_without_shapes": int(ops["candidates"] - ops["shapes_recorded"]),
+        "window_s": win_s,
+        "kernel_ms": kernel_ms if gpu else None,
+        "gemm_kernel_ms": gemm_kms if gpu else None,
+        "gemm_kernel_tflops": (gemm_linked / (gemm_kms / 1e3) / 1e12) if gemm_kms > 0 else None,
+        "achieved_tflops": achieved, "achieved_gbps": gbps,
+        "peak_tflops": tf, "peak_gbps": gb, "peak_source": src,
+        "mfu_pct": mfu, "mbu_pct": mbu,
+        "ridge_flop_per_byte": (tf * 1e12 / (gb * 1e9)) if (tf and gb) else None,
+        "by_op": rows[:top_n],
+        "basis": ("FLOPs from recorded input shapes (GEMM 2*M*N*K per product, batched per batch; attention 4*B*H*Sq*Sk*D, "
+                  "halved when causal with Sq == Sk; convolution 2*N*Cout*out*Cin/groups*kernel), each op once; "
+                  "achieved = FLOPs / window wall time; MFU = achieved / dense peak for the dominant dtype; "
+                  "bytes = operands read once + output written once (a lower bound, an estimate); "
+                  "MBU = those bytes / window / peak bandwidth; kernel TFLOP/s = FLOPs / GPU time of the kernels "
+                  "those ops launched"),
+        "_warnings": warnings,
+    }
+
+
+def efficiency_table(e: dict) -> dict:
+    return {"columns": ["op", "calls", "gflops", "mbytes", "kernel_ms", "achieved_tflops", "achieved_gbps",
+                        "intensity_flop_per_byte", "roofline", "pct_of_flops"],
+            "rows": [[r["op"], r["calls"], round(r["gflops"], 6), round(r["mbytes"], 6),
+                      None if r["kernel_ms"] is None else round(r["kernel_ms"], 6),
+                      None if r["achieved_tflops"] is None else round(r["achieved_tflops"], 4),
+                      None if r["achieved_gbps"] is None else round(r["achieved_gbps"], 3),
+                      None if r["intensity_flop_per_byte"] is None else round(r["intensity_flop_per_byte"], 3),
+                      r["roofline"], round(r["pct_of_flops"], 4)] for r in e["by_op"]]}

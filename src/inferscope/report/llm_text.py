@@ -1,0 +1,77 @@
+"""The LLM and efficiency sections as plain rows/lines, shared by the Markdown and HTML renderers
+(each escapes what it prints)."""
+from __future__ import annotations
+
+
+def _n(v, nd=3):
+    if v is None:
+        return "n/a"
+    if isinstance(v, float):
+        return f"{v:,.{nd}f}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def _si(v, unit=""):
+    if v is None:
+        return "n/a"
+    for div, p in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= div:
+            return f"{v / div:,.2f} {p}{unit}"
+    return f"{v:,.2f} {unit}".rstrip()
+
+
+LATENCY_COLS = ["metric", "count", "mean", "p50", "p90", "p95", "p99", "max"]
+STAGE_COLS = ["stage", "steps", "batch", "tokens", "wall ms", "GPU ms", "mean step ms", "p50 step ms", "MFU %", "MBU %"]
+
+
+def llm_lines(res: dict) -> tuple[list[str], list[list], list[list], list[str]]:
+    """(summary lines, latency rows, stage rows, model lines); empty when there is no llm section."""
+    llm = res.get("llm")
+    lines: list[str] = []
+    lat: list[list] = []
+    stages: list[list] = []
+    model: list[str] = []
+    if llm:
+        tps = llm.get("tokens_per_s") or {}
+        if llm["requests"]:
+            lines.append(f"Requests: {llm['requests']} ({llm['sequences']} sequences); generated {_n(tps.get('generated'), 1)} "
+                         f"tokens/s, prompt {_n(tps.get('prompt'), 1)} tokens/s, {_n(llm.get('requests_per_s'), 3)} requests/s "
+                         f"over the window. Token times from: {', '.join(llm.get('token_time_basis') or []) or 'n/a'}.")
+        else:
+            lines.append("No requests recorded in the window: TTFT, TPOT and request latency are unknown (see Warnings).")
+        for key, label in (("ttft_ms", "TTFT ms (time to first token)"), ("tpot_ms", "TPOT ms (time per output token)"),
+                           ("request_ms", "request ms (end to end)")):
+            s = llm[key]
+            lat.append([label, s["count"]] + [_n(s[k]) for k in ("mean", "p50", "p90", "p95", "p99", "max")])
+        for st in llm.get("stages") or []:
+            if st.get("breakdown"):
+                lines.append(f"{st['stage'].capitalize()} time goes to: " + ", ".join(
+                    f"{r['category']} {r['pct']:.1f}% ({r['ms']:.3f} ms)" for r in sorted(st["breakdown"], key=lambda r: -r["ms"])) + ".")
+            sm = st["step_ms"]
+            stages.append([st["stage"], st["steps"], _n(st["batch"]), _n(st["tokens"]), _n(st["wall_ms"]), _n(st["gpu_ms"]),
+                           _n(sm["mean"]), _n(sm["p50"]), _n(st["mfu_pct"], 2), _n(st["mbu_pct"], 2)])
+    m = res.get("model")
+    if m:
+        fpt = m.get("flops_per_token") or {}
+        bd = ", ".join(f"{k} {_si(v, 'B')}" for k, v in (m.get("bytes_by_dtype") or {}).items())
+        model.append(f"{m.get('name') or m.get('class')}: {m['params']:,} parameters, {_si(m['param_bytes'], 'B')} ({bd}); "
+                     f"{_n(m.get('layers'))} layers, hidden {_n(m.get('hidden'))}, {_n(m.get('heads'))} heads / "
+                     f"{_n(m.get('kv_heads'))} KV heads, intermediate {_n(m.get('intermediate'))}, vocab {_n(m.get('vocab'))}.")
+        model.append(f"FLOPs per token: prefill {_si(fpt.get('prefill'), 'FLOP')} (prompt {_n(fpt.get('prefill_context'), 0)}), "
+                     f"decode {_si(fpt.get('decode'), 'FLOP')} (context {_n(fpt.get('decode_context'), 0)}); "
+                     f"KV cache {_si(m.get('kv_bytes_per_token'), 'B')} per token. Basis: {m.get('flops_basis')}.")
+    return lines, lat, stages, model
+
+
+def efficiency_lines(res: dict) -> list[str]:
+    e = res.get("efficiency")
+    if not e:
+        return []
+    out = [f"FLOPs from recorded shapes: GEMM {_si(e['gemm_flops'], 'FLOP')}, attention {_si(e['attention_flops'], 'FLOP')}, "
+           f"convolution {_si(e['conv_flops'], 'FLOP')} ({e['counted_ops']:,} op calls, dominant dtype {e.get('dtype') or 'n/a'}).",
+           f"Achieved {_n(e['achieved_tflops'], 3)} TFLOP/s over the window; MFU {_n(e['mfu_pct'], 2)} % of "
+           f"{_n(e['peak_tflops'], 1)} TFLOP/s; bytes moved (estimate, lower bound) {_si(e['bytes_moved_est'], 'B')}, "
+           f"MBU {_n(e['mbu_pct'], 2)} % of {_n(e['peak_gbps'], 0)} GB/s. Peak source: {e.get('peak_source') or 'unknown'}."]
+    if e.get("gemm_kernel_tflops") is not None:
+        out.append(f"GEMM kernels ran at {_n(e['gemm_kernel_tflops'], 1)} TFLOP/s while running ({_n(e['gemm_kernel_ms'])} ms of GPU time).")
+    return out
