@@ -4,14 +4,15 @@ import pytest
 
 from inferscope import thresholds as T
 from inferscope.analyze import diagnosis as D
+from inferscope.analyze.options import AnalyzeOptions
 from inferscope.analyze.pipeline import analyze
 from inferscope.trace import CopyKind, MemKind, SpanKind, TrackKind
 
 from helpers import Synth
 
 
-def run(t: Synth) -> dict:
-    return analyze(t.done())
+def run(t: Synth, window: str | None = None) -> dict:
+    return analyze(t.done(), AnalyzeOptions(window=window))
 
 
 def finding(res: dict, fid: str):
@@ -104,10 +105,14 @@ def case_warmup_in_window():
     t = Synth()
     t.span(SpanKind.RUNTIME, "cudaFree", 0, 60_000)              # 60 ms context creation
     t.launch(60_000, 60_010, 60_010, 100_000)
-    res = run(t)
+    res = run(t, "all")           # the whole trace: the default window leaves start-up out
     f = finding(res, "warmup_in_window")
     assert f["severity"] == "high" and f["evidence"]["longest_call"] == "cudaFree"
     assert res["verdict"]["id"] == "init_bound"
+    res = run(t)                  # default: the steady state, start-up named but outside it
+    assert res["window"]["kind"] == "steady" and finding(res, "warmup_in_window") is None
+    assert res["run_phases"]["startup"]["top"][0]["name"] == "cudaFree"
+    assert res["verdict"]["id"] != "init_bound"
     t = Synth()
     t.span(SpanKind.RUNTIME, "cudaFree", 0, 5_000)               # 5 ms < ONE_OFF_CALL_MIN_MS
     t.launch(5_000, 5_010, 5_010, 100_000)

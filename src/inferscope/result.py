@@ -332,6 +332,76 @@ class OneOffCalls(_S):
     threshold_ms: Num = None
 
 
+class PhaseItem(_S):
+    name: str
+    count: int
+    ms: float
+
+
+class RunPart(_S):
+    """A start-up or teardown part of the run: where it is, the rule that found it, what it holds."""
+    start_ns: int
+    end_ns: int
+    offset_ms: float
+    ms: float
+    rule: str
+    top: list[PhaseItem]
+
+
+class RunPhases(_S):
+    """Start-up / steady state / teardown of the whole trace (analyze/run_phases.py).  The default
+    window is the steady state when a part was cut (applied); scope() ranges and --window win."""
+    startup: Optional[RunPart]
+    teardown: Optional[RunPart]
+    steady_start_ns: int
+    steady_end_ns: int
+    steady_ms: float
+    trace_ms: float
+    cut: bool
+    applied: bool = False
+
+
+class CulpritFunction(_S):
+    function: str
+    file: str
+    thread: str
+    self_ms: float
+    self_pct: float
+    total_ms: Num
+    samples: Optional[int]
+    calls: Optional[int]
+    source: str
+    # 'class' is a keyword: stored under that key in JSON
+    klass: str = msgspec.field(name="class", default="")
+
+
+class CulpritOp(_S):
+    name: str
+    calls: int
+    self_ms: float
+    total_ms: float
+    device_ms: float
+    self_pct: float
+
+
+class CulpritApi(_S):
+    name: str
+    calls: int
+    total_ms: float
+    p50_us: float
+    max_us: float
+    pct_of_window: float
+
+
+class Culprits(_S):
+    """The top Python functions (sampled hottest function; profiler Python frames), CPU ops and
+    runtime/driver APIs in the window (analyze/culprits.py); tables/top_*.csv hold every row."""
+    functions: list[CulpritFunction]
+    ops: list[CulpritOp]
+    apis: list[CulpritApi]
+    counts: dict[str, int]
+
+
 class CpuSampling(_S):
     sampled_ms: float
     rate_hz: Num
@@ -486,6 +556,8 @@ class Report(_S):
     per_pid: Optional[PerPid] = None
     nsys_extras: Optional[NsysExtras] = None
     collection_cost: Optional[CollectionCost] = None
+    run_phases: Optional[RunPhases] = None
+    culprits: Optional[Culprits] = None
 
     def to_dict(self) -> dict:
         """The JSON form (what report.json holds)."""

@@ -230,8 +230,8 @@ def launch_storm(res: dict, found: dict) -> dict | None:
     if not k.get("launch_storm"):
         return None
     e = Evidence(res)
-    n, rate, p50, tiny, rule = e.cite_all("kernels", kernels="count", launches_per_s=("launches_per_s", 1),
-                                          kernel_p50_us="p50_us", tiny_pct=("tiny_pct", 1), rule="launch_storm_rule")
+    n, rate, p50, tiny, rule = e.cite_all("kernels", kernels="count", launches_per_s="launches_per_s",
+                                          kernel_p50_us="p50_us", tiny_pct="tiny_pct", rule="launch_storm_rule")
     return e.finding("launch_storm", "high", "Kernel launch storm",
                      [f"{n} kernels at {rate:,.0f} launches/s, median {p50:.2f} us ({rule}).",
                       f"{tiny:.0f}% of kernels are shorter than {k['tiny_threshold_us']:g} us."],

@@ -13,6 +13,7 @@ from ..trace.kinds import SpanKind
 from ..trace.model import Trace
 from . import breakdown as B
 from .copies import copies, copy_table
+from .culprits import culprits
 from .diagnosis import findings_for, verdict_for
 from .gpu import gpu_utilisation
 from .host_calls import one_off_host_calls
@@ -23,6 +24,7 @@ from .phases import phase_tables, phases
 from .sampling import cpu_sampling
 from .collection_cost import collection_cost
 from .syncs import sync_table, syncs
+from .run_phases import run_phases
 from .window import resolve_window
 
 
@@ -95,9 +97,12 @@ def analyze_report(trace: Trace, options: AnalyzeOptions | None = None) -> Repor
     """Run every analysis over one window; the typed result (``inferscope.result.Report``)."""
     options = options or AnalyzeOptions()
     t0 = time.perf_counter()
-    window = resolve_window(trace, options.window)
+    rp = run_phases(trace)
+    window = resolve_window(trace, options.window, rp)
     res: dict = {"schema_version": SCHEMA_VERSION, "tool": {"name": "inferscope", "version": __version__},
                  "source": _source(trace), "window": window.as_dict()}
+    rp["applied"] = window.kind == "steady"
+    res["run_phases"] = rp
     b = B.breakdown(trace, window)
     res["e2e_ms"] = b["e2e_ms"]
     res["breakdown"] = b["breakdown"]
@@ -111,6 +116,9 @@ def analyze_report(trace: Trace, options: AnalyzeOptions | None = None) -> Repor
     res["one_off_calls"] = one_off_host_calls(trace, window)
     res["cpu_sampling"] = cpu_sampling(trace, window)
     res["collection_cost"] = collection_cost(trace, window)
+    cu = culprits(trace, window, options.top_n)
+    culprit_tables = cu.pop("tables")
+    res["culprits"] = cu
     warnings = list(trace.meta.get("warnings", []))
     cc = res["collection_cost"]
     if cc and cc["pct_of_window"] >= T.PROFILER_COST_WARN_PCT:
@@ -128,6 +136,7 @@ def analyze_report(trace: Trace, options: AnalyzeOptions | None = None) -> Repor
     if res["syncs"]["count"]:
         tables["syncs"] = sync_table(res["syncs"])
     tables.update(phase_tables(res["phases"]))
+    tables.update(culprit_tables)
     if res["idle_gaps"] and res["idle_gaps"]["largest"]:
         tables["gpu_idle_gaps"] = {"columns": ["offset_ms", "ms", "host_activity", "host_overlap_pct"],
                                    "rows": [[round(g["offset_ms"], 6), round(g["ms"], 6), g.get("host"), g.get("host_overlap_pct")]
