@@ -43,3 +43,42 @@ def test_compute_bound(tmp_path):
     rep, b = run_zoo(tmp_path, "compute_bound.py")
     assert rep["verdict"]["id"] == "cpu_compute_bound", rep["verdict"]
     assert b["cpu_compute"]["pct"] > 60
+
+
+def run_unscoped(tmp_path, script):
+    """A zoo program with no scope(): the default window must be the steady state."""
+    out = tmp_path / "report.json"
+    r = subprocess.run([sys.executable, "-m", "inferscope", "run", "--format", "json", "--report", str(out), "--",
+                        sys.executable, str(ZOO / script)], capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    truth = json.loads([ln for ln in r.stdout.splitlines() if ln.startswith("{")][-1])
+    rep = json.loads(out.read_text())
+    assert rep["window"]["kind"] == "steady", rep["window"]
+    su = rep["run_phases"]["startup"]
+    assert su["rule"].startswith("imports") and su["top"][0]["name"].startswith("import torch")
+    # start-up left out: the window is within the timed steady part plus sampling slack, and the
+    # start-up is at least half the self-timed import (the trace starts after interpreter start)
+    assert su["ms"] >= 500 * truth["import_s"]
+    assert rep["e2e_ms"] <= 1000 * truth["loop_s"] + 500
+    return rep, {b["category"]: b for b in rep["breakdown"]}, truth
+
+
+def test_unscoped_tokenize_loop_after_torch_import(tmp_path):
+    # truth (self-timed): tokenize() ~80 % of the loop; the whole process is mostly import torch
+    rep, b, truth = run_unscoped(tmp_path, "steady_tokenize.py")
+    assert truth["tokenize_s"] / truth["loop_s"] > 0.7
+    top = max(b.values(), key=lambda r: r["pct"])
+    assert top["category"] == "cpu_preprocessing" and top["pct"] >= 50, b
+    parts = {p["name"]: p["pct"] for p in top["parts"]}
+    assert parts.get("tokenization", 0) >= 50, parts
+    assert rep["verdict"]["id"] == "cpu_bound"
+    # the culprit is named: tokenize() in the program is the top sampled tokenization function
+    fn = [f for f in rep["culprits"]["functions"] if f["class"] == "tokenization"]
+    assert fn and fn[0]["function"] == "tokenize" and fn[0]["file"].endswith("steady_tokenize.py")
+
+
+def test_unscoped_compute_after_slow_import(tmp_path):
+    rep, b, truth = run_unscoped(tmp_path, "steady_compute.py")
+    assert truth["matmul_s"] / truth["loop_s"] > 0.9
+    assert max(b.values(), key=lambda r: r["pct"])["category"] == "cpu_compute"
+    assert b["cpu_compute"]["pct"] > 60 and rep["verdict"]["id"] == "cpu_compute_bound"
