@@ -244,3 +244,40 @@ def test_every_threshold_states_its_source():
     for b in blocks:
         if re.search(r"^[A-Z_]+ =", b, re.M):
             assert "Source" in b, b.splitlines()[0]
+
+
+def _sampled(classes_and_details):
+    """A CPU-only trace of sampled runs: [(class, detail, start_us, end_us)]."""
+    t = Synth()
+    for cls, det, a, b in classes_and_details:
+        t.span(SpanKind.CPU_SAMPLE, cls, a, b, detail=t.b.strings.intern(det))
+    return t
+
+
+def test_user_code_is_its_own_verdict_and_names_the_hot_function():
+    t = _sampled([("user_code", "app.py:resize_bilinear", 0, 70_000), ("framework", "torch/nn/modules/linear.py:Linear.forward", 70_000, 80_000),
+                  ("user_code", "app.py:main", 80_000, 85_000), ("tokenization", "app.py:tokenize", 85_000, 100_000)])
+    res = run(t)
+    assert res["verdict"]["id"] == "user_code_bound"
+    f = finding(res, "cpu_preprocessing")
+    assert f["title"] == "User code dominates CPU time"
+    assert f["evidence"]["culprit"] == "resize_bilinear" and f["evidence"]["culprit_ms"] == pytest.approx(70.0)
+    assert f["evidence"]["culprit_pct"] == pytest.approx(70.0)
+    assert "resize_bilinear (app.py): 70.0 ms, 70.0%" in " ".join(f["evidence_text"])
+    assert "DataLoader" not in f["suggestion"] and "resize_bilinear" in f["suggestion"]
+    # tokenization-dominated: cpu_bound, the tokenizer function named, tokenizer advice
+    t = _sampled([("tokenization", "app.py:tokenize", 0, 70_000), ("user_code", "app.py:main", 70_000, 80_000)])
+    res = run(t)
+    f = finding(res, "cpu_preprocessing")
+    assert res["verdict"]["id"] == "cpu_bound" and f["evidence"]["culprit"] == "tokenize"
+    assert "tokenizer" in f["suggestion"]
+
+
+def test_culprit_tables_full_and_exact():
+    # 30 distinct sampled functions: the table keeps all of them, result['culprits'] the top 20
+    t = _sampled([("user_code", f"app.py:f{i}", 1000 * i, 1000 * i + 10 * (i + 1)) for i in range(30)])
+    res = run(t)
+    rows = res["tables"]["top_python_functions"]["rows"]
+    assert len(rows) == 30 and len(res["culprits"]["functions"]) == 20
+    assert rows[0][0] == "f29" and rows[0][4] == pytest.approx(0.3)      # 300 us self time
+    assert res["culprits"]["counts"]["functions"] == 30

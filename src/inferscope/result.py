@@ -386,6 +386,7 @@ class CulpritOp(_S):
 
 class CulpritApi(_S):
     name: str
+    kind: str                  # cuda (runtime/driver) | os (OS runtime calls)
     calls: int
     total_ms: float
     p50_us: float

@@ -6,8 +6,9 @@ window's time, by name, so a finding can say *what* to change.
   Kineto with_stack: self time = the frame minus its recorded children, total = the whole frame);
 - ops: CPU ops (aten::...): self time (minus child ops), total, calls, and the GPU time of the
   kernels/copies launched from inside them (launch flows, attributed to the innermost op);
-- apis: CUDA/HIP runtime and driver calls by base name (``_v3020`` suffixes dropped): count, total,
-  p50, max.
+- apis: CUDA/HIP runtime and driver calls by base name (``_v3020`` suffixes dropped; kind ``cuda``)
+  and OS runtime calls (nsys OSRT: poll, read, pthread_cond_wait ...; kind ``os``): count, total
+  (summed over threads), p50, max.
 Every time is clipped to the window; shares are of the window.  The tables hold every row
 (tables/*.csv); ``result['culprits']`` keeps the top ``top_n`` of each.
 """
@@ -144,10 +145,11 @@ def _ops(trace: Trace, window, win_ns: int) -> list[dict]:
 
 def _apis(trace: Trace, window, win_ns: int) -> list[dict]:
     s = trace.spans
-    idx = in_window(trace, np.isin(s.kind, [SpanKind.RUNTIME, SpanKind.DRIVER]), window)
+    idx = in_window(trace, np.isin(s.kind, [SpanKind.RUNTIME, SpanKind.DRIVER, SpanKind.OS_RUNTIME]), window)
     if len(idx) == 0:
         return []
     d = clipped_durations(trace, idx, window).astype(np.int64)
+    is_os = s.kind[idx] == SpanKind.OS_RUNTIME
     # base name per distinct string id, then group
     uniq = fast_unique(s.name[idx])
     bmap = {}
@@ -158,10 +160,10 @@ def _apis(trace: Trace, window, win_ns: int) -> list[dict]:
     lut = np.zeros(int(uniq.max()) + 1, dtype=np.int64)
     for sid, b in bmap.items():
         lut[sid] = bidx[b]
-    key = lut[s.name[idx]]
+    key = lut[s.name[idx]] * 2 + is_os      # an OS call and a CUDA call never share a row
     g = grouped_stats(key, d, percentiles=(50,))
-    rows = [{"name": bnames[int(k)], "calls": int(c), "total_ms": t / 1e6, "p50_us": p / 1e3, "max_us": mx / 1e3,
-             "pct_of_window": 100.0 * t / win_ns if win_ns else 0.0}
+    rows = [{"name": bnames[int(k) // 2], "kind": "os" if k % 2 else "cuda", "calls": int(c), "total_ms": t / 1e6,
+             "p50_us": p / 1e3, "max_us": mx / 1e3, "pct_of_window": 100.0 * t / win_ns if win_ns else 0.0}
             for k, c, t, p, mx in zip(g["key"].tolist(), g["count"].tolist(), g["sum"].tolist(), g["p50"].tolist(), g["max"].tolist())]
     rows.sort(key=lambda r: (-r["total_ms"], r["name"]))
     return rows
@@ -182,8 +184,8 @@ def culprits(trace: Trace, window, top_n: int = 20) -> dict:
                              "rows": [[r["name"], r["calls"], round(r["self_ms"], 6), round(r["self_pct"], 4),
                                        round(r["total_ms"], 6), round(r["device_ms"], 6)] for r in ops]}
     if apis:
-        tables["top_apis"] = {"columns": ["api", "calls", "total_ms", "pct_of_window", "p50_us", "max_us"],
-                              "rows": [[r["name"], r["calls"], round(r["total_ms"], 6), round(r["pct_of_window"], 4),
+        tables["top_apis"] = {"columns": ["api", "kind", "calls", "total_ms", "pct_of_window", "p50_us", "max_us"],
+                              "rows": [[r["name"], r["kind"], r["calls"], round(r["total_ms"], 6), round(r["pct_of_window"], 4),
                                         round(r["p50_us"], 3), round(r["max_us"], 3)] for r in apis]}
     return {"functions": fn[:top_n], "ops": ops[:top_n], "apis": apis[:top_n],
             "counts": {"functions": len(fn), "ops": len(ops), "apis": len(apis)}, "tables": tables}

@@ -10,9 +10,12 @@ Start-up ends at the latest of (each rule applies only when its evidence is in t
   first_step     the first step (ProfilerStep) when it lasts more than STARTUP_STEP_OUTLIER_FACTOR x
                  the median of the later steps;
   outlier_call   a host API call or op at least STARTUP_CALL_OUTLIER_FACTOR x the median duration of
-                 the calls of the same name (and >= STARTUP_CALL_OUTLIER_MIN_MS) in the first half of
-                 the trace; a name seen fewer than 3 times: the one-off rule (>= ONE_OFF_CALL_MIN_MS and
+                 the calls of the same name (and >= STARTUP_CALL_OUTLIER_MIN_MS) early in the trace
+                 (see profiler_init); a name seen fewer than 3 times: the one-off rule (>= ONE_OFF_CALL_MIN_MS and
                  >= ONE_OFF_CALL_MIN_PCT of the trace).  Inside a step, start-up runs to that step's end.
+  profiler_init  the leading stretch that holds only the profiler's own records (OVERHEAD);
+                 outlier calls are looked for in the first half of the program's own activity or
+                 before the first GPU work, whichever ends later.
 Teardown starts at the first release call (module unload, free, destroy, unmap, ...) after the
 last GPU activity, when no launch or copy call follows it (rule ``release_after_gpu``).
 A cut is made only when the part it removes holds at least PHASE_CUT_MIN_PCT of the trace.
@@ -188,7 +191,18 @@ def run_phases(trace: Trace) -> dict:
     if fs is not None:
         cands.append((fs[1], f"first_step: the first step lasts more than {T.STARTUP_STEP_OUTLIER_FACTOR:g} x the median "
                              "of the later steps"))
-    oc = _outlier_calls(trace, lo, lo + (end - lo) // 2)
+    # the program's own first event: a leading stretch of profiler records only (nsys "CUDA profiling
+    # initialization") is start-up too
+    s = trace.spans
+    own = (s.kind != SpanKind.OVERHEAD) & (s.kind != SpanKind.MARK) & (s.end_ns > s.start_ns)
+    lo_own = int(s.start_ns[own].min()) if own.any() else lo
+    if lo_own > lo:
+        cands.append((lo_own, "profiler_init: only the profiler's own records (OVERHEAD) before the program's first event"))
+    limit = lo_own + (end - lo_own) // 2
+    gw = np.isin(s.kind, [int(k) for k in GPU_WORK_KINDS])
+    if gw.any():   # context creation and lazy loading come before the first GPU work, wherever that is
+        limit = max(limit, int(s.start_ns[gw].min()))
+    oc = _outlier_calls(trace, lo_own, limit)
     if len(oc):
         s = trace.spans
         i = int(oc[np.argmax(s.end_ns[oc])])
