@@ -281,3 +281,28 @@ def test_culprit_tables_full_and_exact():
     assert len(rows) == 30 and len(res["culprits"]["functions"]) == 20
     assert rows[0][0] == "f29" and rows[0][4] == pytest.approx(0.3)      # 300 us self time
     assert res["culprits"]["counts"]["functions"] == 30
+
+
+def test_critical_thread_helper_poll_is_not_waiting():
+    # main thread launches GPU work and sits 10 ms in one OS call; a helper thread polls the whole
+    # 100 ms window: waiting is the main thread's 10 ms, not the helper's poll
+    t = Synth()
+    helper = t.b.track(TrackKind.CPU_THREAD, pid=100, tid=101, name="helper")
+    t.launch(0, 10, 10, 20)
+    t.span(SpanKind.OS_RUNTIME, "read", 30_000, 40_000)
+    t.span(SpanKind.OS_RUNTIME, "poll", 0, 100_000, track=helper)
+    t.launch(99_990, 100_000, 100_000, 100_010)
+    res = run(t)
+    b = {r["category"]: r for r in res["breakdown"]}
+    assert b["waiting"]["ms"] == pytest.approx(10.0, abs=1e-6)
+    assert res["verdict"]["id"] != "waiting_bound"
+    th = res["threads"]
+    assert th["rule"] == "gpu_launch" and th["critical"] == ["main"]
+    helper_row = next(r for r in th["threads"] if r["thread"] == "helper")
+    assert not helper_row["critical"] and helper_row["waiting_ms"] == pytest.approx(100.0, abs=0.02)
+    # the helper's poll is still named, as parallel activity, in the API culprit table
+    assert {r["name"]: r for r in res["culprits"]["apis"]}["poll"]["total_ms"] == pytest.approx(100.0, abs=0.02)
+    # one thread only: it is the critical one whatever it does
+    t = Synth()
+    t.span(SpanKind.OS_RUNTIME, "poll", 0, 100_000)
+    assert run(t)["verdict"]["id"] == "waiting_bound"

@@ -403,6 +403,24 @@ class Culprits(_S):
     counts: dict[str, int]
 
 
+class ThreadRow(_S):
+    thread: str
+    pid: int
+    tid: int
+    critical: bool
+    recorded_ms: float         # union of the thread's recorded host spans in the window
+    waiting_ms: float          # of which OS-runtime calls / sampled off-CPU time
+
+
+class Threads(_S):
+    """The critical thread(s) whose host time the breakdown counts (analyze/threads.py); the others
+    are parallel activity."""
+    rule: str                  # scope | gpu_launch | main | all
+    rule_text: str
+    critical: list[str]
+    threads: list[ThreadRow]
+
+
 class CpuSampling(_S):
     sampled_ms: float
     rate_hz: Num
@@ -559,6 +577,7 @@ class Report(_S):
     collection_cost: Optional[CollectionCost] = None
     run_phases: Optional[RunPhases] = None
     culprits: Optional[Culprits] = None
+    threads: Optional[Threads] = None
 
     def to_dict(self) -> dict:
         """The JSON form (what report.json holds)."""

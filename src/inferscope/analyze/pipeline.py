@@ -14,6 +14,7 @@ from ..trace.model import Trace
 from . import breakdown as B
 from .copies import copies, copy_table
 from .culprits import culprits
+from .threads import threads
 from .diagnosis import findings_for, verdict_for
 from .gpu import gpu_utilisation
 from .host_calls import one_off_host_calls
@@ -116,6 +117,7 @@ def analyze_report(trace: Trace, options: AnalyzeOptions | None = None) -> Repor
     res["one_off_calls"] = one_off_host_calls(trace, window)
     res["cpu_sampling"] = cpu_sampling(trace, window)
     res["collection_cost"] = collection_cost(trace, window)
+    res["threads"] = threads(trace, window)
     cu = culprits(trace, window, options.top_n)
     culprit_tables = cu.pop("tables")
     res["culprits"] = cu

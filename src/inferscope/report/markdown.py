@@ -61,6 +61,12 @@ def headline(result: dict) -> str:
     e2e = result["e2e_ms"]
     lines = [f"End-to-end latency: {_msf(e2e, e2e)} ms  ({plain(result['window']['label'])})"]
     lines += [plain(x, 400) for x in run_phase_lines(result)]
+    th = result.get("threads") or {}
+    others = [t for t in th.get("threads", []) if not t["critical"]]
+    if others and th.get("critical"):
+        lines.append(plain(f"Critical thread: {', '.join(th['critical'][:3])} ({th['rule_text']}); {len(others)} other "
+                           f"thread(s) in parallel, not in the host categories (busiest: {others[0]['thread']}, "
+                           f"{others[0]['recorded_ms']:,.1f} ms recorded, {others[0]['waiting_ms']:,.1f} ms waiting)", 400))
     lines += ["", "Breakdown:"]
     for r in result["breakdown"]:
         if r["ns"] == 0:
