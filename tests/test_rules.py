@@ -306,3 +306,27 @@ def test_critical_thread_helper_poll_is_not_waiting():
     t = Synth()
     t.span(SpanKind.OS_RUNTIME, "poll", 0, 100_000)
     assert run(t)["verdict"]["id"] == "waiting_bound"
+
+
+def _waiting_main_with_children(child_cpu_s):
+    t = Synth()
+    t.span(SpanKind.CPU_SAMPLE, "waiting", 0, 1_000_000, detail=t.b.strings.intern("app.py:main"))   # 1 s waiting
+    if child_cpu_s is not None:
+        for pid, share in ((501, 0.6), (502, 0.4)):
+            ct = t.b.track(TrackKind.COUNTER, name=f"child.cpu_s[{pid}] python")
+            t.b.add_counters(ct, [0, 500_000_000, 1_000_000_000], [0.0, child_cpu_s * share / 2, child_cpu_s * share])
+    return run(t)
+
+
+def test_children_explain_waiting():
+    res = _waiting_main_with_children(1.5)
+    assert res["verdict"]["id"] == "child_process_bound"
+    ch = res["children"]
+    assert ch["count"] == 2 and ch["cpu_s_in_window"] == pytest.approx(1.5) and not ch["profiled"]
+    assert any("2 child process(es) used" in w and "not profiled" in w for w in res["warnings"])
+    f = finding(res, "host_waiting")
+    assert f["evidence"]["children_cpu_s_in_window"] == pytest.approx(1.5) and "child processes" in f["suggestion"]
+    # children that did little do not explain 1 s of waiting (below CHILD_WAIT_EXPLAINED_FRACTION)
+    assert _waiting_main_with_children(0.2)["verdict"]["id"] == "waiting_bound"
+    res = _waiting_main_with_children(None)
+    assert res["verdict"]["id"] == "waiting_bound" and res["children"] is None

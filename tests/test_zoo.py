@@ -82,3 +82,20 @@ def test_unscoped_compute_after_slow_import(tmp_path):
     assert truth["matmul_s"] / truth["loop_s"] > 0.9
     assert max(b.values(), key=lambda r: r["pct"])["category"] == "cpu_compute"
     assert b["cpu_compute"]["pct"] > 60 and rep["verdict"]["id"] == "cpu_compute_bound"
+
+
+def test_unscoped_multiprocessing_workers_are_counted(tmp_path):
+    # preprocessing runs in 2 spawn workers; the main process only waits for pool.map
+    out = tmp_path / "report.json"
+    r = subprocess.run([sys.executable, "-m", "inferscope", "run", "--format", "json", "--report", str(out), "--",
+                        sys.executable, str(ZOO / "mp_preprocess.py")], capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    truth = json.loads([ln for ln in r.stdout.splitlines() if ln.startswith("{")][-1])
+    rep = json.loads(out.read_text())
+    assert truth["wait_s"] / truth["loop_s"] > 0.8           # the main process mostly waits
+    ch = rep["children"]
+    assert ch["count"] >= 2 and not ch["profiled"]
+    # the workers' resize CPU time (self-timed in the workers) is inside what /proc counted for them
+    assert ch["cpu_s_in_window"] >= 0.9 * truth["worker_resize_cpu_s"], (ch, truth)
+    assert rep["verdict"]["id"] == "child_process_bound", rep["verdict"]
+    assert any("not profiled" in w for w in rep["warnings"])

@@ -421,6 +421,27 @@ class Threads(_S):
     threads: list[ThreadRow]
 
 
+class ChildProcess(_S):
+    pid: int
+    comm: str
+    cpu_s: float
+    cpu_s_in_window: float      # estimate (cumulative counter observed every ~0.5 s)
+    first_seen_ms: float        # relative to the window start
+    last_seen_ms: float
+    alive_at_end: bool
+
+
+class Children(_S):
+    """Child processes of a live run, not profiled: their CPU time from /proc (analyze/children.py)."""
+    count: int
+    cpu_s_total: float
+    reaped_cpu_s: float
+    cpu_s_in_window: float
+    profiled: bool
+    processes: list[ChildProcess]
+    basis: str
+
+
 class CpuSampling(_S):
     sampled_ms: float
     rate_hz: Num
@@ -578,6 +599,7 @@ class Report(_S):
     run_phases: Optional[RunPhases] = None
     culprits: Optional[Culprits] = None
     threads: Optional[Threads] = None
+    children: Optional[Children] = None
 
     def to_dict(self) -> dict:
         """The JSON form (what report.json holds)."""

@@ -156,3 +156,11 @@ STARTUP_STEP_OUTLIER_FACTOR = 3.0
 # Source: InferScope's own rule: a start-up or teardown part shorter than this share of the trace is
 # left in the window (cutting it would move the numbers without changing the answer).
 PHASE_CUT_MIN_PCT = 1.0
+
+# --- child processes (live runs; analyze/children.py) ----------------------------------------
+# Source: InferScope's own rule; measured on examples/zoo/mp_preprocess.py (2 spawn workers doing a
+# pure-Python resize): the main process waited 3.8 s of the steady window while the workers used
+# 2.4 CPU-s in it.  When the children's CPU time inside the window is at least this fraction of the
+# main process's waiting time, the waiting is explained by work in the children: the verdict is
+# child_process_bound, not waiting_bound.
+CHILD_WAIT_EXPLAINED_FRACTION = 0.5

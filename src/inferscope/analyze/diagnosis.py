@@ -493,9 +493,27 @@ def host_waiting(res: dict, found: dict) -> dict | None:
     e = _category_evidence(res, "waiting")
     txt = [f"Threads were off-CPU (sleep, I/O, locks) for {wt:.1f}% of the window with nothing else running."]
     _with_culprit(e, res, "waiting", txt)
+    sugg = "Find the blocking call (I/O, queue get, lock) on the inference path and move it off or make it asynchronous."
+    ch = res.get("children") or {}
+    if ch.get("cpu_s_in_window", 0) > 0:
+        n = e.cite("child_processes", "children.count")
+        cs = e.cite("children_cpu_s_in_window", "children.cpu_s_in_window")
+        top = e.cite("child_top_comm", "children.processes[0].comm", default=None)
+        e.cite("child_top_cpu_s", "children.processes[0].cpu_s")
+        txt.append(f"{n} child process(es) (not profiled; top: {top}) used ~{cs:.2f} CPU-s inside the window (estimate): "
+                   "the main process waits on work done in them.")
+        if _children_explain_waiting(res):
+            sugg = ("The work runs in child processes (multiprocessing / DataLoader workers), which this run did not "
+                    "profile: profile a worker's function directly (run it in the main process under inferscope run), "
+                    "add workers if the cores are free, or make the per-item work cheaper.")
     return e.finding(
-        "host_waiting", "medium" if wt >= T.HOST_WAITING_MEDIUM_PCT else "low", "The inference thread waits off-CPU", txt,
-        "Find the blocking call (I/O, queue get, lock) on the inference path and move it off or make it asynchronous.")
+        "host_waiting", "medium" if wt >= T.HOST_WAITING_MEDIUM_PCT else "low", "The inference thread waits off-CPU", txt, sugg)
+
+
+def _children_explain_waiting(res: dict) -> bool:
+    ch = res.get("children") or {}
+    wait_s = _ms(res, "waiting") / 1e3
+    return bool(wait_s > 0 and ch.get("cpu_s_in_window", 0) >= T.CHILD_WAIT_EXPLAINED_FRACTION * wait_s)
 
 
 def low_coverage(res: dict, found: dict) -> dict | None:
@@ -546,6 +564,7 @@ VERDICT_TITLES = {
     "framework_bound": "Framework-bound: host-side framework/runtime overhead dominates",
     "cpu_compute_bound": "CPU compute-bound: the model itself runs on the CPU",
     "waiting_bound": "Waiting-bound: threads are off-CPU (I/O, sleep, locks)",
+    "child_process_bound": "Child-process-bound: the main process waits on work done in child processes (not profiled)",
     "balanced": "Balanced: no single cause holds a clear majority",
     "init_bound": "Initialisation-dominated: one-off start-up calls fill the window; analyse a steady-state window",
     "empty": "Empty window: nothing to analyse",
@@ -585,6 +604,11 @@ def verdict_for(res: dict, findings: list[dict]) -> dict:
                 "shares_pct": {k2: round(v, 2) for k2, v in ranked},
                 "evidence": [f"one-off host calls cover {oo['union_pct']:.1f}% of the window; longest "
                              f"{oo['calls'][0]['name'][:80]} {oo['calls'][0]['ms']:.1f} ms"] + evidence}
+    if top == "waiting_bound" and top_pct >= T.VERDICT_MIN_SHARE_PCT and _children_explain_waiting(res):
+        ch = res["children"]
+        evidence.insert(0, f"child processes (not profiled) used ~{ch['cpu_s_in_window']:.2f} CPU-s inside the window while the "
+                           f"main process waited {_ms(res, 'waiting') / 1e3:.2f} s (>= {T.CHILD_WAIT_EXPLAINED_FRACTION:g} x)")
+        top = "child_process_bound"
     if top_pct < T.VERDICT_MIN_SHARE_PCT:
         vid = "balanced"
         evidence.insert(0, f"no group reaches {T.VERDICT_MIN_SHARE_PCT:g}% of the window")

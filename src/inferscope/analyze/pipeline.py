@@ -13,6 +13,7 @@ from ..trace.kinds import SpanKind
 from ..trace.model import Trace
 from . import breakdown as B
 from .copies import copies, copy_table
+from .children import children, children_warning
 from .culprits import culprits
 from .threads import threads
 from .diagnosis import findings_for, verdict_for
@@ -118,10 +119,14 @@ def analyze_report(trace: Trace, options: AnalyzeOptions | None = None) -> Repor
     res["cpu_sampling"] = cpu_sampling(trace, window)
     res["collection_cost"] = collection_cost(trace, window)
     res["threads"] = threads(trace, window)
+    res["children"] = children(trace, window)
     cu = culprits(trace, window, options.top_n)
     culprit_tables = cu.pop("tables")
     res["culprits"] = cu
     warnings = list(trace.meta.get("warnings", []))
+    cw = children_warning(res["children"])
+    if cw:
+        warnings.append(cw)
     cc = res["collection_cost"]
     if cc and cc["pct_of_window"] >= T.PROFILER_COST_WARN_PCT:
         warnings.append(f"Collection cost (estimate): torch.profiler recorded {cc['profiler_host_events']:,} ops and CUDA API "

@@ -67,6 +67,11 @@ def headline(result: dict) -> str:
         lines.append(plain(f"Critical thread: {', '.join(th['critical'][:3])} ({th['rule_text']}); {len(others)} other "
                            f"thread(s) in parallel, not in the host categories (busiest: {others[0]['thread']}, "
                            f"{others[0]['recorded_ms']:,.1f} ms recorded, {others[0]['waiting_ms']:,.1f} ms waiting)", 400))
+    ch = result.get("children") or {}
+    if ch.get("cpu_s_total", 0) > 0:
+        top = ", ".join(f"{r['comm']} [{r['pid']}] {r['cpu_s']:.2f} CPU-s" for r in ch.get("processes", [])[:2])
+        lines.append(plain(f"Child processes: {ch['count']} used {ch['cpu_s_total']:.2f} CPU-s that were not profiled "
+                           f"(~{ch['cpu_s_in_window']:.2f} in the window, estimate)" + (f"; {top}" if top else ""), 400))
     lines += ["", "Breakdown:"]
     for r in result["breakdown"]:
         if r["ns"] == 0:
