@@ -64,3 +64,27 @@ def test_steady_traces_are_not_cut(name):
     # typical steps and no outlier calls: nothing to leave out, the window stays the whole trace
     res = analyze(load_trace(shared_path("kineto", name)))
     assert res["window"]["kind"] == "trace" and not res["run_phases"]["cut"]
+
+
+def test_kernel_csv_is_full_markdown_top():
+    # hta_trace_diff_control has more than 20 distinct kernels: the CSV table holds all of them
+    tr = load_trace(shared_path("kineto", "hta_trace_diff_control_a100_rank3.json.gz"))
+    res = analyze(tr)
+    k = res["kernels"]
+    assert len(k["top"]) == 20 and k["distinct"] > 20
+    rows = res["tables"]["kernels"]["rows"]
+    assert len(rows) == k["distinct"]
+    assert sum(r[2] for r in rows) == pytest.approx(k["kernel_sum_ms"], rel=1e-6)
+    md = render_markdown(res)
+    assert f"({k['distinct'] - 20} more rows in the CSV table)" in md
+
+
+def test_html_names_teardown_and_culprit_tables(tmp_path):
+    from inferscope.report.html import build_html
+    tr = load_trace(shared_path("nsys", "memfusion_report1.sqlite"))
+    res = analyze(tr)
+    doc = build_html(res, tr)
+    assert 'id="run-phases"' in doc and "Teardown 877.5 ms" in doc and "cuModuleUnload" in doc
+    apis = {r[0]: r for r in res["tables"]["top_apis"]["rows"]}
+    assert "cuModuleUnload" not in apis                  # teardown is outside the steady window
+    assert "top_apis" in doc and "cudaStreamSynchronize" in apis

@@ -137,7 +137,8 @@ def analyze_report(trace: Trace, options: AnalyzeOptions | None = None) -> Repor
                         "verdicts are somewhat overstated.")
     tables = {}
     if res["kernels"]["count"]:
-        tables["kernels"] = kernel_table(res["kernels"])
+        tables["kernels"] = kernel_table(res["kernels"])     # every kernel name, not only the top
+    res["kernels"].pop("_all", None)
     if res["copies"]["count"]:
         tables["copies"] = copy_table(res["copies"])
     if res["syncs"]["count"]:
