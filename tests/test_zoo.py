@@ -84,7 +84,7 @@ def test_unscoped_compute_after_slow_import(tmp_path):
     assert b["cpu_compute"]["pct"] > 60 and rep["verdict"]["id"] == "cpu_compute_bound"
 
 
-def test_unscoped_multiprocessing_workers_are_counted(tmp_path):
+def test_unscoped_multiprocessing_workers_are_followed(tmp_path):
     # preprocessing runs in 2 spawn workers; the main process only waits for pool.map
     out = tmp_path / "report.json"
     r = subprocess.run([sys.executable, "-m", "inferscope", "run", "--format", "json", "--report", str(out), "--",
@@ -92,10 +92,15 @@ def test_unscoped_multiprocessing_workers_are_counted(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     truth = json.loads([ln for ln in r.stdout.splitlines() if ln.startswith("{")][-1])
     rep = json.loads(out.read_text())
-    assert truth["wait_s"] / truth["loop_s"] > 0.8           # the main process mostly waits
+    assert truth["wait_s"] / truth["loop_s"] > 0.5           # the main process mostly waits
     ch = rep["children"]
-    assert ch["count"] >= 2 and not ch["profiled"]
+    assert ch["count"] >= 2 and ch["followed"] == 2 and ch["profiled"]
     # the workers' resize CPU time (self-timed in the workers) is inside what /proc counted for them
     assert ch["cpu_s_in_window"] >= 0.9 * truth["worker_resize_cpu_s"], (ch, truth)
+    # the workers' hot function is named, on the workers' own threads (other pids than the program's)
+    main_pid = rep["about"]["collection"]["pid"]
+    kid = [f for f in rep["culprits"]["functions"] if f["function"] == "resize_bilinear"]
+    assert kid and all(not f["thread"].endswith(f"({main_pid})") for f in kid)
     assert rep["verdict"]["id"] == "child_process_bound", rep["verdict"]
-    assert any("not profiled" in w for w in rep["warnings"])
+    assert "resize_bilinear" in " ".join(next(f for f in rep["findings"] if f["id"] == "host_waiting")["evidence_text"])
+    assert not list(tmp_path.glob("*.child.*"))              # merged and removed

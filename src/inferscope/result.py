@@ -437,9 +437,11 @@ class Children(_S):
     cpu_s_total: float
     reaped_cpu_s: float
     cpu_s_in_window: float
-    profiled: bool
+    profiled: bool              # some children were followed (sampled) into the trace
     processes: list[ChildProcess]
     basis: str
+    followed: int = 0           # Python children followed into the trace (their samples, own pids)
+    waiting_on_children_ms: Num = None   # critical thread waiting while a followed child was on-CPU
 
 
 class CpuSampling(_S):

@@ -500,20 +500,30 @@ def host_waiting(res: dict, found: dict) -> dict | None:
         cs = e.cite("children_cpu_s_in_window", "children.cpu_s_in_window")
         top = e.cite("child_top_comm", "children.processes[0].comm", default=None)
         e.cite("child_top_cpu_s", "children.processes[0].cpu_s")
-        txt.append(f"{n} child process(es) (not profiled; top: {top}) used ~{cs:.2f} CPU-s inside the window (estimate): "
+        how = f"{ch['followed']} followed" if ch.get("followed") else "not profiled"
+        txt.append(f"{n} child process(es) ({how}; top: {top}) used ~{cs:.2f} CPU-s inside the window (estimate): "
                    "the main process waits on work done in them.")
+        kid_fn = next((i for i, r in enumerate((res.get("culprits") or {}).get("functions") or [])
+                       if r["class"] != "waiting" and r["thread"] and not r["function"].startswith("import ") and any(r["thread"].endswith(f"({p['pid']})") for p in ch["processes"])), None)
+        if kid_fn is not None:
+            c = _culprit(e, res, [(f"culprits.functions[{kid_fn}]", "function", "self_ms", "self_pct", "of the window (in a child)", "file")])
+            txt.append(c.replace("Culprit:", "Hottest function in the followed children:"))
         if _children_explain_waiting(res):
-            sugg = ("The work runs in child processes (multiprocessing / DataLoader workers), which this run did not "
-                    "profile: profile a worker's function directly (run it in the main process under inferscope run), "
-                    "add workers if the cores are free, or make the per-item work cheaper.")
+            sugg = ("The work runs in child processes (multiprocessing / DataLoader workers): speed up their hottest "
+                    "functions (named above when the children were followed; otherwise run a worker's function in the "
+                    "main process under inferscope run), add workers if the cores are free, or make the per-item work cheaper.")
     return e.finding(
         "host_waiting", "medium" if wt >= T.HOST_WAITING_MEDIUM_PCT else "low", "The inference thread waits off-CPU", txt, sugg)
 
 
 def _children_explain_waiting(res: dict) -> bool:
     ch = res.get("children") or {}
-    wait_s = _ms(res, "waiting") / 1e3
-    return bool(wait_s > 0 and ch.get("cpu_s_in_window", 0) >= T.CHILD_WAIT_EXPLAINED_FRACTION * wait_s)
+    wait_ms = _ms(res, "waiting")
+    if wait_ms <= 0:
+        return False
+    if ch.get("waiting_on_children_ms") is not None:      # followed children: measured overlap
+        return ch["waiting_on_children_ms"] >= T.CHILD_WAIT_EXPLAINED_FRACTION * wait_ms
+    return ch.get("cpu_s_in_window", 0) * 1e3 >= T.CHILD_WAIT_EXPLAINED_FRACTION * wait_ms
 
 
 def low_coverage(res: dict, found: dict) -> dict | None:
@@ -564,7 +574,7 @@ VERDICT_TITLES = {
     "framework_bound": "Framework-bound: host-side framework/runtime overhead dominates",
     "cpu_compute_bound": "CPU compute-bound: the model itself runs on the CPU",
     "waiting_bound": "Waiting-bound: threads are off-CPU (I/O, sleep, locks)",
-    "child_process_bound": "Child-process-bound: the main process waits on work done in child processes (not profiled)",
+    "child_process_bound": "Child-process-bound: the main process waits on work done in its child processes",
     "balanced": "Balanced: no single cause holds a clear majority",
     "init_bound": "Initialisation-dominated: one-off start-up calls fill the window; analyse a steady-state window",
     "empty": "Empty window: nothing to analyse",
@@ -606,8 +616,12 @@ def verdict_for(res: dict, findings: list[dict]) -> dict:
                              f"{oo['calls'][0]['name'][:80]} {oo['calls'][0]['ms']:.1f} ms"] + evidence}
     if top == "waiting_bound" and top_pct >= T.VERDICT_MIN_SHARE_PCT and _children_explain_waiting(res):
         ch = res["children"]
-        evidence.insert(0, f"child processes (not profiled) used ~{ch['cpu_s_in_window']:.2f} CPU-s inside the window while the "
-                           f"main process waited {_ms(res, 'waiting') / 1e3:.2f} s (>= {T.CHILD_WAIT_EXPLAINED_FRACTION:g} x)")
+        if ch.get("waiting_on_children_ms") is not None:
+            evidence.insert(0, f"the main process waited {_ms(res, 'waiting'):.1f} ms, {ch['waiting_on_children_ms']:.1f} ms of it "
+                               f"while a followed child process was on-CPU (>= {T.CHILD_WAIT_EXPLAINED_FRACTION:g} x)")
+        else:
+            evidence.insert(0, f"child processes (not profiled) used ~{ch['cpu_s_in_window']:.2f} CPU-s inside the window while the "
+                               f"main process waited {_ms(res, 'waiting') / 1e3:.2f} s (>= {T.CHILD_WAIT_EXPLAINED_FRACTION:g} x)")
         top = "child_process_bound"
     if top_pct < T.VERDICT_MIN_SHARE_PCT:
         vid = "balanced"

@@ -31,6 +31,7 @@ from ..trace.kinds import GPU_WORK_KINDS, SpanKind
 from ..trace.model import Trace
 from .classify import launch_api_mask, sync_api_mask
 from .stats import fast_unique
+from .threads import child_process_tracks
 
 RELEASE_API_RE = re.compile(r"(?i)unload|destroy|free|release|unmap|unregister|deinit|finali[sz]e|reset")
 COPY_API_RE = re.compile(r"(?i)memcpy|memset")
@@ -40,7 +41,11 @@ HOST_CALL_KINDS = (SpanKind.RUNTIME, SpanKind.DRIVER, SpanKind.CPU_OP)
 
 def _imports_end(trace: Trace) -> int | None:
     s = trace.spans
-    smp = np.flatnonzero((s.kind == SpanKind.CPU_SAMPLE) & (s.end_ns > s.start_ns))
+    smp = (s.kind == SpanKind.CPU_SAMPLE) & (s.end_ns > s.start_ns)
+    kids = child_process_tracks(trace)
+    if kids.any():      # followed children import at their own start, inside the program's steady state
+        smp &= ~kids[s.track]
+    smp = np.flatnonzero(smp)
     if len(smp) == 0:
         return None
     det = s.detail[smp]

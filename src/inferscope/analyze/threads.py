@@ -50,9 +50,27 @@ def critical_tracks(trace: Trace) -> tuple[np.ndarray, str]:
     names = trace.strings.as_list()
     main = cpu & ((tr.tid == tr.pid) & (tr.pid >= 0)
                   | np.array([n >= 0 and names[n].startswith("main") for n in tr.name.tolist()], dtype=bool))
+    root = root_pid(trace)
+    if root is not None and (main & (tr.pid == root)).any():
+        main &= tr.pid == root          # followed child processes have main threads too
     if main.any():
         return main, "main"
     return cpu.copy(), "all"
+
+
+def root_pid(trace: Trace) -> int | None:
+    """The profiled program's own process in a live run (followed children have other pids)."""
+    pid = (trace.meta.get("collection") or {}).get("pid")
+    return int(pid) if isinstance(pid, int) else None
+
+
+def child_process_tracks(trace: Trace) -> np.ndarray:
+    """CPU threads of followed child processes (live runs: pid other than the program's own)."""
+    tr = trace.tracks
+    root = root_pid(trace)
+    if root is None:
+        return np.zeros(len(tr), dtype=bool)
+    return (tr.kind == TrackKind.CPU_THREAD) & (tr.pid >= 0) & (tr.pid != root)
 
 
 RULE_TEXT = {"scope": "threads holding inferscope.scope() ranges", "gpu_launch": "threads that launch GPU work",

@@ -173,6 +173,33 @@ def run_command(args) -> int:
         shutil.rmtree(tmpdir, ignore_errors=True)
 
 
+def _merge_children(trace, trace_path: str):
+    """Merge the traces of followed child processes (``<trace>.child.<pid>.iscope``) into the main one."""
+    import glob
+    from ..trace import native
+    from ..trace.merge import merge_traces
+    paths = sorted(glob.glob(glob.escape(trace_path) + ".child.*.iscope"))
+    kids, bad = [], 0
+    for p in paths:
+        try:
+            kids.append(native.load(p))
+        except Exception:
+            bad += 1
+    for p in paths + glob.glob(glob.escape(trace_path) + ".child.*.iscope.journal"):
+        try:
+            os.unlink(p)
+        except OSError:
+            pass
+    if not kids and not bad:
+        return trace
+    merged = merge_traces(trace, kids) if kids else trace
+    coll = merged.meta.setdefault("collection", {})
+    coll["followed_children"] = len(kids)
+    if bad:
+        merged.meta.setdefault("warnings", []).append(f"{bad} child process trace(s) could not be read (killed before writing?)")
+    return merged
+
+
 # what the parent needs once the child exits: trace loading, the analyses, the renderers
 PREWARM = ["numpy", "inferscope.trace.native", "inferscope.analyze.pipeline"]
 
@@ -214,6 +241,7 @@ def _report(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep) -> int:
             os.unlink(jpath)
         except OSError:
             pass
+    trace = _merge_children(trace, trace_path)
     coll = trace.meta.setdefault("collection", {})
     coll["exit_code"] = rc if rc >= 0 else None
     coll["exit_signal"] = _signame(-rc) if rc < 0 else None

@@ -70,7 +70,9 @@ def headline(result: dict) -> str:
     ch = result.get("children") or {}
     if ch.get("cpu_s_total", 0) > 0:
         top = ", ".join(f"{r['comm']} [{r['pid']}] {r['cpu_s']:.2f} CPU-s" for r in ch.get("processes", [])[:2])
-        lines.append(plain(f"Child processes: {ch['count']} used {ch['cpu_s_total']:.2f} CPU-s that were not profiled "
+        how = (f"{ch['followed']} followed (sampled), the rest not profiled" if ch.get("followed")
+               else "that were not profiled")
+        lines.append(plain(f"Child processes: {ch['count']} used {ch['cpu_s_total']:.2f} CPU-s, {how} "
                            f"(~{ch['cpu_s_in_window']:.2f} in the window, estimate)" + (f"; {top}" if top else ""), 400))
     lines += ["", "Breakdown:"]
     for r in result["breakdown"]:
