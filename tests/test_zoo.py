@@ -118,8 +118,11 @@ def test_unscoped_multiprocessing_workers_are_followed(tmp_path):
     assert ch["cpu_s_in_window"] >= 0.9 * truth["worker_resize_cpu_s"], (ch, truth)
     # the workers' hot function is named, on the workers' own threads (other pids than the program's)
     main_pid = rep["about"]["collection"]["pid"]
-    kid = [f for f in rep["culprits"]["functions"] if f["function"] == "resize_bilinear"]
-    assert kid and all(not f["thread"].endswith(f"({main_pid})") for f in kid)
+    t = rep["tables"]["top_python_functions"]
+    col = {c: i for i, c in enumerate(t["columns"])}
+    kid = [r for r in t["rows"] if r[col["function"]] in ("resize_bilinear", "work") and r[col["class"]] != "waiting"]
+    assert kid and all(not r[col["thread"]].endswith(f"({main_pid})") for r in kid), t["rows"][:30]
+    assert sum(r[col["self_ms"]] for r in kid) > 0.3 * 1000 * truth["worker_resize_cpu_s"] / 2   # 2 workers in parallel
     assert rep["verdict"]["id"] == "child_process_bound", rep["verdict"]
     # the worker function the sampler saw hottest (work() or the resize it calls) is named in the finding
     txt = " ".join(next(f for f in rep["findings"] if f["id"] == "host_waiting")["evidence_text"])
