@@ -79,7 +79,8 @@ def child_trace_path(out: str, pid: int) -> str:
 
 def _start_child(out: str) -> None:
     """A light session in a child process: the CPU sampler only (no torch profiler, no system or
-    GPU counters: the parent records those), written at the child's exit."""
+    GPU counters: the parent records those; no perf IP samples: the GIL heuristic splits
+    cpu_compute / framework), at most CHILD_SAMPLING_HZ, written at the child's exit."""
     global _session
     try:
         with open("/proc/self/cmdline", "rb") as f:
@@ -96,7 +97,7 @@ def _start_child(out: str) -> None:
         cj = os.environ.get("INFERSCOPE_CONFIG_JSON")
         cfg = Config.from_json(cj) if cj else load_config()
         # a lower sampling rate and no crash journal keep a child's cost small (bench_overhead.py workers)
-        cfg = dataclasses.replace(cfg, torch_profiler="off", system_sampling_hz=0.0,
+        cfg = dataclasses.replace(cfg, torch_profiler="off", system_sampling_hz=0.0, perf_ip_sampling=False,
                                   cpu_sampling_frequency_hz=min(cfg.cpu_sampling_frequency_hz, CHILD_SAMPLING_HZ))
         if cfg.log_level not in ("debug",):
             log.set_level("warn")
