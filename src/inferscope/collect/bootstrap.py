@@ -71,6 +71,7 @@ def _after_fork_child():
 
 
 CHILD_SAMPLING_HZ = 100.0     # followed children sample at most this often
+CHILD_FLUSH_S = 0.5           # and flush their crash journal this often
 
 
 def child_trace_path(out: str, pid: int) -> str:
@@ -80,7 +81,8 @@ def child_trace_path(out: str, pid: int) -> str:
 def _start_child(out: str) -> None:
     """A light session in a child process: the CPU sampler only (no torch profiler, no system or
     GPU counters: the parent records those; no perf IP samples: the GIL heuristic splits
-    cpu_compute / framework), at most CHILD_SAMPLING_HZ, written at the child's exit."""
+    cpu_compute / framework), at most CHILD_SAMPLING_HZ, written at the child's exit (or its crash
+    journal, when it is terminated)."""
     global _session
     try:
         with open("/proc/self/cmdline", "rb") as f:
@@ -96,31 +98,23 @@ def _start_child(out: str) -> None:
         from . import session as S
         cj = os.environ.get("INFERSCOPE_CONFIG_JSON")
         cfg = Config.from_json(cj) if cj else load_config()
-        # a lower sampling rate and no crash journal keep a child's cost small (bench_overhead.py workers)
+        # a lower sampling rate keeps a child's cost small.  A child that exits normally writes its
+        # trace at exit; one that is terminated (Pool.terminate() sends SIGTERM; no handler here: a
+        # handler that raises or writes at an arbitrary point of a worker hung 2 of ~10 test runs)
+        # leaves its crash journal (flushed every CHILD_FLUSH_S), which the parent reads
         cfg = dataclasses.replace(cfg, torch_profiler="off", system_sampling_hz=0.0, perf_ip_sampling=False,
-                                  cpu_sampling_frequency_hz=min(cfg.cpu_sampling_frequency_hz, CHILD_SAMPLING_HZ))
+                                  cpu_sampling_frequency_hz=min(cfg.cpu_sampling_frequency_hz, CHILD_SAMPLING_HZ),
+                                  flush_interval_s=CHILD_FLUSH_S)
         if cfg.log_level not in ("debug",):
             log.set_level("warn")
-        s = S.Session(cfg, trace_out=None, mode="child")
+        path = child_trace_path(out, os.getpid())
+        with open(path + ".started", "w"):     # the parent waits for this child's trace (runner.py)
+            pass
+        s = S.Session(cfg, trace_out=path, mode="child")
         S.set_current(s)
         _session = s
         s.start()
-        path = child_trace_path(out, os.getpid())
-
-        def _child_exit():
-            if s.finalized or s.pid != os.getpid():
-                return
-            try:
-                from ..trace import native
-                native.save(s.finalize(exit_reason="exit"), path)
-            except BaseException as e:
-                sys.stderr.write(f"inferscope: child {os.getpid()} trace not written: {type(e).__name__}: {e}\n")
-        atexit.register(_child_exit)
-        try:
-            if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-                signal.signal(signal.SIGTERM, _on_term)    # Pool.terminate(): still write the trace
-        except (ValueError, OSError):
-            pass
+        atexit.register(_at_exit)
         os.register_at_fork(after_in_child=_after_fork_child)
     except Exception as e:  # never break the user's child process
         sys.stderr.write(f"inferscope: not following child process {os.getpid()}: {type(e).__name__}: {e}\n")
