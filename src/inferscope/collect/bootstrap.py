@@ -135,8 +135,8 @@ def main() -> None:
         # a Python child of the profiled program (multiprocessing spawn/forkserver worker,
         # DataLoader worker started with spawn, a `subprocess` Python child): follow it into its
         # own trace file next to the main one; the parent merges it (same perf_counter clock)
-        # opt-in: measured +17-31 % process time on bench_overhead.py's workers workload (2-vCPU VM,
-        # load ~5) against +2 % without following; /proc counting of children is always on
+        # opt-in (bench/README.md, workers workload: process 1.01x followed, 4 noisy pairs; a session
+        # start and an exit-time write in every Python subprocess); /proc counting is always on
         if os.environ.get("INFERSCOPE_FOLLOW_CHILDREN", "0").strip().lower() in ("1", "true", "yes", "on"):
             _start_child(out)
         return
