@@ -5,6 +5,8 @@
 Workloads (torch threads fixed to 1):
   demo     examples/llm_demo.py at default settings (tokenizer + random-weight Llama generate())
   tinyops  worst case: tens of thousands of tiny tensor ops from a Python loop
+  workers  2 spawn multiprocessing workers doing pure-Python work, the main process waiting on
+           pool.map (child processes: InferScope counts their CPU time from /proc)
 Modes, run interleaved in a shuffled order within each round (>= 5 rounds):
   base        python WORKLOAD
   inferscope  inferscope run -- python WORKLOAD   (default settings; inferscope@HZ: sampling rate HZ)
@@ -48,6 +50,23 @@ for i in range(150000):
     if i % 1000 == 0:
         acc += float(a.sum())
 print(f"workload_s {time.perf_counter() - t0:.4f}")
+'''
+
+WORKERS = r'''
+import multiprocessing as mp, time, torch
+def work(seed):
+    acc = 0.0
+    for i in range(60000):
+        acc += (i * seed) % 7
+    return acc
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    with mp.get_context("spawn").Pool(2) as pool:
+        for b in range(10):
+            r = pool.map(work, range(b * 8, b * 8 + 8))
+            torch.tensor(r).sum()
+    print(f"workload_s {time.perf_counter() - t0:.4f}")
 '''
 
 TORCHPROF = r'''
@@ -178,7 +197,8 @@ def main(argv=None) -> int:
         (tmp / "torchprof_wrap.py").write_text(TORCHPROF)
         (tmp / "settrace_wrap.py").write_text(SETTRACE)
         (tmp / "tinyops.py").write_text(TINYOPS)
-        scripts = {"demo": REPO / "examples" / "llm_demo.py", "tinyops": tmp / "tinyops.py"}
+        (tmp / "workers.py").write_text(WORKERS)
+        scripts = {"demo": REPO / "examples" / "llm_demo.py", "tinyops": tmp / "tinyops.py", "workers": tmp / "workers.py"}
         for wl in [w.strip() for w in args.workloads.split(",") if w.strip()]:
             script = scripts[wl]
             run_once("base", script, tmp, extra_env)  # warm the page cache

@@ -341,3 +341,23 @@ def test_frequent_voluntary_gil_releases_do_not_freeze_the_class(session):
         by[names[i]] = by.get(names[i], 0) + int(s.end_ns[i] - s.start_ns[i])
     assert by.get("tokenization", 0) > 0.2e9, by
     assert by.get("user_code", 0) > 0.3e9, by     # not frozen on "tokenization"
+
+
+def test_descendants_lists_children_with_cpu_time():
+    import os
+    import subprocess as sp
+    import time as _t
+    from inferscope.collect.system import descendants
+    p = sp.Popen([sys.executable, "-c", "import time\nt=time.process_time()\nwhile time.process_time()-t<0.3: pass\ntime.sleep(5)"])
+    try:
+        deadline = _t.monotonic() + 10
+        while _t.monotonic() < deadline:
+            kids = descendants(os.getpid())
+            if p.pid in kids and kids[p.pid][1] >= 0.25:
+                break
+            _t.sleep(0.1)
+        comm, cpu = kids[p.pid]
+        assert comm.startswith("python") and cpu >= 0.25
+    finally:
+        p.kill()
+        p.wait()

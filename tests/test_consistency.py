@@ -208,3 +208,22 @@ def test_html_strip_draws_the_partition_lane(tmp_path):
     for r in res["breakdown"]:
         if r["ns"]:
             assert B.CATEGORY_LABELS[r["category"]] in html and tls.CATEGORY_COLOURS[r["category"]] in html
+
+
+# a finding names what carries it: (evidence key of the name, evidence key of its time)
+CULPRIT_KEYS = (("culprit", "culprit_ms"), ("top_kernel", "top_kernel_sum_ms"), ("launch_api", "launch_api_ms"),
+                ("copy_api", "copy_api_ms"), ("comm_kernel", "comm_kernel_ms"), ("largest_recorded", "largest_recorded_ms"),
+                ("top_sync_api", "top_sync_api_ms"), ("top_pageable_copy_api", "top_pageable_copy_api_ms"),
+                ("longest_call", "longest_call_ms"))
+
+
+@pytest.mark.parametrize("path", PARAMS)
+def test_every_finding_names_a_culprit_with_its_time(path):
+    _, res = loaded(path)
+    for f in res["findings"]:
+        named = [(k, t) for k, t in CULPRIT_KEYS if f["evidence"].get(k) and t in f["evidence"]]
+        assert named, (f["id"], sorted(f["evidence"]))
+        k, t = named[0]
+        assert f["evidence"][t] > 0, (f["id"], k)
+        # the name is cited from a culprit/kernel/sync/copy/one-off table of the result
+        assert get_path(res, f["evidence_source"][k]) == f["evidence"][k]

@@ -4,14 +4,15 @@ import pytest
 
 from inferscope import thresholds as T
 from inferscope.analyze import diagnosis as D
+from inferscope.analyze.options import AnalyzeOptions
 from inferscope.analyze.pipeline import analyze
 from inferscope.trace import CopyKind, MemKind, SpanKind, TrackKind
 
 from helpers import Synth, add_counter
 
 
-def run(t: Synth) -> dict:
-    return analyze(t.done())
+def run(t: Synth, window: str | None = None) -> dict:
+    return analyze(t.done(), AnalyzeOptions(window=window))
 
 
 def finding(res: dict, fid: str):
@@ -104,10 +105,14 @@ def case_warmup_in_window():
     t = Synth()
     t.span(SpanKind.RUNTIME, "cudaFree", 0, 60_000)              # 60 ms context creation
     t.launch(60_000, 60_010, 60_010, 100_000)
-    res = run(t)
+    res = run(t, "all")           # the whole trace: the default window leaves start-up out
     f = finding(res, "warmup_in_window")
     assert f["severity"] == "high" and f["evidence"]["longest_call"] == "cudaFree"
     assert res["verdict"]["id"] == "init_bound"
+    res = run(t)                  # default: the steady state, start-up named but outside it
+    assert res["window"]["kind"] == "steady" and finding(res, "warmup_in_window") is None
+    assert res["run_phases"]["startup"]["top"][0]["name"] == "cudaFree"
+    assert res["verdict"]["id"] != "init_bound"
     t = Synth()
     t.span(SpanKind.RUNTIME, "cudaFree", 0, 5_000)               # 5 ms < ONE_OFF_CALL_MIN_MS
     t.launch(5_000, 5_010, 5_010, 100_000)
@@ -411,3 +416,89 @@ def test_every_threshold_states_its_source():
     for b in blocks:
         if re.search(r"^[A-Z_]+ =", b, re.M):
             assert "Source" in b, b.splitlines()[0]
+
+
+def _sampled(classes_and_details):
+    """A CPU-only trace of sampled runs: [(class, detail, start_us, end_us)]."""
+    t = Synth()
+    for cls, det, a, b in classes_and_details:
+        t.span(SpanKind.CPU_SAMPLE, cls, a, b, detail=t.b.strings.intern(det))
+    return t
+
+
+def test_user_code_is_its_own_verdict_and_names_the_hot_function():
+    t = _sampled([("user_code", "app.py:resize_bilinear", 0, 70_000), ("framework", "torch/nn/modules/linear.py:Linear.forward", 70_000, 80_000),
+                  ("user_code", "app.py:main", 80_000, 85_000), ("tokenization", "app.py:tokenize", 85_000, 100_000)])
+    res = run(t)
+    assert res["verdict"]["id"] == "user_code_bound"
+    f = finding(res, "cpu_preprocessing")
+    assert f["title"] == "User code dominates CPU time"
+    assert f["evidence"]["culprit"] == "resize_bilinear" and f["evidence"]["culprit_ms"] == pytest.approx(70.0)
+    assert f["evidence"]["culprit_pct"] == pytest.approx(70.0)
+    assert "resize_bilinear (app.py): 70.0 ms, 70.0%" in " ".join(f["evidence_text"])
+    assert "DataLoader" not in f["suggestion"] and "resize_bilinear" in f["suggestion"]
+    # tokenization-dominated: cpu_bound, the tokenizer function named, tokenizer advice
+    t = _sampled([("tokenization", "app.py:tokenize", 0, 70_000), ("user_code", "app.py:main", 70_000, 80_000)])
+    res = run(t)
+    f = finding(res, "cpu_preprocessing")
+    assert res["verdict"]["id"] == "cpu_bound" and f["evidence"]["culprit"] == "tokenize"
+    assert "tokenizer" in f["suggestion"]
+
+
+def test_culprit_tables_full_and_exact():
+    # 30 distinct sampled functions: the table keeps all of them, result['culprits'] the top 20
+    t = _sampled([("user_code", f"app.py:f{i}", 1000 * i, 1000 * i + 10 * (i + 1)) for i in range(30)])
+    res = run(t)
+    rows = res["tables"]["top_python_functions"]["rows"]
+    assert len(rows) == 30 and len(res["culprits"]["functions"]) == 20
+    assert rows[0][0] == "f29" and rows[0][4] == pytest.approx(0.3)      # 300 us self time
+    assert res["culprits"]["counts"]["functions"] == 30
+
+
+def test_critical_thread_helper_poll_is_not_waiting():
+    # main thread launches GPU work and sits 10 ms in one OS call; a helper thread polls the whole
+    # 100 ms window: waiting is the main thread's 10 ms, not the helper's poll
+    t = Synth()
+    helper = t.b.track(TrackKind.CPU_THREAD, pid=100, tid=101, name="helper")
+    t.launch(0, 10, 10, 20)
+    t.span(SpanKind.OS_RUNTIME, "read", 30_000, 40_000)
+    t.span(SpanKind.OS_RUNTIME, "poll", 0, 100_000, track=helper)
+    t.launch(99_990, 100_000, 100_000, 100_010)
+    res = run(t)
+    b = {r["category"]: r for r in res["breakdown"]}
+    assert b["waiting"]["ms"] == pytest.approx(10.0, abs=1e-6)
+    assert res["verdict"]["id"] != "waiting_bound"
+    th = res["threads"]
+    assert th["rule"] == "gpu_launch" and th["critical"] == ["main"]
+    helper_row = next(r for r in th["threads"] if r["thread"] == "helper")
+    assert not helper_row["critical"] and helper_row["waiting_ms"] == pytest.approx(100.0, abs=0.02)
+    # the helper's poll is still named, as parallel activity, in the API culprit table
+    assert {r["name"]: r for r in res["culprits"]["apis"]}["poll"]["total_ms"] == pytest.approx(100.0, abs=0.02)
+    # one thread only: it is the critical one whatever it does
+    t = Synth()
+    t.span(SpanKind.OS_RUNTIME, "poll", 0, 100_000)
+    assert run(t)["verdict"]["id"] == "waiting_bound"
+
+
+def _waiting_main_with_children(child_cpu_s):
+    t = Synth()
+    t.span(SpanKind.CPU_SAMPLE, "waiting", 0, 1_000_000, detail=t.b.strings.intern("app.py:main"))   # 1 s waiting
+    if child_cpu_s is not None:
+        for pid, share in ((501, 0.6), (502, 0.4)):
+            ct = t.b.track(TrackKind.COUNTER, name=f"child.cpu_s[{pid}] python")
+            t.b.add_counters(ct, [0, 500_000_000, 1_000_000_000], [0.0, child_cpu_s * share / 2, child_cpu_s * share])
+    return run(t)
+
+
+def test_children_explain_waiting():
+    res = _waiting_main_with_children(1.5)
+    assert res["verdict"]["id"] == "child_process_bound"
+    ch = res["children"]
+    assert ch["count"] == 2 and ch["cpu_s_in_window"] == pytest.approx(1.5) and not ch["profiled"]
+    assert any("2 child process(es) used" in w and "not profiled" in w for w in res["warnings"])
+    f = finding(res, "host_waiting")
+    assert f["evidence"]["children_cpu_s_in_window"] == pytest.approx(1.5) and "child processes" in f["suggestion"]
+    # children that did little do not explain 1 s of waiting (below CHILD_WAIT_EXPLAINED_FRACTION)
+    assert _waiting_main_with_children(0.2)["verdict"]["id"] == "waiting_bound"
+    res = _waiting_main_with_children(None)
+    assert res["verdict"]["id"] == "waiting_bound" and res["children"] is None

@@ -10,6 +10,7 @@ from decimal import Decimal
 import pytest
 
 from conftest import kineto_params, shared_path
+from inferscope.analyze.options import AnalyzeOptions
 from inferscope.analyze.pipeline import analyze
 from inferscope.ingest import load_trace
 
@@ -52,7 +53,7 @@ def independent_gpu_busy(path):
 @pytest.mark.parametrize("path", kineto_params())
 def test_breakdown_adds_up_and_gpu_busy_matches_json(path):
     trace = load_trace(path)
-    res = analyze(trace)
+    res = analyze(trace, AnalyzeOptions(window="all"))   # recounted over the whole trace
     e2e = res["e2e_ms"]
     assert e2e > 0
     total = sum(r["ms"] for r in res["breakdown"])
@@ -99,9 +100,14 @@ def test_a100_pageable_copies_and_syncs_found():
     apis = {r["api"] for r in res["syncs"]["top"]}
     assert "cudaMemcpyAsync (pageable copy)" in apis and "cudaStreamSynchronize" in apis
 
-    res2 = analyze(load_trace(shared_path("kineto", "hta_critical_path_alexnet_a100.json.gz")))
+    tr2 = load_trace(shared_path("kineto", "hta_critical_path_alexnet_a100.json.gz"))
+    res2 = analyze(tr2, AnalyzeOptions(window="all"))
     ids2 = {f["id"]: f for f in res2["findings"]}
     assert ids2["pageable_copy"]["evidence"]["pageable_copies"] == 16
+    # the default window leaves out the 29.9 s cudaDeviceGetStreamPriorityRange start-up (one copy before it ends)
+    steady = analyze(tr2)
+    assert steady["window"]["kind"] == "steady" and steady["run_phases"]["startup"]["ms"] > 29_000
+    assert {f["id"]: f for f in steady["findings"]}["pageable_copy"]["evidence"]["pageable_copies"] == 15
     assert res2["syncs"]["by_api"][0]["count"] >= 16
     res3 = analyze(load_trace(shared_path("kineto", "hta_trace_diff_control_a100_rank3.json.gz")))
     assert {r["api"] for r in res3["syncs"]["top"]} >= {"cudaStreamSynchronize"}

@@ -16,7 +16,8 @@ from .outputs import DEFAULT_FORMATS, output_folder, resolve_outputs, write_repo
 
 def _add_analysis_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--window", default=None,
-                   help="analysis window: 'all' (default), 'gpu' (first to last GPU activity), a step "
+                   help="analysis window (default: the steady state - start-up and teardown left out - or the "
+                        "scope() ranges when present): 'all' (whole trace), 'gpu' (first to last GPU activity), a step "
                         "or range name (e.g. 'ProfilerStep#6', 'decode', 'decode:2' for its 2nd occurrence), "
                         "'step:N' (N-th step), or 'START_MS:END_MS' relative to the trace start")
     p.add_argument("--phase-map", "--phases-json", dest="phase_map", default=None, metavar="FILE",

@@ -332,6 +332,118 @@ class OneOffCalls(_S):
     threshold_ms: Num = None
 
 
+class PhaseItem(_S):
+    name: str
+    count: int
+    ms: float
+
+
+class RunPart(_S):
+    """A start-up or teardown part of the run: where it is, the rule that found it, what it holds."""
+    start_ns: int
+    end_ns: int
+    offset_ms: float
+    ms: float
+    rule: str
+    top: list[PhaseItem]
+
+
+class RunPhases(_S):
+    """Start-up / steady state / teardown of the whole trace (analyze/run_phases.py).  The default
+    window is the steady state when a part was cut (applied); scope() ranges and --window win."""
+    startup: Optional[RunPart]
+    teardown: Optional[RunPart]
+    steady_start_ns: int
+    steady_end_ns: int
+    steady_ms: float
+    trace_ms: float
+    cut: bool
+    applied: bool = False
+
+
+class CulpritFunction(_S):
+    function: str
+    file: str
+    thread: str
+    self_ms: float
+    self_pct: float
+    total_ms: Num
+    samples: Optional[int]
+    calls: Optional[int]
+    source: str
+    # 'class' is a keyword: stored under that key in JSON
+    klass: str = msgspec.field(name="class", default="")
+
+
+class CulpritOp(_S):
+    name: str
+    calls: int
+    self_ms: float
+    total_ms: float
+    device_ms: float
+    self_pct: float
+
+
+class CulpritApi(_S):
+    name: str
+    kind: str                  # cuda (runtime/driver) | os (OS runtime calls)
+    calls: int
+    total_ms: float
+    p50_us: float
+    max_us: float
+    pct_of_window: float
+
+
+class Culprits(_S):
+    """The top Python functions (sampled hottest function; profiler Python frames), CPU ops and
+    runtime/driver APIs in the window (analyze/culprits.py); tables/top_*.csv hold every row."""
+    functions: list[CulpritFunction]
+    ops: list[CulpritOp]
+    apis: list[CulpritApi]
+    counts: dict[str, int]
+
+
+class ThreadRow(_S):
+    thread: str
+    pid: int
+    tid: int
+    critical: bool
+    recorded_ms: float         # union of the thread's recorded host spans in the window
+    waiting_ms: float          # of which OS-runtime calls / sampled off-CPU time
+
+
+class Threads(_S):
+    """The critical thread(s) whose host time the breakdown counts (analyze/threads.py); the others
+    are parallel activity."""
+    rule: str                  # scope | gpu_launch | main | all
+    rule_text: str
+    critical: list[str]
+    threads: list[ThreadRow]
+
+
+class ChildProcess(_S):
+    pid: int
+    comm: str
+    cpu_s: float
+    cpu_s_in_window: float      # estimate (cumulative counter observed every ~0.5 s)
+    first_seen_ms: float        # relative to the window start
+    last_seen_ms: float
+    alive_at_end: bool
+
+
+class Children(_S):
+    """Child processes of a live run, not profiled: their CPU time from /proc (analyze/children.py)."""
+    count: int
+    cpu_s_total: float
+    reaped_cpu_s: float
+    cpu_s_in_window: float
+    profiled: bool              # some children were followed (sampled) into the trace
+    processes: list[ChildProcess]
+    basis: str
+    followed: int = 0           # Python children followed into the trace (their samples, own pids)
+    waiting_on_children_ms: Num = None   # critical thread waiting while a followed child was on-CPU
+
+
 class CpuSampling(_S):
     sampled_ms: float
     rate_hz: Num
@@ -728,6 +840,10 @@ class Report(_S):
     efficiency: Optional[Efficiency] = None
     llm: Optional[Llm] = None
     model: Optional[Model] = None
+    run_phases: Optional[RunPhases] = None
+    culprits: Optional[Culprits] = None
+    threads: Optional[Threads] = None
+    children: Optional[Children] = None
 
     def to_dict(self) -> dict:
         """The JSON form (what report.json holds)."""

@@ -278,3 +278,26 @@ LATENCY_TAIL_RATIO = 2.0
 LATENCY_TAIL_MIN_SAMPLES = 20
 # GEMM kernels below this share of the dense peak while running: the GEMMs are small or skinny.
 GEMM_KERNEL_LOW_PCT_OF_PEAK = 50.0
+
+# --- phases of a run: start-up / steady state / teardown (analyze/run_phases.py) ----------------
+# Source: InferScope's own rule, relative to the trace; measured on the shared MI250 trace
+# (hta_amd_mi250_minitoy): one lazy-loading hipLaunchKernel of 6.5 ms against a median of 6.3 us
+# for its name (x1000) in the first step, which lasts 9.29 ms against 0.05 ms for the second.
+# A host call this many times the median duration of the calls of its name is first-call work.
+STARTUP_CALL_OUTLIER_FACTOR = 100.0
+# ... and at least this long (a 100x outlier of a 1 us call is noise, not start-up).
+STARTUP_CALL_OUTLIER_MIN_MS = 1.0
+# The first step is start-up when it lasts more than this many times the median of the later steps
+# (torch.profiler's schedule wait/warmup steps exist for the same reason).
+STARTUP_STEP_OUTLIER_FACTOR = 3.0
+# Source: InferScope's own rule: a start-up or teardown part shorter than this share of the trace is
+# left in the window (cutting it would move the numbers without changing the answer).
+PHASE_CUT_MIN_PCT = 1.0
+
+# --- child processes (live runs; analyze/children.py) ----------------------------------------
+# Source: InferScope's own rule; measured on examples/zoo/mp_preprocess.py (2 spawn workers doing a
+# pure-Python resize): the main process waited 3.8 s of the steady window while the workers used
+# 2.4 CPU-s in it.  When the children's CPU time inside the window is at least this fraction of the
+# main process's waiting time, the waiting is explained by work in the children: the verdict is
+# child_process_bound, not waiting_bound.
+CHILD_WAIT_EXPLAINED_FRACTION = 0.5

@@ -15,7 +15,7 @@ def analyze_file(trace, window: str | None = None, phase_map: dict | None = None
     (``inferscope.result.Report``): ``r.breakdown``, ``r.findings``, ``r.verdict``, ``r.tables``...;
     ``r.to_dict()`` is report.json, ``r.to_pandas()`` gives the tables as pandas DataFrames.
 
-    ``window``: as ``--window`` (None = whole trace, "gpu", "step:N", a range name, "START_MS:END_MS");
+    ``window``: as ``--window`` (None = the steady state, or the scope() ranges of a live run; "all" = whole trace, "gpu", "step:N", a range name, "START_MS:END_MS");
     ``phase_map``: as ``--phase-map`` ({phase: [whole-word name patterns]}).
     """
     from ..ingest import load_trace

@@ -31,11 +31,12 @@ import numpy as np
 
 from .stats import fast_unique
 
-from ..trace.kinds import CopyKind, SpanKind
+from ..trace.kinds import CopyKind, SpanKind, TrackKind
 from ..trace.model import Trace
 from .. import classes as CL
 from . import classify as C
 from .intervals import clip, coverage_on_bounds, union
+from .threads import child_process_tracks, critical_tracks
 from .window import Window
 
 CATEGORIES = ("gpu_compute", "gpu_communication", "h2d_copy", "d2h_copy", "other_copy", "sync_wait", "cpu_preprocessing",
@@ -136,9 +137,14 @@ SOURCE_CATEGORY = {
 }
 
 
-def source_masks(trace: Trace) -> dict[str, np.ndarray]:
+CHILD_SOURCES = ("tokenization", "preprocessing", "user_code", "framework_python", "cpu_ops")
+
+
+def source_masks(trace: Trace, critical_only: bool = True) -> dict[str, np.ndarray]:
     """Per evidence source, the spans it is made of (PYTHON spans: whole frames by name; the
-    breakdown itself counts only their self time)."""
+    breakdown itself counts only their self time).  critical_only: host classes only on the
+    critical thread(s) (the breakdown); False: on every thread (the class a span is evidence of,
+    drawn in the HTML strip as parallel activity)."""
     s = trace.spans
     k = s.kind
     gpu_run = trace.has_gpu
@@ -161,7 +167,12 @@ def source_masks(trace: Trace) -> dict[str, np.ndarray]:
     pcls = np.full(len(s), -1, np.int8)
     if py.any():
         pcls[py] = _python_class_of_names(trace)[s.name[py]]
-    return {
+    # host classes count on the critical thread(s) only (analyze/threads.py); spans on GPU tracks and
+    # blocking syncs count wherever they are
+    crit, _ = critical_tracks(trace)
+    on = (crit | (trace.tracks.kind != TrackKind.CPU_THREAD))[s.track] if len(s) else np.zeros(0, dtype=bool)
+    kids = child_process_tracks(trace)[s.track] if len(s) else np.zeros(0, dtype=bool)
+    masks = {
         "kernel": C.compute_kernel_mask(trace),
         "comm": C.comm_kernel_mask(trace),
         "h2d": h2d,
@@ -181,14 +192,29 @@ def source_masks(trace: Trace) -> dict[str, np.ndarray]:
         "in_op": cpu_op | host_api,
         "waiting": sample_class("waiting") | (k == SpanKind.OS_RUNTIME),
     }
+    if critical_only:
+        # followed child processes' CPU work: counted only where the critical thread does nothing
+        # of its own (segment_classes), so it explains the main process's waiting on them
+        if kids.any():
+            # a child's own start-up (its module imports) is not the work the main process waits for
+            imp = np.zeros(len(s), dtype=bool)
+            sm = sample & (s.detail >= 0)
+            imp[sm] = trace.strings.ids_matching(lambda x: x.startswith("import "))[s.detail[sm]]
+            for key in CHILD_SOURCES:
+                masks["child_" + key] = masks[key] & kids & ~imp
+        for key in list(masks):
+            if key not in ("kernel", "comm", "h2d", "d2h", "copy_other", "sync") and not key.startswith("child_"):
+                masks[key] = masks[key] & on
+    return masks
 
 
 def span_categories(trace: Trace) -> np.ndarray:
     """Breakdown category index (into CATEGORIES) of every span that is evidence for one, by the
     same sources and priority as the breakdown; -1 for spans that are evidence for none (markers,
-    ranges with no class).  The HTML strip draws spans with these classes."""
+    ranges with no class).  The HTML strip draws spans with these classes, on every thread (the
+    breakdown counts host classes on the critical thread(s) only)."""
     out = np.full(len(trace.spans), -1, dtype=np.int8)
-    for key, m in source_masks(trace).items():   # dict order = priority order
+    for key, m in source_masks(trace, critical_only=False).items():   # dict order = priority order
         if key in SOURCE_CATEGORY:                # 'in_op' only narrows user_code
             out[m & (out < 0)] = CATEGORIES.index(SOURCE_CATEGORY[key])
     return out
@@ -242,6 +268,18 @@ def segment_classes(trace: Trace, window: Window):
     # 460 ms although ~all host time is in torch dispatch and cudaLaunchKernel.)  Tokenization and
     # preprocessing keep their time: there the frame names the purpose of the op.
     user_code = c["user_code"] & ~c["in_op"]
+    if any(k.startswith("child_") for k in c):
+        # a followed child's work fills the moments the critical thread has nothing of its own
+        # (it waits on the child, or nothing is recorded)
+        own = c["tokenization"] | c["preprocessing"] | user_code | c["launch_api"] | c["runtime_api"] | \
+            c["communication_ops"] | c["framework_ops"] | framework_python | c["cpu_ops"] | c["sync"]
+        free = ~own
+        tok_c = c["tokenization"] | (c["child_tokenization"] & free)
+        pre_c = c["preprocessing"] | (c["child_preprocessing"] & free)
+        user_code = user_code | (c["child_user_code"] & free)
+        framework_python = framework_python | (c["child_framework_python"] & free)
+        cpu_ops_c = c["cpu_ops"] | (c["child_cpu_ops"] & free)
+        c["tokenization"], c["preprocessing"], c["cpu_ops"] = tok_c, pre_c, cpu_ops_c
     rules = [
         ("gpu_compute", [], [c["kernel"]]),
         ("gpu_communication", [], [c["comm"]]),

@@ -11,7 +11,7 @@ threshold is in ``thresholds.py`` with its source.
 
 Verdict rule: the breakdown categories are grouped (gpu_compute -> gpu_bound;
 gpu_communication -> communication_bound; h2d+d2h+other copies -> copy_bound; sync_wait ->
-sync_bound; cpu_preprocessing -> cpu_bound; framework_overhead -> launch_bound when a
+sync_bound; cpu_preprocessing -> cpu_bound, except its user_code part -> user_code_bound; framework_overhead -> launch_bound when a
 launch_storm or host_launch_bound finding holds, else framework_bound; cpu_compute ->
 cpu_compute_bound; waiting -> waiting_bound).  The largest group decides when it holds at least
 thresholds.VERDICT_MIN_SHARE_PCT of the window; otherwise the verdict is 'balanced'.
@@ -117,6 +117,50 @@ def _ms(res: dict, cat: str) -> float:
 HOST_CATEGORIES = ("sync_wait", "cpu_preprocessing", "framework_overhead", "waiting", "other")
 
 
+# Culprits: where a finding's time is, by name (result['culprits'], kernels.top, syncs.top).
+# (path, name field, ms field, pct field, what the pct is of, file field)
+_FN = lambda cls: (f"culprits.functions[{cls}]", "function", "self_ms", "self_pct", "of the window (self time)", "file")
+_OP = ("culprits.ops[0]", "name", "self_ms", "self_pct", "of the window (op self time)", None)
+_API = ("culprits.apis[cuda]", "name", "total_ms", "pct_of_window", "of the window (calls summed)", None)
+_OS = ("culprits.apis[os]", "name", "total_ms", "pct_of_window", "of the window (calls summed over threads)", None)
+_KERNEL = ("kernels.top[0]", "name", "sum_ms", "share_pct", "of kernel time", None)
+_SYNC = ("syncs.top[0]", "api", "ms", None, "", None)
+CULPRIT_SOURCES = {
+    "tokenization": [_FN("tokenization")],
+    "preprocessing": [_FN("preprocessing")],
+    "user_code": [_FN("user_code")],
+    "cpu_preprocessing": [_FN("tokenization"), _FN("preprocessing"), _FN("user_code")],
+    "framework_overhead": [_OP, _API, _FN("framework")],
+    "cpu_compute": [_FN("cpu_compute"), _OP],
+    "waiting": [_FN("waiting"), _OS],
+    "sync_wait": [_SYNC, _API],
+    "gpu_compute": [_KERNEL],
+    "other": [_API, _OP, _KERNEL, ("culprits.functions[0]",) + _FN("x")[1:]],
+}
+
+
+def _culprit(e: "Evidence", res: dict, sources: list, key: str = "culprit") -> str | None:
+    """Cite the first culprit found among ``sources``; returns its sentence (name, file, ms, share)."""
+    for path, name_f, ms_f, pct_f, pct_of, file_f in sources:
+        row = get_path(res, path)
+        if not isinstance(row, dict) or not row.get(name_f):
+            continue
+        name = e.cite(key, f"{path}.{name_f}")
+        ms = e.cite(f"{key}_ms", f"{path}.{ms_f}")
+        where = f" ({row[file_f]})" if file_f and row.get(file_f) else ""
+        pct = e.cite(f"{key}_pct", f"{path}.{pct_f}", 2) if pct_f else None
+        shown = short_kernel_name(name) if path.startswith("kernels.") else name
+        return (f"Culprit: {str(shown)[:120]}{where}: {ms:,.1f} ms" + (f", {pct:.1f}% {pct_of}" if pct is not None else "") + ".")
+    return None
+
+
+def _with_culprit(e: "Evidence", res: dict, cat: str, txt: list[str], key: str = "culprit") -> str | None:
+    c = _culprit(e, res, CULPRIT_SOURCES.get(cat, []), key)
+    if c:
+        txt.append(c)
+    return c
+
+
 def _sev(value: float, medium: float, high: float, below: str | None = None) -> str | None:
     return "high" if value >= high else "medium" if value >= medium else below
 
@@ -156,6 +200,7 @@ def gpu_idle(res: dict, found: dict) -> dict | None:
         txt.append(f"Largest idle gap (no activity on any stream) {g0['ms']:.2f} ms at +{g0['offset_ms']:.2f} ms; "
                    f"host meanwhile: {g0.get('host')}.")
     txt.append(f"While the GPU was idle the largest host category was {top_host} ({_ms(res, top_host):.2f} ms).")
+    _with_culprit(e, res, top_host, txt)
     sugg = {
         "sync_wait": "Remove host-device synchronisation from the hot path (see sync_stall); keep the GPU queue non-empty.",
         "cpu_preprocessing": "Overlap CPU preprocessing with GPU work: tokenize/prepare the next batch in a worker thread or process while the GPU runs the current one.",
@@ -218,7 +263,8 @@ def pageable_copy(res: dict, found: dict) -> dict | None:
     txt = [f"{n} copies from/to pageable host memory: {gpu_ms:.3f} ms on the GPU, {nbytes:,} bytes; "
            f"their calls blocked the host {calls_ms:.3f} ms ({pct:.2f}% of the window)."]
     if apis:
-        txt.append("Issued by: " + ", ".join(f"{a['api']} x{a['count']}" for a in apis[:3]) + ".")
+        e.cite("top_pageable_copy_api_ms", "copies.pageable.by_api[0].ms")
+        txt.append("Issued by: " + ", ".join(f"{a['api']} x{a['count']} ({a['ms']:.3f} ms on the GPU)" for a in apis[:3]) + ".")
     sev = _sev(pct, T.PAGEABLE_COPY_MIN_PCT, T.SYNC_STALL_HIGH_PCT, "low")
     return e.finding("pageable_copy", sev, "Host<->device copies use pageable memory", txt,
                      "Allocate host buffers pinned (tensor.pin_memory(), DataLoader(pin_memory=True)) and copy with "
@@ -232,8 +278,14 @@ def small_copies(res: dict, found: dict) -> dict | None:
     e = Evidence(res)
     n, ms, thr, pct = e.cite_all("copies.small", small_copies="count", small_copy_ms="ms",
                                  threshold_bytes="threshold_bytes", pct_of_window=("pct_of_window", 2))
+    txt = [f"{n} copies under {thr:,} bytes took {ms:.3f} ms on the GPU ({pct:.2f}% of the window)."]
+    copy_api = next((i for i, r in enumerate((res.get("culprits") or {}).get("apis") or [])
+                     if r["kind"] == "cuda" and ("Memcpy" in r["name"] or "memcpy" in r["name"])), None)
+    if copy_api is not None:
+        txt.append(_culprit(e, res, [(f"culprits.apis[{copy_api}]", "name", "total_ms", "pct_of_window",
+                                      "of the window (calls summed)", None)], "copy_api"))
     return e.finding("small_copies", "medium" if pct >= T.SMALL_COPY_STORM_PCT else "low", "Many small host<->device copies",
-                     [f"{n} copies under {thr:,} bytes took {ms:.3f} ms on the GPU ({pct:.2f}% of the window)."],
+                     txt,
                      "Batch small transfers: stack tensors on the host and copy once, keep per-step scalars on the GPU.")
 
 
@@ -242,13 +294,26 @@ def launch_storm(res: dict, found: dict) -> dict | None:
     if not k.get("launch_storm"):
         return None
     e = Evidence(res)
-    n, rate, p50, tiny, rule = e.cite_all("kernels", kernels="count", launches_per_s=("launches_per_s", 1),
-                                          kernel_p50_us="p50_us", tiny_pct=("tiny_pct", 1), rule="launch_storm_rule")
-    return e.finding("launch_storm", "high", "Kernel launch storm",
-                     [f"{n} kernels at {rate:,.0f} launches/s, median {p50:.2f} us ({rule}).",
-                      f"{tiny:.0f}% of kernels are shorter than {k['tiny_threshold_us']:g} us."],
+    n, rate, p50, tiny, rule = e.cite_all("kernels", kernels="count", launches_per_s="launches_per_s",
+                                          kernel_p50_us="p50_us", tiny_pct="tiny_pct", rule="launch_storm_rule")
+    txt = [f"{n} kernels at {rate:,.0f} launches/s, median {p50:.2f} us ({rule}).",
+           f"{tiny:.0f}% of kernels are shorter than {k['tiny_threshold_us']:g} us."]
+    _with_culprit(e, res, "gpu_compute", txt, "top_kernel")
+    _culprit_launch(e, res, txt)
+    return e.finding("launch_storm", "high", "Kernel launch storm", txt,
                      "Fuse small kernels (torch.compile), capture the loop in CUDA graphs, or raise the batch size so each "
                      "launch does more work.")
+
+
+def _culprit_launch(e: "Evidence", res: dict, txt: list[str]) -> None:
+    """The busiest launch API in the culprit table (cudaLaunchKernel, hipLaunchKernel ...)."""
+    from ..classes import LAUNCH_API_RE
+    apis = (res.get("culprits") or {}).get("apis") or []
+    i = next((i for i, r in enumerate(apis) if r["kind"] == "cuda" and LAUNCH_API_RE.search(r["name"])), None)
+    if i is not None:
+        c = _culprit(e, res, [(f"culprits.apis[{i}]", "name", "total_ms", "pct_of_window", "of the window (calls summed)", None)],
+                     "launch_api")
+        txt.append(c.replace("Culprit:", "Launch API:"))
 
 
 def dominant_kernel(res: dict, found: dict) -> dict | None:
@@ -298,7 +363,9 @@ def gpu_compute_bound(res: dict, found: dict) -> dict | None:
     txt = [f"Compute kernels run {share:.1f}% of the window.",
            "Kernel time by family: " + ", ".join(f"{r['class']} {r['share_pct']:.1f}%" for r in cl) + "."]
     if k.get("top"):
-        txt.append("Top kernels: " + "; ".join(f"{short_kernel_name(r['name'])} {r['share_pct']:.1f}%" for r in k["top"][:3]) + ".")
+        e.cite("top_kernel_sum_ms", "kernels.top[0].sum_ms")
+        txt.append("Top kernels: " + "; ".join(f"{short_kernel_name(r['name'])} {r['sum_ms']:.2f} ms ({r['share_pct']:.1f}% of kernel time)"
+                                               for r in k["top"][:3]) + ".")
     if ew >= T.ELEMENTWISE_COPY_SHARE_PCT:
         sugg = (f"Elementwise and copy/concat kernels take {ew:.0f}% of GPU time: fuse them (torch.compile), avoid dtype casts "
                 "and .contiguous() copies, and use a static/pre-allocated KV cache instead of torch.cat growth.")
@@ -317,12 +384,16 @@ def gpu_communication(res: dict, found: dict) -> dict | None:
     exp_ms = e.cite("exposed_comm_ms", "breakdown[gpu_communication].ms")
     comm_ms = e.cite("comm_kernel_busy_ms", "gpu.comm_kernel_busy_ms")
     ov = e.cite("compute_comm_overlap_pct", "gpu.compute_comm_overlap_pct", 2, default=None)
+    txt = [f"Communication kernels (NCCL/RCCL) are busy {comm_ms:.2f} ms; {exp_ms:.2f} ms of it ({pct:.1f}% of the window) "
+           f"with no compute kernel running.",
+           f"{'n/a' if ov is None else f'{ov:.1f}%'} of communication time overlaps compute (HTA's overlap measure)."]
+    from ..classes import COMM_KERNEL_RE
+    i = next((i for i, r in enumerate((res.get("kernels") or {}).get("top") or []) if COMM_KERNEL_RE.search(r["name"])), None)
+    if i is not None:
+        txt.append(_culprit(e, res, [(f"kernels.top[{i}]", "name", "sum_ms", "share_pct", "of kernel time", None)], "comm_kernel"))
     return e.finding(
         "gpu_communication", _sev(pct, T.COMM_EXPOSED_MEDIUM_PCT, T.COMM_EXPOSED_HIGH_PCT),
-        "Communication kernels run with no compute beside them",
-        [f"Communication kernels (NCCL/RCCL) are busy {comm_ms:.2f} ms; {exp_ms:.2f} ms of it ({pct:.1f}% of the window) "
-         f"with no compute kernel running.",
-         f"{'n/a' if ov is None else f'{ov:.1f}%'} of communication time overlaps compute (HTA's overlap measure)."],
+        "Communication kernels run with no compute beside them", txt,
         "Overlap communication with compute (bucketed/async collectives, separate communication stream), reduce what is "
         "communicated (tensor-parallel degree, lower precision), or check for waits on a slower rank.")
 
@@ -340,12 +411,25 @@ def cpu_preprocessing(res: dict, found: dict) -> dict | None:
     dom = max((("tokenization", tok), ("other preprocessing", prep), ("user code", user)), key=lambda x: x[1])
     txt = [f"CPU preprocessing holds {pre:.1f}% of end-to-end time ({ms:.2f} ms) with the GPU idle or absent.",
            f"Tokenization {tok:.2f} ms, other preprocessing {prep:.2f} ms, user code {user:.2f} ms; {dom[0]} dominates."]
-    sugg = ("Move tokenization off the critical path: use a fast (Rust) tokenizer with batch encoding, tokenize in a worker "
-            "pool, and overlap it with inference of the previous batch." if dom[0] == "tokenization" else
-            "Move preprocessing off the critical path (worker processes / DataLoader num_workers, GPU-side decode/resize) "
-            "and overlap it with inference.")
+    part = {"tokenization": "tokenization", "other preprocessing": "preprocessing", "user code": "user_code"}[dom[0]]
+    c = _with_culprit(e, res, part, txt) or _with_culprit(e, res, "cpu_preprocessing", txt)
+    named = f" (start with {c[len('Culprit: '):].rstrip('.')})" if c else ""
+    if dom[0] == "tokenization":
+        sugg = ("Move tokenization off the critical path" + named + ": use a fast (Rust) tokenizer with batch encoding, "
+                "tokenize in a worker pool, and overlap it with inference of the previous batch.")
+        title = "Tokenization dominates CPU time"
+    elif dom[0] == "user code":
+        # plain code in the user's own files: DataLoader/GPU-decode advice does not apply
+        sugg = ("Your own Python code holds the time" + named + ": profile and speed up the hot functions named here "
+                "(vectorise loops with numpy/torch, cache repeated work, avoid per-item Python), or move them off the "
+                "request path.")
+        title = "User code dominates CPU time"
+    else:
+        sugg = ("Move preprocessing off the critical path" + named + " (worker processes / DataLoader num_workers, "
+                "GPU-side decode/resize) and overlap it with inference.")
+        title = "CPU preprocessing dominates CPU time"
     return e.finding("cpu_preprocessing", _sev(pre, T.CPU_PREPROCESSING_MEDIUM_PCT, T.CPU_PREPROCESSING_HIGH_PCT),
-                     f"{'Tokenization' if dom[0] == 'tokenization' else 'CPU preprocessing'} dominates CPU time", txt, sugg)
+                     title, txt, sugg)
 
 
 def host_launch_bound(res: dict, found: dict) -> dict | None:
@@ -363,12 +447,14 @@ def host_launch_bound(res: dict, found: dict) -> dict | None:
     hw = e.cite("gap_host_wait_stream_ms", "idle_gaps.by_class_stream_ms.host_wait")
     e.cite("gpu_idle_pct", "gpu.idle_pct", 2)
     e.cite("kernel_p50_us", "kernels.p50_us")
+    txt = [f"{k['launch_api_calls']} launch calls at a median {k['launch_api_p50_us']:.1f} us: {r:.2f} x the {ks:.2f} ms of "
+           f"kernel time (all launch calls together {la:.2f} ms).",
+           f"Most stream gaps are host_wait ({hw:.2f} ms summed over streams): the next kernel was issued after the "
+           "previous one ended."]
+    _culprit_launch(e, res, txt)
+    _with_culprit(e, res, "framework_overhead", txt)
     return e.finding(
-        "host_launch_bound", "high", "The host cannot issue work fast enough",
-        [f"{k['launch_api_calls']} launch calls at a median {k['launch_api_p50_us']:.1f} us: {r:.2f} x the {ks:.2f} ms of "
-         f"kernel time (all launch calls together {la:.2f} ms).",
-         f"Most stream gaps are host_wait ({hw:.2f} ms summed over streams): the next kernel was issued after the "
-         "previous one ended."],
+        "host_launch_bound", "high", "The host cannot issue work fast enough", txt,
         "Cut per-kernel host cost: CUDA graphs (torch.compile mode='reduce-overhead'), fewer/fused ops, larger batches; "
         "check for Python overhead between ops.")
 
@@ -384,9 +470,10 @@ def framework_overhead(res: dict, found: dict) -> dict | None:
         e.cite(f"{p['name']}_ms", f"breakdown[framework_overhead].parts[{p['name']}].ms")
     where = ("with no GPU work running" if res.get("gpu") is not None else
              "outside compute ops (Python in torch/transformers, dispatch, generation loop)")
-    return e.finding("framework_overhead", "medium", "Framework / runtime overhead is a large share",
-                     [f"Framework and runtime work on the host {where}: {fw:.1f}% of the window."] +
-                     (["Parts: " + ", ".join(f"{p['name']} {p['ms']:.1f} ms" for p in parts) + "."] if parts else []),
+    txt = [f"Framework and runtime work on the host {where}: {fw:.1f}% of the window."] + \
+        (["Parts: " + ", ".join(f"{p['name']} {p['ms']:.1f} ms" for p in parts) + "."] if parts else [])
+    _with_culprit(e, res, "framework_overhead", txt)
+    return e.finding("framework_overhead", "medium", "Framework / runtime overhead is a large share", txt,
                      "Reduce op count and Python between ops (torch.compile, fused modules, inference_mode), or batch more "
                      "work per call.")
 
@@ -403,9 +490,11 @@ def cpu_compute(res: dict, found: dict) -> dict | None:
     cc = _pct(res, "cpu_compute")
     if res.get("gpu") is not None or cc < T.CPU_COMPUTE_INFO_PCT:
         return None
-    return _category_evidence(res, "cpu_compute").finding(
-        "cpu_compute", "info", "Model compute runs on the CPU",
-        [f"Framework ops computing on the CPU take {cc:.1f}% of the window (no GPU activity in the trace)."],
+    e = _category_evidence(res, "cpu_compute")
+    txt = [f"Framework ops computing on the CPU take {cc:.1f}% of the window (no GPU activity in the trace)."]
+    _with_culprit(e, res, "cpu_compute", txt)
+    return e.finding(
+        "cpu_compute", "info", "Model compute runs on the CPU", txt,
         "On CPU: check torch.get_num_threads() matches the cores you own, use bf16/int8 (quantization) or a GPU for the model.")
 
 
@@ -413,19 +502,53 @@ def host_waiting(res: dict, found: dict) -> dict | None:
     wt = _pct(res, "waiting")
     if wt < T.HOST_WAITING_LOW_PCT:
         return None
-    return _category_evidence(res, "waiting").finding(
-        "host_waiting", "medium" if wt >= T.HOST_WAITING_MEDIUM_PCT else "low", "The inference thread waits off-CPU",
-        [f"Threads were off-CPU (sleep, I/O, locks) for {wt:.1f}% of the window with nothing else running."],
-        "Find the blocking call (I/O, queue get, lock) on the inference path and move it off or make it asynchronous.")
+    e = _category_evidence(res, "waiting")
+    txt = [f"Threads were off-CPU (sleep, I/O, locks) for {wt:.1f}% of the window with nothing else running."]
+    _with_culprit(e, res, "waiting", txt)
+    sugg = "Find the blocking call (I/O, queue get, lock) on the inference path and move it off or make it asynchronous."
+    ch = res.get("children") or {}
+    if ch.get("cpu_s_in_window", 0) > 0:
+        n = e.cite("child_processes", "children.count")
+        cs = e.cite("children_cpu_s_in_window", "children.cpu_s_in_window")
+        top = e.cite("child_top_comm", "children.processes[0].comm", default=None)
+        e.cite("child_top_cpu_s", "children.processes[0].cpu_s")
+        how = f"{ch['followed']} followed" if ch.get("followed") else "not profiled"
+        txt.append(f"{n} child process(es) ({how}; top: {top}) used ~{cs:.2f} CPU-s inside the window (estimate): "
+                   "the main process waits on work done in them.")
+        kid_fn = next((i for i, r in enumerate((res.get("culprits") or {}).get("functions") or [])
+                       if r["class"] != "waiting" and r["thread"] and not r["function"].startswith("import ") and any(r["thread"].endswith(f"({p['pid']})") for p in ch["processes"])), None)
+        if kid_fn is not None:
+            c = _culprit(e, res, [(f"culprits.functions[{kid_fn}]", "function", "self_ms", "self_pct", "of the window (in a child)", "file")])
+            txt.append(c.replace("Culprit:", "Hottest function in the followed children:"))
+        if _children_explain_waiting(res):
+            sugg = ("The work runs in child processes (multiprocessing / DataLoader workers): speed up their hottest "
+                    "functions (named above when the children were followed; otherwise run a worker's function in the "
+                    "main process under inferscope run), add workers if the cores are free, or make the per-item work cheaper.")
+    return e.finding(
+        "host_waiting", "medium" if wt >= T.HOST_WAITING_MEDIUM_PCT else "low", "The inference thread waits off-CPU", txt, sugg)
+
+
+def _children_explain_waiting(res: dict) -> bool:
+    ch = res.get("children") or {}
+    wait_ms = _ms(res, "waiting")
+    if wait_ms <= 0:
+        return False
+    if ch.get("waiting_on_children_ms") is not None:      # followed children: measured overlap
+        return ch["waiting_on_children_ms"] >= T.CHILD_WAIT_EXPLAINED_FRACTION * wait_ms
+    return ch.get("cpu_s_in_window", 0) * 1e3 >= T.CHILD_WAIT_EXPLAINED_FRACTION * wait_ms
 
 
 def low_coverage(res: dict, found: dict) -> dict | None:
     oth = _pct(res, "other")
     if oth < T.LOW_COVERAGE_OTHER_PCT:
         return None
-    return _category_evidence(res, "other").finding(
-        "low_coverage", "info", "Much of the window is not explained by the trace",
-        [f"{oth:.1f}% of the window has no recorded GPU work, API call, op or sampled CPU activity."],
+    e = _category_evidence(res, "other")
+    txt = [f"{oth:.1f}% of the window has no recorded GPU work, API call, op or sampled CPU activity."]
+    c = _culprit(e, res, CULPRIT_SOURCES["other"], "largest_recorded")
+    if c:
+        txt.append(c.replace("Culprit:", "Largest recorded item:"))
+    return e.finding(
+        "low_coverage", "info", "Much of the window is not explained by the trace", txt,
         "Record more: run under `inferscope run` (CPU sampling) or enable CPU activities / with_stack in torch.profiler.")
 
 
@@ -762,16 +885,22 @@ def findings_for(res: dict, alert_thresholds: dict | None = None) -> list[dict]:
     return sorted(found.values(), key=lambda f: SEVERITY_ORDER.get(f["severity"], 9))
 
 
+def _user_code_pct(res: dict) -> float:
+    return float(next((p["pct"] for p in _row(res, "cpu_preprocessing")["parts"] if p["name"] == "user_code"), 0.0))
+
+
 VERDICT_TITLES = {
     "gpu_bound": "GPU-bound: the GPU is busy most of the time; speed up the kernels themselves",
     "communication_bound": "Communication-bound: collective/send-recv kernels run with no compute beside them",
     "copy_bound": "Copy-bound: host<->device transfers dominate",
     "sync_bound": "Sync-bound: the host waits on the GPU in synchronising calls",
     "cpu_bound": "CPU-bound: CPU preprocessing (tokenization, data preparation) dominates",
+    "user_code_bound": "User-code-bound: plain Python in the program's own files dominates; speed up the hot functions",
     "launch_bound": "Launch-bound: the host cannot issue kernels fast enough",
     "framework_bound": "Framework-bound: host-side framework/runtime overhead dominates",
     "cpu_compute_bound": "CPU compute-bound: the model itself runs on the CPU",
     "waiting_bound": "Waiting-bound: threads are off-CPU (I/O, sleep, locks)",
+    "child_process_bound": "Child-process-bound: the main process waits on work done in its child processes",
     "balanced": "Balanced: no single cause holds a clear majority",
     "init_bound": "Initialisation-dominated: one-off start-up calls fill the window; analyse a steady-state window",
     "empty": "Empty window: nothing to analyse",
@@ -789,7 +918,9 @@ def verdict_for(res: dict, findings: list[dict]) -> dict:
         "communication_bound": _pct(res, "gpu_communication"),
         "copy_bound": _pct(res, "h2d_copy") + _pct(res, "d2h_copy") + _pct(res, "other_copy"),
         "sync_bound": _pct(res, "sync_wait"),
-        "cpu_bound": _pct(res, "cpu_preprocessing"),
+        # user code is a part of cpu_preprocessing in the breakdown; in the verdict it stands alone
+        "cpu_bound": _pct(res, "cpu_preprocessing") - _user_code_pct(res),
+        "user_code_bound": _user_code_pct(res),
         fw_id: _pct(res, "framework_overhead"),
         "cpu_compute_bound": _pct(res, "cpu_compute"),
         "waiting_bound": _pct(res, "waiting"),
@@ -809,6 +940,15 @@ def verdict_for(res: dict, findings: list[dict]) -> dict:
                 "shares_pct": {k2: round(v, 2) for k2, v in ranked},
                 "evidence": [f"one-off host calls cover {oo['union_pct']:.1f}% of the window; longest "
                              f"{oo['calls'][0]['name'][:80]} {oo['calls'][0]['ms']:.1f} ms"] + evidence}
+    if top == "waiting_bound" and top_pct >= T.VERDICT_MIN_SHARE_PCT and _children_explain_waiting(res):
+        ch = res["children"]
+        if ch.get("waiting_on_children_ms") is not None:
+            evidence.insert(0, f"the main process waited {_ms(res, 'waiting'):.1f} ms, {ch['waiting_on_children_ms']:.1f} ms of it "
+                               f"while a followed child process was on-CPU (>= {T.CHILD_WAIT_EXPLAINED_FRACTION:g} x)")
+        else:
+            evidence.insert(0, f"child processes (not profiled) used ~{ch['cpu_s_in_window']:.2f} CPU-s inside the window while the "
+                               f"main process waited {_ms(res, 'waiting') / 1e3:.2f} s (>= {T.CHILD_WAIT_EXPLAINED_FRACTION:g} x)")
+        top = "child_process_bound"
     if top_pct < T.VERDICT_MIN_SHARE_PCT:
         vid = "balanced"
         evidence.insert(0, f"no group reaches {T.VERDICT_MIN_SHARE_PCT:g}% of the window")

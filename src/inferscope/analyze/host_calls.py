@@ -16,6 +16,7 @@ from ..trace.kinds import SpanKind
 from ..trace.model import Trace
 from .classify import sync_api_mask
 from .intervals import clip, total
+from .threads import child_process_tracks
 from .window import Window
 
 
@@ -89,4 +90,7 @@ def _import_samples(trace: Trace) -> np.ndarray:
     ok = m & (d >= 0)
     out = np.zeros(len(s), dtype=bool)
     out[ok] = is_imp[d[ok]]
+    kids = child_process_tracks(trace)
+    if kids.any():      # followed children import at their own start: not the program's start-up
+        out &= ~kids[s.track]
     return out

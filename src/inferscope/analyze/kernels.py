@@ -57,16 +57,18 @@ def kernels(trace: Trace, window: Window, top_n: int = 20) -> dict:
     g = grouped_stats(s.name[idx], dur)
     g["sum"] = group_sum(s.name[idx], cdur)[1]     # same key order (sorted unique names)
     order = np.argsort(-g["sum"], kind="stable")
-    top = []
+    rows = []
     names = trace.strings.as_list()
-    dev_by_name = {}
     devs = trace.tracks.device[s.track[idx]]
-    for k in order[:top_n].tolist():
+    # device of each name's first kernel (g["key"] is the sorted unique names)
+    nm = s.name[idx]
+    so = np.argsort(nm, kind="stable")
+    first = so[np.concatenate(([0], np.flatnonzero(np.diff(nm[so])) + 1))]
+    dev_of = devs[first]
+    for k in order.tolist():
         key = int(g["key"][k])
-        if key not in dev_by_name:
-            dev_by_name[key] = int(devs[np.argmax(s.name[idx] == key)])
-        top.append({
-            "name": names[key] if key >= 0 else "", "device": dev_by_name[key],
+        rows.append({
+            "name": names[key] if key >= 0 else "", "device": int(dev_of[k]),
             "sum_ms": g["sum"][k] / 1e6, "calls": int(g["count"][k]),
             "mean_us": g["mean"][k] / 1e3, "p50_us": g["p50"][k] / 1e3, "p90_us": g["p90"][k] / 1e3,
             "max_us": g["max"][k] / 1e3, "share_pct": 100.0 * g["sum"][k] / total_ns if total_ns else 0.0,
@@ -100,7 +102,8 @@ def kernels(trace: Trace, window: Window, top_n: int = 20) -> dict:
         "launch_api_typical_vs_kernel_ratio": typical_ns / total_ns if total_ns else None,
         "classes": kernel_classes(trace, s.name[idx], cdur, total_ns),
         "graph_launches": int((la & (_graph_launch_mask(trace))).sum()),
-        "top": top,
+        "top": rows[:top_n],
+        "_all": rows,      # every kernel name: tables/kernels.csv (popped by the pipeline)
     })
     return out
 
@@ -147,5 +150,5 @@ def kernel_table(k: dict) -> dict:
     cols = ["kernel_name", "device_id", "sum_ms", "calls", "avg_us", "p50_us", "p90_us", "max_us", "pct_kernel_time"]
     rows = [[r["name"], r["device"], round(r["sum_ms"], 6), r["calls"], round(r["mean_us"], 3),
              round(r["p50_us"], 3), round(r["p90_us"], 3), round(r["max_us"], 3), round(r["share_pct"], 3)]
-            for r in k.get("top", [])]
+            for r in k.get("_all", k.get("top", []))]
     return {"columns": cols, "rows": rows}

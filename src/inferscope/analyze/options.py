@@ -10,7 +10,7 @@ from ..errors import ConfigError
 
 @dataclass
 class AnalyzeOptions:
-    window: str | None = None                 # None/"all": whole trace; see analyze.window
+    window: str | None = None                 # None: steady state (or scope() ranges); "all": whole trace
     phase_map: dict[str, list[str]] | None = None   # {"prefill": ["prefill", "prompt"], ...}
     nvtx_kernel_map: bool = True              # NVTX/annotation -> kernel attribution
     nvtx_coverage_warn_threshold: float = thresholds.NVTX_COVERAGE_WARN_THRESHOLD

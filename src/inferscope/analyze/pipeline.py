@@ -13,6 +13,9 @@ from ..trace.kinds import SpanKind
 from ..trace.model import Trace
 from . import breakdown as B
 from .copies import copies, copy_table
+from .children import children, children_warning
+from .culprits import culprits
+from .threads import threads
 from .diagnosis import findings_for, verdict_for
 from .gpu import gpu_utilisation
 from .efficiency import efficiency, efficiency_table
@@ -26,6 +29,7 @@ from .sampling import cpu_sampling
 from .collection_cost import collection_cost
 from .counters import counters as counter_stats
 from .syncs import sync_table, syncs
+from .run_phases import run_phases
 from .window import resolve_window
 
 
@@ -107,9 +111,12 @@ def analyze_report(trace: Trace, options: AnalyzeOptions | None = None) -> Repor
     """Run every analysis over one window; the typed result (``inferscope.result.Report``)."""
     options = options or AnalyzeOptions()
     t0 = time.perf_counter()
-    window = resolve_window(trace, options.window)
+    rp = run_phases(trace)
+    window = resolve_window(trace, options.window, rp)
     res: dict = {"schema_version": SCHEMA_VERSION, "tool": {"name": "inferscope", "version": __version__},
                  "source": _source(trace), "window": window.as_dict()}
+    rp["applied"] = window.kind == "steady"
+    res["run_phases"] = rp
     b = B.breakdown(trace, window)
     res["e2e_ms"] = b["e2e_ms"]
     res["breakdown"] = b["breakdown"]
@@ -123,7 +130,15 @@ def analyze_report(trace: Trace, options: AnalyzeOptions | None = None) -> Repor
     res["one_off_calls"] = one_off_host_calls(trace, window)
     res["cpu_sampling"] = cpu_sampling(trace, window)
     res["collection_cost"] = collection_cost(trace, window)
+    res["threads"] = threads(trace, window)
+    res["children"] = children(trace, window)
+    cu = culprits(trace, window, options.top_n)
+    culprit_tables = cu.pop("tables")
+    res["culprits"] = cu
     warnings = list(trace.meta.get("warnings", []))
+    cw = children_warning(res["children"])
+    if cw:
+        warnings.append(cw)
     cc = res["collection_cost"]
     if cc and cc["pct_of_window"] >= T.PROFILER_COST_WARN_PCT:
         warnings.append(f"Collection cost (estimate): torch.profiler recorded {cc['profiler_host_events']:,} ops and CUDA API "
@@ -146,12 +161,14 @@ def analyze_report(trace: Trace, options: AnalyzeOptions | None = None) -> Repor
     if eff:
         tables["efficiency_by_op"] = efficiency_table(eff)
     if res["kernels"]["count"]:
-        tables["kernels"] = kernel_table(res["kernels"])
+        tables["kernels"] = kernel_table(res["kernels"])     # every kernel name, not only the top
+    res["kernels"].pop("_all", None)
     if res["copies"]["count"]:
         tables["copies"] = copy_table(res["copies"])
     if res["syncs"]["count"]:
         tables["syncs"] = sync_table(res["syncs"])
     tables.update(phase_tables(res["phases"]))
+    tables.update(culprit_tables)
     if res["idle_gaps"] and res["idle_gaps"]["largest"]:
         tables["gpu_idle_gaps"] = {"columns": ["offset_ms", "ms", "host_activity", "host_overlap_pct"],
                                    "rows": [[round(g["offset_ms"], 6), round(g["ms"], 6), g.get("host"), g.get("host_overlap_pct")]

@@ -93,12 +93,14 @@ def _unknown(spec: str, why: str, trace: Trace) -> ConfigError:
     return ConfigError(f"--window {spec}: {why}; valid: {', '.join(names)} (all of them: --list-windows)")
 
 
-def resolve_window(trace: Trace, spec: str | None) -> Window:
-    """Default: earliest start to latest end of all duration events.
+def resolve_window(trace: Trace, spec: str | None, run_phases: dict | None = None) -> Window:
+    """Default: the steady state (``analyze/run_phases.py``: start-up and teardown found by rules
+    relative to the trace are left out); the whole trace when neither is found.
 
     Live runs whose program used inferscope.scope() default to the extent of those ranges; without
     them, to the extent of the Hugging Face generate() calls recorded (collect/llmhook.py).
     spec: 'all' | 'gpu' | 'step:N' | 'START_MS:END_MS' | '<range name>[:k]' (k-th occurrence, 1-based)
+    run_phases: the result of ``run_phases.run_phases(trace)`` when the caller has it already.
     """
     lo, hi = trace.bounds_ns()
     if spec is None:
@@ -108,6 +110,14 @@ def resolve_window(trace: Trace, spec: str | None) -> Window:
         ge = generate_extent(trace)
         if ge is not None:
             return Window(ge[0], ge[1], "generate() calls (--window all: whole run)", "scopes")
+        if run_phases is None:
+            from .run_phases import run_phases as _rp
+            run_phases = _rp(trace)
+        if run_phases.get("cut"):
+            cut = [f"{w} {run_phases[k]['ms']:,.1f} ms" for k, w in (("startup", "start-up"), ("teardown", "teardown"))
+                   if run_phases.get(k)]
+            return Window(run_phases["steady_start_ns"], run_phases["steady_end_ns"],
+                          "steady state (" + " and ".join(cut) + " left out; --window all: whole trace)", "steady")
     if spec is None or spec.strip().lower() in ("", "all", "trace"):
         return Window(lo, hi, "whole trace", "trace")
     spec = spec.strip()

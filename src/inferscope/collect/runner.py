@@ -191,6 +191,65 @@ def run_command(args) -> int:
         shutil.rmtree(tmpdir, ignore_errors=True)
 
 
+CHILD_WAIT_S = 5.0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _merge_children(trace, trace_path: str):
+    """Merge the traces of followed child processes (``<trace>.child.<pid>.iscope``) into the main one."""
+    import glob
+    from ..trace import native
+    from ..trace.merge import merge_traces
+    # a followed child still writing its trace (it outlived the program by a moment): wait for it,
+    # at most CHILD_WAIT_S in all, while its process exists
+    deadline = time.monotonic() + CHILD_WAIT_S
+    for m in glob.glob(glob.escape(trace_path) + ".child.*.iscope.started"):
+        done = m[:-len(".started")]
+        try:
+            pid = int(done.rsplit(".child.", 1)[1].split(".")[0])
+        except ValueError:
+            continue
+        while not os.path.exists(done) and time.monotonic() < deadline and _alive(pid):
+            time.sleep(0.05)
+    paths = sorted(glob.glob(glob.escape(trace_path) + ".child.*.iscope"))
+    started = glob.glob(glob.escape(trace_path) + ".child.*.iscope.started")
+    journals = glob.glob(glob.escape(trace_path) + ".child.*.iscope.journal")
+    kids, bad = [], 0
+    for p in paths:
+        try:
+            kids.append(native.load(p))
+        except Exception:
+            bad += 1
+    for p in sorted({m[:-len(".started")] for m in started} - set(paths)):
+        try:        # terminated (Pool.terminate) before writing: its crash journal
+            kids.append(journal.load(journal.path_for(p)))
+        except Exception:
+            bad += 1
+    for p in paths + started + journals:
+        try:
+            os.unlink(p)
+        except OSError:
+            pass
+    if not kids and not bad:
+        return trace
+    merged = merge_traces(trace, kids) if kids else trace
+    coll = merged.meta.setdefault("collection", {})
+    coll["followed_children"] = len(kids)
+    if bad:
+        merged.meta.setdefault("warnings", []).append(f"{bad} followed child process(es) left no readable trace "
+                                                      "(killed before writing, or still running when the program ended)")
+    return merged
+
+
 # what the parent needs once the child exits: trace loading, the analyses, the renderers
 PREWARM = ["numpy", "inferscope.trace.native", "inferscope.analyze.pipeline"]
 
@@ -267,6 +326,7 @@ def _report_or_raise(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep, ou
         else:
             log.error(f"no trace was collected: the program ended ({how}) before InferScope flushed any data; no report written")
         return
+    trace = _merge_children(trace, trace_path)
     coll = trace.meta.setdefault("collection", {})
     coll["exit_code"] = rc if rc >= 0 else None
     coll["exit_signal"] = _signame(-rc) if rc < 0 else None

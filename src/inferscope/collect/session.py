@@ -507,6 +507,11 @@ class Session:
             t0 = time.perf_counter()
             # self CPU time before stopping (threads' CPU clocks vanish when they exit)
             self.stop_collectors()
+            if self.system is not None:       # the children's CPU time up to the end of the run
+                try:
+                    self.system.sample_children(time.perf_counter_ns(), force=True)
+                except Exception:
+                    pass
             kpath = None
             if self.torch is not None and self.torch.active:
                 import tempfile

@@ -2,7 +2,10 @@
 
 Counters (COUNTER tracks): cpu.util_pct (all cores), cpu.core<N>.util_pct, proc.rss_bytes,
 proc.cpu_pct (process CPU time / wall, 100 = one core), proc.ctx_switches (voluntary +
-involuntary, cumulative), proc.page_faults (minor + major, cumulative).
+involuntary, cumulative), proc.page_faults (minor + major, cumulative); child processes (not
+profiled): ``child.cpu_s[<pid>] <comm>`` per live descendant (user+sys seconds, cumulative, listed at
+most every CHILD_SCAN_INTERVAL_S) and ``children.reaped_cpu_s`` (getrusage RUSAGE_CHILDREN: the
+children already waited for).
 
 On Linux one sample = two reads of kept-open files (/proc/stat, /proc/self/statm) that keep the
 GIL (rawio.py) + one getrusage: ~20 us, and no GIL hand-over to the workload's thread.  psutil
@@ -17,6 +20,53 @@ import resource
 import time
 
 from .rawio import ProcFile
+
+
+CHILD_SCAN_INTERVAL_S = 0.5    # descendants are listed at most this often (a few small /proc reads)
+
+
+def child_metric(pid: int, comm: str) -> str:
+    """Counter name of one child process's CPU time (user+sys seconds, cumulative)."""
+    clean = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in comm)[:32]
+    return f"child.cpu_s[{pid}] {clean}"
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def descendants(pid: int, limit: int = 256) -> dict[int, tuple[str, float]]:
+    """Live descendant processes of ``pid`` (via /proc/<pid>/task/<tid>/children, recursively):
+    {pid: (comm, cpu seconds user+sys)}.  Empty where /proc does not list children."""
+    out: dict[int, tuple[str, float]] = {}
+    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    todo = [pid]
+    while todo and len(out) < limit:
+        p = todo.pop()
+        try:
+            tids = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for t in tids:
+            try:
+                kids = _read(f"/proc/{p}/task/{t}/children").split()
+            except OSError:
+                continue
+            for k in kids:
+                c = int(k)
+                if c in out:
+                    continue
+                try:
+                    st = _read(f"/proc/{c}/stat")
+                except OSError:
+                    continue
+                r = st.rindex(b")")
+                comm = st[st.index(b"(") + 1:r].decode("utf-8", "replace")
+                f = st[r + 2:].split()
+                out[c] = (comm, (int(f[11]) + int(f[12])) / hz)     # utime, stime (fields 14, 15)
+                todo.append(c)
+    return out
 
 
 def parse_proc_stat(data: bytes) -> list[tuple[int, int]]:
@@ -58,6 +108,27 @@ class SystemSampler:
         self.names = [f"cpu.core{i}.util_pct" for i in range(256)]
         ru = resource.getrusage(resource.RUSAGE_SELF)
         self.prev_cpu = (ru.ru_utime + ru.ru_stime, time.perf_counter())
+        self.pid = os.getpid()
+        self.next_child_scan = 0.0
+        self.children_seen: dict[int, str] = {}
+
+    def sample_children(self, ts: int, force: bool = False) -> None:
+        """CPU time of the live child processes (not profiled: their work is otherwise invisible),
+        and of the children already reaped (getrusage RUSAGE_CHILDREN)."""
+        now = time.monotonic()
+        if not force and now < self.next_child_scan:
+            return
+        self.next_child_scan = now + CHILD_SCAN_INTERVAL_S
+        try:
+            kids = descendants(self.pid)
+        except (OSError, ValueError):
+            kids = {}
+        for c, (comm, cpu) in kids.items():
+            self.children_seen.setdefault(c, comm)
+            self.append((1, child_metric(c, comm), -1, ts, cpu))
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if kids or self.children_seen or ru.ru_utime + ru.ru_stime > 0:
+            self.append((1, "children.reaped_cpu_s", -1, ts, ru.ru_utime + ru.ru_stime))
 
     def _read_stat(self) -> bytes:
         data = self.stat.read()
@@ -117,6 +188,7 @@ class SystemSampler:
         self.prev_cpu = (cpu, now)
         ap((1, "proc.ctx_switches", -1, ts, float(ru.ru_nvcsw + ru.ru_nivcsw)))
         ap((1, "proc.page_faults", -1, ts, float(ru.ru_minflt + ru.ru_majflt)))
+        self.sample_children(ts)
 
 
 def _parse_cpulist(text: str) -> set[int]:

@@ -229,6 +229,10 @@ def _headline(result: dict) -> str:
     if win:
         parts.append(f'<div><div class="lbl">window</div><div>{text(win.get("label") or win.get("kind") or "")}</div></div>')
     parts.append("</div>")
+    from .markdown import run_phase_lines
+    rpl = run_phase_lines(result) if isinstance(result.get("run_phases"), dict) and win else []
+    if rpl:
+        parts.append('<ul id="run-phases">' + "".join(f"<li>{text(x, 2000)}</li>" for x in rpl) + "</ul>")
     if v:
         ev = _list(v.get("evidence"))
         basis = v.get("confidence_basis")

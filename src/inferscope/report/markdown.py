@@ -47,9 +47,41 @@ def _msf(ms: float, total: float) -> str:
     return f"{ms:.{nd}f}"
 
 
+def run_phase_lines(result: dict) -> list[str]:
+    """Raw (unescaped) lines for the start-up and teardown parts of the run, with their top items
+    and the rule that found them; the caller escapes them."""
+    rp = result.get("run_phases") or {}
+    out = []
+    for key, what in (("startup", "Start-up"), ("teardown", "Teardown")):
+        seg = rp.get(key)
+        if not seg:
+            continue
+        items = ", ".join(f"{r['name'][:60]} {r['ms']:,.1f} ms" + (f" ({r['count']:,} calls)" if r["count"] > 1 else "")
+                          for r in seg.get("top", [])[:3])
+        state = "left out of the window" if rp.get("applied") else "inside the window" if result["window"]["kind"] == "trace" else "outside or partly inside the window"
+        out.append(f"{what} {seg['ms']:,.1f} ms at +{seg['offset_ms']:,.1f} ms ({state})" + (f": {items}" if items else "")
+                   + f" [rule {seg['rule'].split(':')[0]}]")
+    return out
+
+
 def headline(result: dict) -> str:
     e2e = result["e2e_ms"]
-    lines = [f"End-to-end latency: {_msf(e2e, e2e)} ms  ({plain(result['window']['label'])})", "", "Breakdown:"]
+    lines = [f"End-to-end latency: {_msf(e2e, e2e)} ms  ({plain(result['window']['label'])})"]
+    lines += [plain(x, 400) for x in run_phase_lines(result)]
+    th = result.get("threads") or {}
+    others = [t for t in th.get("threads", []) if not t["critical"]]
+    if others and th.get("critical"):
+        lines.append(plain(f"Critical thread: {', '.join(th['critical'][:3])} ({th['rule_text']}); {len(others)} other "
+                           f"thread(s) in parallel, not in the host categories (busiest: {others[0]['thread']}, "
+                           f"{others[0]['recorded_ms']:,.1f} ms recorded, {others[0]['waiting_ms']:,.1f} ms waiting)", 400))
+    ch = result.get("children") or {}
+    if ch.get("cpu_s_total", 0) > 0:
+        top = ", ".join(f"{r['comm']} [{r['pid']}] {r['cpu_s']:.2f} CPU-s" for r in ch.get("processes", [])[:2])
+        how = (f"{ch['followed']} followed (sampled), the rest not profiled" if ch.get("followed")
+               else "that were not profiled")
+        lines.append(plain(f"Child processes: {ch['count']} used {ch['cpu_s_total']:.2f} CPU-s, {how} "
+                           f"(~{ch['cpu_s_in_window']:.2f} in the window, estimate)" + (f"; {top}" if top else ""), 400))
+    lines += ["", "Breakdown:"]
     for r in result["breakdown"]:
         if r["ns"] == 0:
             continue
@@ -138,6 +170,9 @@ TABLE_TITLES = [
     ("llm_requests", "LLM requests (TTFT and TPOT per request)"),
     ("llm_steps", "LLM generation steps (prefill / decode)"),
     ("efficiency_by_op", "FLOPs, bytes and achieved throughput per op (from recorded shapes)"),
+    ("top_python_functions", "Top Python functions (self time; sampled hottest function or recorded frames)"),
+    ("top_ops", "Top framework ops (self CPU time; device time of the work they launched)"),
+    ("top_apis", "Top runtime / driver API calls (by total time)"),
     ("kernels", "Top GPU kernels (by total time)"),
     ("copies", "Copies"),
     ("syncs", "Blocking sync calls (the breakdown's sync_wait rule; rows add up to every call)"),
@@ -174,6 +209,17 @@ def render_markdown(result: dict) -> str:
          f"({md_escape(src.get('format'))}, {src.get('events', 0):,} events)"
          + (f"; device: {md_escape(src['devices'][0].get('name'))}" if src.get("devices") else ""), "",
          *_fenced(headline(result)), ""]
+    rp = result.get("run_phases") or {}
+    if rp.get("startup") or rp.get("teardown"):
+        L += ["## Phases of the run", "",
+              f"Trace {rp['trace_ms']:,.3f} ms; steady state {rp['steady_ms']:,.3f} ms "
+              f"({'the default window' if rp.get('applied') else 'not the window: ' + md_escape(result['window']['label'])}).", ""]
+        for key, what in (("startup", "Start-up"), ("teardown", "Teardown")):
+            seg = rp.get(key)
+            if seg:
+                L += [f"- **{what}** {seg['ms']:,.3f} ms at +{seg['offset_ms']:,.3f} ms; rule: {md_escape(seg['rule'], 400)}"]
+                L += [f"    - {md_escape(r['name'], 120)}: {r['ms']:,.3f} ms, {r['count']:,} call(s)/sample(s)" for r in seg["top"]]
+        L += [""]
     L += ["## Breakdown", "", f"Rule: {md_escape(result.get('breakdown_rule', ''), 400)}.", "",
           "| category | ms | % |", "|---|---|---|"]
     for r in result["breakdown"]:
@@ -241,7 +287,7 @@ def render_markdown(result: dict) -> str:
             t = tables[name]
             if name == "kernels":  # readable names here; tables/kernels.csv keeps the full ones
                 t = {"columns": t["columns"], "rows": [[short_kernel_name(str(r[0]))] + list(r[1:]) for r in t["rows"]]}
-            L += [f"## {title}", ""] + _table(t) + [""]
+            L += [f"## {title}", ""] + _table(t, 10 if name.startswith("top_") else 20) + [""]
     shown = {n for n, _ in TABLE_TITLES} | {"breakdown"}
     for name, t in tables.items():
         if name not in shown and t["rows"]:

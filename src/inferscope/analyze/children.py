@@ -1,0 +1,94 @@
+"""Child processes of a live run (multiprocessing / DataLoader workers, subprocesses): not profiled,
+but their CPU time is counted from /proc (``collect/system.py``: ``child.cpu_s[<pid>] <comm>``
+counters, cumulative user+sys seconds per live descendant, and ``children.reaped_cpu_s`` for the
+children already waited for), so the report can say that work ran where the sampler did not look.
+
+CPU time inside the window is an estimate: the difference of the cumulative counter between the
+last observation before the window and the last one inside it (observations every ~0.5 s; a child
+first seen inside the window counts from 0).
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..trace.kinds import SpanKind, TrackKind
+from ..trace.model import Trace
+
+_CHILD = re.compile(r"^child\.cpu_s\[(\d+)\] (.*)$")
+
+
+def children(trace: Trace, window) -> dict | None:
+    tr, c = trace.tracks, trace.counters
+    if len(c) == 0:
+        return None
+    names = trace.strings.as_list()
+    lo, hi = int(window.start_ns), int(window.end_ns)
+    rows = []
+    reaped = 0.0
+    last_ts = int(c.ts_ns.max())
+    for t in np.flatnonzero(tr.kind == TrackKind.COUNTER).tolist():
+        nm = names[int(tr.name[t])] if tr.name[t] >= 0 else ""
+        m = c.track == t
+        if nm == "children.reaped_cpu_s":
+            reaped = max(reaped, float(c.value[m].max()))
+            continue
+        mm = _CHILD.match(nm)
+        if not mm or not m.any():
+            continue
+        ts, v = c.ts_ns[m], c.value[m]
+        before = v[ts < lo]
+        inside = v[(ts >= lo) & (ts <= hi)]
+        base = float(before[-1]) if len(before) else 0.0
+        in_win = (float(inside[-1]) - base) if len(inside) else 0.0
+        rows.append({"pid": int(mm.group(1)), "comm": mm.group(2), "cpu_s": float(v[-1]), "cpu_s_in_window": max(0.0, in_win),
+                     "first_seen_ms": (int(ts[0]) - lo) / 1e6, "last_seen_ms": (int(ts[-1]) - lo) / 1e6,
+                     "alive_at_end": int(ts[-1]) == last_ts})
+    if not rows and reaped <= 0:
+        return None
+    followed = _followed(trace, lo, hi)
+    rows.sort(key=lambda r: -r["cpu_s"])
+    # reaped children's time is in RUSAGE_CHILDREN; those still alive at the end are not yet
+    alive = sum(r["cpu_s"] for r in rows if r["alive_at_end"])
+    total = reaped + alive
+    n = max(len(rows), 1 if reaped > 0 else 0)
+    return {"count": n, "cpu_s_total": total, "reaped_cpu_s": reaped,
+            "cpu_s_in_window": sum(r["cpu_s_in_window"] for r in rows), "profiled": bool(followed["followed"]),
+            "followed": followed["followed"], "waiting_on_children_ms": followed["waiting_on_children_ms"], "processes": rows,
+            "basis": "/proc/<pid>/stat user+sys time of each live descendant, every ~0.5 s, and getrusage(RUSAGE_CHILDREN) "
+                     "for reaped ones; CPU time in the window is an estimate from those observations"}
+
+
+def _followed(trace: Trace, lo: int, hi: int) -> dict:
+    """Followed (sampled) children: how long the program's critical thread waited while at least one
+    child was on-CPU (any class but waiting, its own imports included)."""
+    from .breakdown import source_intervals
+    from .intervals import clip, overlap_with_union, union
+    from .threads import child_process_tracks
+    kids = child_process_tracks(trace)
+    s = trace.spans
+    if not kids.any():
+        return {"followed": 0, "waiting_on_children_ms": None}
+    smp = (s.kind == SpanKind.CPU_SAMPLE) & kids[s.track]
+    wid = trace.strings.get("waiting")
+    busy = smp & (s.name != wid)
+    bu = union(*clip(s.start_ns[busy], s.end_ns[busy], lo, hi))
+    wa, wb = source_intervals(trace)["waiting"]            # the critical thread's waiting
+    wu = union(*clip(wa, wb, lo, hi))
+    both = int(overlap_with_union(wu[0], wu[1], bu[0], bu[1]).sum())
+    return {"followed": int(len(np.unique(trace.tracks.pid[np.flatnonzero(kids)]))), "waiting_on_children_ms": both / 1e6}
+
+
+def children_warning(ch: dict | None) -> str | None:
+    if not ch or ch["cpu_s_total"] <= 0:
+        return None
+    if ch.get("followed"):
+        return (f"{ch['count']} child process(es) used {ch['cpu_s_total']:.2f} CPU-s; {ch['followed']} Python child "
+                f"process(es) were followed (sampled: their functions are in the culprit tables, thread 'main (<pid>)'), "
+                f"and the program waited {ch['waiting_on_children_ms']:.1f} ms while a followed child was on-CPU.")
+    top = ", ".join(f"{r['comm']} [{r['pid']}] {r['cpu_s']:.2f} CPU-s" for r in ch["processes"][:3])
+    return (f"{ch['count']} child process(es) used {ch['cpu_s_total']:.2f} CPU-s that were not profiled "
+            f"(~{ch['cpu_s_in_window']:.2f} CPU-s inside the window, estimate)" + (f": {top}" if top else "") +
+            ". Their work (e.g. DataLoader / multiprocessing workers) is not in the breakdown or the culprit tables; "
+            "time the main process spends waiting on them shows as waiting.")

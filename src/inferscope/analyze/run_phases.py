@@ -1,0 +1,236 @@
+"""Phases of a run: start-up, steady state and teardown, found by rules relative to the trace.
+
+The default analysis window is the steady state (``window.resolve_window``): one-off work at
+either end (interpreter start and module imports, lazy loading, a first step that is an outlier,
+unloading modules and freeing memory at exit) must not decide a steady-state verdict.
+
+Start-up ends at the latest of (each rule applies only when its evidence is in the trace):
+  imports        live runs: the last sampled module import ("import X") before the bulk (half) of
+                 the sampled non-import CPU time;
+  first_step     the first step (ProfilerStep) when it lasts more than STARTUP_STEP_OUTLIER_FACTOR x
+                 the median of the later steps;
+  outlier_call   a host API call or op at least STARTUP_CALL_OUTLIER_FACTOR x the median duration of
+                 the calls of the same name (and >= STARTUP_CALL_OUTLIER_MIN_MS) early in the trace
+                 (see profiler_init); a name seen fewer than 3 times: the one-off rule (>= ONE_OFF_CALL_MIN_MS and
+                 >= ONE_OFF_CALL_MIN_PCT of the trace).  Inside a step, start-up runs to that step's end.
+  profiler_init  the leading stretch that holds only the profiler's own records (OVERHEAD);
+                 outlier calls are looked for in the first half of the program's own activity or
+                 before the first GPU work, whichever ends later.
+Teardown starts at the first release call (module unload, free, destroy, unmap, ...) after the
+last GPU activity, when no launch or copy call follows it (rule ``release_after_gpu``).
+A cut is made only when the part it removes holds at least PHASE_CUT_MIN_PCT of the trace.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from .. import thresholds as T
+from ..trace.kinds import GPU_WORK_KINDS, SpanKind
+from ..trace.model import Trace
+from .classify import launch_api_mask, sync_api_mask
+from .stats import fast_unique
+from .threads import child_process_tracks
+
+RELEASE_API_RE = re.compile(r"(?i)unload|destroy|free|release|unmap|unregister|deinit|finali[sz]e|reset")
+COPY_API_RE = re.compile(r"(?i)memcpy|memset")
+
+HOST_CALL_KINDS = (SpanKind.RUNTIME, SpanKind.DRIVER, SpanKind.CPU_OP)
+
+
+def _imports_end(trace: Trace) -> int | None:
+    s = trace.spans
+    smp = (s.kind == SpanKind.CPU_SAMPLE) & (s.end_ns > s.start_ns)
+    kids = child_process_tracks(trace)
+    if kids.any():      # followed children import at their own start, inside the program's steady state
+        smp &= ~kids[s.track]
+    smp = np.flatnonzero(smp)
+    if len(smp) == 0:
+        return None
+    det = s.detail[smp]
+    is_imp_id = trace.strings.ids_matching(lambda x: x.startswith("import "))
+    imp = np.zeros(len(smp), dtype=bool)
+    ok = det >= 0
+    imp[ok] = is_imp_id[det[ok]]
+    if not imp.any():
+        return None
+    waiting = trace.strings.get("waiting")
+    work = ~imp & (s.name[smp] != waiting)
+    if not work.any():
+        return None
+    # the time at which half of the sampled non-import CPU time has passed
+    w = smp[work]
+    dur = (s.end_ns[w] - s.start_ns[w]).astype(np.int64)
+    order = np.argsort(s.end_ns[w], kind="stable")
+    cum = np.cumsum(dur[order])
+    half_t = int(s.end_ns[w][order][np.searchsorted(cum, cum[-1] / 2.0)])
+    ends = s.end_ns[smp[imp]]
+    ends = ends[ends <= half_t]
+    return int(ends.max()) if len(ends) else None
+
+
+def _first_step_outlier(trace: Trace) -> tuple[int, int] | None:
+    s = trace.spans
+    st = np.flatnonzero((s.kind == SpanKind.STEP) & (s.end_ns > s.start_ns))
+    if len(st) < 2:
+        return None
+    st = st[np.argsort(s.start_ns[st], kind="stable")]
+    d = (s.end_ns[st] - s.start_ns[st]).astype(np.float64)
+    typical = float(np.median(d[1:]))
+    if typical > 0 and d[0] > T.STARTUP_STEP_OUTLIER_FACTOR * typical:
+        return int(s.start_ns[st[0]]), int(s.end_ns[st[0]])
+    return None
+
+
+def _outlier_calls(trace: Trace, lo: int, limit: int) -> np.ndarray:
+    """Indices of host calls that are outliers against their own name, starting before ``limit``."""
+    s = trace.spans
+    m = np.isin(s.kind, [int(k) for k in HOST_CALL_KINDS]) & ~sync_api_mask(trace) & (s.end_ns > s.start_ns)
+    idx = np.flatnonzero(m)
+    if len(idx) == 0:
+        return idx
+    dur = (s.end_ns[idx] - s.start_ns[idx]).astype(np.int64)
+    names = s.name[idx]
+    uk, inv, cnt = fast_unique(names, return_inverse=True, return_counts=True)
+    o = np.lexsort((dur, inv))
+    starts = np.concatenate(([0], np.cumsum(cnt)[:-1]))
+    med = dur[o][starts + (cnt - 1) // 2].astype(np.float64)  # lower median per name
+    n = cnt[inv]
+    total = max(1, limit - lo)
+    recurring = (n >= T.ONE_OFF_RECURRING_MIN_CALLS) & (dur >= T.STARTUP_CALL_OUTLIER_FACTOR * med[inv]) \
+        & (dur >= T.STARTUP_CALL_OUTLIER_MIN_MS * 1e6)
+    single = (n < T.ONE_OFF_RECURRING_MIN_CALLS) & (dur >= T.ONE_OFF_CALL_MIN_MS * 1e6) \
+        & (dur >= total * T.ONE_OFF_CALL_MIN_PCT / 100.0)
+    sel = (recurring | single) & (s.start_ns[idx] < limit)
+    cand = idx[sel]
+    # inside a step the first_step rule decides (a long call in a typical step is steady work)
+    stp = np.flatnonzero(s.kind == SpanKind.STEP)
+    if len(stp) and len(cand):
+        inside = (s.start_ns[stp][None, :] <= s.start_ns[cand][:, None]) & (s.end_ns[stp][None, :] >= s.end_ns[cand][:, None])
+        cand = cand[~inside.any(axis=1)]
+    # an op that mostly waits in a blocking sync inside it (aten::to around a D2H copy) is a sync
+    if len(cand):
+        sidx = np.flatnonzero(sync_api_mask(trace))
+        keep = []
+        for i in cand.tolist():
+            ins = sidx[(s.track[sidx] == s.track[i]) & (s.start_ns[sidx] >= s.start_ns[i]) & (s.end_ns[sidx] <= s.end_ns[i])]
+            if int((s.end_ns[ins] - s.start_ns[ins]).sum()) < T.ONE_OFF_SYNC_INSIDE_MAX_FRACTION * int(s.end_ns[i] - s.start_ns[i]):
+                keep.append(i)
+        cand = np.asarray(keep, dtype=np.int64)
+    return cand
+
+
+def _teardown_start(trace: Trace) -> int | None:
+    s = trace.spans
+    gw = np.isin(s.kind, [int(k) for k in GPU_WORK_KINDS])
+    if not gw.any():
+        return None
+    last_gpu = int(s.end_ns[gw].max())
+    api = np.flatnonzero(np.isin(s.kind, [SpanKind.RUNTIME, SpanKind.DRIVER]) & (s.start_ns >= last_gpu))
+    if len(api) == 0:
+        return None
+    rel_ids = trace.strings.ids_matching(lambda x: bool(RELEASE_API_RE.search(x)))
+    copy_ids = trace.strings.ids_matching(lambda x: bool(COPY_API_RE.search(x)))
+    rel = rel_ids[s.name[api]]
+    if not rel.any():
+        return None
+    t0 = int(s.start_ns[api[rel]].min())
+    after = api[s.start_ns[api] >= t0]
+    work = launch_api_mask(trace)[after] | copy_ids[s.name[after]]
+    if work.any():
+        return None
+    return t0
+
+
+def _top_items(trace: Trace, a: int, b: int, n: int = 5) -> list[dict]:
+    """What a cut part holds: host calls (top level) by name and sampled imports by module."""
+    s = trace.spans
+    m = (s.start_ns < b) & (s.end_ns > a)
+    calls = m & (np.isin(s.kind, [SpanKind.RUNTIME, SpanKind.DRIVER]) | ((s.kind == SpanKind.CPU_OP) & (s.depth == 0)))
+    rows = []
+    for kind_mask, key_col, prefix in ((calls, s.name, ""), (m & (s.kind == SpanKind.CPU_SAMPLE) & (s.detail >= 0), s.detail, "")):
+        idx = np.flatnonzero(kind_mask)
+        if len(idx) == 0:
+            continue
+        d = (np.minimum(s.end_ns[idx], b) - np.maximum(s.start_ns[idx], a)).astype(np.int64)
+        keys = key_col[idx]
+        uk, inv, cnt = fast_unique(keys, return_inverse=True, return_counts=True)
+        tot = np.bincount(inv, weights=d, minlength=len(uk))
+        for k, c, t in zip(uk.tolist(), cnt.tolist(), tot.tolist()):
+            rows.append({"name": prefix + trace.strings[int(k)], "count": int(c), "ms": t / 1e6})
+    rows.sort(key=lambda r: -r["ms"])
+    return rows[:n]
+
+
+def _segment(trace: Trace, lo: int, a: int, b: int, rule: str) -> dict:
+    return {"start_ns": int(a), "end_ns": int(b), "offset_ms": (a - lo) / 1e6, "ms": (b - a) / 1e6, "rule": rule,
+            "top": _top_items(trace, a, b)}
+
+
+def run_phases(trace: Trace) -> dict:
+    """Start-up and teardown of the whole trace, and the steady state between them."""
+    lo, hi = trace.bounds_ns()
+    out = {"startup": None, "teardown": None, "steady_start_ns": int(lo), "steady_end_ns": int(hi),
+           "steady_ms": (hi - lo) / 1e6, "trace_ms": (hi - lo) / 1e6, "cut": False}
+    if hi <= lo:
+        return out
+    min_ns = (hi - lo) * T.PHASE_CUT_MIN_PCT / 100.0
+    end = hi
+    td = _teardown_start(trace)
+    if td is not None and td > lo:
+        # the steady state ends with the last activity before the first release call (the
+        # profiler's own OVERHEAD records aside)
+        s = trace.spans
+        before = (s.start_ns < td) & (s.kind != SpanKind.OVERHEAD) & (s.kind != SpanKind.MARK)
+        td = int(s.end_ns[before].max()) if before.any() else td
+    if td is not None and hi - td >= min_ns and td > lo:
+        out["teardown"] = _segment(trace, lo, td, hi, "release_after_gpu: release calls (unload/free/destroy) after the "
+                                   "last GPU activity, no launch or copy after them")
+        end = td
+    cands: list[tuple[int, str]] = []
+    ie = _imports_end(trace)
+    if ie is not None:
+        cands.append((ie, "imports: last sampled module import before half of the sampled CPU work"))
+    fs = _first_step_outlier(trace)
+    if fs is not None:
+        cands.append((fs[1], f"first_step: the first step lasts more than {T.STARTUP_STEP_OUTLIER_FACTOR:g} x the median "
+                             "of the later steps"))
+    # the program's own first event: a leading stretch of profiler records only (nsys "CUDA profiling
+    # initialization") is start-up too
+    s = trace.spans
+    own = (s.kind != SpanKind.OVERHEAD) & (s.kind != SpanKind.MARK) & (s.end_ns > s.start_ns)
+    lo_own = int(s.start_ns[own].min()) if own.any() else lo
+    if lo_own > lo:
+        cands.append((lo_own, "profiler_init: only the profiler's own records (OVERHEAD) before the program's first event"))
+    limit = lo_own + (end - lo_own) // 2
+    gw = np.isin(s.kind, [int(k) for k in GPU_WORK_KINDS])
+    if gw.any():   # context creation and lazy loading come before the first GPU work, wherever that is
+        limit = max(limit, int(s.start_ns[gw].min()))
+    oc = _outlier_calls(trace, lo_own, limit)
+    if len(oc):
+        s = trace.spans
+        i = int(oc[np.argmax(s.end_ns[oc])])
+        e = int(s.end_ns[i])
+        cands.append((e, f"outlier_call: {trace.name_of(i)[:80]} {(s.end_ns[i] - s.start_ns[i]) / 1e6:.1f} ms, "
+                         f">= {T.STARTUP_CALL_OUTLIER_FACTOR:g} x the median of its name (or a single call >= "
+                         f"{T.ONE_OFF_CALL_MIN_MS:g} ms and {T.ONE_OFF_CALL_MIN_PCT:g}% of the trace)"))
+    cands = [(e, r) for e, r in cands if lo < e < end]
+    if cands:
+        e, r = max(cands)
+        if e - lo >= min_ns:
+            out["startup"] = _segment(trace, lo, lo, e, r)
+            lo = e
+    out["steady_start_ns"], out["steady_end_ns"] = int(lo), int(end)
+    out["steady_ms"] = (end - lo) / 1e6
+    out["cut"] = out["startup"] is not None or out["teardown"] is not None
+    return out
+
+
+def describe(seg: dict | None, what: str) -> str | None:
+    """'start-up 1,900.0 ms: import torch 1,500.0 ms, ...' (None when there is no such part)."""
+    if not seg:
+        return None
+    items = ", ".join(f"{r['name'][:60]} {r['ms']:,.1f} ms" + (f" ({r['count']:,} calls)" if r["count"] > 1 else "")
+                      for r in seg["top"][:3])
+    return f"{what} {seg['ms']:,.1f} ms" + (f": {items}" if items else "")

@@ -1,0 +1,103 @@
+"""The critical thread(s): the host threads that carry the inference.
+
+The breakdown's host categories (preprocessing, framework, CPU compute, waiting) count only these
+threads; other threads are parallel activity (listed here, and by name in the culprit tables), so a
+helper thread sleeping in poll() cannot turn a busy main thread into ``waiting_bound``.  GPU work and
+blocking sync calls count on every thread (a sync blocks the thread that waits for the GPU).
+
+Rule, the same for live runs, Kineto and nsys (first that applies):
+  scope        threads holding inferscope.scope() ranges;
+  gpu_launch   threads that launch GPU work (kernel/graph launch or copy calls with a launch flow);
+  main         the main thread (tid == pid; live runs: the thread the sampler names 'main');
+  all          no thread can be told apart: every host thread counts.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..trace.kinds import FlowKind, SpanKind, TrackKind
+from ..trace.model import Trace
+from .classify import launch_api_mask
+from .intervals import clip, total
+from .window import SCOPE_CAT
+
+
+def critical_tracks(trace: Trace) -> tuple[np.ndarray, str]:
+    """(bool per track: a critical CPU thread, rule name).  Non-CPU tracks are False."""
+    tr = trace.tracks
+    cpu = tr.kind == TrackKind.CPU_THREAD
+    s = trace.spans
+    out = np.zeros(len(tr), dtype=bool)
+    if cpu.sum() <= 1:
+        return cpu.copy(), "all"
+    cid = trace.strings.get(SCOPE_CAT)
+    if cid >= 0:
+        m = (s.kind == SpanKind.ANNOTATION) & (s.cat == cid)
+        if m.any():
+            out[np.unique(s.track[m])] = True
+            return out & cpu, "scope"
+    f = trace.flows
+    lt = np.zeros(len(s), dtype=bool)
+    lt |= launch_api_mask(trace)
+    if len(f):
+        lt[f.src[f.kind == FlowKind.LAUNCH]] = True
+    lt &= np.isin(s.kind, [SpanKind.RUNTIME, SpanKind.DRIVER, SpanKind.CPU_OP])
+    if lt.any():
+        out[np.unique(s.track[lt])] = True
+        out &= cpu
+        if out.any():
+            return out, "gpu_launch"
+    names = trace.strings.as_list()
+    main = cpu & ((tr.tid == tr.pid) & (tr.pid >= 0)
+                  | np.array([n >= 0 and names[n].startswith("main") for n in tr.name.tolist()], dtype=bool))
+    root = root_pid(trace)
+    if root is not None and (main & (tr.pid == root)).any():
+        main &= tr.pid == root          # followed child processes have main threads too
+    if main.any():
+        return main, "main"
+    return cpu.copy(), "all"
+
+
+def root_pid(trace: Trace) -> int | None:
+    """The profiled program's own process in a live run (followed children have other pids)."""
+    pid = (trace.meta.get("collection") or {}).get("pid")
+    return int(pid) if isinstance(pid, int) else None
+
+
+def child_process_tracks(trace: Trace) -> np.ndarray:
+    """CPU threads of followed child processes (live runs: pid other than the program's own)."""
+    tr = trace.tracks
+    root = root_pid(trace)
+    if root is None:
+        return np.zeros(len(tr), dtype=bool)
+    return (tr.kind == TrackKind.CPU_THREAD) & (tr.pid >= 0) & (tr.pid != root)
+
+
+RULE_TEXT = {"scope": "threads holding inferscope.scope() ranges", "gpu_launch": "threads that launch GPU work",
+             "main": "the main thread", "all": "every host thread (none could be told apart)"}
+
+
+def threads(trace: Trace, window) -> dict:
+    crit, rule = critical_tracks(trace)
+    s, tr = trace.spans, trace.tracks
+    lo, hi = int(window.start_ns), int(window.end_ns)
+    host = (tr.kind == TrackKind.CPU_THREAD)[s.track] & (s.end_ns > s.start_ns) & (s.start_ns < hi) & (s.end_ns > lo) \
+        & (s.kind != SpanKind.OVERHEAD) & (s.kind != SpanKind.MARK)
+    idx = np.flatnonzero(host)
+    rows = []
+    if len(idx):
+        order = np.argsort(s.track[idx], kind="stable")
+        idx = idx[order]
+        tk = s.track[idx]
+        cuts = np.flatnonzero(np.diff(tk)) + 1
+        for grp in np.split(idx, cuts):
+            t = int(s.track[grp[0]])
+            a, b = clip(s.start_ns[grp], s.end_ns[grp], lo, hi)
+            busy = total(a, b)
+            waiting = np.isin(s.kind[grp], [SpanKind.OS_RUNTIME]) | (s.name[grp] == trace.strings.get("waiting"))
+            wa, wb = clip(s.start_ns[grp[waiting]], s.end_ns[grp[waiting]], lo, hi)
+            rows.append({"thread": trace.track_label(t), "pid": int(tr.pid[t]), "tid": int(tr.tid[t]), "critical": bool(crit[t]),
+                         "recorded_ms": busy / 1e6, "waiting_ms": total(wa, wb) / 1e6})
+    rows.sort(key=lambda r: (not r["critical"], -r["recorded_ms"]))
+    return {"rule": rule, "rule_text": RULE_TEXT[rule], "critical": [r["thread"] for r in rows if r["critical"]],
+            "threads": rows}
