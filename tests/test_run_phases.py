@@ -88,3 +88,12 @@ def test_html_names_teardown_and_culprit_tables(tmp_path):
     apis = {r[0]: r for r in res["tables"]["top_apis"]["rows"]}
     assert "cuModuleUnload" not in apis                  # teardown is outside the steady window
     assert "top_apis" in doc and "cudaStreamSynchronize" in apis
+
+
+def test_long_call_inside_a_serving_step_is_not_startup():
+    """SGLang's MI300X decode trace: one execute_... step holding a 463 ms aten::copy_ (the step's own
+    wait) - steady work of the step, not start-up; the window is the whole step."""
+    tr = load_trace(shared_path("kineto", "tracelens_mi300x_sglang_qwen3_8b_decode.json.gz"))
+    res = analyze(tr)
+    assert res["run_phases"]["startup"] is None
+    assert res["llm"]["steps"][0]["wall_ms"] <= res["e2e_ms"]

@@ -791,6 +791,11 @@ def low_mfu(res: dict, found: dict) -> dict | None:
     e.derive("reasons", [r[0] for r in reasons], "rules above, in order: GPU idle >= GPU_IDLE_MEDIUM_PCT, GEMM kernels "
              "< GEMM_KERNEL_LOW_PCT_OF_PEAK of peak, matmul+attention kernels < 50% of kernel time, launch storm or >= 50% tiny kernels")
     txt += [f"Why (from the trace): {r[1]}." for r in reasons] or ["The trace shows no single cause (GPU busy, GEMMs efficient)."]
+    if (res.get("kernels") or {}).get("top"):       # where the GPU time goes: the kernel to look at first
+        kn = e.cite("top_kernel", "kernels.top[0].name")
+        kms = e.cite("top_kernel_sum_ms", "kernels.top[0].sum_ms", 3)
+        kpct = e.cite("top_kernel_pct", "kernels.top[0].share_pct", 2)
+        txt.append(f"Top kernel: {short_kernel_name(kn)}, {kms:.2f} ms ({kpct:.1f}% of kernel time).")
     sugg = {"idle": "Keep the GPU fed first (see gpu_idle): larger batches, CUDA graphs, overlap host work.",
             "small_gemms": "Raise the tokens per GEMM (bigger batches, continuous batching, longer prefill chunks) so matrix "
                            "products reach tensor-core efficiency.",

@@ -30,6 +30,7 @@ from .. import thresholds as T
 from ..trace.kinds import GPU_WORK_KINDS, SpanKind
 from ..trace.model import Trace
 from .classify import launch_api_mask, sync_api_mask
+from .intervals import overlap_with_union, union
 from .stats import fast_unique
 from .threads import child_process_tracks
 
@@ -104,11 +105,23 @@ def _outlier_calls(trace: Trace, lo: int, limit: int) -> np.ndarray:
         & (dur >= total * T.ONE_OFF_CALL_MIN_PCT / 100.0)
     sel = (recurring | single) & (s.start_ns[idx] < limit)
     cand = idx[sel]
-    # inside a step the first_step rule decides (a long call in a typical step is steady work)
-    stp = np.flatnonzero(s.kind == SpanKind.STEP)
+    # inside a step the first_step rule decides (a long call in a typical step is steady work); serving
+    # engines' step ranges (vLLM execute_..., SGLang step[...], analyze/llm.py) are steps too
+    from .llm import EXEC_RE, SGL_RE
+    step_names = trace.strings.ids_matching(lambda x: bool(EXEC_RE.search(x) or SGL_RE.search(x)))
+    stp = np.flatnonzero((s.kind == SpanKind.STEP) | ((s.kind == SpanKind.ANNOTATION) & step_names[np.maximum(s.name, 0)]
+                                                      & (s.name >= 0)))
     if len(stp) and len(cand):
         inside = (s.start_ns[stp][None, :] <= s.start_ns[cand][:, None]) & (s.end_ns[stp][None, :] >= s.end_ns[cand][:, None])
         cand = cand[~inside.any(axis=1)]
+    # a call with GPU work running through most of it waits on (or overlaps) the steady work: start-up
+    # (context creation, lazy loading, allocator growth) runs with the GPU idle.
+    if len(cand):
+        gw = np.isin(s.kind, [int(k) for k in GPU_WORK_KINDS])
+        if gw.any():
+            us, ue = union(s.start_ns[gw], s.end_ns[gw])
+            cov = overlap_with_union(s.start_ns[cand], s.end_ns[cand], us, ue)
+            cand = cand[cov < 0.5 * (s.end_ns[cand] - s.start_ns[cand])]
     # an op that mostly waits in a blocking sync inside it (aten::to around a D2H copy) is a sync
     if len(cand):
         sidx = np.flatnonzero(sync_api_mask(trace))
@@ -180,9 +193,12 @@ def run_phases(trace: Trace) -> dict:
     td = _teardown_start(trace)
     if td is not None and td > lo:
         # the steady state ends with the last activity before the first release call (the
-        # profiler's own OVERHEAD records aside)
+        # profiler's own OVERHEAD records aside, and time a thread merely sat off-CPU: sampled or
+        # scheduler 'waiting' runs up to the release call are idle, not inference)
         s = trace.spans
-        before = (s.start_ns < td) & (s.kind != SpanKind.OVERHEAD) & (s.kind != SpanKind.MARK)
+        wid = trace.strings.get("waiting")
+        idle = (s.kind == SpanKind.CPU_SAMPLE) & (s.name == wid) if wid >= 0 else np.zeros(len(s), bool)
+        before = (s.start_ns < td) & (s.kind != SpanKind.OVERHEAD) & (s.kind != SpanKind.MARK) & ~idle
         td = int(s.end_ns[before].max()) if before.any() else td
     if td is not None and hi - td >= min_ns and td > lo:
         out["teardown"] = _segment(trace, lo, td, hi, "release_after_gpu: release calls (unload/free/destroy) after the "
