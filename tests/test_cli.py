@@ -146,3 +146,14 @@ def test_outputs_have_normal_permissions(tmp_path):
     um = os.umask(0)
     os.umask(um)
     assert (out / "report.md").stat().st_mode & 0o777 == 0o666 & ~um
+
+
+def test_closed_pipe_stops_quietly():
+    """`inferscope schema | head -1`: the reader closes the pipe; no 'internal error' line, no traceback."""
+    import subprocess
+    import sys
+    p = subprocess.Popen([sys.executable, "-m", "inferscope", "schema"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.readline()
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=60) in (0, 1) and "internal error" not in err and "Traceback" not in err, err

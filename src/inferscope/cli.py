@@ -222,6 +222,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("inferscope: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (`inferscope schema | head`): stop quietly, as command-line tools do;
+        # stdout goes to /dev/null so the interpreter's final flush does not raise again
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 1
     except MemoryError:
         print("inferscope: error: out of memory while processing the trace", file=sys.stderr)
         return 2
