@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -19,7 +21,9 @@ def test_folder_with_jobs_2_rows_match_each_report(tmp_path):
         pytest.skip("../shared/traces not available")
     inputs = kineto_traces() + nsys_traces()
     out = tmp_path / "o"
-    assert main(["analyze", str(SHARED_TRACES), "--jobs", "2", "-o", str(out), "-q", "--format", "json"]) == 0
+    r = subprocess.run([sys.executable, "-m", "inferscope", "analyze", str(SHARED_TRACES), "--jobs", "2", "-o", str(out),
+                        "-q", "--format", "json"], capture_output=True, text=True, timeout=600)   # child: see below
+    assert r.returncode == 0, r.stderr[-2000:]
     rows = _jsonl(out / "summary.jsonl")
     assert sorted(r["source"] for r in rows) == sorted(str(p) for p in inputs)      # every trace, once
     findings = _jsonl(out / "findings.jsonl")
@@ -68,7 +72,12 @@ def test_glob_sequential_equals_parallel_and_bad_input(tmp_path, capsys):
     assert len(err) == 1 and "broken.json" in err[0]
     ra = {r["source"]: r for r in _jsonl(a / "summary.jsonl")}
     assert len(ra) == len(ks) + 1 and ra[str(d / "broken.json")]["error"]
-    assert main(["analyze", *[str(d / p.name) for p in ks], "--jobs", "2", "-o", str(b), "-q", "--format", "json"]) == 0
+    # --jobs 2 in a child process: a spawn Pool run inside the pytest process changes how the in-process
+    # sampler tests that follow classify scope("tokenize") time (seen: test_collect's sampler test;
+    # cause not found yet - see the stop note)
+    r = subprocess.run([sys.executable, "-m", "inferscope", "analyze", *[str(d / p.name) for p in ks], "--jobs", "2",
+                        "-o", str(b), "-q", "--format", "json"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
     rb = {r["source"]: r for r in _jsonl(b / "summary.jsonl")}
     for src, r in rb.items():
         assert r == ra[src]
