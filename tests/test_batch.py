@@ -41,19 +41,29 @@ def test_folder_with_jobs_2_rows_match_each_report(tmp_path):
         n_findings += len(rep["findings"])
     assert len(findings) == n_findings > 0
     assert len({r["report_dir"] for r in rows}) == len(rows)
-    # the same table as Parquet, queried with DuckDB: the 5 traces with the worst GPU idle
-    duckdb = pytest.importorskip("duckdb")
+    # the same table as Parquet, queried with DuckDB: the 5 traces with the worst GPU idle.  In a child
+    # process: duckdb/pyarrow loaded into the pytest process change what the in-process sampler tests that
+    # follow see (test_collect's scope("tokenize") read as user code; cause not found yet - stop note)
+    pytest.importorskip("duckdb")
     pytest.importorskip("pyarrow")
-    q = (f"SELECT source, gpu_idle_pct, verdict FROM read_parquet('{out / 'summary.parquet'}') "
-         "WHERE gpu_idle_pct IS NOT NULL ORDER BY gpu_idle_pct DESC, source LIMIT 5")
-    got = duckdb.sql(q).fetchall()
+    script = (
+        "import duckdb, json, sys\n"
+        "out = sys.argv[1]\n"
+        "q = (f\"SELECT source, gpu_idle_pct, verdict FROM read_parquet('{out}/summary.parquet') \"\n"
+        "     \"WHERE gpu_idle_pct IS NOT NULL ORDER BY gpu_idle_pct DESC, source LIMIT 5\")\n"
+        "got = duckdb.sql(q).fetchall()\n"
+        "n = duckdb.sql(f\"SELECT count(*) FROM read_parquet('{out}/findings.parquet')\").fetchall()[0][0]\n"
+        "shares = duckdb.sql(f\"SELECT source, sync_wait_pct FROM read_parquet('{out}/summary.parquet')\").fetchall()\n"
+        "print(json.dumps({'got': got, 'n': n, 'shares': dict(shares)}))\n")
+    r = subprocess.run([sys.executable, "-c", script, str(out)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads(r.stdout)
+    got = [tuple(x) for x in res["got"]]
     want = sorted(((r["source"], r["gpu_idle_pct"], r["verdict"]) for r in rows if r["gpu_idle_pct"] is not None),
                   key=lambda t: (-t[1], t[0]))[:5]
     assert got == want and len(got) == 5
-    n = duckdb.sql(f"SELECT count(*) FROM read_parquet('{out / 'findings.parquet'}')").fetchall()[0][0]
-    assert n == len(findings)
-    shares = duckdb.sql(f"SELECT source, sync_wait_pct FROM read_parquet('{out / 'summary.parquet'}')").fetchall()
-    assert dict(shares) == {r["source"]: r["shares_pct"]["sync_wait"] for r in rows}
+    assert res["n"] == len(findings)
+    assert res["shares"] == {r["source"]: r["shares_pct"]["sync_wait"] for r in rows}
 
 
 def test_glob_sequential_equals_parallel_and_bad_input(tmp_path, capsys):
