@@ -1,6 +1,9 @@
 """Small builders for synthetic traces with known ground truth."""
 from __future__ import annotations
 
+import gzip
+import shutil
+
 
 from inferscope.trace import CopyKind, FlowKind, MemKind, SpanKind, TraceBuilder, TrackKind
 
@@ -41,3 +44,12 @@ def add_counter(synth: "Synth", metric: str, ts_us, values, device: int = -1):
     tr = synth.b.track(TrackKind.COUNTER, pid=100, tid=-1, device=device, name=metric)
     synth.b.add_counters(tr, [int(t * 1000) for t in ts_us], list(values))
     return tr
+
+
+def load_gz_iscope(gz_path, folder):
+    """A gzip-compressed .iscope (tests/data/live_gpu) loaded through a plain copy in ``folder``."""
+    from inferscope.trace import native
+    p = folder / "t.iscope"
+    with gzip.open(gz_path, "rb") as f, open(p, "wb") as g:
+        shutil.copyfileobj(f, g)
+    return native.load(p)

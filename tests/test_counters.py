@@ -1,7 +1,6 @@
 """The counters section (analyze/counters.py): statistics recounted with numpy on hand-built and
 real traces, bad counter data, a live run with a scripted NVML stub (throttling, 97 °C) and the
 NUMA placement of this machine."""
-import gzip
 import os
 import shutil
 import subprocess
@@ -16,7 +15,7 @@ from inferscope.analyze.pipeline import analyze
 from inferscope.trace import native
 from inferscope.trace.kinds import TrackKind
 
-from helpers import Synth, add_counter
+from helpers import load_gz_iscope, Synth, add_counter
 
 PY = sys.executable
 H100 = Path(__file__).parent / "data" / "live_gpu" / "h100_item_sync.iscope.gz"
@@ -76,10 +75,7 @@ def test_per_range_means():
 
 @pytest.fixture(scope="module")
 def h100(tmp_path_factory):
-    p = tmp_path_factory.mktemp("h100") / "t.iscope"
-    with gzip.open(H100, "rb") as f, open(p, "wb") as g:
-        shutil.copyfileobj(f, g)
-    return native.load(p)
+    return load_gz_iscope(H100, tmp_path_factory.mktemp("h100"))
 
 
 def test_real_h100_counters_recounted(h100):

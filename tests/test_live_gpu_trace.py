@@ -1,15 +1,13 @@
 """A live `inferscope run` trace captured on an H100 (tests/data/live_gpu): the merged GPU
 timeline and its analysis, recounted independently from the raw spans.  Runs everywhere."""
-import gzip
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from helpers import load_gz_iscope
 from inferscope.analyze.options import AnalyzeOptions
 from inferscope.analyze.pipeline import analyze
-from inferscope.trace import native
 from inferscope.trace.kinds import CopyKind, FlowKind, SpanKind
 
 DATA = Path(__file__).parent / "data" / "live_gpu" / "h100_item_sync.iscope.gz"
@@ -18,10 +16,7 @@ STEPS = 1015      # the loop's steps (see the data README)
 
 @pytest.fixture(scope="module")
 def trace(tmp_path_factory):
-    p = tmp_path_factory.mktemp("live") / "t.iscope"
-    with gzip.open(DATA, "rb") as f, open(p, "wb") as g:
-        shutil.copyfileobj(f, g)
-    return native.load(p)
+    return load_gz_iscope(DATA, tmp_path_factory.mktemp("live"))
 
 
 def test_merge_meta_and_clock(trace):

@@ -11,51 +11,17 @@ elements) is taken once per model and stored in the trace meta (``models``).
 from __future__ import annotations
 
 import functools
-import importlib.abc
 import sys
 import threading
 import time
 
-from .torchprof import _LoaderProxy
+from .importhook import ModuleImportHook
 
 CAT = "inferscope.llm"
 GEN = "hf.generate"
 FWD = "hf.forward"
 _ANN = 8
 TARGET = "transformers.generation.utils"
-
-
-class ModuleImportHook(importlib.abc.MetaPathFinder):
-    """Calls ``callback()`` right after the module ``name`` is first executed (mirrors TorchImportHook)."""
-
-    def __init__(self, name: str, callback):
-        self.name = name
-        self.callback = callback
-        self._busy = False
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != self.name or self._busy:
-            return None
-        self._busy = True
-        try:
-            import importlib.util
-            spec = importlib.util.find_spec(fullname)
-        finally:
-            self._busy = False
-        if spec is None or spec.loader is None:
-            return None
-        self.remove()
-        spec.loader = _LoaderProxy(spec.loader, self.callback)
-        return spec
-
-    def install(self):
-        sys.meta_path.insert(0, self)
-
-    def remove(self):
-        try:
-            sys.meta_path.remove(self)
-        except ValueError:
-            pass
 
 
 def model_info(model) -> dict:

@@ -19,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..util.proc import pid_alive
 from .. import log
 from ..config import load_config
 from ..errors import ConfigError, InferScopeError
@@ -194,16 +195,6 @@ def run_command(args) -> int:
 CHILD_WAIT_S = 5.0
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
-
-
 def _merge_children(trace, trace_path: str):
     """Merge the traces of followed child processes (``<trace>.child.<pid>.iscope``) into the main one."""
     import glob
@@ -218,7 +209,7 @@ def _merge_children(trace, trace_path: str):
             pid = int(done.rsplit(".child.", 1)[1].split(".")[0])
         except ValueError:
             continue
-        while not os.path.exists(done) and time.monotonic() < deadline and _alive(pid):
+        while not os.path.exists(done) and time.monotonic() < deadline and pid_alive(pid):
             time.sleep(0.05)
     paths = sorted(glob.glob(glob.escape(trace_path) + ".child.*.iscope"))
     started = glob.glob(glob.escape(trace_path) + ".child.*.iscope.started")

@@ -15,10 +15,10 @@
 """
 from __future__ import annotations
 
-import importlib.abc
-import sys
 import threading
 import time
+
+from .importhook import ModuleImportHook
 
 SYNC_PREFIX = "inferscope::sync#"
 
@@ -30,56 +30,9 @@ SYNC_PREFIX = "inferscope::sync#"
 PROFILER_COST_PER_HOST_EVENT_US = 3.5
 
 
-class _LoaderProxy(importlib.abc.Loader):
-    def __init__(self, loader, callback):
-        self._loader = loader
-        self._callback = callback
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        self._loader.exec_module(module)
-        try:
-            self._callback()
-        except Exception:
-            pass
-
-    def __getattr__(self, name):
-        return getattr(self._loader, name)
-
-
-class TorchImportHook(importlib.abc.MetaPathFinder):
-    def __init__(self, callback):
-        self.callback = callback
-        self._busy = False
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != "torch" or self._busy:
-            return None
-        self._busy = True
-        try:
-            import importlib.util
-            spec = importlib.util.find_spec(fullname)
-        finally:
-            self._busy = False
-        if spec is None or spec.loader is None:
-            return None
-        try:
-            sys.meta_path.remove(self)
-        except ValueError:
-            pass
-        spec.loader = _LoaderProxy(spec.loader, self.callback)
-        return spec
-
-    def install(self):
-        sys.meta_path.insert(0, self)
-
-    def remove(self):
-        try:
-            sys.meta_path.remove(self)
-        except ValueError:
-            pass
+def TorchImportHook(callback) -> "ModuleImportHook":
+    """Calls ``callback()`` right after ``import torch`` finishes (importhook.py)."""
+    return ModuleImportHook("torch", callback)
 
 
 class TorchProfiler:

@@ -19,22 +19,11 @@ import os
 import shutil
 from pathlib import Path
 
+from ..util.proc import pid_alive
 from ..util.signals import SigintHandler
 from ..errors import ConfigError, InferScopeError
 
 STAGE_PREFIX = ".inferscope-tmp-"
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
 
 
 def clean_stale_temporaries(folder: Path) -> int:
@@ -50,7 +39,7 @@ def clean_stale_temporaries(folder: Path) -> int:
                 pid = int(e.name[len(STAGE_PREFIX):].split(".")[0])
             except ValueError:
                 continue
-            if pid != os.getpid() and not _pid_alive(pid):
+            if pid != os.getpid() and not pid_alive(pid):
                 shutil.rmtree(e.path, ignore_errors=True)
                 n += 1
     return n
