@@ -55,6 +55,14 @@ elif step in ('orjson', 'msgspec'):
     t = time.perf_counter() - t0
     ev = obj['traceEvents'] if isinstance(obj, dict) else obj
     out['events'] = len(ev)
+elif step == 'structs':
+    # the bare decode floor: read + inflate + msgspec-decode into the importer's own Structs, nothing else
+    from inferscope.ingest import kineto
+    t0 = time.perf_counter()
+    data = read_bytes(path)
+    obj = kineto._TOP_DEC.decode(data)
+    t = time.perf_counter() - t0
+    out['events'] = len(obj.traceEvents)
 elif step == 'load':
     from inferscope.ingest import kineto
     t0 = time.perf_counter()
@@ -69,14 +77,23 @@ elif step == 'analyze':
         rc = cli.main(['analyze', path, '-o', d, '-q'])
         t = time.perf_counter() - t0
     out['rc'] = rc
+elif step == 'export':
+    import os, tempfile
+    from inferscope import cli
+    with tempfile.TemporaryDirectory() as d:
+        t0 = time.perf_counter()
+        rc = cli.main(['export', path, '-o', os.path.join(d, 'timeline.json.gz'), '-q'])
+        t = time.perf_counter() - t0
+        out['gz_bytes'] = os.path.getsize(os.path.join(d, 'timeline.json.gz'))
+    out['rc'] = rc
 out['seconds'] = t
 out['maxrss_mb'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 print('@@' + json.dumps(out))
 """
 
 
-def run_step(step: str, path: Path, repeat: int) -> dict:
-    code = _CHILD.format(src=str(REPO / "src"))
+def run_step(step: str, path: Path, repeat: int, src: Path = REPO / "src") -> dict:
+    code = _CHILD.format(src=str(src))
     runs = []
     for _ in range(repeat):
         p = subprocess.run([sys.executable, "-c", code, step, str(path)], capture_output=True, text=True)
@@ -157,11 +174,30 @@ def fmt_s(x):
     return f"{x * 1000:9.1f} ms" if x is not None else "        n/a"
 
 
-def bench_one(label: str, path: Path, repeat: int, analyze: bool) -> dict:
+RSS_TARGET_MB = 630      # issue 13: one fifth of HTA 0.5.0's 3.1 GB on 2.18M events
+WALL_TARGET_X = 2.0      # issue 13: full analyze within 2x of the bare decode floor
+
+
+def bench_one(label: str, path: Path, repeat: int, analyze: bool, compare_src: Path | None = None,
+              targets: bool = False) -> dict:
     print(f"\n== {label}: {path.name} ({path.stat().st_size / 1e6:.1f} MB on disk)", flush=True)
-    r = {s: run_step(s, path, repeat) for s in ["baseline", "gunzip", "orjson", "msgspec", "load"]}
-    if analyze:
-        r["analyze"] = run_step("analyze", path, repeat)
+    steps = ["baseline", "gunzip", "orjson", "msgspec", "structs", "load"] + (["analyze", "export"] if analyze else [])
+    r: dict = {s: [] for s in steps}
+    r.update({"old_" + s: [] for s in ("load", "analyze") if compare_src and s in steps})
+    for _ in range(repeat):   # interleaved: every step once per round, so load drifts hit all alike
+        for s in list(r):
+            src = compare_src if s.startswith("old_") else REPO / "src"
+            r[s].append(run_step(s[4:] if s.startswith("old_") else s, path, 1, src))
+    for s, runs in list(r.items()):
+        bad = [x for x in runs if "error" in x]
+        if bad:
+            r[s] = bad[0]
+            continue
+        res = dict(runs[-1])
+        res["seconds"] = statistics.median(x["seconds"] for x in runs)
+        res["maxrss_mb"] = max(x["maxrss_mb"] for x in runs)
+        res["all_seconds"] = [round(x["seconds"], 3) for x in runs]
+        r[s] = res
     nbytes = r["gunzip"].get("bytes", 0)
     events = r["orjson"].get("events") or r["msgspec"].get("events") or 0
     floor_name = min(("orjson", "msgspec"), key=lambda k: r[k].get("seconds", 1e9))
@@ -171,8 +207,12 @@ def bench_one(label: str, path: Path, repeat: int, analyze: bool) -> dict:
     print(f"   bytes (uncompressed)   {nbytes:>12,d}")
     print(f"   events (traceEvents)   {events:>12,d}")
     print(f"   python+libs baseline   {'':>9s}    peak {base:7.0f} MB")
+    struct_floor = r["structs"].get("seconds")
     for step, what in [("gunzip", "gunzip"), ("orjson", "orjson.loads"), ("msgspec", "msgspec.json.decode"),
-                       ("load", "kineto.load (read+gunzip+decode+build)"), ("analyze", "full analyze (cli, md/json/csv)")]:
+                       ("structs", "FLOOR read+inflate+decode to Structs"),
+                       ("load", "kineto.load (read+gunzip+decode+build)"), ("analyze", "full analyze (cli, md/json/csv)"),
+                       ("export", "export -o timeline.json.gz (cli)"),
+                       ("old_load", "kineto.load, --compare-src"), ("old_analyze", "full analyze, --compare-src")]:
         if step not in r:
             continue
         x = r[step]
@@ -180,11 +220,20 @@ def bench_one(label: str, path: Path, repeat: int, analyze: bool) -> dict:
             print(f"   {what:<40s} ERROR {x['error']}")
             continue
         extra = ""
-        if step in ("load", "analyze"):
-            extra = (f"  {x['seconds'] / floor:5.2f}x decode floor, {x['seconds'] / (floor + gz):5.2f}x gunzip+floor,"
+        if step == "export" and "gz_bytes" in x:
+            extra = f"  ({x['gz_bytes'] / 1e6:.0f} MB gzip)"
+        if step in ("load", "analyze", "old_load", "old_analyze"):
+            extra = (f"  {x['seconds'] / struct_floor:5.2f}x FLOOR, {x['seconds'] / floor:5.2f}x generic decode,"
                      f" {events / x['seconds'] / 1e6:5.2f} M events/s")
         print(f"   {what:<40s} {fmt_s(x['seconds'])}   peak {x['maxrss_mb']:7.0f} MB{extra}   runs {x['all_seconds']}")
-    print(f"   decode floor = {floor_name} ({fmt_s(floor).strip()})")
+    print(f"   generic decode = {floor_name} ({fmt_s(floor).strip()}); FLOOR = Structs decode ({fmt_s(struct_floor).strip()})")
+    a = r.get("analyze", {})
+    if targets and "seconds" in a:
+        ratio = a["seconds"] / struct_floor
+        print(f"   targets (issue 13): peak RSS {a['maxrss_mb']:.0f} MB <= {RSS_TARGET_MB}: "
+              f"{'met' if a['maxrss_mb'] <= RSS_TARGET_MB else 'NOT met'};  wall {ratio:.2f}x FLOOR <= "
+              f"{WALL_TARGET_X}: {'met' if ratio <= WALL_TARGET_X else 'NOT met'}   ({events:,d} events, "
+              f"{nbytes / 1e6:.0f} MB JSON, load average {os.getloadavg()[0]:.2f})")
     return r
 
 
@@ -195,6 +244,10 @@ def main(argv=None) -> int:
     ap.add_argument("--trace", type=Path, default=None, help="trace to bench (default: largest shared)")
     ap.add_argument("--skip-synthetic", action="store_true")
     ap.add_argument("--no-analyze", action="store_true")
+    ap.add_argument("--skip-shared", action="store_true", help="only the synthetic trace")
+    ap.add_argument("--compare-src", type=Path, default=None,
+                    help="another checkout's src/ (e.g. `git archive <rev> src | tar -x -C /tmp/old`): its load and "
+                         "analyze run interleaved with this one's")
     args = ap.parse_args(argv)
     src = args.trace
     if src is None:
@@ -206,7 +259,8 @@ def main(argv=None) -> int:
     analyze = has_pipeline() and not args.no_analyze
     if not analyze:
         print("note: full analyze not measured (inferscope.analyze.pipeline.analyze missing or --no-analyze)")
-    bench_one("largest shared trace", src, args.repeat, analyze)
+    if not args.skip_shared:
+        bench_one("largest shared trace", src, args.repeat, analyze, args.compare_src)
     if not args.skip_synthetic:
         tmp = Path(tempfile.mkdtemp(prefix="inferscope-bench-"))
         try:
@@ -219,7 +273,8 @@ def main(argv=None) -> int:
             n = int(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                                    text=True).stdout.split()[-1])
             print(f"\n(synthetic: {n:,d} events tiled from {src.name}, written to {out})")
-            bench_one(f"synthetic >= {args.events:,d} events (uncompressed)", out, args.repeat, analyze)
+            bench_one(f"synthetic >= {args.events:,d} events (uncompressed)", out, args.repeat, analyze,
+                      args.compare_src, targets=True)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -6,10 +6,14 @@ Workloads (torch threads fixed to 1):
   demo     examples/llm_demo.py at default settings (tokenizer + random-weight Llama generate())
   tinyops  worst case: tens of thousands of tiny tensor ops from a Python loop
   workers  2 spawn multiprocessing workers doing pure-Python work, the main process waiting on
-           pool.map (child processes: InferScope counts their CPU time from /proc)
+           pool.map (child processes: followed by default, each with its own light sampler; the
+           with-block terminates them, so their traces come from their crash journals)
+  workers-fork  the same with the 'fork' start method (Linux default; DataLoader workers) and a
+           normal pool close/join: forked workers followed through register_at_fork
 Modes, run interleaved in a shuffled order within each round (>= 5 rounds):
   base        python WORKLOAD
-  inferscope  inferscope run -- python WORKLOAD   (default settings; inferscope@HZ: sampling rate HZ)
+  inferscope  inferscope run -- python WORKLOAD   (default settings; inferscope@HZ: sampling rate HZ;
+              inferscope-nofollow: child processes not followed, INFERSCOPE_FOLLOW_CHILDREN=0)
   torchprof   torch.profiler (CPU activities, defaults) around the workload, export_chrome_trace at exit
   settrace    a sys.settrace/threading.settrace tracer recording every Python call
 Three times per run: "workload" = the time the workload measures itself (from after `import torch`
@@ -66,6 +70,7 @@ if __name__ == "__main__":
         for b in range(10):
             r = pool.map(work, range(b * 8, b * 8 + 8))
             torch.tensor(r).sum()
+        # CLOSE
     print(f"workload_s {time.perf_counter() - t0:.4f}")
 '''
 
@@ -126,6 +131,8 @@ def run_once(mode: str, script: Path, tmp: Path, extra_env: dict) -> tuple[float
         env.update(extra_env)
         if "@" in mode:
             env["INFERSCOPE_CPU_SAMPLING_FREQUENCY_HZ"] = mode.split("@", 1)[1]
+        if mode.startswith("inferscope-nofollow"):
+            env["INFERSCOPE_FOLLOW_CHILDREN"] = "0"
         cmd = [PY, "-m", "inferscope", "run", "-q", "--report", str(tmp / "report.md"),
                "--trace", str(tmp / "t.iscope"), "--", PY, str(script)]
     elif mode.startswith("torchprof"):   # torchprof (CPU), torchprof-cuda (CPU+CUDA), torchprof-cudaonly
@@ -198,7 +205,10 @@ def main(argv=None) -> int:
         (tmp / "settrace_wrap.py").write_text(SETTRACE)
         (tmp / "tinyops.py").write_text(TINYOPS)
         (tmp / "workers.py").write_text(WORKERS)
-        scripts = {"demo": REPO / "examples" / "llm_demo.py", "tinyops": tmp / "tinyops.py", "workers": tmp / "workers.py"}
+        (tmp / "workers_fork.py").write_text(WORKERS.replace('"spawn"', '"fork"').replace(
+            "# CLOSE", "pool.close()\n        pool.join()"))
+        scripts = {"demo": REPO / "examples" / "llm_demo.py", "tinyops": tmp / "tinyops.py", "workers": tmp / "workers.py",
+                   "workers-fork": tmp / "workers_fork.py"}
         for wl in [w.strip() for w in args.workloads.split(",") if w.strip()]:
             script = scripts[wl]
             run_once("base", script, tmp, extra_env)  # warm the page cache

@@ -203,6 +203,27 @@ def test_window_resolution():
     assert sum(r["ms"] for r in res["breakdown"]) == pytest.approx(0.2)
 
 
+def test_live_run_without_a_sample_spans_process_start_to_run_end(tmp_path):
+    """A live run too short for one sample (seen in CI: a 60 ms program on a loaded host): the whole-run
+    window is the process start to the end of collection, all of it 'other', and every renderer works."""
+    from inferscope.report import RENDERERS, get_renderer
+    t = Synth()
+    tr = t.done()
+    tr.meta["collection"] = {"mode": "live", "process_start_ns": 5_000_000, "run_end_ns": 405_000_000}
+    w = resolve_window(tr, None)
+    assert (w.start_ns, w.end_ns, w.kind) == (5_000_000, 405_000_000, "trace")
+    assert "no sample taken" in w.label
+    res = analyze(tr)
+    assert res["e2e_ms"] == pytest.approx(400.0)
+    assert [r["category"] for r in res["breakdown"] if r["ms"] > 0] == ["other"]
+    for fmt in RENDERERS:
+        out = tmp_path / f"out_{fmt}"
+        get_renderer(fmt)(res, tr, out)
+        assert out.exists() and (out.is_dir() or out.stat().st_size > 0)
+    tr.meta["collection"].pop("run_end_ns")    # an older .iscope: nothing to anchor the end, as before
+    assert resolve_window(tr, None).dur_ns == 0
+
+
 def test_empty_and_cpu_only_pipeline():
     t = Synth()
     t.span(SpanKind.CPU_OP, "aten::mm", 0, 1000)

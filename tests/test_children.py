@@ -48,3 +48,65 @@ def test_followed_child_fills_the_main_threads_waiting():
     assert res["threads"]["critical"] == ["main (10)"]
     fn = {f["function"]: f for f in res["culprits"]["functions"]}
     assert fn["resize_bilinear"]["thread"] == "main (11)"
+
+
+def test_children_warning_names_the_unfollowed():
+    from inferscope.analyze.children import children_warning
+    ch = {"count": 3, "cpu_s_total": 4.0, "cpu_s_in_window": 3.5, "followed": 2, "waiting_on_children_ms": 1200.0,
+          "processes": [{"pid": 7, "comm": "python", "cpu_s": 1.5, "followed": True},
+                        {"pid": 8, "comm": "python", "cpu_s": 1.4, "followed": True},
+                        {"pid": 9, "comm": "sh", "cpu_s": 1.1, "followed": False}]}
+    w = children_warning(ch)
+    assert "2 Python child process(es) were followed" in w
+    assert "1 child process(es) were not followed" in w and "1.10 CPU-s that were not profiled: sh [9] 1.10 CPU-s" in w
+    ch["processes"] = ch["processes"][:2]
+    assert "not followed" not in children_warning(ch)
+
+
+KID = r'''
+import time
+def spin_in_child(t):
+    while time.perf_counter() - t < 1.5:
+        pass
+spin_in_child(time.perf_counter())
+'''
+PROG = r'''
+import os, subprocess, sys, time
+py = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "kid.py")])
+sh = subprocess.Popen(["sh", "-c", "i=0; while [ $i -lt 100000000 ]; do i=$((i+1)); done"])
+py.wait()
+time.sleep(0.6)
+sh.kill(); sh.wait()
+'''
+
+
+@pytest.mark.live
+def test_live_python_child_followed_shell_child_counted(tmp_path):
+    # a `subprocess` Python child is followed (its function in the culprit table, on its own pid);
+    # a shell child is counted from /proc and named as not profiled
+    import json
+    import os
+    import subprocess
+    import sys
+    prog = tmp_path / "kids.py"
+    prog.write_text(PROG)
+    (tmp_path / "kid.py").write_text(KID)
+    out = tmp_path / "r.json"
+    env = {k: v for k, v in os.environ.items() if k != "INFERSCOPE_FOLLOW_CHILDREN"}
+    r = subprocess.run([sys.executable, "-m", "inferscope", "run", "--format", "json", "--report", str(out), "--window", "all",
+                        "--", sys.executable, str(prog)], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rep = json.loads(out.read_text())
+    ch = rep["children"]
+    assert ch["followed"] == 1, ch
+    byf = {p["comm"]: p for p in ch["processes"]}
+    assert byf["sh"]["followed"] is False and byf["sh"]["cpu_s"] > 0.2, ch
+    assert ch["not_followed"] >= 1 and ch["not_followed_cpu_s"] >= byf["sh"]["cpu_s"]
+    t = rep["tables"]["top_python_functions"]
+    col = {c: i for i, c in enumerate(t["columns"])}
+    main_pid = rep["about"]["collection"]["pid"]
+    spin = [row for row in t["rows"] if row[col["function"]] == "spin_in_child"]
+    assert spin and not spin[0][col["thread"]].endswith(f"({main_pid})"), t["rows"][:10]
+    assert spin[0][col["self_ms"]] > 300
+    w = " ".join(rep["warnings"])
+    assert "1 Python child process(es) were followed" in w and "not profiled: sh [" in w, w

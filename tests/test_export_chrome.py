@@ -191,3 +191,81 @@ def test_export_moves_misnested_spans(tmp_path):
     assert "main (overlapping)" in info["threads"].values() and info["flows"] == 1
     moved = {e["name"] for e in doc["traceEvents"] if e["ph"] == "X" and info["threads"][(e["pid"], e["tid"])].endswith("(overlapping)")}
     assert moved == {"straddler", "k2"}          # the launch stays nested in "child"; k2 overlaps k1
+
+
+@pytest.mark.shared
+def test_export_streams_in_bounded_writes_and_gzips(tmp_path):
+    """Issue 13: the export is written as a stream of chunks of at most CHUNK_EVENTS events (no
+    full in-memory JSON of the timeline), and `-o x.json.gz` is gzip of the same document."""
+    import gzip
+    from conftest import shared_path
+    from inferscope.analyze.options import AnalyzeOptions
+    from inferscope.analyze.pipeline import analyze
+    from inferscope.cli import main
+    from inferscope.ingest import load_trace
+    p = shared_path("kineto", "hta_trace_diff_control_a100_rank3.json.gz")
+    trace = load_trace(p)
+    result = analyze(trace, AnalyzeOptions())
+
+    class Rec:
+        def __init__(self):
+            self.sizes, self.parts = [], []
+
+        def write(self, b):
+            self.sizes.append(len(b))
+            self.parts.append(bytes(b))
+
+    monkey = chrome.CHUNK_EVENTS
+    chrome.CHUNK_EVENTS = 2000
+    try:
+        rec = Rec()
+        n = chrome.write(trace, result, rec)
+    finally:
+        chrome.CHUNK_EVENTS = monkey
+    total = sum(rec.sizes)
+    assert n > 50_000 and len(rec.sizes) > n // 2000          # many writes, not one big string
+    assert max(rec.sizes) < total / 10
+    raw = b"".join(rec.parts)
+    doc = json.loads(raw)
+    assert len(doc["traceEvents"]) == n
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    assert main(["export", str(p), "-o", str(tmp_path / "a" / "t.json.gz"), "-q"]) == 0
+    assert main(["export", str(p), "-o", str(tmp_path / "b" / "t.json"), "-q"]) == 0
+    gz = (tmp_path / "a" / "t.json.gz").read_bytes()
+    plain = (tmp_path / "b" / "t.json").read_bytes()
+    assert gz[:2] == b"\x1f\x8b" and len(gz) < len(plain) / 3
+    assert gzip.decompress(gz) == plain
+    assert [x.name for x in (tmp_path / "a").iterdir() if not x.name.startswith(".")] == ["t.json.gz"]  # no leftovers
+
+
+def test_gz_output_is_compressed_while_written(tmp_path, monkeypatch):
+    """`-o x.json.gz` is compressed as the renderer writes (util/atomic.py), never staged uncompressed:
+    mid-write, the only file being written is the gzip temporary beside the destination."""
+    import gzip
+    from inferscope.cli import main
+    from inferscope.trace import native
+    from helpers import Synth
+    t = Synth()
+    for i in range(200):
+        t.launch(10 * i, 10 * i + 2, 10 * i + 3, 10 * i + 9)
+    tr = t.done()
+    src = tmp_path / "in.iscope"
+    native.save(tr, src)
+    seen = []
+    real = chrome.write
+
+    def spy(trace, result, fh):
+        n = real(trace, result, fh)
+        fh.flush()
+        for f in sorted((tmp_path / "out").rglob("*")):
+            if f.is_file():
+                seen.append((f.name, f.read_bytes()[:2]))
+        return n
+    monkeypatch.setattr(chrome, "write", spy)
+    assert main(["export", str(src), "-o", str(tmp_path / "out" / "t.json.gz"), "-q"]) == 0
+    assert seen and all(head == b"\x1f\x8b" for _name, head in seen), seen
+    assert all(name.endswith(".tmp") and ".gz" in name for name, _ in seen), seen   # no plain t.json staged
+    doc = json.loads(gzip.decompress((tmp_path / "out" / "t.json.gz").read_bytes()))
+    assert len([e for e in doc["traceEvents"] if e.get("ph") == "X"]) >= 400
+    assert native.load(src).n_events == tr.n_events                                    # the input untouched

@@ -310,6 +310,63 @@ def case_cpu_oversubscription():
     assert finding(run(t), "cpu_oversubscription") is None
 
 
+def _gil_trace(other_pid=100, other_cls="user_code"):
+    """Main thread: Python 0-400 us, then off-CPU 400-1000 us; another thread runs ``other_cls`` 300-1000 us."""
+    t = Synth()
+    t.span(SpanKind.CPU_SAMPLE, "user_code", 0, 400, detail=t.b.strings.intern("app.py:handle"))
+    t.span(SpanKind.CPU_SAMPLE, "waiting", 400, 1000, detail=t.b.strings.intern("app.py:handle"))
+    other = t.b.track(TrackKind.CPU_THREAD, pid=other_pid, tid=101, name="poller")
+    t.span(SpanKind.CPU_SAMPLE, other_cls, 300, 1000, track=other, detail=t.b.strings.intern("app.py:spin_poll"))
+    return t
+
+
+def case_gil_contention():
+    res = run(_gil_trace())
+    f = finding(res, "gil_contention")
+    assert f["severity"] == "medium" and f["evidence"]["gil_wait_ms"] == pytest.approx(0.6)
+    assert f["evidence"]["gil_wait_pct"] == pytest.approx(60.0) and f["evidence"]["pct_of_waiting"] == pytest.approx(100.0)
+    assert f["evidence"]["culprit"] == "spin_poll" and f["evidence"]["culprit_thread"] == "poller"
+    assert res["verdict"]["id"] == "gil_bound"                   # not waiting_bound: the waiting is the GIL
+    assert "gil_contention" in finding(res, "host_waiting")["suggestion"]
+    for kw in ({"other_pid": 200}, {"other_cls": "cpu_compute"}):   # another process / native code: no GIL shared
+        r = run(_gil_trace(**kw))
+        assert finding(r, "gil_contention") is None and r["verdict"]["id"] == "waiting_bound", kw
+
+
+def case_page_fault_storm():
+    def trace(faults_per_interval, sys_pct):
+        t = Synth()
+        t.span(SpanKind.CPU_SAMPLE, "user_code", 0, 500, detail=t.b.strings.intern("app.py:parse"))
+        t.span(SpanKind.CPU_SAMPLE, "cpu_compute", 500, 1000, detail=t.b.strings.intern("app.py:touch"))
+        ts = [0, 250, 500, 750, 1000]
+        add_counter(t, "proc.page_faults", ts, [0, 0, 0, faults_per_interval, 2 * faults_per_interval])
+        add_counter(t, "proc.sys_cpu_pct", ts, [sys_pct] * 5)
+        return run(t)
+    res = trace(1000, 30.0)               # none in the first half, 1000 per 250 us (4M/s) in the second
+    f = finding(res, "page_fault_storm")
+    assert f["severity"] == "medium" and f["evidence"]["sys_cpu_pct"] == pytest.approx(30.0)
+    assert f["evidence"]["culprit"] == "touch" and f["evidence"]["culprit_ms"] == pytest.approx(0.5)
+    assert f["evidence"]["storm_faults"] == 2000 and f["evidence"]["storm_ms"] == pytest.approx(0.5)
+    assert finding(trace(1000, T.PAGE_FAULT_KERNEL_PCT / 2), "page_fault_storm") is None   # faults, little kernel time
+    assert finding(trace(0, 30.0), "page_fault_storm") is None                             # kernel time, no faults
+
+
+def case_cpu_run_queue():
+    def trace(runq_pct):
+        t = Synth()
+        t.span(SpanKind.CPU_SAMPLE, "user_code", 0, 1000, detail=t.b.strings.intern("app.py:handle"))
+        other = t.b.track(TrackKind.CPU_THREAD, pid=100, tid=101, name="omp")
+        t.span(SpanKind.CPU_SAMPLE, "cpu_compute", 0, 800, track=other, detail=t.b.strings.intern("app.py:gemm"))
+        add_counter(t, "proc.main_runq_pct", [0, 500, 1000], [runq_pct] * 3)
+        add_counter(t, "proc.invol_ctx_switches", [0, 500, 1000], [0, 100, 200])
+        return run(t)
+    f = finding(trace(30.0), "cpu_run_queue")
+    assert f["severity"] == "medium" and f["evidence"]["main_runq_pct"] == pytest.approx(30.0)
+    assert f["evidence"]["culprit"] == "omp" and f["evidence"]["culprit_recorded_ms"] == pytest.approx(0.8)
+    assert f["evidence"]["invol_ctx_switches_per_s"] == pytest.approx(200_000.0)
+    assert finding(trace(T.RUNQ_WAIT_LOW_PCT - 1), "cpu_run_queue") is None
+
+
 def case_slow_steps():
     t = Synth()
     for i in range(40):                                  # 40 steps of 100 us; steps 10 and 30 take 400 us
@@ -502,3 +559,28 @@ def test_children_explain_waiting():
     assert _waiting_main_with_children(0.2)["verdict"]["id"] == "waiting_bound"
     res = _waiting_main_with_children(None)
     assert res["verdict"]["id"] == "waiting_bound" and res["children"] is None
+
+
+def _prep_res(followed: bool) -> dict:
+    fn = lambda name, f, cls, thread, ms: {"function": name, "file": f, "class": cls, "thread": thread,
+                                           "self_ms": ms, "self_pct": ms / 10.0}
+    return {"breakdown": [{"category": "cpu_preprocessing", "ms": 800.0, "pct": 80.0,
+                           "parts": [{"name": "tokenization", "ms": 0.0}, {"name": "preprocessing", "ms": 300.0},
+                                     {"name": "user_code", "ms": 500.0}]}],
+            "culprits": {"functions": [fn("<module>", "app.py", "user_code", "main (100)", 244.0),
+                                       fn("import torch", "", "framework", "main (101)", 900.0),
+                                       fn("resize", "app.py", "preprocessing", "main (101)", 200.0)]},
+            "children": {"followed": 1 if followed else 0,
+                         "processes": [{"pid": 101, "followed": followed}]}}
+
+
+def test_cpu_preprocessing_names_the_followed_childs_function():
+    # user code leads (the main process's own <module>), and part of the category is a followed worker's
+    # work: the finding names both, the worker's function as such (its import is not a culprit)
+    f = D.cpu_preprocessing(_prep_res(True), {})
+    txt = " ".join(f["evidence_text"])
+    assert "Culprit: <module> (app.py): 244.0 ms" in txt
+    assert "Hottest function in the followed children: resize (app.py): 200.0 ms" in txt
+    assert f["evidence"]["child_culprit"] == "resize"
+    f = D.cpu_preprocessing(_prep_res(False), {})
+    assert "followed children" not in " ".join(f["evidence_text"]) and "child_culprit" not in f["evidence"]

@@ -99,3 +99,101 @@ def test_scope_names_classify_user_code(scope, cls):
     # plain user code on CPU: the innermost scope that says tokenize/preprocess decides
     runs = run_script([(frame, True)] * 4, scopes={IDENT: scope})
     assert [r[0] for r in runs] == [cls]
+
+
+class PacedClock(Clock):
+    """Also records the sampler's sleeps and gives it a CPU clock of its own ("sampler-clk")."""
+
+    def __init__(self, script, stop, *, register_cost_ns=0, stall_at=None, stall_ns=0, tick_cpu_ns=0):
+        super().__init__(script, stop)
+        self.sleeps = []
+        self.sampler_cpu = 0
+        self.register_cost_ns = register_cost_ns
+        self.stall_at, self.stall_ns, self.tick_cpu_ns = stall_at, stall_ns, tick_cpu_ns
+
+    def sleep(self, s):
+        self.sleeps.append(int(round(s * 1e9)))
+        super().sleep(s)
+
+    def frames(self):
+        if self.tick == self.stall_at:       # descheduled while holding the GIL: wall time, no CPU
+            self.now += self.stall_ns
+        self.sampler_cpu += self.tick_cpu_ns
+        return super().frames()
+
+    def getclk(self, ident):
+        if ident == IDENT:                   # registering the thread (perf_event_open, /proc files)
+            self.now += self.register_cost_ns
+            self.sampler_cpu += self.register_cost_ns
+            return "fake-clk"
+        return "sampler-clk"
+
+    def cputime(self, clk):
+        return self.sampler_cpu if clk == "sampler-clk" else super().cputime(clk)
+
+
+def paced_sleeps(n_ticks, **kw):
+    c = PacedClock([(next(decode_loop()), True)] * n_ticks, None, **kw)
+    s = SM.Sampler([], 200, {}, set(), clock=c.clock, sleep=c.sleep, frames=c.frames, cputime=c.cputime,
+                   getclk=c.getclk)
+    c.stop = s._stop.set
+    s.use_perf = False
+    s._perf_maps = s._PerfIP = s._perf_main = None
+    s._run()
+    s._close_all()
+    return c.sleeps
+
+
+def test_setup_tick_does_not_slow_sampling():
+    """A 30 ms thread registration (the first perf_event_open) used to feed the GIL budget: the
+    interval stretched to 100 ms for the next second and a 150 ms scope got no tick."""
+    assert set(paced_sleeps(40, register_cost_ns=30 * MS)) == {5 * MS}
+
+
+def test_descheduled_tick_does_not_slow_sampling():
+    """Wall time of a tick spent descheduled (host load) is not the sampler's cost: paced by CPU."""
+    assert set(paced_sleeps(40, stall_at=3, stall_ns=30 * MS)) == {5 * MS}
+
+
+def test_expensive_ticks_still_paced_by_budget():
+    """Ticks that really cost CPU (deep stacks, many threads) stretch the interval to the budget."""
+    sleeps = paced_sleeps(200, tick_cpu_ns=300_000)        # 0.3 ms per tick / 1.5 % budget = 20 ms
+    assert sleeps[0] == 5 * MS and 15 * MS < sleeps[-1] <= 20 * MS
+
+
+def test_low_sampling_rate_warning():
+    from types import SimpleNamespace
+    from inferscope.collect.session import sampling_rate_warning
+    slow = SimpleNamespace(steady_ticks=29, steady_ns=2_000_000_000)       # 14.5 Hz
+    assert "14 Hz of the 200 Hz" in sampling_rate_warning(slow, 200)
+    assert sampling_rate_warning(SimpleNamespace(steady_ticks=300, steady_ns=2_000_000_000), 200) is None
+    assert sampling_rate_warning(SimpleNamespace(steady_ticks=1, steady_ns=100_000_000), 200) is None   # too short to judge
+    assert sampling_rate_warning(None, 200) is None
+
+
+def test_gil_free_tick_in_library_plumbing_keeps_class():
+    """Without perf, a tick that gets the GIL at once while the thread has only stdlib frames on its
+    stack (a Pool worker blocked on its task queue) is a blocking wait, not native compute: the
+    thread keeps the class of what it did before (a spawn worker's resize read 40 % cpu_compute)."""
+    import threading
+    pre = next(preprocess_images())
+    box = {}
+    ev, done = threading.Event(), threading.Event()
+
+    def waiter():
+        box["f"] = sys._getframe()
+        ev.set()
+        done.wait(5)
+    th = threading.Thread(target=waiter)
+    th.start()
+    ev.wait(5)
+    try:
+        lib = box["f"].f_back          # threading.Thread.run and its callers: stdlib frames only
+        runs = run_script([(pre, True)] * 4 + [(lib, True)] * 4)
+        assert [r[0] for r in runs] == ["preprocessing"], runs
+        # a labelled frame still decides (user code after the preprocessing)
+        runs = run_script([(pre, True)] * 4 + [(next(decode_loop()), True)] * 4)
+        assert [r[0] for r in runs][0] == "preprocessing" and runs[-1][0] in ("user_code", "cpu_compute"), runs
+    finally:
+        done.set()
+        th.join()

@@ -1,11 +1,13 @@
 """Planted, no scope(): an image pipeline whose preprocessing (a pure-Python bilinear resize) runs in
 2 multiprocessing workers; the main process only waits for their results and runs a tiny model.
+``python mp_preprocess.py [spawn|fork|forkserver]`` picks the start method (default spawn).
 
 Self-timed truth: one JSON line {"import_s", "loop_s", "wait_s", "worker_resize_cpu_s", "workers"}; the
 workers' CPU time is in the children, not in the main process.
 """
 import json
 import multiprocessing as mp
+import sys
 import time
 
 t0 = time.perf_counter()
@@ -46,7 +48,8 @@ if __name__ == "__main__":
     model = torch.nn.Linear(96 * 96, 10)
     wait = worker_cpu = 0.0
     t2 = time.perf_counter()
-    with mp.get_context("spawn").Pool(2) as pool:
+    method = sys.argv[1] if len(sys.argv) > 1 else "spawn"
+    with mp.get_context(method).Pool(2) as pool:
         for batch in range(24):
             a = time.perf_counter()
             res = pool.map(work, range(batch * 8, batch * 8 + 8))
@@ -58,4 +61,5 @@ if __name__ == "__main__":
         pool.close()       # workers exit normally (the with-block alone would terminate them)
         pool.join()
     t3 = time.perf_counter()
-    print(json.dumps({"import_s": t1 - t0, "loop_s": t3 - t2, "wait_s": wait, "worker_resize_cpu_s": worker_cpu, "workers": 2}))
+    print(json.dumps({"import_s": t1 - t0, "loop_s": t3 - t2, "wait_s": wait, "worker_resize_cpu_s": worker_cpu, "workers": 2,
+                      "start_method": method}))

@@ -7,6 +7,11 @@ installed (extra ``[parquet]``).
 ``--jobs N`` analyses N inputs at a time in worker processes; each worker holds one trace at a
 time and is replaced after a few inputs, so memory is bounded by N traces.  A bad input is one
 row with its one-line error (the others still run); the command then exits 2.
+``--engine ray`` runs the same ``analyze_one`` per input as Ray tasks (extra ``[ray]``, imported only
+then): ``--address`` goes to ``ray.init`` (default: start a local instance), at most ``RAY_IN_FLIGHT_PER_CPU``
+tasks per cluster CPU are submitted at a time and results are collected with ``ray.wait`` as they finish,
+so the driver never holds more than that window of pending tasks.  Inputs and ``-o`` must be paths every
+node sees (a shared file system): the tasks read the inputs and write the report folders where they run.
 """
 from __future__ import annotations
 
@@ -22,6 +27,9 @@ from .errors import ConfigError, InferScopeError, InputError
 TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".sqlite", ".iscope")
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2, "info": 3}
 MAX_TASKS_PER_CHILD = 4
+ENGINES = ("local", "ray")
+RAY_IN_FLIGHT_PER_CPU = 2   # pending Ray tasks per cluster CPU: enough to keep every CPU busy between waits
+RAY_CONNECT_TIMEOUT_S = 10  # TCP probe of --address HOST:PORT; ray.init itself retries an unreachable GCS for minutes
 
 
 def is_many(inputs: list[str]) -> bool:
@@ -84,7 +92,9 @@ def _llm(result: dict) -> dict | None:
 
 
 def summary_row(src: Path, result: dict, report_dir: str) -> dict:
+    """One row per input; ``job``/``straggler`` are filled in from the cross-rank section (cross_rank.py)."""
     g = result.get("gpu") or {}
+    dist = (result.get("source") or {}).get("distributed") or {}
     findings = sorted(result.get("findings") or [], key=lambda f: SEVERITY_ORDER.get(f.get("severity"), 9))
     return {"source": str(src), "report_dir": report_dir, "error": None,
             "format": (result.get("source") or {}).get("format"),
@@ -93,7 +103,8 @@ def summary_row(src: Path, result: dict, report_dir: str) -> dict:
             "shares_pct": {c["category"]: c["pct"] for c in result.get("breakdown") or []},
             "gpu_idle_pct": g.get("idle_pct") if g else None,
             "verdict": (result.get("verdict") or {}).get("id"), "confidence": (result.get("verdict") or {}).get("confidence"),
-            "top_findings": [f["id"] for f in findings[:5]], "llm": _llm(result)}
+            "top_findings": [f["id"] for f in findings[:5]], "llm": _llm(result),
+            "rank": dist.get("rank"), "world_size": dist.get("world_size"), "job": None, "straggler": None}
 
 
 def finding_rows(src: Path, result: dict) -> list[dict]:
@@ -101,8 +112,10 @@ def finding_rows(src: Path, result: dict) -> list[dict]:
              "evidence": f.get("evidence"), "suggestion": f.get("suggestion")} for f in result.get("findings") or []]
 
 
-def analyze_one(src: str, outdir: str, folder: str, output_formats: str | None, options) -> tuple[dict, list[dict]]:
-    """Worker: load, analyse, write one input's report folder; its summary row and finding rows."""
+def analyze_one(src: str, outdir: str, folder: str, output_formats: str | None, options) -> tuple[dict, list[dict], dict | None]:
+    """Worker: load, analyse, write one input's report folder; its summary row, finding rows and, when the
+    trace names its rank, the few KB the cross-rank comparison reads (cross_rank.rank_profile)."""
+    from .cross_rank import rank_profile
     from .app import report
     from .ingest import load_trace
     from .outputs import resolve_outputs
@@ -111,12 +124,12 @@ def analyze_one(src: str, outdir: str, folder: str, output_formats: str | None, 
         trace = load_trace(src)
         result, _ = report(trace, options, resolve_outputs(str(rdir), output_formats))
     except InferScopeError as e:
-        return {"source": src, "report_dir": None, "error": str(e).splitlines()[0] if str(e) else type(e).__name__}, []
+        return {"source": src, "report_dir": None, "error": str(e).splitlines()[0] if str(e) else type(e).__name__}, [], None
     except MemoryError:
-        return {"source": src, "report_dir": None, "error": "out of memory while processing the trace"}, []
+        return {"source": src, "report_dir": None, "error": "out of memory while processing the trace"}, [], None
     except Exception as e:  # a bug on one input must not lose the others
-        return {"source": src, "report_dir": None, "error": f"internal error: {type(e).__name__}: {' '.join(str(e).split())[:300]}"}, []
-    return summary_row(Path(src), result, folder), finding_rows(Path(src), result)
+        return {"source": src, "report_dir": None, "error": f"internal error: {type(e).__name__}: {' '.join(str(e).split())[:300]}"}, [], None
+    return summary_row(Path(src), result, folder), finding_rows(Path(src), result), rank_profile(result)
 
 
 def _indexed(it):
@@ -124,15 +137,95 @@ def _indexed(it):
     return i, analyze_one(*t)
 
 
+def _probe(address: str) -> None:
+    """One-line error, fast, when --address HOST:PORT does not accept connections ('auto' is Ray's to resolve)."""
+    import socket
+    hostport = address.split("://", 1)[-1].rstrip("/")
+    host, sep, port = hostport.rpartition(":")
+    if address == "auto" or not sep:
+        return
+    if not port.isdigit():
+        raise ConfigError(f"--address {address}: expected 'auto', HOST:PORT or ray://HOST:PORT")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_TIMEOUT_S).close()
+    except OSError as e:
+        raise ConfigError(f"cannot connect to Ray at {address}: {e.strerror or e}") from None
+
+
+def _ray_init(address: str | None, jobs: int):
+    """Import Ray and connect (``address``) or start a local instance: (the ray module, whether this call
+    started it and so must shut it down)."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("--engine ray needs Ray: pip install 'inferscope[ray]'") from None
+    if ray.is_initialized():
+        return ray, False
+    kw: dict = {"log_to_driver": False, "logging_level": "error"}
+    if address:
+        _probe(address)
+        kw["address"] = address
+    else:
+        kw["include_dashboard"] = False
+        if jobs > 1:
+            kw["num_cpus"] = jobs
+    try:
+        ray.init(**kw)
+    except Exception as e:   # ConnectionError, RuntimeError, ValueError... depending on the Ray version
+        where = f"at {address}" if address else "(local instance)"
+        hint = " (a cluster with token authentication also needs RAY_AUTH_MODE=token here)" if address else ""
+        raise ConfigError(f"cannot start or connect to Ray {where}: {type(e).__name__}: "
+                          f"{' '.join(str(e).split())[:200]}{hint}") from None
+    return ray, True
+
+
+def _run_ray(tasks: list[tuple], results: list, address: str | None, jobs: int, progress) -> None:
+    ray, started = _ray_init(address, jobs)
+    try:
+        cpus = int(ray.cluster_resources().get("CPU", 1) or 1)
+        window = max(jobs, RAY_IN_FLIGHT_PER_CPU * cpus, 1)
+        remote = ray.remote(num_cpus=1, max_retries=1)(analyze_one)
+        pending: dict = {}
+        nxt = done = 0
+        while nxt < len(tasks) or pending:
+            while nxt < len(tasks) and len(pending) < window:
+                src, outdir, *rest = tasks[nxt]   # absolute: a task's working directory is Ray's, not ours
+                pending[remote.remote(os.path.abspath(src), os.path.abspath(outdir), *rest)] = nxt
+                nxt += 1
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                i = pending.pop(ref)
+                try:
+                    results[i] = ray.get(ref)
+                except Exception as e:   # the task's worker died (OOM kill, node lost): that input's row
+                    results[i] = ({"source": tasks[i][0], "report_dir": None,
+                                   "error": f"ray task failed: {type(e).__name__}: {' '.join(str(e).split())[:200]}"}, [], None)
+                for r in (results[i][0], *results[i][1]):   # the rows name the input as given, as locally
+                    r["source"] = tasks[i][0]
+                done += 1
+                if progress:
+                    progress(done, len(tasks), tasks[i][0], results[i][0])
+    finally:
+        if started:
+            ray.shutdown()
+
+
 def analyze_many(inputs: list[str], outdir: str, output_formats: str | None, options, jobs: int = 1,
-                 progress=None) -> tuple[list[dict], list[dict]]:
+                 progress=None, engine: str = "local", address: str | None = None) -> tuple[list[dict], list[dict], list]:
+    """Summary rows and finding rows (input order), and the rank profiles (None for a trace without a rank)."""
     if jobs < 1:
         raise ConfigError("--jobs must be >= 1")
+    if engine not in ENGINES:
+        raise ConfigError(f"--engine {engine}: expected one of {', '.join(ENGINES)}")
+    if address and engine != "ray":
+        raise ConfigError("--address applies to --engine ray")
     paths = expand(inputs)
     names = _folder_names(paths)
     tasks = [(str(p), outdir, n, output_formats, options) for p, n in zip(paths, names)]
     results: list = [None] * len(tasks)
-    if jobs == 1 or len(tasks) == 1:
+    if engine == "ray":
+        _run_ray(tasks, results, address, jobs, progress)
+    elif jobs == 1 or len(tasks) == 1:
         for i, t in enumerate(tasks):
             results[i] = analyze_one(*t)
             if progress:
@@ -150,7 +243,7 @@ def analyze_many(inputs: list[str], outdir: str, output_formats: str | None, opt
                     progress(done, len(tasks), tasks[i][0], res[0])
     rows = [r[0] for r in results]
     findings = [f for r in results for f in r[1]]
-    return rows, findings
+    return rows, findings, [r[2] for r in results]
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> None:
@@ -170,7 +263,7 @@ def flat_summary(rows: list[dict]) -> list[dict]:
     out = []
     for r in rows:
         f = {k: r.get(k) for k in ("source", "report_dir", "error", "format", "window", "e2e_ms", "gpu_idle_pct",
-                                   "verdict", "confidence")}
+                                   "verdict", "confidence", "rank", "world_size", "job", "straggler")}
         f["devices"] = list(r.get("devices") or [])
         f["top_findings"] = list(r.get("top_findings") or [])
         for c in CATEGORIES:
@@ -204,7 +297,8 @@ def parquet_outputs(outdir: Path, rows: list[dict], findings: list[dict]) -> lis
         return []
     s = pa.schema([("source", pa.string()), ("report_dir", pa.string()), ("error", pa.string()), ("format", pa.string()),
                    ("window", pa.string()), ("e2e_ms", pa.float64()), ("gpu_idle_pct", pa.float64()), ("verdict", pa.string()),
-                   ("confidence", pa.float64()), ("devices", pa.list_(pa.string())), ("top_findings", pa.list_(pa.string()))] +
+                   ("confidence", pa.float64()), ("rank", pa.int64()), ("world_size", pa.int64()), ("job", pa.string()),
+                   ("straggler", pa.bool_()), ("devices", pa.list_(pa.string())), ("top_findings", pa.list_(pa.string()))] +
                   [(f"{c}_pct", pa.float64()) for c in CATEGORIES] +
                   [("ttft_ms", pa.float64()), ("tpot_ms", pa.float64()), ("tokens_per_s", pa.float64())])
     fs = pa.schema([("source", pa.string()), ("id", pa.string()), ("severity", pa.string()), ("title", pa.string()),
@@ -230,10 +324,21 @@ def cli_analyze_many(args) -> int:
         def say(k, n, src, row):
             status = f"error: {row['error']}" if row.get("error") else f"{row.get('verdict')}"
             print(plain(f"[{k}/{n}] {src}: {status}", 400), file=sys.stderr, flush=True)
-    rows, findings = analyze_many(list(args.trace), outdir, args.format, opts, args.jobs, say)
+    rows, findings, profiles = analyze_many(list(args.trace), outdir, args.format, opts, args.jobs, say,
+                                            engine=getattr(args, "engine", "local"), address=getattr(args, "address", None))
+    from .cross_rank import cross_rank, row_fields
+    cr = cross_rank([{"source": r["source"], "report_dir": r["report_dir"], "profile": p}
+                     for r, p in zip(rows, profiles) if p])
+    by_src = row_fields(cr)
+    for r in rows:
+        if r["source"] in by_src:
+            r.update(by_src[r["source"]])
     write_jsonl(Path(outdir) / "summary.jsonl", rows)
     write_jsonl(Path(outdir) / "findings.jsonl", findings)
     extra = parquet_outputs(Path(outdir), rows, findings)
+    if cr:
+        from .report.cross_rank import write as write_cross_rank
+        extra += write_cross_rank(Path(outdir), cr)
     bad = [r for r in rows if r.get("error")]
     if not args.quiet:
         print(f"analysed {len(rows) - len(bad)} of {len(rows)} inputs")

@@ -62,7 +62,7 @@ def cmd_analyze(args) -> int:
     from .report.markdown import headline, plain
     if isinstance(args.trace, list):
         from .batch import cli_analyze_many, is_many
-        if is_many(args.trace):
+        if is_many(args.trace) or args.engine != "local" or args.address:
             return cli_analyze_many(args)
         args.trace = args.trace[0]
     cfg = _config(args, report_format=args.format)
@@ -128,6 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("analyze", help="analyse a trace (PyTorch profiler JSON[.gz], Nsight Systems .sqlite, InferScope .iscope)")
     a.add_argument("trace", nargs="+", help="a trace; several, a folder or a glob: one report folder each plus summary.jsonl")
     a.add_argument("--jobs", type=int, default=1, metavar="N", help="with several inputs: analyse N at a time (processes)")
+    a.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="with several inputs: 'local' (this machine, --jobs processes) or 'ray' (Ray tasks; extra [ray])")
+    a.add_argument("--address", default=None, metavar="ADDR",
+                   help="--engine ray: the cluster to use ('auto', HOST:PORT, ray://...); default: start a local Ray")
     a.add_argument("-o", "--output", default=None,
                    help="output directory (default ./inferscope-out) or a single report file (report.md, report.html, report.json)")
     a.add_argument("--format", default=None, help=f"comma-separated: md,json,csv,html,chrome (default {DEFAULT_FORMATS})")

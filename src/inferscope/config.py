@@ -29,6 +29,7 @@ ENV = {
     "torch_profiler": "INFERSCOPE_TORCH_PROFILER",
     "flush_interval_s": "INFERSCOPE_FLUSH_INTERVAL_S",
     "perf_ip_sampling": "INFERSCOPE_PERF_IP_SAMPLING",
+    "follow_children": "INFERSCOPE_FOLLOW_CHILDREN",
     "max_decompressed_mb": "INFERSCOPE_MAX_DECOMPRESSED_MB",
     "metrics_port": "INFERSCOPE_METRICS_PORT",
     "gpu_util_low_pct": "INFERSCOPE_GPU_UTIL_LOW_PCT",
@@ -71,6 +72,7 @@ class Config:
     torch_profiler: str = "auto"           # auto: on when the workload imports torch and CUDA is available
     flush_interval_s: float = 2.0
     perf_ip_sampling: bool = True          # perf_event IP samples decide cpu_compute vs framework (Linux)
+    follow_children: bool = True           # `inferscope run` samples Python child processes too (collect/bootstrap.py)
     # cap on decompressed input (.json.gz, .iscope members); None: 50x the compressed size,
     # at least 64 MB, at most 4096 MB (ingest/kineto.py decompress_limit)
     max_decompressed_mb: float | None = None
@@ -138,7 +140,7 @@ def _validate(key: str, v, where: str):
         return _num(v, where, 0, 1 << 20, positive=True)
     if key == "system_sampling_hz":
         return _num(v, where, 0, 1000)
-    if key == "perf_ip_sampling":
+    if key in ("perf_ip_sampling", "follow_children"):
         return _bool(v, where)
     if key == "flush_interval_s":
         return _num(v, where, 0.1, 3600)

@@ -39,6 +39,24 @@ class Device(_S):
     compute_capability: Optional[str] = None
 
 
+class ProcessGroup(_S):
+    pg_name: str
+    pg_desc: str
+    backend_config: str
+    pg_size: Optional[int]
+    ranks: list[int]
+
+
+class Distributed(_S):
+    """Kineto ``distributedInfo``: which rank of which torch.distributed job the trace is."""
+    rank: int
+    world_size: Optional[int] = None
+    pg_count: Optional[int] = None
+    backend: Optional[str] = None
+    nccl_version: Optional[str] = None
+    pg_config: list[ProcessGroup] = []
+
+
 class Source(_S):
     format: str
     file: Optional[str]
@@ -48,6 +66,7 @@ class Source(_S):
     spans: int
     tracks: int
     counters: int
+    distributed: Optional[Distributed] = None
 
 
 class WindowInfo(_S):
@@ -429,10 +448,12 @@ class ChildProcess(_S):
     first_seen_ms: float        # relative to the window start
     last_seen_ms: float
     alive_at_end: bool
+    followed: bool = False      # sampled into the trace (its own pid's threads)
 
 
 class Children(_S):
-    """Child processes of a live run, not profiled: their CPU time from /proc (analyze/children.py)."""
+    """Child processes of a live run: their CPU time from /proc; Python ones followed (sampled) by default
+    (analyze/children.py)."""
     count: int
     cpu_s_total: float
     reaped_cpu_s: float
@@ -442,6 +463,8 @@ class Children(_S):
     basis: str
     followed: int = 0           # Python children followed into the trace (their samples, own pids)
     waiting_on_children_ms: Num = None   # critical thread waiting while a followed child was on-CPU
+    not_followed: int = 0       # children seen in /proc that were not followed (not Python, or following off)
+    not_followed_cpu_s: float = 0.0   # their CPU time (/proc), not profiled
 
 
 class CpuSampling(_S):
@@ -558,6 +581,48 @@ class CountersSection(_S):
     dropped_samples: int
     rule: str
     slow_steps: Optional[SlowSteps] = None
+    invol_ctx_switches_per_s: Num = None   # preempted while runnable (CPU contention)
+    sys_cpu_pct: Num = None                # kernel-mode CPU of the process, % of one core (page faults, syscalls)
+    main_runq_pct: Num = None              # main thread runnable but not running, % of wall (schedstat)
+
+
+class GilThread(_S):
+    thread: str
+    python_ms: float               # the thread's on-CPU Python samples in the window
+    overlap_ms: float              # ... while the critical thread was off-CPU
+    function: Optional[str]        # its hottest function during that overlap
+    file: Optional[str]
+
+
+class GilWait(_S):
+    critical_waiting_ms: float
+    waiting_while_python_ms: float  # upper bound of the critical thread's GIL wait
+    pct_of_window: float
+    pct_of_waiting: float
+    python_threads: int
+    threads: list[GilThread]
+    basis: str
+
+
+class FaultFunction(_S):
+    function: str
+    file: str
+    thread: str
+    ms: float
+
+
+class FaultStorms(_S):
+    intervals: int                 # counter intervals at >= rate_threshold_per_s
+    ms: float                      # their length in the window
+    faults: int
+    functions: list[FaultFunction]  # the critical thread's sampled functions inside them
+    rate_threshold_per_s: float
+
+
+class Contention(_S):
+    """Live runs: the GIL and page-fault storms (analyze/contention.py)."""
+    gil: Optional[GilWait]
+    page_faults: Optional[FaultStorms]
 
 
 class Finding(_S):
@@ -833,6 +898,7 @@ class Report(_S):
     tables: dict[str, Table]
     about: About
     nvtx: Optional[Nvtx] = None
+    contention: Optional[Contention] = None
     per_pid: Optional[PerPid] = None
     nsys_extras: Optional[NsysExtras] = None
     collection_cost: Optional[CollectionCost] = None

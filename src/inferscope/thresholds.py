@@ -290,6 +290,12 @@ STARTUP_CALL_OUTLIER_MIN_MS = 1.0
 # The first step is start-up when it lasts more than this many times the median of the later steps
 # (torch.profiler's schedule wait/warmup steps exist for the same reason).
 STARTUP_STEP_OUTLIER_FACTOR = 3.0
+# A repeated inferscope.scope() name whose first call lasts more than this many times the median of
+# its later calls is a warm-up (cache fills, lazy init, first-call compilation): the scope window starts
+# after it and the call is reported separately.  Same factor and reasoning as the first_step rule;
+# at least SCOPE_WARMUP_MIN_LATER later calls make the median a typical duration, not one sample.
+SCOPE_WARMUP_FACTOR = 3.0
+SCOPE_WARMUP_MIN_LATER = 2
 # Source: InferScope's own rule: a start-up or teardown part shorter than this share of the trace is
 # left in the window (cutting it would move the numbers without changing the answer).
 PHASE_CUT_MIN_PCT = 1.0
@@ -301,3 +307,36 @@ PHASE_CUT_MIN_PCT = 1.0
 # main process's waiting time, the waiting is explained by work in the children: the verdict is
 # child_process_bound, not waiting_bound.
 CHILD_WAIT_EXPLAINED_FRACTION = 0.5
+
+# --- cross-rank comparison (multi-input analyze) ------------------------------
+# Source: presentation choice, not a measured threshold.  How many categories / kernels / ops / functions the "what the straggler did differently" tables list,
+# largest |straggler - median of the other ranks| first.  Five keeps the section one screen per job; the
+# per-rank report folders hold the full tables.
+CROSS_RANK_TOP_ITEMS = 5
+
+# --- host contention (analyze/contention.py; findings gil_contention, page_fault_storm, cpu_run_queue) ---
+# Source: InferScope's own rules, measured on the planted zoo (examples/zoo, 2-vCPU VM, load 1.1-1.4).
+# GIL: the critical thread off-CPU while another thread of its process runs Python is (at most) a
+# wait for the GIL.  zoo_gil.py (3 spinning Python threads beside the main loop): 30-57 % of the
+# window (3 runs); zoo_lock_wait.py (a lock held by a sleeping thread): 0 %.  A tenth of the window
+# is worth a finding (the floor of host_waiting, which it refines), a quarter is medium.
+GIL_WAIT_LOW_PCT = 10.0
+GIL_WAIT_MEDIUM_PCT = 25.0
+# The GIL explains the critical thread's waiting (verdict gil_bound instead of waiting_bound;
+# host_waiting points at gil_contention) when the overlap is at least this fraction of the waiting:
+# the same rule as CHILD_WAIT_EXPLAINED_FRACTION for child processes.
+GIL_WAIT_EXPLAINED_FRACTION = 0.5
+# Page faults: a counter interval (20 Hz system samples) is a fault storm at this many faults/s.
+# Cost per fault measured on the VM (numpy writes to fresh 48 MiB arrays, THP on): 12-13 us of
+# kernel time each, so 1,000 faults/s is >= 1 % of a core.  The finding is judged on the measured
+# kernel-mode CPU (PAGE_FAULT_KERNEL_PCT), since a fault's cost varies ~10x with page size.
+PAGE_FAULT_STORM_PER_S = 1000.0
+# Kernel-mode CPU of the process (getrusage ru_stime, % of one core over the window) from which
+# faults at a storm rate are worth a finding (low; medium at twice it).  zoo_pagefault.py: 38-62 %
+# at 29-39k faults/s; the pure-Python and lock-wait programs: 0-2 %.
+PAGE_FAULT_KERNEL_PCT = 10.0
+# The main thread runnable but not running (/proc/self/schedstat run-queue delay), % of the window:
+# a tenth lost to CPU contention is a finding (low), a quarter medium.  zoo_omp_oversub.py (8 torch
+# threads on 2 cores): 36-47 %; zoo_pagefault.py (1 thread): 0.3-3 %.
+RUNQ_WAIT_LOW_PCT = 10.0
+RUNQ_WAIT_MEDIUM_PCT = 25.0

@@ -36,7 +36,7 @@ from ..trace.model import Trace
 from .. import classes as CL
 from . import classify as C
 from .intervals import clip, coverage_on_bounds, union
-from .threads import child_process_tracks, critical_tracks
+from .threads import critical_tracks, helper_tracks
 from .window import Window
 
 CATEGORIES = ("gpu_compute", "gpu_communication", "h2d_copy", "d2h_copy", "other_copy", "sync_wait", "cpu_preprocessing",
@@ -171,7 +171,7 @@ def source_masks(trace: Trace, critical_only: bool = True) -> dict[str, np.ndarr
     # blocking syncs count wherever they are
     crit, _ = critical_tracks(trace)
     on = (crit | (trace.tracks.kind != TrackKind.CPU_THREAD))[s.track] if len(s) else np.zeros(0, dtype=bool)
-    kids = child_process_tracks(trace)[s.track] if len(s) else np.zeros(0, dtype=bool)
+    kids = helper_tracks(trace)[s.track] if len(s) else np.zeros(0, dtype=bool)
     masks = {
         "kernel": C.compute_kernel_mask(trace),
         "comm": C.comm_kernel_mask(trace),
@@ -193,8 +193,8 @@ def source_masks(trace: Trace, critical_only: bool = True) -> dict[str, np.ndarr
         "waiting": sample_class("waiting") | (k == SpanKind.OS_RUNTIME),
     }
     if critical_only:
-        # followed child processes' CPU work: counted only where the critical thread does nothing
-        # of its own (segment_classes), so it explains the main process's waiting on them
+        # followed child processes' and native threads' CPU work: counted only where the critical
+        # thread does nothing of its own (segment_classes), so it explains its waiting on them
         if kids.any():
             # a child's own start-up (its module imports) is not the work the main process waits for
             imp = np.zeros(len(s), dtype=bool)
@@ -311,6 +311,17 @@ def segment_classes(trace: Trace, window: Window):
         unassigned &= ~take
         part_names.extend(parts)
     return seg_s, seg_e, cat, part_names, part
+
+
+def labelled_segments(trace: Trace, window: Window) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Read-only view of segment_classes: (start_ns, end_ns, label) per elementary segment of the
+    window, label = "category" or "category/part" (the breakdown's own partition, nothing recomputed).
+    Used by the zoo truth harness (examples/zoo/zoo_harness.py)."""
+    seg_s, seg_e, cat, part_names, part = segment_classes(trace, window)
+    table = np.array([f"{c}/{p}" for c in CATEGORIES for p in part_names] + list(CATEGORIES), dtype=object)
+    code = np.where(part < 0, len(CATEGORIES) * len(part_names) + cat.astype(np.int64),
+                    cat.astype(np.int64) * len(part_names) + part)
+    return seg_s, seg_e, table[code]
 
 
 def breakdown(trace: Trace, window: Window) -> dict:

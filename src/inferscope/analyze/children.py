@@ -1,5 +1,6 @@
-"""Child processes of a live run (multiprocessing / DataLoader workers, subprocesses): not profiled,
-but their CPU time is counted from /proc (``collect/system.py``: ``child.cpu_s[<pid>] <comm>``
+"""Child processes of a live run (multiprocessing / DataLoader workers, subprocesses).  Python children
+are followed by default (collect/bootstrap.py: their samples are in the trace under their own pid);
+every child's CPU time is counted from /proc (``collect/system.py``: ``child.cpu_s[<pid>] <comm>``
 counters, cumulative user+sys seconds per live descendant, and ``children.reaped_cpu_s`` for the
 children already waited for), so the report can say that work ran where the sampler did not look.
 
@@ -48,14 +49,18 @@ def children(trace: Trace, window) -> dict | None:
     if not rows and reaped <= 0:
         return None
     followed = _followed(trace, lo, hi)
+    for r in rows:
+        r["followed"] = r["pid"] in followed["pids"]
     rows.sort(key=lambda r: -r["cpu_s"])
     # reaped children's time is in RUSAGE_CHILDREN; those still alive at the end are not yet
     alive = sum(r["cpu_s"] for r in rows if r["alive_at_end"])
     total = reaped + alive
     n = max(len(rows), 1 if reaped > 0 else 0)
+    nf = [r for r in rows if not r["followed"]]
     return {"count": n, "cpu_s_total": total, "reaped_cpu_s": reaped,
             "cpu_s_in_window": sum(r["cpu_s_in_window"] for r in rows), "profiled": bool(followed["followed"]),
             "followed": followed["followed"], "waiting_on_children_ms": followed["waiting_on_children_ms"], "processes": rows,
+            "not_followed": len(nf), "not_followed_cpu_s": sum(r["cpu_s"] for r in nf),
             "basis": "/proc/<pid>/stat user+sys time of each live descendant, every ~0.5 s, and getrusage(RUSAGE_CHILDREN) "
                      "for reaped ones; CPU time in the window is an estimate from those observations"}
 
@@ -69,7 +74,7 @@ def _followed(trace: Trace, lo: int, hi: int) -> dict:
     kids = child_process_tracks(trace)
     s = trace.spans
     if not kids.any():
-        return {"followed": 0, "waiting_on_children_ms": None}
+        return {"followed": 0, "waiting_on_children_ms": None, "pids": set()}
     smp = (s.kind == SpanKind.CPU_SAMPLE) & kids[s.track]
     wid = trace.strings.get("waiting")
     busy = smp & (s.name != wid)
@@ -77,18 +82,25 @@ def _followed(trace: Trace, lo: int, hi: int) -> dict:
     wa, wb = source_intervals(trace)["waiting"]            # the critical thread's waiting
     wu = union(*clip(wa, wb, lo, hi))
     both = int(overlap_with_union(wu[0], wu[1], bu[0], bu[1]).sum())
-    return {"followed": int(len(np.unique(trace.tracks.pid[np.flatnonzero(kids)]))), "waiting_on_children_ms": both / 1e6}
+    pids = set(np.unique(trace.tracks.pid[np.flatnonzero(kids)]).tolist())
+    return {"followed": len(pids), "waiting_on_children_ms": both / 1e6, "pids": pids}
 
 
 def children_warning(ch: dict | None) -> str | None:
     if not ch or ch["cpu_s_total"] <= 0:
         return None
     if ch.get("followed"):
+        nf = [r for r in ch["processes"] if not r.get("followed")]
+        rest = ""
+        if nf:
+            top = ", ".join(f"{r['comm']} [{r['pid']}] {r['cpu_s']:.2f} CPU-s" for r in nf[:3])
+            rest = (f" {len(nf)} child process(es) were not followed (not Python, multiprocessing's helpers, or without InferScope's "
+                    f"environment) and used {sum(r['cpu_s'] for r in nf):.2f} CPU-s that were not profiled: {top}.")
         return (f"{ch['count']} child process(es) used {ch['cpu_s_total']:.2f} CPU-s; {ch['followed']} Python child "
                 f"process(es) were followed (sampled: their functions are in the culprit tables, thread 'main (<pid>)'), "
-                f"and the program waited {ch['waiting_on_children_ms']:.1f} ms while a followed child was on-CPU.")
+                f"and the program waited {ch['waiting_on_children_ms']:.1f} ms while a followed child was on-CPU." + rest)
     top = ", ".join(f"{r['comm']} [{r['pid']}] {r['cpu_s']:.2f} CPU-s" for r in ch["processes"][:3])
     return (f"{ch['count']} child process(es) used {ch['cpu_s_total']:.2f} CPU-s that were not profiled "
             f"(~{ch['cpu_s_in_window']:.2f} CPU-s inside the window, estimate)" + (f": {top}" if top else "") +
-            ". Their work (e.g. DataLoader / multiprocessing workers) is not in the breakdown or the culprit tables; "
-            "time the main process spends waiting on them shows as waiting.")
+            ". Their work is not in the breakdown or the culprit tables (not Python, or following turned off: "
+            "follow_children / INFERSCOPE_FOLLOW_CHILDREN=0); time the main process spends waiting on them shows as waiting.")

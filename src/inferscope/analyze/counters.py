@@ -30,7 +30,8 @@ from ..trace.model import Trace
 from .intervals import active_at, union
 from .window import Window
 
-CUMULATIVE = {"proc.page_faults": "proc.page_faults_per_s", "proc.ctx_switches": "proc.ctx_switches_per_s"}
+CUMULATIVE = {"proc.page_faults": "proc.page_faults_per_s", "proc.ctx_switches": "proc.ctx_switches_per_s",
+              "proc.invol_ctx_switches": "proc.invol_ctx_switches_per_s"}
 REASONS_METRIC = "gpu.clock_event_reasons"
 # NVML clocks-event reason bits (nvml.h, nvmlClocksEventReason*; formerly ClocksThrottleReason*).
 # 0x1 (GPU idle) and 0x2 (application clocks setting) and 0x100 (display clock setting) are not
@@ -197,11 +198,18 @@ def counters(trace: Trace, window: Window, max_ranges: int = 8) -> dict | None:
             "rss_peak_bytes": int(rss["max"]) if rss else None,
             "page_faults_per_s": pf["mean"] if pf else None,
             "ctx_switches_per_s": cs["mean"] if cs else None,
+            "invol_ctx_switches_per_s": _mean(find("proc.invol_ctx_switches_per_s")),
+            "sys_cpu_pct": _mean(find("proc.sys_cpu_pct")),
+            "main_runq_pct": _mean(find("proc.main_runq_pct")),
             "process_cores": process_cores, "throttle": throttle, "numa": _numa(numa),
             "dropped_samples": bad_total, "slow_steps": slow,
             "rule": "samples with start <= ts <= end of the window; min/mean/p95/max over samples; cumulative counters as "
                     "rates; NaN/inf/negative samples dropped",
             "tables": tables, "warnings": warnings}
+
+
+def _mean(row: dict | None) -> float | None:
+    return row["mean"] if row else None
 
 
 def _throttle(per_track: dict, lo: int, hi: int, win_ns: int) -> list[dict]:

@@ -398,6 +398,25 @@ def gpu_communication(res: dict, found: dict) -> dict | None:
         "communicated (tensor-parallel degree, lower precision), or check for waits on a slower rank.")
 
 
+def _with_child_culprit(e: "Evidence", res: dict, txt: list[str], classes: tuple = (), same_as: str | None = None) -> str | None:
+    """Name the hottest function sampled in a followed child process (its own imports and waiting
+    excepted; only ``classes`` when given): the work the main process waits on."""
+    ch = res.get("children") or {}
+    if not ch.get("followed"):
+        return None
+    pids = [f"({p['pid']})" for p in ch.get("processes") or [] if p.get("followed")]
+    kid_fn = next((i for i, r in enumerate((res.get("culprits") or {}).get("functions") or [])
+                   if r["class"] != "waiting" and (not classes or r["class"] in classes) and r["thread"]
+                   and not r["function"].startswith("import ") and any(r["thread"].endswith(p) for p in pids)), None)
+    if kid_fn is None:
+        return None
+    c = _culprit(e, res, [(f"culprits.functions[{kid_fn}]", "function", "self_ms", "self_pct", "of the window (in a child)", "file")],
+                 key="child_culprit")
+    if c and c != same_as:        # (not twice when the finding's own culprit is that child's function)
+        txt.append(c.replace("Culprit:", "Hottest function in the followed children:"))
+    return c
+
+
 def cpu_preprocessing(res: dict, found: dict) -> dict | None:
     pre = _pct(res, "cpu_preprocessing")
     if pre < T.CPU_PREPROCESSING_MEDIUM_PCT:
@@ -413,6 +432,8 @@ def cpu_preprocessing(res: dict, found: dict) -> dict | None:
            f"Tokenization {tok:.2f} ms, other preprocessing {prep:.2f} ms, user code {user:.2f} ms; {dom[0]} dominates."]
     part = {"tokenization": "tokenization", "other preprocessing": "preprocessing", "user code": "user_code"}[dom[0]]
     c = _with_culprit(e, res, part, txt) or _with_culprit(e, res, "cpu_preprocessing", txt)
+    # part of the category is the followed children's work (their samples fill the main thread's waiting)
+    _with_child_culprit(e, res, txt, ("tokenization", "preprocessing", "user_code"), same_as=c)
     named = f" (start with {c[len('Culprit: '):].rstrip('.')})" if c else ""
     if dom[0] == "tokenization":
         sugg = ("Move tokenization off the critical path" + named + ": use a fast (Rust) tokenizer with batch encoding, "
@@ -515,17 +536,26 @@ def host_waiting(res: dict, found: dict) -> dict | None:
         how = f"{ch['followed']} followed" if ch.get("followed") else "not profiled"
         txt.append(f"{n} child process(es) ({how}; top: {top}) used ~{cs:.2f} CPU-s inside the window (estimate): "
                    "the main process waits on work done in them.")
-        kid_fn = next((i for i, r in enumerate((res.get("culprits") or {}).get("functions") or [])
-                       if r["class"] != "waiting" and r["thread"] and not r["function"].startswith("import ") and any(r["thread"].endswith(f"({p['pid']})") for p in ch["processes"])), None)
-        if kid_fn is not None:
-            c = _culprit(e, res, [(f"culprits.functions[{kid_fn}]", "function", "self_ms", "self_pct", "of the window (in a child)", "file")])
-            txt.append(c.replace("Culprit:", "Hottest function in the followed children:"))
+        _with_child_culprit(e, res, txt)
         if _children_explain_waiting(res):
             sugg = ("The work runs in child processes (multiprocessing / DataLoader workers): speed up their hottest "
                     "functions (named above when the children were followed; otherwise run a worker's function in the "
                     "main process under inferscope run), add workers if the cores are free, or make the per-item work cheaper.")
+    if _gil_explains_waiting(res):
+        e.cite("gil_wait_ms", "contention.gil.waiting_while_python_ms")
+        txt.append(f"{res['contention']['gil']['waiting_while_python_ms']:,.1f} ms of it overlap other threads running Python: "
+                   "a wait for the GIL or for those threads' results rather than for I/O (finding gil_contention).")
+        sugg = ("Most of the waiting overlaps other threads' Python: see gil_contention (those threads and their hottest "
+                "function).")
     return e.finding(
         "host_waiting", "medium" if wt >= T.HOST_WAITING_MEDIUM_PCT else "low", "The inference thread waits off-CPU", txt, sugg)
+
+
+def _gil_explains_waiting(res: dict) -> bool:
+    g = (res.get("contention") or {}).get("gil") or {}
+    wait_ms = _ms(res, "waiting")
+    return wait_ms > 0 and g.get("pct_of_window", 0) >= T.GIL_WAIT_LOW_PCT and \
+        g.get("waiting_while_python_ms", 0) >= T.GIL_WAIT_EXPLAINED_FRACTION * wait_ms
 
 
 def _children_explain_waiting(res: dict) -> bool:
@@ -742,6 +772,101 @@ def cpu_oversubscription(res: dict, found: dict) -> dict | None:
 
 
 
+def gil_contention(res: dict, found: dict) -> dict | None:
+    """The critical thread off-CPU while other threads of its process run Python (contention.gil)."""
+    g = (res.get("contention") or {}).get("gil") or {}
+    pct = float(g.get("pct_of_window") or 0.0)
+    if pct < T.GIL_WAIT_LOW_PCT or not g.get("threads"):
+        return None
+    e = Evidence(res)
+    ms, wait_ms, share, n = e.cite_all("contention.gil", gil_wait_ms="waiting_while_python_ms",
+                                       waiting_ms="critical_waiting_ms", pct_of_waiting=("pct_of_waiting", 2),
+                                       python_threads="python_threads")
+    e.cite("gil_wait_pct", "contention.gil.pct_of_window", 2)
+    top = g["threads"][0]
+    e.cite_all("contention.gil.threads[0]", culprit_thread="thread", culprit="function", culprit_ms="overlap_ms")
+    where = f" ({top['file']})" if top.get("file") else ""
+    txt = [f"The inference thread was off-CPU for {wait_ms:,.1f} ms of the window; for {ms:,.1f} ms of it ({pct:.1f}% of the "
+           f"window, {share:.0f}% of its waiting) another thread of the process was running Python. CPython runs one thread's "
+           "Python at a time: the inference thread was waiting either for the GIL or for what those threads produce (a queue, "
+           "a lock); either way their Python cannot run in parallel with it or with each other.",
+           f"Culprit: {top['function'] or '?'}{where} on {top['thread']}: {top['overlap_ms']:,.1f} ms while the inference thread "
+           f"waited ({n} other Python thread(s) in all; table: contention.gil.threads)."]
+    return e.finding(
+        "gil_contention", "medium" if pct >= T.GIL_WAIT_MEDIUM_PCT else "low",
+        "The inference thread waits while other threads of its process run Python (GIL)", txt,
+        "Move the other threads' Python work out of the process (multiprocessing, a separate service) or make it release the "
+        "GIL (numpy/torch ops on large arrays, I/O); pace background threads (sleep between polls); keep request handling "
+        "and inference on one thread.")
+
+
+def page_fault_storm(res: dict, found: dict) -> dict | None:
+    """Kernel-mode CPU above thresholds.PAGE_FAULT_KERNEL_PCT while page faults come at a storm rate."""
+    c = res.get("counters") or {}
+    sys_pct, rate = c.get("sys_cpu_pct"), c.get("page_faults_per_s")
+    if sys_pct is None or rate is None or sys_pct < T.PAGE_FAULT_KERNEL_PCT or rate < T.PAGE_FAULT_STORM_PER_S:
+        return None
+    e = Evidence(res)
+    e.cite("sys_cpu_pct", "counters.sys_cpu_pct", 2)
+    e.cite("page_faults_per_s", "counters.page_faults_per_s", 1)
+    pf = (res.get("contention") or {}).get("page_faults") or {}
+    txt = [f"The process spent {sys_pct:.1f}% of one core in the kernel (getrusage system time) while taking "
+           f"{rate:,.0f} page faults/s on average (first touches of freshly allocated memory, or file-backed pages read "
+           "from disk): the kernel zeroes or reads every new page on the program's behalf."]
+    if pf.get("functions"):
+        e.cite_all("contention.page_faults", storm_ms="ms", storm_faults="faults")
+        e.cite_all("contention.page_faults.functions[0]", culprit="function", culprit_ms="ms")
+        top = pf["functions"][0]
+        where = f" ({top['file']})" if top.get("file") else ""
+        txt.append(f"Culprit: {top['function']}{where} was running for {top['ms']:,.1f} ms of the {pf['ms']:,.1f} ms of "
+                   f"counter intervals at >= {pf['rate_threshold_per_s']:,.0f} faults/s ({pf['faults']:,} faults): which "
+                   "code ran while the faults happened (sampled), not which instruction faulted.")
+    return e.finding(
+        "page_fault_storm", "medium" if sys_pct >= 2 * T.PAGE_FAULT_KERNEL_PCT else "low",
+        "Page faults cost kernel time on the inference path", txt,
+        "Reuse buffers instead of allocating per request (preallocate, `out=` arguments, keep tensors alive); large "
+        "allocations from glibc malloc are fresh mmap()s each time: raise MALLOC_MMAP_THRESHOLD_/MALLOC_TRIM_THRESHOLD_ or "
+        "use jemalloc/tcmalloc; for file-backed weights (mmap/safetensors) touch them once at start-up.")
+
+
+def cpu_run_queue(res: dict, found: dict) -> dict | None:
+    """The main thread runnable but not running (schedstat run-queue delay) for a share of the window."""
+    c = res.get("counters") or {}
+    rq = c.get("main_runq_pct")
+    if rq is None or rq < T.RUNQ_WAIT_LOW_PCT:
+        return None
+    e = Evidence(res)
+    e.cite("main_runq_pct", "counters.main_runq_pct", 2)
+    txt = [f"The main thread was runnable but waiting for a CPU {rq:.1f}% of the window (/proc schedstat run-queue delay): "
+           "other threads or processes held the cores it could run on. That time counts in the breakdown under what the "
+           "thread was doing, so its categories are stretched by CPU contention."]
+    inv = e.cite("invol_ctx_switches_per_s", "counters.invol_ctx_switches_per_s", 1, default=None)
+    util = e.cite("host_cpu_util_pct", "counters.process_cores.mean_util_pct", 1, default=None)
+    cores = e.cite("process_cores", "counters.process_cores.cores", default=None)
+    if inv is not None:
+        txt.append(f"Involuntary context switches: {inv:,.0f}/s (preempted while runnable).")
+    if util is not None and cores:
+        txt.append(f"The {cores} core(s) the process may use were {util:.0f}% busy on average (all processes).")
+    busy = [t for t in ((res.get("threads") or {}).get("threads") or []) if not t.get("critical")]
+    busy = sorted(busy, key=lambda t: -(t["recorded_ms"] - t["waiting_ms"]))
+    if busy and busy[0]["recorded_ms"] - busy[0]["waiting_ms"] > 0:
+        i = (res["threads"]["threads"]).index(busy[0])
+        e.cite("culprit", f"threads.threads[{i}].thread")
+        e.cite("culprit_recorded_ms", f"threads.threads[{i}].recorded_ms")
+        e.cite("culprit_waiting_ms", f"threads.threads[{i}].waiting_ms")
+        txt.append(f"Culprit (busiest other thread of the process): {busy[0]['thread']}: "
+                   f"{busy[0]['recorded_ms'] - busy[0]['waiting_ms']:,.1f} ms sampled not waiting.")
+    else:
+        txt.append("No other thread of this process was busy: the cores went to other processes on the host.")
+    if "cpu_oversubscription" in found:
+        txt.append("torch runs more intra-op threads than the process has CPUs (finding cpu_oversubscription).")
+    return e.finding(
+        "cpu_run_queue", "medium" if rq >= T.RUNQ_WAIT_MEDIUM_PCT else "low",
+        "The inference thread waits for a CPU (run-queue delay)", txt,
+        "Run fewer busy threads than cores: torch.set_num_threads / OMP_NUM_THREADS, fewer worker processes, or pin the "
+        "inference process to cores nothing else uses (taskset, cgroup cpuset); check other processes on the host.")
+
+
 def low_mfu(res: dict, found: dict) -> dict | None:
     """MFU below thresholds.LOW_MFU_PCT: from recorded shapes (efficiency) or the prefill stage of a live run."""
     eff = res.get("efficiency") or {}
@@ -868,8 +993,8 @@ def latency_tail(res: dict, found: dict) -> dict | None:
 RULES: list[Callable[[dict, dict], dict | None]] = [
     gpu_idle, sync_stall, pageable_copy, small_copies, launch_storm, dominant_kernel, warmup_in_window,
     gpu_compute_bound, gpu_communication, cpu_preprocessing, host_launch_bound, framework_overhead, cpu_compute,
-    host_waiting, low_coverage, gpu_throttling, gpu_temperature, gpu_memory_pressure, gpu_util_counter, numa_placement,
-    cpu_oversubscription, slow_steps,
+    gil_contention, host_waiting, low_coverage, gpu_throttling, gpu_temperature, gpu_memory_pressure, gpu_util_counter,
+    numa_placement, cpu_oversubscription, page_fault_storm, cpu_run_queue, slow_steps,
     low_mfu, decode_low_mbu, latency_tail,
 ]
 FINDING_IDS = [r.__name__ for r in RULES]
@@ -906,6 +1031,7 @@ VERDICT_TITLES = {
     "cpu_compute_bound": "CPU compute-bound: the model itself runs on the CPU",
     "waiting_bound": "Waiting-bound: threads are off-CPU (I/O, sleep, locks)",
     "child_process_bound": "Child-process-bound: the main process waits on work done in its child processes",
+    "gil_bound": "GIL-bound: the inference thread waits while other threads of the process run Python",
     "balanced": "Balanced: no single cause holds a clear majority",
     "init_bound": "Initialisation-dominated: one-off start-up calls fill the window; analyse a steady-state window",
     "empty": "Empty window: nothing to analyse",
@@ -954,6 +1080,11 @@ def verdict_for(res: dict, findings: list[dict]) -> dict:
             evidence.insert(0, f"child processes (not profiled) used ~{ch['cpu_s_in_window']:.2f} CPU-s inside the window while the "
                                f"main process waited {_ms(res, 'waiting') / 1e3:.2f} s (>= {T.CHILD_WAIT_EXPLAINED_FRACTION:g} x)")
         top = "child_process_bound"
+    elif top == "waiting_bound" and top_pct >= T.VERDICT_MIN_SHARE_PCT and _gil_explains_waiting(res):
+        g = res["contention"]["gil"]
+        evidence.insert(0, f"the inference thread waited {_ms(res, 'waiting'):.1f} ms, {g['waiting_while_python_ms']:.1f} ms of it "
+                           f"while another thread of the process ran Python (>= {T.GIL_WAIT_EXPLAINED_FRACTION:g} x)")
+        top = "gil_bound"
     if top_pct < T.VERDICT_MIN_SHARE_PCT:
         vid = "balanced"
         evidence.insert(0, f"no group reaches {T.VERDICT_MIN_SHARE_PCT:g}% of the window")

@@ -14,6 +14,7 @@ from ..trace.model import Trace
 from . import breakdown as B
 from .copies import copies, copy_table
 from .children import children, children_warning
+from .contention import contention
 from .culprits import culprits
 from .threads import threads
 from .diagnosis import findings_for, verdict_for
@@ -60,7 +61,8 @@ def _source(trace: Trace) -> dict:
     return {"format": m.get("source_format", "unknown"), "file": m.get("source_file"),
             "devices": m.get("devices", []), "tool_versions": m.get("tool_versions", {}),
             "events": int(trace.n_events), "spans": int(len(trace.spans)),
-            "tracks": int(len(trace.tracks)), "counters": int(len(trace.counters))}
+            "tracks": int(len(trace.tracks)), "counters": int(len(trace.counters)),
+            "distributed": m.get("distributed")}
 
 
 def _limitations(trace: Trace, res: dict) -> list[str]:
@@ -132,6 +134,7 @@ def analyze_report(trace: Trace, options: AnalyzeOptions | None = None) -> Repor
     res["collection_cost"] = collection_cost(trace, window)
     res["threads"] = threads(trace, window)
     res["children"] = children(trace, window)
+    res["contention"] = contention(trace, window)
     cu = culprits(trace, window, options.top_n)
     culprit_tables = cu.pop("tables")
     res["culprits"] = cu

@@ -73,6 +73,24 @@ def child_process_tracks(trace: Trace) -> np.ndarray:
     return (tr.kind == TrackKind.CPU_THREAD) & (tr.pid >= 0) & (tr.pid != root)
 
 
+def native_thread_tracks(trace: Trace) -> np.ndarray:
+    """Native (non-Python) threads of the program's process whose CPU time a live run recorded by perf
+    role (collect/native_threads.py: Rayon tokenizer pools, OpenMP/BLAS workers)."""
+    tr = trace.tracks
+    c = trace.meta.get("collection") or {}
+    tids = c.get("native_threads") if isinstance(c, dict) else None
+    root = root_pid(trace)
+    if not tids or root is None:
+        return np.zeros(len(tr), dtype=bool)
+    return (tr.kind == TrackKind.CPU_THREAD) & (tr.pid == root) & np.isin(tr.tid, np.asarray(tids, dtype=np.int64))
+
+
+def helper_tracks(trace: Trace) -> np.ndarray:
+    """Threads whose CPU work counts where the critical thread waits: followed child processes and
+    the program's native threads (analyze/breakdown.py)."""
+    return child_process_tracks(trace) | native_thread_tracks(trace)
+
+
 RULE_TEXT = {"scope": "threads holding inferscope.scope() ranges", "gpu_launch": "threads that launch GPU work",
              "main": "the main thread", "all": "every host thread (none could be told apart)"}
 

@@ -51,6 +51,52 @@ def scope_extent(trace: Trace) -> tuple[int, int] | None:
     return int(s.start_ns[m].min()), int(s.end_ns[m].max())
 
 
+def scope_warmup(trace: Trace) -> dict | None:
+    """The warm-up call of a repeated scope() name, when it opens the scope extent and is an outlier.
+
+    Rule (thresholds.SCOPE_WARMUP_FACTOR): the earliest scope range has a name that repeats at least
+    SCOPE_WARMUP_MIN_LATER more times and lasts more than the factor x the median of the later calls.
+    Returns {name, start_ns, end_ns, ms, typical_ms, next_start_ns} or None.
+    """
+    from .. import thresholds as T
+    cid = trace.strings.get(SCOPE_CAT)
+    if cid < 0:
+        return None
+    s = trace.spans
+    idx = np.flatnonzero((s.kind == SpanKind.ANNOTATION) & (s.cat == cid) & (s.end_ns > s.start_ns))
+    if len(idx) < 1 + T.SCOPE_WARMUP_MIN_LATER:
+        return None
+    idx = idx[np.argsort(s.start_ns[idx], kind="stable")]
+    first = int(idx[0])
+    same = idx[s.name[idx] == s.name[first]]
+    later = same[1:]
+    if len(later) < T.SCOPE_WARMUP_MIN_LATER:
+        return None
+    d0 = int(s.end_ns[first] - s.start_ns[first])
+    typical = float(np.median((s.end_ns[later] - s.start_ns[later]).astype(np.float64)))
+    if not (typical > 0 and d0 > T.SCOPE_WARMUP_FACTOR * typical):
+        return None
+    rest = idx[s.start_ns[idx] >= s.end_ns[first]]
+    if len(rest) == 0:
+        return None
+    return {"name": trace.strings[int(s.name[first])], "start_ns": int(s.start_ns[first]), "end_ns": int(s.end_ns[first]),
+            "ms": d0 / 1e6, "typical_ms": typical / 1e6, "next_start_ns": int(s.start_ns[rest].min())}
+
+
+def process_start_ns(trace: Trace) -> int | None:
+    """A live run's process start on the trace clock (collect/session.py meta), if recorded."""
+    c = trace.meta.get("collection")
+    v = c.get("process_start_ns") if isinstance(c, dict) else None
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+
+def run_end_ns(trace: Trace) -> int | None:
+    """When a live run's collection stopped, on the trace clock (collect/session.py meta), if recorded."""
+    c = trace.meta.get("collection")
+    v = c.get("run_end_ns") if isinstance(c, dict) else None
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+
 def generate_extent(trace: Trace) -> tuple[int, int] | None:
     """First start to last end of the recorded generate() calls of a live run (no scope() ranges)."""
     cid = trace.strings.get(LLM_CAT)
@@ -106,6 +152,12 @@ def resolve_window(trace: Trace, spec: str | None, run_phases: dict | None = Non
     if spec is None:
         sc = scope_extent(trace)
         if sc is not None:
+            wu = scope_warmup(trace)
+            if wu is not None:
+                return Window(wu["next_start_ns"], sc[1],
+                              f"inferscope.scope() ranges after the warm-up call of {wu['name']!r} "
+                              f"({wu['ms']:,.1f} ms vs a typical {wu['typical_ms']:,.1f} ms; left out; "
+                              f"--window {wu['name']}:1: that call, --window all: whole run)", "scopes")
             return Window(sc[0], sc[1], "inferscope.scope() ranges (--window all: whole run)", "scopes")
         ge = generate_extent(trace)
         if ge is not None:
@@ -119,6 +171,15 @@ def resolve_window(trace: Trace, spec: str | None, run_phases: dict | None = Non
             return Window(run_phases["steady_start_ns"], run_phases["steady_end_ns"],
                           "steady state (" + " and ".join(cut) + " left out; --window all: whole trace)", "steady")
     if spec is None or spec.strip().lower() in ("", "all", "trace"):
+        ps = process_start_ns(trace)
+        if ps is not None and (ps < lo or lo == hi == 0):
+            end = max(hi, run_end_ns(trace) or 0)
+            if lo == hi == 0 and end > ps:   # a run too short for one sample: all of it is 'other'
+                return Window(ps, end, f"whole run from the process start ({(end - ps) / 1e6:,.1f} ms, "
+                              "no sample taken: 'other')", "trace")
+            if lo < hi:
+                return Window(ps, hi, f"whole run from the process start ({(lo - ps) / 1e6:,.1f} ms of "
+                              "interpreter start-up before the first sample, not sampled: 'other')", "trace")
         return Window(lo, hi, "whole trace", "trace")
     spec = spec.strip()
     s = trace.spans

@@ -4,10 +4,20 @@ INFERSCOPE_ENABLED=1 and INFERSCOPE_TRACE_OUT names the trace file.
 Starts a Session before the user's script runs; the trace is written at interpreter exit
 (normal end, uncaught exception, sys.exit, KeyboardInterrupt, SIGTERM -> SystemExit) and
 periodically while running (so SIGKILL leaves the last snapshot).  Only the first process
-claiming the trace file is the main collection; with INFERSCOPE_FOLLOW_CHILDREN=1, Python subprocesses inheriting the environment
-(spawn/forkserver workers, ``subprocess`` Python children) are followed with a light session (CPU
-sampler only) into ``<trace>.child.<pid>.iscope``, which the parent merges; forked children are
-not followed (counted from /proc by the main session).  Opt-in: INFERSCOPE_FOLLOW_CHILDREN=1.
+claiming the trace file is the main collection.  Python child processes are followed by default
+(config ``follow_children``, INFERSCOPE_FOLLOW_CHILDREN=0 turns it off) with a light session (CPU
+sampler only) into ``<trace>.child.<pid>.iscope``, which the parent merges (same perf_counter clock):
+  - spawn workers, ``subprocess`` Python children: they inherit the environment and come through
+    this module's ``main()`` (the claim exists: a child);
+  - forked children (multiprocessing 'fork', the Linux default, DataLoader workers, forkserver
+    workers): ``os.register_at_fork(after_in_child=...)`` drops the inherited session (its threads
+    do not exist in the child; its buffer and journal belong to the parent and are never written
+    here) and starts a fresh one.  multiprocessing ends such children with ``os._exit`` (no
+    atexit), so the child session is also finalised by a multiprocessing finaliser run at the end
+    of ``Process._bootstrap``.  A child terminated by SIGTERM (``Pool.terminate()``) leaves its
+    crash journal (flushed every CHILD_FLUSH_S).
+multiprocessing's helper processes (resource tracker, the forkserver itself) are not sampled; the
+forkserver's forks are.  Non-Python children are counted from /proc by the main session.
 """
 from __future__ import annotations
 
@@ -64,49 +74,99 @@ def _at_exit():
         os.kill(os.getpid(), signal.SIGINT)
 
 
+_out = None        # the main trace path, set when this process collects (main or followed child)
+_follow = False    # follow this process's own children (config follow_children)
+_atexit_on = False
+
+
 def _after_fork_child():
+    """In a forked child: the inherited session is the parent's (its sampler thread does not exist
+    here, its buffer and journal are the parent's): never collect nor write it.  Follow the child
+    with a fresh light session when following is on."""
+    global _session
     s = _session
-    if s is not None:
-        s.finalized = True   # forked workers neither collect nor write
+    if s is not None and s.pid != os.getpid():
+        s.finalized = True
+    _session = None
+    if _follow and _out:
+        try:    # threading keeps the parent's native thread id until multiprocessing refreshes it:
+            # the sampler names the main thread, reads its CPU clock and run queue by it
+            import threading
+            threading.current_thread()._set_native_id()
+        except Exception:
+            pass
+        _start_child(_out, forked=True)
 
 
 CHILD_SAMPLING_HZ = 100.0     # followed children sample at most this often
 CHILD_FLUSH_S = 0.5           # and flush their crash journal this often
+_HELPERS = (b"resource_tracker", b"semaphore_tracker")   # multiprocessing's helpers: not the program's work
+_FORKSERVER = b"multiprocessing.forkserver"
 
 
 def child_trace_path(out: str, pid: int) -> str:
     return f"{out}.child.{pid}.iscope"
 
 
-def _start_child(out: str) -> None:
-    """A light session in a child process: the CPU sampler only (no torch profiler, no system or
-    GPU counters: the parent records those; no perf IP samples: the GIL heuristic splits
-    cpu_compute / framework), at most CHILD_SAMPLING_HZ, written at the child's exit (or its crash
-    journal, when it is terminated)."""
-    global _session
+def _follow_on(cfg) -> bool:
+    return bool(getattr(cfg, "follow_children", True))
+
+
+def _mp_exit_hook(_obj=None) -> None:
+    """multiprocessing runs its finalisers at the end of every child's ``Process._bootstrap``,
+    also when the child then leaves through ``os._exit`` (fork / forkserver start methods), where
+    atexit never runs; the child's trace is written there (last, after the program's own)."""
+    from multiprocessing import util
+    util.Finalize(None, _at_exit, exitpriority=-(10 ** 6))
+    # the frames below Process._bootstrap are the parent's, copied by fork and never run here (the
+    # parent's <module>, the function that started the pool): transparent, or the worker's
+    # multiprocessing plumbing would be labelled with the parent's script
     try:
-        with open("/proc/self/cmdline", "rb") as f:
-            cmd = f.read()
-        if b"resource_tracker" in cmd or b"semaphore_tracker" in cmd:
-            return      # multiprocessing's helper: no work of the program's, and it outlives the parent
-    except OSError:
+        from .classify import mark_transparent
+        f = sys._getframe()
+        while f is not None and f.f_code.co_name != "_bootstrap":
+            f = f.f_back
+        f = f.f_back if f is not None else None
+        while f is not None:
+            mark_transparent(f.f_code)
+            f = f.f_back
+    except Exception:
         pass
+
+
+def _hook_multiprocessing_exit() -> None:
+    mp_util = sys.modules.get("multiprocessing.util")
+    if mp_util is None:
+        return       # a plain os.fork(): atexit (sys.exit) or the crash journal
+    try:
+        # run by Process._bootstrap after it clears the finaliser registry inherited from the parent
+        mp_util.register_after_fork(_mp_exit_hook, _mp_exit_hook)
+    except Exception:
+        pass
+
+
+def _start_child(out: str, forked: bool = False, cfg=None) -> None:
+    """A light session in a child process: the CPU sampler only (no torch profiler, no system or
+    GPU counters, no /metrics endpoint: the parent records those; no perf IP samples: the GIL
+    heuristic splits cpu_compute / framework), at most CHILD_SAMPLING_HZ, written at the child's
+    exit (atexit, or multiprocessing's finalisers in a forked worker) or left as its crash journal
+    when it is terminated."""
+    global _session, _atexit_on
     try:
         import dataclasses
         from .. import log
         from ..config import Config, load_config
         from . import session as S
-        cj = os.environ.get("INFERSCOPE_CONFIG_JSON")
-        cfg = Config.from_json(cj) if cj else load_config()
-        # a lower sampling rate keeps a child's cost small.  A child that exits normally writes its
-        # trace at exit; one that is terminated (Pool.terminate() sends SIGTERM; no handler here: a
-        # handler that raises or writes at an arbitrary point of a worker hung 2 of ~10 test runs)
-        # leaves its crash journal (flushed every CHILD_FLUSH_S), which the parent reads
+        if cfg is None:
+            cj = os.environ.get("INFERSCOPE_CONFIG_JSON")
+            cfg = Config.from_json(cj) if cj else load_config()
+        # a lower sampling rate keeps a child's cost small.  No SIGTERM handler: a handler that
+        # raises or writes at an arbitrary point of a worker hung 2 of ~10 test runs
         cfg = dataclasses.replace(cfg, torch_profiler="off", system_sampling_hz=0.0, perf_ip_sampling=False,
                                   cpu_sampling_frequency_hz=min(cfg.cpu_sampling_frequency_hz, CHILD_SAMPLING_HZ),
-                                  flush_interval_s=CHILD_FLUSH_S)
+                                  flush_interval_s=CHILD_FLUSH_S, metrics_port=-1)
         if cfg.log_level not in ("debug",):
-            log.set_level("warn")
+            log.set_level("error")    # the main session says what the children would (CPU-only mode ...)
         path = child_trace_path(out, os.getpid())
         with open(path + ".started", "w"):     # the parent waits for this child's trace (runner.py)
             pass
@@ -114,14 +174,50 @@ def _start_child(out: str) -> None:
         S.set_current(s)
         _session = s
         s.start()
-        atexit.register(_at_exit)
-        os.register_at_fork(after_in_child=_after_fork_child)
+        if not _atexit_on:
+            atexit.register(_at_exit)
+            _atexit_on = True
+        if forked:
+            _hook_multiprocessing_exit()
+        else:
+            os.register_at_fork(after_in_child=_after_fork_child)
     except Exception as e:  # never break the user's child process
-        sys.stderr.write(f"inferscope: not following child process {os.getpid()}: {type(e).__name__}: {e}\n")
+        try:
+            sys.stderr.write(f"inferscope: not following child process {os.getpid()}: {type(e).__name__}: {e}\n")
+        except Exception:
+            pass
+
+
+def _child_main(out: str) -> None:
+    """A Python process started by the program (the claim exists): follow it unless following is
+    off or it is one of multiprocessing's helpers."""
+    global _out, _follow
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            cmd = f.read()
+    except OSError:
+        cmd = b""
+    if any(h in cmd for h in _HELPERS):
+        return       # no work of the program's, and it outlives the parent
+    try:
+        from ..config import Config, load_config
+        cj = os.environ.get("INFERSCOPE_CONFIG_JSON")
+        cfg = Config.from_json(cj) if cj else load_config()
+    except Exception as e:
+        sys.stderr.write(f"inferscope: bad configuration, not following child process {os.getpid()}: {e}\n")
+        return
+    if not _follow_on(cfg):
+        return
+    _out, _follow = out, True
+    if _FORKSERVER in cmd:      # the forkserver only forks the workers: follow those, not it
+        import threading  # noqa: F401  its own after-fork reset must run before ours (hooks run in order)
+        os.register_at_fork(after_in_child=_after_fork_child)
+        return
+    _start_child(out, cfg=cfg)
 
 
 def main() -> None:
-    global _session
+    global _session, _out, _follow, _atexit_on
     if os.environ.get("INFERSCOPE_ENABLED", "").strip().lower() not in ("1", "true", "yes", "on"):
         return
     out = os.environ.get("INFERSCOPE_TRACE_OUT")
@@ -132,13 +228,10 @@ def main() -> None:
         os.write(fd, str(os.getpid()).encode())
         os.close(fd)
     except FileExistsError:
-        # a Python child of the profiled program (multiprocessing spawn/forkserver worker,
-        # DataLoader worker started with spawn, a `subprocess` Python child): follow it into its
-        # own trace file next to the main one; the parent merges it (same perf_counter clock)
-        # opt-in (bench/README.md, workers workload: process 1.01x followed, 4 noisy pairs; a session
-        # start and an exit-time write in every Python subprocess); /proc counting is always on
-        if os.environ.get("INFERSCOPE_FOLLOW_CHILDREN", "0").strip().lower() in ("1", "true", "yes", "on"):
-            _start_child(out)
+        # a Python child of the profiled program (multiprocessing spawn worker, DataLoader worker
+        # started with spawn, a `subprocess` Python child): followed into its own trace file next
+        # to the main one, merged by the parent; /proc counting is always on
+        _child_main(out)
         return
     except OSError as e:
         sys.stderr.write(f"inferscope: cannot create the trace file next to {out}: {e}\n")
@@ -153,11 +246,13 @@ def main() -> None:
         sys.stderr.write(f"inferscope: bad configuration, not collecting: {e}\n")
         return
     log.set_level(cfg.log_level)
+    _out, _follow = out, _follow_on(cfg)
     s = S.Session(cfg, trace_out=out, mode="run")
     S.set_current(s)
     _session = s
     s.start()
     atexit.register(_at_exit)
+    _atexit_on = True
     sys.excepthook = _excepthook(sys.excepthook)
     try:
         if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:

@@ -84,6 +84,13 @@ def code_entry(code) -> tuple:
     return e
 
 
+def mark_transparent(code) -> None:
+    """Classify a code object as NEUTRAL from now on (a forked child's inherited frames of the
+    parent, which the child never runs: collect/bootstrap.py)."""
+    e = code_entry(code)
+    CODE_CACHE[id(code)] = (code, NEUTRAL, e[2])
+
+
 def scope_domain(names) -> int:
     """Domain implied by the innermost scope() name that says tokenization / preprocessing
     (the same name rule as functions and recorded ranges: ``decode`` alone is an LLM phase, not

@@ -6,8 +6,10 @@ PERF_SAMPLE_IP | PERF_SAMPLE_TIME on CLOCK_MONOTONIC (the clock of time.perf_cou
 kernel takes the samples; the sampler thread drains the ring buffer in batches (every ~100 ms,
 not every tick: one drain costs ~50 us with cold caches, most of it fixed) and maps every
 instruction pointer to the shared object it falls in (/proc/self/maps, cached); the timestamps
-place each sample between two ticks.  An IP inside torch's libraries (libtorch*, libc10, oneDNN/MKL/OpenBLAS/OpenMP, sleef)
-means the thread is computing inside a torch op; inside the interpreter it runs Python.
+place each sample between two ticks.  Each mapping has a role (``role_of``): an IP in a numeric
+library (torch and its runtimes, any BLAS/OpenMP, numpy's and scipy's compiled loops, JIT code) means
+the thread computes; in a native tokenizer (HF tokenizers' Rust extension, sentencepiece, tiktoken) it
+tokenizes; inside the interpreter it runs Python.
 Unlike the GIL heuristic this is unbiased: samples fall at uniform intervals of CPU time.
 Unavailable (not Linux x86-64/aarch64, perf disabled, seccomp): ``PerfIP.open`` returns None.
 """
@@ -30,11 +32,46 @@ PERF_SAMPLE_TIME = 4
 CLOCK_MONOTONIC = 1
 PERF_RECORD_SAMPLE = 9
 PAGES = 8                      # data pages (power of two): 32 KiB = ~1300 samples
-TORCH_LIBS = ("libtorch", "libc10", "libgomp", "libiomp", "libmkl", "libdnnl", "libopenblas", "libsleef",
-              "libblas", "liblapack", "libcublas", "libcudnn", "libnvrtc", "libshm", "libxnnpack", "libfbgemm")
-PY_LIBS = ("libpython", "/python3", "/python")
+MAPS_RELOAD_MIN_S = 0.02          # re-read /proc/self/maps on an unknown IP at most every 20 ms
+# Roles of the code an instruction pointer falls in (one table, the only place they are decided):
+COMPUTE, PYTHON, OTHER, TOKENIZER = 1, 2, 3, 4
+NATIVE_TORCH = COMPUTE          # the role's former name (torch was the only compute library known)
+ROLE_NAMES = {COMPUTE: "compute", PYTHON: "python", OTHER: "other", TOKENIZER: "tokenizer"}
+# COMPUTE: numeric kernels - torch and its runtimes, BLAS/LAPACK/FFT/OpenMP of any vendor (numpy's
+#   and scipy's bundled OpenBLAS and Fortran runtime live in numpy.libs/ scipy.libs), oneDNN/MKL,
+#   XNNPACK/FBGEMM, sleef, ONNX Runtime, and numpy's/scipy's own compiled loops: a large numpy
+#   elementwise op or matmul is compute work; a Python loop of tiny numpy calls spends most of its
+#   samples in the interpreter (PYTHON), so it still reads as the calling Python's class.
+# TOKENIZER: tokenizers implemented natively (HF tokenizers' Rust extension, sentencepiece, tiktoken).
+# PYTHON: the interpreter itself.  OTHER: libc, the dynamic loader, other extensions.
+# Rules are checked in order on the mapped file's basename (prefix) or full path (substring).
+COMPUTE_PREFIXES = ("libtorch", "libc10", "libgomp", "libiomp", "libomp", "libmkl", "libdnnl", "libmkldnn",
+                    "libopenblas", "libscipy_openblas", "libsleef", "libblas", "libcblas", "liblapack", "libflexiblas",
+                    "libblis", "libcublas", "libcudnn", "libnvrtc", "libshm", "libxnnpack", "libfbgemm",
+                    "libonnxruntime", "libgfortran", "libquadmath", "libfftw", "_multiarray_umath",
+                    "_umath_linalg", "_pocketfft")
+COMPUTE_DIRS = ("/numpy.libs/", "/scipy.libs/", "/numpy/", "/scipy/", "/torch/lib/", "/onnxruntime/capi/")
+TOKENIZER_DIRS = ("/tokenizers/", "/sentencepiece/", "/tiktoken/", "/tokenmonster/")
+TOKENIZER_PREFIXES = ("tokenizers.", "_sentencepiece", "_tiktoken", "libsentencepiece", "libtokenizers")
+PY_PREFIXES = ("libpython", "python")
 
-NATIVE_TORCH, PYTHON, OTHER = 1, 2, 3
+
+def role_of(path: str) -> int:
+    """Role of an executable mapping from its file path ('' = anonymous memory: JIT code from
+    oneDNN/xbyak or torch's fusers, COMPUTE)."""
+    if not path:
+        return COMPUTE
+    base = os.path.basename(path)
+    shared = base.endswith(".so") or ".so." in base
+    if base.startswith(TOKENIZER_PREFIXES) or (shared and any(d in path for d in TOKENIZER_DIRS)):
+        return TOKENIZER
+    if base.startswith(COMPUTE_PREFIXES):
+        return COMPUTE
+    if shared and any(d in path for d in COMPUTE_DIRS):
+        return COMPUTE
+    if base.startswith(PY_PREFIXES):
+        return PYTHON
+    return OTHER
 
 
 class _Attr(ctypes.Structure):
@@ -68,6 +105,7 @@ class Maps:
         self.ends: list[int] = []
         self.kinds: list[int] = []
         self.loaded_at = 0.0
+        self.misses: set[int] = set()   # pages of IPs still unmapped after a fresh reload
         self.reload()
 
     def reload(self) -> None:
@@ -93,15 +131,10 @@ class Maps:
                 continue
             a, b = parts[0].split("-")
             path = parts[5].strip() if len(parts) > 5 else ""
-            base = os.path.basename(path)
-            if not path:
-                k = NATIVE_TORCH   # anonymous executable memory: JIT kernels (oneDNN/xbyak)
-            elif any(base.startswith(p) for p in TORCH_LIBS):
-                k = NATIVE_TORCH
-            elif base.startswith("libpython") or base.startswith("python"):
-                k = PYTHON
-            else:
+            if path.startswith("[") and path.endswith("]"):    # [vdso], [vsyscall]: kernel-provided
                 k = OTHER
+            else:
+                k = role_of(path)
             rows.append((int(a, 16), int(b, 16), k))
         rows.sort()
         self.loaded_at = time.monotonic()
@@ -114,6 +147,28 @@ class Maps:
         i = bisect.bisect_right(self.starts, ip) - 1
         if i >= 0 and ip < self.ends[i]:
             return self.kinds[i]
+        return 0
+
+    def kind_or_reload(self, ip: int) -> int:
+        """kind(ip), re-reading the maps once when ip falls outside every mapping known: a library
+        loaded after the last read (numpy's OpenBLAS imported while perf was being set up: with a
+        0.5 s reload floor a 170 ms numpy MLP read 95 % user code, 2 runs in 4).  Pages that still
+        miss right after a reload (freed JIT code) are remembered, so they cost no further reloads;
+        reloads are at least MAPS_RELOAD_MIN_S apart (~1-3 ms each for a torch process)."""
+        k = self.kind(ip)
+        if k:
+            return k
+        page = ip >> 12
+        if page in self.misses:
+            return 0
+        if time.monotonic() - self.loaded_at >= MAPS_RELOAD_MIN_S:
+            self.reload()
+            k = self.kind(ip)
+            if k:
+                return k
+            if len(self.misses) > 4096:
+                self.misses.clear()
+            self.misses.add(page)
         return 0
 
 
@@ -168,9 +223,8 @@ class PerfIP:
         self.tail = head
         struct.pack_into("<Q", b, 1032, head)   # data_tail: the kernel may reuse the space
         out = []
-        kind = maps.kind
+        kind = maps.kind_or_reload
         unpack = struct.unpack_from
-        reload_done = False
         off, end = 0, len(data)
         while off + 8 <= end:
             typ, _misc, sz = unpack("<IHH", data, off)
@@ -179,20 +233,16 @@ class PerfIP:
             if typ == PERF_RECORD_SAMPLE and sz >= 24 and off + 24 <= end:
                 ip, ts = unpack("<QQ", data, off + 8)
                 k = kind(ip)
-                if k == 0 and not reload_done and time.monotonic() - maps.loaded_at > 0.5:
-                    maps.reload()      # a library loaded since: re-read, at most twice a second
-                    reload_done = True
-                    k = kind(ip)
                 out.append((ts, k or OTHER))
             off += sz
         return out
 
-    def drain(self, maps: Maps) -> tuple[int, int, int]:
-        """(native_torch, python, other) sample counts since the last read."""
-        counts = [0, 0, 0, 0]
+    def drain(self, maps: Maps) -> tuple[int, int, int, int]:
+        """(compute, python, other, tokenizer) sample counts since the last read."""
+        counts = [0, 0, 0, 0, 0]
         for _ts, k in self.read(maps):
             counts[k] += 1
-        return counts[NATIVE_TORCH], counts[PYTHON], counts[OTHER]
+        return counts[COMPUTE], counts[PYTHON], counts[OTHER], counts[TOKENIZER]
 
     def enable(self, on: bool = True) -> None:
         """Start/stop the kernel's sampling (PERF_EVENT_IOC_ENABLE / _DISABLE)."""

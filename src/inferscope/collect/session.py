@@ -71,6 +71,22 @@ def set_current(s) -> None:
     _session = s
 
 
+
+def _process_start_perf_ns() -> int | None:
+    """This process's start time on the perf_counter_ns clock (CLOCK_MONOTONIC), from
+    /proc/self/stat field 22 (starttime, clock ticks since boot on CLOCK_BOOTTIME); None off Linux."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            stat = f.read().decode("ascii", "replace")
+        ticks = int(stat[stat.rindex(")") + 2:].split()[19])
+        hz = os.sysconf("SC_CLK_TCK")
+        boot_now = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+        now = time.perf_counter_ns()
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    age_ns = boot_now - ticks * 1_000_000_000 // hz
+    return now - age_ns if 0 <= age_ns < 10 ** 15 else None
+
 class Session:
     def __init__(self, cfg: Config, trace_out: str | None = None, mode: str = "run") -> None:
         self.cfg = cfg
@@ -112,6 +128,7 @@ class Session:
         from .nvml import NvmlSampler
         cfg = self.cfg
         self.start_ns = time.perf_counter_ns()
+        self.process_start_ns = _process_start_perf_ns()
         self.wall_start_ns = time.time_ns()
         self.cpu_start_ns = time.process_time_ns()
         log.info(f"Trace collection started (buffer_size_mb={cfg.trace_size_mb:g}, cpu_sampling_hz={cfg.cpu_sampling_frequency_hz:g})")
@@ -234,13 +251,16 @@ class Session:
                 except Exception as e:
                     log.debug(f"system sampling failed: {e}")
             if self.trace_out and time.monotonic() >= next_flush:
-                t0 = time.perf_counter()
+                c0 = time.thread_time_ns()
                 try:
                     self.flush()
                 except Exception as e:
                     log.debug(f"periodic flush failed: {e}")
-                dt = time.perf_counter() - t0
-                # keep flushing below ~2% of one core
+                # keep flushing below ~2 % of one core, paced by the flush's own CPU time: its wall
+                # time includes every GIL hand-back of its writes (up to 5 ms each next to a busy
+                # Python thread), which on a loaded host pushed the next flush 1-2.5 s out and a
+                # terminated worker lost that much of its journal
+                dt = (time.thread_time_ns() - c0) / 1e9
                 next_flush = time.monotonic() + max(flush_every, 50 * dt)
 
     def thread_cpu_ns(self) -> int:
@@ -283,12 +303,24 @@ class Session:
             "nvml": "on" if (self.nvml and self.nvml.ok) else "unavailable",
             "flushes": self.flushes,
             "wall_start_unix_ns": self.wall_start_ns,
+            # when the process started, on the trace's clock (/proc/self/stat starttime: 1/CLK_TCK s
+            # resolution, usually 10 ms); the whole-run window starts here, not at the first tick
+            "process_start_ns": getattr(self, "process_start_ns", None),
+            # native (non-Python) threads whose CPU time was recorded by perf role (native_threads.py)
+            "native_threads": sorted(self.sampler.native_threads.seen) if smp and smp.native_threads else [],
+            # when collection stopped (the program's exit for a finished run), on the trace's clock: the
+            # whole-run window ends here even when the last sample came earlier (or none was taken)
+            "run_end_ns": int(end_ns),
+            "process_start_resolution_ms": round(1e3 / os.sysconf("SC_CLK_TCK"), 3) if hasattr(os, "sysconf") else None,
         }
 
     def _refresh_thread_names(self) -> None:
         for t in threading.enumerate():
             if t.native_id is not None:
                 self.thread_names[t.native_id] = t.name
+        nt = self.sampler.native_threads if self.sampler else None
+        if nt is not None:
+            self.thread_names.update(nt.names)
 
     def _tool_versions(self) -> dict:
         tool_versions = {"python": sys.version.split()[0]}
@@ -522,6 +554,9 @@ class Session:
                     kpath = None
             if self.torch is not None and self.torch.error and self.torch.error not in self.warnings:
                 self.warnings.append(self.torch.error)
+            low = sampling_rate_warning(self.sampler, self.cfg.cpu_sampling_frequency_hz)
+            if low:
+                self._warn(low)
             if self.gpu_count == 0 or (self.gpu_count is None and not (self.nvml and self.nvml.ok)):
                 self._warn("CUDA unavailable: CPU-only mode (no GPU timeline)")
             try:
@@ -555,6 +590,18 @@ class Session:
                 log.info(f"Timeline merger: CPU/torch profiler clock sync (error_us={c['clock_sync_error_us']:.0f})")
             self._final_trace = trace
             return trace
+
+
+def sampling_rate_warning(sampler, setting_hz: float) -> str | None:
+    """One line when the sampler achieved less than half its rate outside imports (host load, a
+    descheduled sampler, the GIL budget binding); judged only over >= 0.5 s of steady ticks."""
+    if sampler is None or not setting_hz or sampler.steady_ns < 500_000_000:
+        return None
+    hz = 1e9 * sampler.steady_ticks / sampler.steady_ns
+    if hz >= 0.5 * setting_hz:
+        return None
+    return (f"CPU sampling achieved {hz:.0f} Hz of the {setting_hz:g} Hz set (host load or an expensive "
+            "tick): CPU class shares rest on fewer samples, see their 95 % interval")
 
 
 def cuda_version_mismatch(expected: str | None, actual: str | None) -> str | None:

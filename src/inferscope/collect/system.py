@@ -1,8 +1,11 @@
 """System counters (/proc + getrusage, psutil off Linux) and NUMA placement.
 
 Counters (COUNTER tracks): cpu.util_pct (all cores), cpu.core<N>.util_pct, proc.rss_bytes,
-proc.cpu_pct (process CPU time / wall, 100 = one core), proc.ctx_switches (voluntary +
-involuntary, cumulative), proc.page_faults (minor + major, cumulative); child processes (not
+proc.cpu_pct (process CPU time / wall, 100 = one core), proc.sys_cpu_pct (its kernel-mode part:
+page faults, system calls), proc.ctx_switches (voluntary + involuntary, cumulative),
+proc.invol_ctx_switches (involuntary only: preempted while runnable, cumulative), proc.page_faults
+(minor + major, cumulative), proc.main_runq_pct (the main thread's run-queue wait / wall, from
+/proc/self/schedstat: runnable but not running = CPU contention); child processes (not
 profiled): ``child.cpu_s[<pid>] <comm>`` per live descendant (user+sys seconds, cumulative, listed at
 most every CHILD_SCAN_INTERVAL_S) and ``children.reaped_cpu_s`` (getrusage RUSAGE_CHILDREN: the
 children already waited for).
@@ -19,7 +22,7 @@ import os
 import resource
 import time
 
-from .rawio import ProcFile
+from .rawio import ProcFile, read_small
 
 
 CHILD_SCAN_INTERVAL_S = 0.5    # descendants are listed at most this often (a few small /proc reads)
@@ -31,26 +34,55 @@ def child_metric(pid: int, comm: str) -> str:
     return f"child.cpu_s[{pid}] {clean}"
 
 
-def _read(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
+TASK_LIST_REFRESH_SCANS = 10   # a process's thread list is re-listed at least every this many scans
 
 
-def descendants(pid: int, limit: int = 256) -> dict[int, tuple[str, float]]:
+def _tasks(p: int, stat: bytes | None, cache: dict | None) -> list[str]:
+    """Thread ids of process ``p``.  Listing /proc/<p>/task releases the GIL (os.listdir); with a
+    ``cache`` it is re-listed only when the thread count (/proc/<p>/stat, read with the GIL held)
+    changed or every TASK_LIST_REFRESH_SCANS scans (a thread that exited while another started in
+    between is seen then)."""
+    n = -1
+    if stat is not None:
+        try:
+            n = int(stat[stat.rindex(b")") + 2:].split()[17])            # num_threads (field 20)
+        except (ValueError, IndexError):
+            n = -1
+    if cache is not None and n > 0:
+        hit = cache.get(p)
+        if hit is not None and hit[0] == n and hit[1] > 0:
+            cache[p] = (n, hit[1] - 1, hit[2])
+            return hit[2]
+    tids = os.listdir(f"/proc/{p}/task")
+    if cache is not None and n > 0:
+        cache[p] = (n, TASK_LIST_REFRESH_SCANS, tids)
+    return tids
+
+
+def descendants(pid: int, limit: int = 256, cache: dict | None = None) -> dict[int, tuple[str, float]]:
     """Live descendant processes of ``pid`` (via /proc/<pid>/task/<tid>/children, recursively):
-    {pid: (comm, cpu seconds user+sys)}.  Empty where /proc does not list children."""
+    {pid: (comm, cpu seconds user+sys)}.  Empty where /proc does not list children.
+    Files are read with the GIL held (rawio.read_small): the sampler thread calls this between its
+    ticks, and under GIL contention every released system call cost it a 5-30 ms hand-over
+    (measured: zoo_gil.py with 3 spinning threads sampled at 2.5-4.5 Hz instead of ~40 Hz).
+    ``cache``: per-process thread lists kept between calls (``_tasks``)."""
     out: dict[int, tuple[str, float]] = {}
     hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    todo = [pid]
-    while todo and len(out) < limit:
-        p = todo.pop()
+    todo: list[tuple[int, bytes | None]] = [(pid, None)]
+    if cache is not None:
         try:
-            tids = os.listdir(f"/proc/{p}/task")
+            todo = [(pid, read_small(f"/proc/{pid}/stat"))]
+        except OSError:
+            pass
+    while todo and len(out) < limit:
+        p, pstat = todo.pop()
+        try:
+            tids = _tasks(p, pstat, cache)
         except OSError:
             continue
         for t in tids:
             try:
-                kids = _read(f"/proc/{p}/task/{t}/children").split()
+                kids = read_small(f"/proc/{p}/task/{t}/children", 1 << 14).split()
             except OSError:
                 continue
             for k in kids:
@@ -58,14 +90,17 @@ def descendants(pid: int, limit: int = 256) -> dict[int, tuple[str, float]]:
                 if c in out:
                     continue
                 try:
-                    st = _read(f"/proc/{c}/stat")
+                    st = read_small(f"/proc/{c}/stat")
                 except OSError:
                     continue
                 r = st.rindex(b")")
                 comm = st[st.index(b"(") + 1:r].decode("utf-8", "replace")
                 f = st[r + 2:].split()
                 out[c] = (comm, (int(f[11]) + int(f[12])) / hz)     # utime, stime (fields 14, 15)
-                todo.append(c)
+                todo.append((c, st))
+    if cache is not None:
+        for gone in [q for q in cache if q != pid and q not in out]:   # exited processes
+            del cache[gone]
     return out
 
 
@@ -88,7 +123,8 @@ class SystemSampler:
         self.ok = True
         self.warning = None
         self.psutil = None
-        self.stat = self.statm = None
+        self.stat = self.statm = self.sched = None
+        self.prev_runq = None
         self.page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
         try:
             self.stat = ProcFile("/proc/stat", 1 << 16)
@@ -105,12 +141,20 @@ class SystemSampler:
                 self.psutil = None
                 self.warning = (f"system counters: /proc and psutil unavailable ({type(e).__name__}: {e}); "
                                 "CPU utilisation not recorded")
+        try:   # the main thread's (the thread group leader's) schedstat: run / run-queue wait ns
+            self.sched = ProcFile("/proc/self/schedstat", 128)
+            self.prev_runq = (int(self.sched.read().split()[1]), time.perf_counter_ns())
+        except (OSError, ValueError, IndexError):
+            if self.sched is not None:
+                self.sched.close()
+            self.sched = None
         self.names = [f"cpu.core{i}.util_pct" for i in range(256)]
         ru = resource.getrusage(resource.RUSAGE_SELF)
-        self.prev_cpu = (ru.ru_utime + ru.ru_stime, time.perf_counter())
+        self.prev_cpu = (ru.ru_utime + ru.ru_stime, time.perf_counter(), ru.ru_stime)
         self.pid = os.getpid()
         self.next_child_scan = 0.0
         self.children_seen: dict[int, str] = {}
+        self.task_cache: dict = {}       # pid -> thread list between scans (descendants)
 
     def sample_children(self, ts: int, force: bool = False) -> None:
         """CPU time of the live child processes (not profiled: their work is otherwise invisible),
@@ -120,7 +164,7 @@ class SystemSampler:
             return
         self.next_child_scan = now + CHILD_SCAN_INTERVAL_S
         try:
-            kids = descendants(self.pid)
+            kids = descendants(self.pid, cache=self.task_cache)
         except (OSError, ValueError):
             kids = {}
         for c, (comm, cpu) in kids.items():
@@ -140,10 +184,10 @@ class SystemSampler:
         return data
 
     def close(self) -> None:
-        for f in (self.stat, self.statm):
+        for f in (self.stat, self.statm, self.sched):
             if f is not None:
                 f.close()
-        self.stat = self.statm = None
+        self.stat = self.statm = self.sched = None
 
     def _core_util(self) -> list[float]:
         if self.stat is not None:
@@ -182,12 +226,24 @@ class SystemSampler:
             pass
         ru = resource.getrusage(resource.RUSAGE_SELF)
         cpu, now = ru.ru_utime + ru.ru_stime, time.perf_counter()
-        c0, w0 = self.prev_cpu
+        c0, w0, s0 = self.prev_cpu
         if now > w0:
             ap((1, "proc.cpu_pct", -1, ts, 100.0 * (cpu - c0) / (now - w0)))
-        self.prev_cpu = (cpu, now)
+            ap((1, "proc.sys_cpu_pct", -1, ts, 100.0 * (ru.ru_stime - s0) / (now - w0)))
+        self.prev_cpu = (cpu, now, ru.ru_stime)
         ap((1, "proc.ctx_switches", -1, ts, float(ru.ru_nvcsw + ru.ru_nivcsw)))
+        ap((1, "proc.invol_ctx_switches", -1, ts, float(ru.ru_nivcsw)))
         ap((1, "proc.page_faults", -1, ts, float(ru.ru_minflt + ru.ru_majflt)))
+        if self.sched is not None:
+            try:
+                rq, t_ns = int(self.sched.read().split()[1]), time.perf_counter_ns()
+                rq0, t0 = self.prev_runq
+                if t_ns > t0:
+                    ap((1, "proc.main_runq_pct", -1, ts, 100.0 * (rq - rq0) / (t_ns - t0)))
+                self.prev_runq = (rq, t_ns)
+            except (OSError, ValueError, IndexError):
+                self.sched.close()
+                self.sched = None
         self.sample_children(ts)
 
 

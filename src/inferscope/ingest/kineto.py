@@ -41,6 +41,8 @@ from __future__ import annotations
 
 import gc
 import re
+import sys
+import time
 import zlib
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -115,6 +117,7 @@ class _Top(msgspec.Struct, gc=False):
     profile_memory: Any = None
     with_flops: Any = None
     with_modules: Any = None
+    distributedInfo: Any = None     # torch.distributed rank/world_size/backend/process groups (cross-rank)
 
 
 class _TopRaw(msgspec.Struct, gc=False):
@@ -187,38 +190,72 @@ def decompress_limit(compressed: int, explicit: int | None) -> int:
 
 
 def _read_bytes(p: Path, max_decompressed: int | None = None) -> bytes:
-    data = read_input(p, expected="a PyTorch profiler trace")
-    if data[:2] == b"\x1f\x8b":
-        limit = decompress_limit(len(data), max_decompressed)
-        out = []
+    out = [c for c in _iter_bytes(p, max_decompressed, whole=True) if c]
+    return out[0] if len(out) == 1 else b"".join(out)
+
+
+def _iter_bytes(p: Path, max_decompressed: int | None = None, whole: bool = False, step: int = 1 << 24):
+    """The (inflated) content of ``p`` in chunks of at most ``step`` bytes; the decompression caps
+    and gzip errors raise InputError as soon as they are seen.  whole=True reads the file at once
+    (the compressed size is what the caps are relative to)."""
+    if whole:
+        data = read_input(p, expected="a PyTorch profiler trace")
+        size = len(data)
+    else:
+        head = read_input(p, 2, expected="a PyTorch profiler trace")
+        size = p.stat().st_size
+        data = None
+    if (data if data is not None else head)[:2] != b"\x1f\x8b":
+        if data is not None:
+            yield data
+            return
+        with open(p, "rb") as f:
+            while True:
+                c = f.read(step)
+                if not c:
+                    return
+                yield c
+    limit = decompress_limit(size, max_decompressed)
+    f = None if data is not None else open(p, "rb")
+    try:
         total = 0
         d = zlib.decompressobj(47)
+        buf = data if data is not None else f.read(step)
         try:
-            buf = data
             while True:
                 while True:   # bounded steps: never more than `limit` bytes held
-                    chunk = d.decompress(buf, 1 << 24)
+                    if not buf and f is not None:
+                        buf = f.read(step)
+                    chunk = d.decompress(buf, step)
                     buf = d.unconsumed_tail
                     total += len(chunk)
                     if total > limit:
                         raise InputError(
                             f"{p.name}: decompresses to more than {limit >> 20} MB "
-                            f"({len(data) >> 10} KB compressed); if the trace is genuine, raise the limit with "
+                            f"({size >> 10} KB compressed); if the trace is genuine, raise the limit with "
                             "--max-decompressed-mb or INFERSCOPE_MAX_DECOMPRESSED_MB")
-                    out.append(chunk)
-                    if d.eof or not buf:
+                    if chunk:
+                        yield chunk
+                    if d.eof:
+                        break
+                    if not buf and (f is None or not (buf := f.read(step))):
                         break
                 if not d.eof:
                     raise InputError(f"{p.name}: truncated gzip file (compressed stream ends early)")
                 buf = d.unused_data
+                while f is not None and not buf.lstrip(b"\x00"):  # trailing NUL padding: to EOF
+                    more = f.read(step)
+                    if not more:
+                        break
+                    buf += more
                 if not buf or not buf.lstrip(b"\x00"):
                     break
                 d = zlib.decompressobj(47)  # concatenated gzip members
         except zlib.error as e:
             raise InputError(f"{p.name}: corrupt gzip file ({e})") from None
-        out = [c for c in out if c]
-        data = out[0] if len(out) == 1 else b"".join(out)
-    return data
+    finally:
+        if f is not None:
+            f.close()
 
 
 _LONE_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
@@ -415,12 +452,47 @@ def _us_to_ns_fast(x: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------
 # load
 # --------------------------------------------------------------------------------------
-def load(path, max_decompressed: int | None = None) -> Trace:
-    """Import a PyTorch profiler (Kineto) Chrome trace; raises InputError on bad input."""
+# Progress line on stderr: only when stderr is a terminal and the file is at least this big on disk.
+PROGRESS_MIN_BYTES = 32 << 20
+PROGRESS_EVERY_S = 0.5
+
+
+def _progress_line(p: Path):
+    """(show(bytes_read, events), erase()) writing one self-overwriting line to a TTY stderr; None otherwise."""
+    err = sys.stderr
+    try:
+        if not err.isatty() or p.stat().st_size < PROGRESS_MIN_BYTES:
+            return None
+    except (OSError, ValueError, AttributeError):
+        return None
+    state = {"t": float("-inf"), "shown": False}
+
+    def show(nbytes: int, nevents: int) -> None:
+        now = time.monotonic()
+        if now - state["t"] < PROGRESS_EVERY_S:
+            return
+        state["t"] = now
+        state["shown"] = True
+        err.write(f"\r\x1b[K{p.name[:60]}: {nbytes / 1e6:,.0f} MB read, {nevents:,d} events decoded")
+        err.flush()
+
+    def erase() -> None:
+        if state["shown"]:
+            err.write("\r\x1b[K")
+            err.flush()
+    return show, erase
+
+
+def load(path, max_decompressed: int | None = None, batch_bytes: int | None = None) -> Trace:
+    """Import a PyTorch profiler (Kineto) Chrome trace; raises InputError on bad input.
+
+    batch_bytes: size of the streamed traceEvents batches (default STREAM_BATCH_BYTES); 0 decodes
+    the whole file at once (the path every anomaly falls back to)."""
     enabled = gc.isenabled()
     gc.disable()  # millions of short-lived objects: the cyclic GC only costs time here
+    prog = _progress_line(Path(path))
     try:
-        return _load(path, max_decompressed)
+        return _load(path, max_decompressed, batch_bytes, prog[0] if prog else None)
     except InputError:
         raise
     except (ValueError, TypeError, OverflowError, AttributeError, IndexError, KeyError, RecursionError) as e:
@@ -432,29 +504,321 @@ def load(path, max_decompressed: int | None = None) -> Trace:
         raise InputError(f"{Path(path).name}: unsupported or damaged trace content "
                          f"({type(e).__name__}: {_one_line(e)[:160]})") from None
     finally:
+        if prog:
+            prog[1]()
         if enabled:
             gc.enable()
 
 
-def _load(path, max_decompressed=None) -> Trace:
+def _trim_heap() -> None:
+    """Give the heap freed by the decoded batches (Structs, strings) back to the OS before the
+    columns are built: glibc keeps ~70 MB of it on a 2M-event trace, which would add to the peak
+    RSS of the build. glibc only; a no-op elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+class _Fallback(Exception):
+    """The streaming decode met something it does not handle itself: decode the whole file."""
+
+
+# Streaming decode: traceEvents is cut into batches of about this many bytes.
+STREAM_BATCH_BYTES = 16 << 20
+_STREAM_TRIES = 8                  # candidate cuts tried per batch before giving up (-> whole-file decode)
+_STREAM_PREFIX_MAX = 64 << 20      # top-level content before traceEvents kept at most
+_CUT_RE = re.compile(rb"\s*,\s*\{")
+_KEY_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
+
+
+def _load(path, max_decompressed=None, batch_bytes: int | None = None, progress=None) -> Trace:
     p = Path(path)
     name = p.name
+    batch_bytes = STREAM_BATCH_BYTES if batch_bytes is None else batch_bytes
+    if batch_bytes > 0:
+        try:
+            cols = _Cols()
+            top = _stream_decode(p, max_decompressed, batch_bytes, cols, progress)
+            _trim_heap()
+            return _build(cols, top, [], name, None)
+        except (_Fallback, ValueError, TypeError, OverflowError, AttributeError, IndexError, KeyError,
+                RecursionError):
+            pass  # the whole-file decode below gives the exact result, repairs and messages
+        finally:
+            cols = None
     data = _read_bytes(p, max_decompressed)
     top, events, warnings = decode_events(data, name)
-    n = len(events)
+    cols = _Cols()
+    cols.add(events)
+    del events
+    return _build(cols, top, warnings, name, data)
+
+
+def _stream_decode(p: Path, max_decompressed, batch_bytes: int, cols: "_Cols", progress):
+    """Feed ``cols`` batch by batch from the (inflated) file; returns the top-level metadata.
+    Raises _Fallback for anything unusual (a list at top level, a BOM, invalid or damaged JSON,
+    malformed events, a cut that cannot be confirmed): the whole-file decode then handles it
+    exactly as before, with its repairs and messages."""
+    chunks = _iter_bytes(p, max_decompressed)
+    buf = bytearray()
+    eof = False
+    nread = 0
+
+    def more() -> bool:
+        nonlocal eof, nread
+        if eof:
+            return False
+        c = next(chunks, None)
+        if c is None:
+            eof = True
+            return False
+        buf.extend(c)
+        nread += len(c)
+        return True
+
+    # ---- prefix up to and including '"traceEvents": [' -------------------------------
+    while True:
+        m = _KEY_RE.search(buf)
+        if m:
+            break
+        if len(buf) > _STREAM_PREFIX_MAX or not more():
+            raise _Fallback
+    if bytes(buf[:m.start()]).lstrip(b" \t\r\n")[:1] != b"{":
+        raise _Fallback
+    prefix = bytes(buf[:m.start()])
+    del buf[:m.end()]
+    # ---- the array, batch by batch ------------------------------------------------------------
+    tail = None
+    while tail is None:
+        while len(buf) < batch_bytes and more():
+            pass
+        if eof:
+            tail = buf
+            break
+        # candidate cuts: '}' followed by ',' and '{' (whitespace allowed), latest first
+        hi = len(buf)
+        for _ in range(_STREAM_TRIES):
+            k = buf.rfind(b"}", 0, hi)
+            while k >= 0:
+                mm = _CUT_RE.match(buf, k + 1)
+                if mm and mm.end() < len(buf):
+                    break
+                k = buf.rfind(b"}", 0, k)
+            if k < 0:
+                break
+            raw = b"[" + bytes(memoryview(buf)[:k + 1]) + b"]"
+            try:
+                evs = _LIST_DEC.decode(raw)
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, ValueError):
+                hi = k
+                continue
+            cols.add(evs, raw)
+            del raw
+            del evs
+            del buf[:mm.end() - 1]
+            if progress is not None:
+                progress(nread, cols.n)
+            break
+        else:
+            raise _Fallback
+        if k < 0:
+            if len(buf) > 4 * batch_bytes + (64 << 20):
+                raise _Fallback  # one huge event (or no cut at all): let the whole decode judge it
+            if not more():
+                continue
+    # ---- last events, the closing ']' and the rest of the top-level object --------------------
+    hi = len(tail)
+    for _ in range(_STREAM_TRIES * 4):
+        r = tail.rfind(b"]", 0, hi)
+        if r < 0:
+            raise _Fallback
+        hi = r
+        raw = b"[" + bytes(memoryview(tail)[:r]) + b"]"
+        try:
+            evs = _LIST_DEC.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, ValueError):
+            continue
+        rest = prefix + b'"traceEvents":[]' + bytes(memoryview(tail)[r + 1:])
+        try:
+            top = _TOP_DEC.decode(rest)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, ValueError):
+            raise _Fallback from None
+        if top.traceEvents:  # a second traceEvents key: the whole decode decides which one counts
+            raise _Fallback
+        cols.add(evs, raw)
+        del evs, raw
+        cols.outer_ts = bool(_TS_RE.search(rest))
+        if cols.n == 0:
+            raise _Fallback
+        if progress is not None:
+            progress(nread, cols.n)
+        return top
+    raise _Fallback
+
+
+class _Lookup:
+    """``x[i]`` = the i-th event's original value (factorised column)."""
+
+    def __init__(self, uniq: list, codes: np.ndarray):
+        self.uniq, self.codes = uniq, codes
+
+    def __getitem__(self, i):
+        return self.uniq[self.codes[i]]
+
+
+class _Cols:
+    """Compact columns of the decoded events, filled batch by batch (the Structs of a batch are
+    dropped after ``add``).  Per-event numbers become numpy columns; strings are factorised with
+    one dict per field in first-seen order (so the result does not depend on the batching);
+    args are kept only where a later step reads them (metadata, instants, shapes, flow ids)."""
+
+    _KEEP_ARGS = {"M", "i", "I"}
+    _FLOW_PH = {"s", "f", "t"}
+
+    def __init__(self):
+        self.n = 0
+        self.d = {k: {} for k in ("ph", "cat", "name", "pid", "tid")}
+        self.parts: dict[str, list] = {k: [] for k in ("ph", "cat", "name", "pid", "tid", "ts_f", "ts_i", "dur_f",
+                                                        "corr", "ext", "device", "stream", "bytes", "ts_x",
+                                                        "shape")}
+        self.ts_types: set = set()
+        self.outer_ts = False     # a "ts" key outside traceEvents (streamed)
+        self.insane = 0
+        self.kind: dict = {}      # event index -> args.kind (not None)
+        self.shapes: dict = {}    # distinct record_shapes details (bytes) -> code in the "shape" column
+        self.margs: dict = {}     # event index -> args (M / i / I events)
+        self.ids: dict = {}       # event index -> id (flow events)
+
+    @staticmethod
+    def _codes(d: dict, values: list) -> np.ndarray:
+        for v in dict.fromkeys(values):
+            if v not in d:
+                d[v] = len(d)
+        return np.fromiter(map(d.__getitem__, values), dtype=np.int32, count=len(values))
+
+    def exact_ok(self) -> bool:
+        return not self.outer_ts and all(x is not None for x in self.parts["ts_x"])
+
+    def add(self, events: list, raw=None) -> None:
+        n0, n = self.n, len(events)
+        if not n:
+            return
+        P, D = self.parts, self.d
+        ph_l = [e.ph for e in events]
+        P["ph"].append(self._codes(D["ph"], ph_l))
+        P["cat"].append(self._codes(D["cat"], [e.cat for e in events]))
+        P["name"].append(self._codes(D["name"], [e.name for e in events]))
+        # pid / tid keep each event's original value (a track name may show it): float ids, which
+        # would merge with equal ints in the factorisation, are left to the whole-file decode
+        for k in ("pid", "tid"):
+            vals = [e.pid for e in events] if k == "pid" else [e.tid for e in events]
+            codes = self._codes(D[k], vals)
+            if float in set(map(type, D[k])) and raw is not None:
+                raise _Fallback
+            P[k].append(codes)
+        ts_l = [e.ts for e in events]
+        ts_f = np.array(ts_l, dtype=np.float64)  # None -> nan
+        dur_f = np.array([e.dur for e in events], dtype=np.float64)
+        # Times beyond these cannot be real and would overflow int64 nanoseconds downstream:
+        # |ts| < 4e15 us (year ~2096 on an epoch clock), 0 <= dur < 1e12 us (11.6 days).
+        insane = (~np.isnan(ts_f) & ~(np.abs(ts_f) < _TS_MAX_US)) | (~np.isnan(dur_f) & ~(np.abs(dur_f) < _DUR_MAX_US))
+        if insane.any():
+            self.insane += int(insane.sum())
+            ts_f[insane] = np.nan
+            for i in np.flatnonzero(insane).tolist():
+                ts_l[i] = None
+        types = set(map(type, ts_l))
+        self.ts_types |= types
+        if types <= {int}:
+            P["ts_i"].append(np.array(ts_l, dtype=np.int64))
+        elif types <= {int, type(None)}:
+            P["ts_i"].append(np.array([0 if t is None else t for t in ts_l], dtype=np.int64))
+        else:
+            P["ts_i"].append(None)
+        P["ts_f"].append(ts_f)
+        # exact ns of epoch-us float timestamps need the text: read it from this batch now
+        has = ~np.isnan(ts_f)
+        x = None
+        if raw is not None and has.any():
+            if float not in types:
+                x = P["ts_i"][-1][has] * 1000
+                P["ts_i"][-1] = None   # x holds the same times (one copy less of the biggest column)
+            elif np.isfinite(ts_f[has]).all() and float(np.abs(ts_f[has]).max()) >= _FAST_TS_LIMIT:
+                x = _ts_from_text(raw, ts_f[has])
+        elif not has.any():
+            x = np.zeros(0, np.int64)
+        P["ts_x"].append(x)
+        P["dur_f"].append(dur_f)
+        A0 = _Args()
+        args_l = [e.args for e in events]
+        al = [a or A0 for a in args_l]
+        P["corr"].append(_int_col([a.correlation for a in al]))
+        P["ext"].append(_int_col([a.ext_id for a in al]))
+        P["device"].append(_int_col([a.device for a in al]))
+        P["stream"].append(_int_col([a.stream for a in al]))
+        P["bytes"].append(_int_col([a.bytes for a in al]))
+        kinds = [a.kind for a in al]
+        for i in [i for i, k in enumerate(kinds) if k is not None]:
+            self.kind[n0 + i] = kinds[i]
+        dims = [a.input_dims for a in al]
+        sidx = [i for i, d in enumerate(dims) if d]
+        shape = np.full(n, -1, np.int32)
+        if sidx:
+            sd = self.shapes
+            for i in sidx:
+                a = al[i]
+                d = bytes(a.input_dims)
+                if d != b"null":
+                    raw_shape = (b'{"dims":' + d + b',"types":' + (bytes(a.input_type) or b"null")
+                                 + b',"concrete":' + (bytes(a.concrete) or b"null") + b"}")
+                    shape[i] = sd.setdefault(raw_shape, len(sd))
+        P["shape"].append(shape)
+        ph_codes = P["ph"][-1]
+        lut = np.array([v in self._KEEP_ARGS for v in D["ph"]], dtype=bool)
+        for i in np.flatnonzero(lut[ph_codes]).tolist():
+            self.margs[n0 + i] = args_l[i]
+        # flow ids: only fwdbwd flows are paired by id (launch flows use the correlation)
+        fl = np.array([v in self._FLOW_PH for v in D["ph"]], dtype=bool)[ph_codes]
+        if fl.any():
+            cl = np.array([isinstance(c, str) and c.strip().lower().replace(" ", "_") in _FLOW_FWDBWD_CATS
+                           for c in D["cat"]], dtype=bool)[P["cat"][-1]]
+            for i in np.flatnonzero(fl & cl).tolist():
+                self.ids[n0 + i] = events[i].id
+        self.n += n
+
+    def col(self, k: str) -> np.ndarray:
+        parts = self.parts[k]
+        out = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        self.parts[k] = [out]
+        return out
+
+    def pop(self, k: str) -> np.ndarray:
+        """The whole column, released from ``self`` (peak memory: _build drops each column once used)."""
+        out = self.col(k)
+        self.parts[k] = []
+        return out
+
+    def uniq(self, k: str) -> list:
+        return list(self.d[k])
+
+    def id_col(self, k: str):
+        """(int64 ids, named flags, original values) of pid/tid, as _id_col on the whole column."""
+        uniq = list(self.d[k])
+        mcodes, muniq = _factorize(uniq)          # Python-equal values merged, as in one list
+        vals, named = _id_col(muniq)
+        codes = self.pop(k)
+        return vals[mcodes][codes], named[mcodes][codes], _Lookup(uniq, codes)
+
+
+def _build(cols: _Cols, top, warnings: list, name: str, data: bytes | None) -> Trace:
+    n = cols.n
     if n == 0:
         raise InputError(f"{name}: empty trace (traceEvents has no events)")
-
-    # ---- columns straight from the structs (one C-level transpose) --------------------
-    ph_l = [e.ph for e in events]
-    cat_l = [e.cat for e in events]
-    name_l = [e.name for e in events]
-    pid_l = [e.pid for e in events]
-    tid_l = [e.tid for e in events]
-    ts_l = [e.ts for e in events]
-    dur_l = [e.dur for e in events]
-    args_l = [e.args for e in events]
-    ph_codes, ph_uniq = _factorize(ph_l)
+    ph_codes, ph_uniq = cols.pop("ph"), cols.uniq("ph")
     ph_arr = np.array([u if isinstance(u, str) else "" for u in ph_uniq], dtype=object)
     is_X = _code_mask(ph_codes, ph_uniq, {"X"})
     is_i = _code_mask(ph_codes, ph_uniq, {"i", "I"})
@@ -465,32 +829,29 @@ def _load(path, max_decompressed=None) -> Trace:
         kinds_seen = sorted({str(ph_arr[c]) for c in np.unique(ph_codes[other_ph])})
         warnings.append(f"ignored {int(other_ph.sum())} event(s) with unsupported phase(s) {kinds_seen}")
 
-    ts_f = np.array(ts_l, dtype=np.float64)  # None -> nan
-    dur_f = np.array(dur_l, dtype=np.float64)
-    # Times beyond these cannot be real and would overflow int64 nanoseconds downstream:
-    # |ts| < 4e15 us (year ~2096 on an epoch clock), 0 <= dur < 1e12 us (11.6 days).
-    insane = (~np.isnan(ts_f) & ~(np.abs(ts_f) < _TS_MAX_US)) | (~np.isnan(dur_f) & ~(np.abs(dur_f) < _DUR_MAX_US))
-    if insane.any():
-        warnings.append(f"skipped {int(insane.sum())} event(s) with an out-of-range ts or dur")
-        ts_f[insane] = np.nan
-        for i in np.flatnonzero(insane).tolist():
-            ts_l[i] = None
+    ts_f = cols.pop("ts_f")
+    dur_f = cols.pop("dur_f")
+    if cols.insane:
+        warnings.append(f"skipped {cols.insane} event(s) with an out-of-range ts or dur")
 
     # ---- timestamps -> exact int64 ns ---------------------------------------------------
     has_ts = ~np.isnan(ts_f)
-    ts_types = set(map(type, ts_l))
+    ts_types = cols.ts_types
     if float not in ts_types and ts_types <= {int, type(None)} and has_ts.any() \
             and float(np.abs(ts_f[has_ts]).max()) < 9.2e15:
         # every ts is written as an integer (epoch-us clocks of older Kineto): exact as is
         ts_ns = np.zeros(n, dtype=np.int64)
-        ts_ns[has_ts] = np.array([t for t in ts_l if t is not None] if type(None) in ts_types else ts_l,
-                                 dtype=np.int64) * 1000
+        if all(x is not None for x in cols.parts["ts_x"]):   # streamed: each batch's exact ns, kept by add()
+            ts_ns[has_ts] = cols.pop("ts_x")
+        else:
+            ts_ns[has_ts] = cols.pop("ts_i")[has_ts] * 1000
     else:
-        ts_ns = _timestamps_ns(data, events, ts_f, has_ts, warnings)
-    del data
+        ts_ns = _timestamps_ns(data, ts_f, has_ts, warnings, cols)
+    del data, ts_f
+    cols.parts["ts_i"] = cols.parts["ts_x"] = []
 
     # ---- categories and kinds --------------------------------------------------------
-    cat_codes, cat_uniq = _factorize(cat_l)
+    cat_codes, cat_uniq = cols.pop("cat"), cols.uniq("cat")
     ncat = len(cat_uniq)
     cat_kind = np.zeros(ncat, dtype=np.uint8)
     cat_side = np.full(ncat, _CPU, dtype=np.uint8)
@@ -508,7 +869,7 @@ def _load(path, max_decompressed=None) -> Trace:
             cat_flow[i] = FlowKind.LAUNCH
         elif key in _FLOW_FWDBWD_CATS:
             cat_flow[i] = FlowKind.FWDBWD
-    name_codes, name_uniq = _factorize(name_l)
+    name_codes, name_uniq = cols.pop("name"), cols.uniq("name")
     name_str = [u if isinstance(u, str) else ("" if u is None else str(u)) for u in name_uniq]
 
     b = TraceBuilder()
@@ -518,8 +879,8 @@ def _load(path, max_decompressed=None) -> Trace:
                           dtype=np.int32, count=ncat)
 
     # ---- pids / tids ------------------------------------------------------------------
-    pid, pid_named = _id_col(pid_l)
-    tid, tid_named = _id_col(tid_l)
+    pid, pid_named, pid_l = cols.id_col("pid")
+    tid, tid_named, tid_l = cols.id_col("tid")
 
     # ---- duration events ------------------------------------------------------------------
     bad_time = is_X & ~has_ts
@@ -535,6 +896,7 @@ def _load(path, max_decompressed=None) -> Trace:
     skind = np.where(is_step, np.uint8(SpanKind.STEP), skind).astype(np.uint8)
 
     dur_sel = dur_f[sidx]
+    del dur_f
     nodur = np.isnan(dur_sel)
     if nodur.any():
         warnings.append(f"{int(nodur.sum())} duration event(s) had no dur (treated as 0)")
@@ -544,26 +906,27 @@ def _load(path, max_decompressed=None) -> Trace:
     dur_sel = np.where(nodur | neg, 0.0, dur_sel)
     start = ts_ns[sidx]
     end = start + np.rint(dur_sel * 1000.0).astype(np.int64)
+    del dur_sel, nodur, neg
 
     # args columns (only for span events)
-    A0 = _Args()
-    sargs = [args_l[i] or A0 for i in sidx.tolist()]
-    corr = _int_col([a.correlation for a in sargs])
-    ext = _int_col([a.ext_id for a in sargs])
+    corr = cols.pop("corr")[sidx]
+    ext = cols.pop("ext")[sidx]
+    adev_all, astr_all = cols.pop("device"), cols.pop("stream")
 
     gpu = sside == _GPU
     gidx = np.flatnonzero(gpu)
     dev = np.full(len(sidx), -1, dtype=np.int64)
     stream = np.full(len(sidx), -1, dtype=np.int64)
     if len(gidx):
-        gargs = [sargs[i] for i in gidx.tolist()]
-        adev = _int_col([a.device for a in gargs])
-        astr = _int_col([a.stream for a in gargs])
+        adev = adev_all[sidx[gidx]]
+        astr = astr_all[sidx[gidx]]
         gpid = pid[sidx[gidx]]
         gpid_ok = (gpid >= 0) & (gpid < 4096) & ~pid_named[sidx[gidx]]
         dev[gidx] = np.where(adev >= 0, adev, np.where(gpid_ok, gpid, 0))
         gtid = tid[sidx[gidx]]
         stream[gidx] = np.where(astr >= 0, astr, np.where(gtid >= 0, gtid, 0))
+        del adev, astr, gpid, gpid_ok, gtid
+    del adev_all, astr_all
 
     # bytes / copy kinds for memcpy + memset
     nbytes = np.full(len(sidx), -1, dtype=np.int64)
@@ -571,8 +934,9 @@ def _load(path, max_decompressed=None) -> Trace:
     src_mem = np.zeros(len(sidx), dtype=np.uint8)
     dst_mem = np.zeros(len(sidx), dtype=np.uint8)
     midx = np.flatnonzero((skind == SpanKind.MEMCPY) | (skind == SpanKind.MEMSET))
+    bytes_all = cols.pop("bytes")
     if len(midx):
-        nbytes[midx] = _int_col([sargs[i].bytes for i in midx.tolist()])
+        nbytes[midx] = bytes_all[sidx[midx]]
         cidx = midx[skind[midx] == SpanKind.MEMCPY]
         if len(cidx):
             nc = name_codes[sidx[cidx]]
@@ -588,25 +952,25 @@ def _load(path, max_decompressed=None) -> Trace:
             unk = cidx[copy_kind[cidx] == 0]
             if len(unk):  # no direction in the name: args.kind ("HtoD")
                 for i in unk.tolist():
-                    k = sargs[i].kind
+                    k = cols.kind.get(int(sidx[i]))
                     copy_kind[i] = _DIR.get(str(k).strip().lower(), CopyKind.UNKNOWN) if k is not None else CopyKind.UNKNOWN
 
     # ---- tracks --------------------------------------------------------------------------
     spid = pid[sidx]
     stid = tid[sidx]
     named = pid_named[sidx]
-    tkind = np.where(gpu, TrackKind.GPU_STREAM, np.where(named, TrackKind.OTHER, TrackKind.CPU_THREAD)).astype(np.int64)
+    tkind = np.where(gpu, TrackKind.GPU_STREAM, np.where(named, TrackKind.OTHER, TrackKind.CPU_THREAD)).astype(np.uint8)
     tpid = np.where(gpu, -1, spid)
     ttid = np.where(gpu, stream, stid)
     tdev = np.where(gpu, dev, -1)
-    meta_names = _metadata_names(is_M, name_codes, name_str, pid, tid, pid_named, args_l)
+    meta_names = _metadata_names(is_M, name_codes, name_str, pid, tid, pid_named, cols.margs)
     track_of = _assign_tracks(b, tkind, tpid, ttid, tdev, meta_names, pid_l, tid_l, sidx)
 
     # ---- instants: marks and memory counters ------------------------------------------------
     iidx = np.flatnonzero(is_i & has_ts)
     mark_rows = None
     if len(iidx):
-        iargs = [args_l[i] for i in iidx.tolist()]
+        iargs = [cols.margs[i] for i in iidx.tolist()]
         mem_name = strings.get("[memory]")
         is_mem = name_gid[name_codes[iidx]] == mem_name if mem_name >= 0 else np.zeros(len(iidx), bool)
         if is_mem.any():
@@ -627,7 +991,7 @@ def _load(path, max_decompressed=None) -> Trace:
     sname = name_gid[name_codes[sidx]]
     b.add_spans(start_ns=start, end_ns=end, track=track_of, kind=skind, name=sname, cat=scat,
                 correlation=corr, ext_id=ext, bytes=nbytes, copy_kind=copy_kind,
-                src_mem=src_mem, dst_mem=dst_mem, detail=_shape_details(b, skind, sargs))
+                src_mem=src_mem, dst_mem=dst_mem, detail=_shape_details(b, skind, cols.pop("shape")[sidx], list(cols.shapes)))
     if mark_rows is not None:
         keep, ktr = mark_rows
         kst = ts_ns[keep]
@@ -639,30 +1003,40 @@ def _load(path, max_decompressed=None) -> Trace:
 
     # ---- meta ---------------------------------------------------------------------------------
     b.meta.update(_meta(top, name, warnings))
-    trace = b.finalize()
-    # fwdbwd flows need final span order (after finalize)
     fidx = np.flatnonzero(is_flow & has_ts & (cat_flow[cat_codes] == FlowKind.FWDBWD))
+    # the builder holds the span columns now: drop the per-event and per-span temporaries
+    # before finalize() sorts them (peak memory of big traces, issue 13)
+    del bytes_all, start, end, corr, ext, dev, stream, nbytes, copy_kind, src_mem, dst_mem, skind, sside, \
+        spid, stid, named, tkind, tpid, ttid, tdev, track_of, scat, sname, gpu, sidx, span_sel, \
+        cat_codes, name_codes, mark_rows, is_X, is_i, is_M, is_flow, other_ph, has_ts, pid_l, tid_l, \
+        pid_named, tid_named
+    if not len(fidx):
+        del pid, tid, ts_ns, ph_codes
+    trace = b.finalize(release=True)
+    # fwdbwd flows need final span order (after finalize)
     if len(fidx):
-        _fwdbwd_flows(trace, fidx, ph_codes, ph_uniq, events, pid, tid, ts_ns, warnings)
+        _fwdbwd_flows(trace, fidx, ph_codes, ph_uniq, cols.ids, pid, tid, ts_ns, warnings)
     return trace
 
 
-def _shape_details(b: TraceBuilder, skind: np.ndarray, sargs: list) -> np.ndarray:
+def _shape_details(b: TraceBuilder, skind: np.ndarray, scode: np.ndarray, shapes: list) -> np.ndarray:
     """CPU_OP spans recorded with ``record_shapes``: ``{"dims":..,"types":..,"concrete":..}`` (the raw JSON of
     Input Dims / Input type / Concrete Inputs) as a string id in ``detail``; -1 elsewhere."""
-    out = np.full(len(sargs), -1, dtype=np.int32)
+    out = np.full(len(scode), -1, dtype=np.int32)
+    if not shapes:
+        return out
     intern = b.strings.intern
-    for i in np.flatnonzero(skind == SpanKind.CPU_OP).tolist():
-        a = sargs[i]
-        d = bytes(a.input_dims)
-        if not d or d == b"null":
-            continue
-        t = bytes(a.input_type) or b"null"
-        c = bytes(a.concrete) or b"null"
-        try:
-            out[i] = intern((b'{"dims":' + d + b',"types":' + t + b',"concrete":' + c + b"}").decode("utf-8"))
-        except UnicodeDecodeError:
-            continue
+    lut: dict = {}
+    for i in np.flatnonzero((skind == SpanKind.CPU_OP) & (scode >= 0)).tolist():
+        c = int(scode[i])
+        sid = lut.get(c)
+        if sid is None:
+            try:
+                sid = intern(shapes[c].decode("utf-8"))
+            except UnicodeDecodeError:
+                sid = -1
+            lut[c] = sid
+        out[i] = sid
     return out
 
 
@@ -718,8 +1092,30 @@ def _parse_memcpy_name(s: str) -> tuple[int, int, int]:
     return int(ck), int(sm), int(dm)
 
 
-def _timestamps_ns(data: bytes, events: list, ts_f: np.ndarray, has_ts: np.ndarray,
-                   warnings: list) -> np.ndarray:
+def _ts_from_text(data, tv: np.ndarray):
+    """Exact ns of every ``"ts"`` in the text, when their count and values match the decoded
+    floats ``tv`` (same count, within 1 us); None otherwise."""
+    m = _TS_RE.findall(data)
+    if len(m) != len(tv):
+        return None
+    ip = [x[0] for x in m]
+    fp = [x[1] for x in m]
+    ex = [x[2] for x in m]
+    del m
+    try:
+        if not any(fp) and not any(ex):  # integer text: no per-event work
+            exact = np.array(ip, dtype=np.int64) * 1000
+        else:
+            exact = _ts_exact_ns_from_text(ip, fp, ex)
+        if np.all(np.abs(exact / 1000.0 - tv) <= np.maximum(1.0, np.abs(tv) * 1e-12)):
+            return exact
+    except (ValueError, OverflowError):
+        pass
+    return None
+
+
+def _timestamps_ns(data: bytes | None, ts_f: np.ndarray, has_ts: np.ndarray,
+                   warnings: list, cols=None) -> np.ndarray:
     ts_ns = np.zeros(len(ts_f), dtype=np.int64)
     if not has_ts.any():
         return ts_ns
@@ -733,23 +1129,16 @@ def _timestamps_ns(data: bytes, events: list, ts_f: np.ndarray, has_ts: np.ndarr
     if amax < _FAST_TS_LIMIT:
         ts_ns[has_ts] = _us_to_ns_fast(tv)
         return ts_ns
+    if data is None:  # streamed: the text of each batch was read there (or the whole decode redoes it)
+        if cols is None or not cols.exact_ok():
+            raise _Fallback
+        ts_ns[has_ts] = cols.pop("ts_x")
+        return ts_ns
     # exact decimal recovery from the raw text (one regex pass), verified below
-    m = _TS_RE.findall(data)
-    if len(m) == len(tv):
-        ip = [x[0] for x in m]
-        fp = [x[1] for x in m]
-        ex = [x[2] for x in m]
-        del m
-        try:
-            if not any(fp) and not any(ex):  # integer text: no per-event work
-                exact = np.array(ip, dtype=np.int64) * 1000
-            else:
-                exact = _ts_exact_ns_from_text(ip, fp, ex)
-            if np.all(np.abs(exact / 1000.0 - tv) <= np.maximum(1.0, np.abs(tv) * 1e-12)):
-                ts_ns[has_ts] = exact
-                return ts_ns
-        except (ValueError, OverflowError):
-            pass
+    exact = _ts_from_text(data, tv)
+    if exact is not None:
+        ts_ns[has_ts] = exact
+        return ts_ns
     # slow exact fallback: re-decode with ts as raw JSON text
     _top, ev2, _w = decode_events(data, "trace", raw_ts=True)
     raws = [bytes(e.ts) for e in ev2]
@@ -785,14 +1174,17 @@ def _metadata_names(is_M, name_codes, name_str, pid, tid, pid_named, args_l) -> 
 def _assign_tracks(b: TraceBuilder, tkind, tpid, ttid, tdev, meta_names, pid_l, tid_l, src_idx) -> np.ndarray:
     if len(tkind) == 0:
         return np.zeros(0, np.int32)
-    keys = np.stack([tkind, tpid, ttid, tdev], axis=1)
+    cols4 = (tkind, tpid, ttid, tdev)
     # one mixed int64 key per row -> 1-D unique (much faster than unique(axis=0)); verified
+    # column by column (no n x 4 copies: peak memory of big traces)
     mix = ((tpid * np.int64(1000003) + ttid) * np.int64(8191) + tdev) * np.int64(8) + tkind
     _u, first, inv = np.unique(mix, return_index=True, return_inverse=True)
+    del mix, _u
     inv = inv.reshape(-1)
-    uk = keys[first]
-    if not np.array_equal(uk[inv], keys):  # hash collision (never seen): exact path
-        uk, first, inv = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    if all(np.array_equal(c[first][inv], c) for c in cols4):
+        uk = np.stack([c[first] for c in cols4], axis=1)
+    else:  # hash collision (never seen): exact path
+        uk, first, inv = np.unique(np.stack(cols4, axis=1), axis=0, return_index=True, return_inverse=True)
         inv = inv.reshape(-1)
     lut = np.empty(len(uk), dtype=np.int32)
     for j, (k, p, t, d) in enumerate(uk.tolist()):
@@ -885,7 +1277,7 @@ def _launch_flows(b: TraceBuilder, skind, spid, corr, start, named, warnings) ->
     b.add_flows(src, dst, fk)
 
 
-def _fwdbwd_flows(trace: Trace, fidx, ph_codes, ph_uniq, events, pid, tid, ts_ns, warnings) -> None:
+def _fwdbwd_flows(trace: Trace, fidx, ph_codes, ph_uniq, ids_of: dict, pid, tid, ts_ns, warnings) -> None:
     """Bind fwdbwd s/f endpoints to the innermost CPU op enclosing them, pair by id."""
     s = trace.spans
     tr = trace.tracks
@@ -920,7 +1312,7 @@ def _fwdbwd_flows(trace: Trace, fidx, ph_codes, ph_uniq, events, pid, tid, ts_ns
             todo &= pos >= 0
         ep_span[sel] = res
     phs = [ph_uniq[c] for c in ph_codes[fidx].tolist()]
-    ids = [events[i].id for i in fidx.tolist()]
+    ids = [ids_of[i] for i in fidx.tolist()]
     starts: dict = {}
     src, dst = [], []
     for j in np.argsort(ep_ts, kind="stable").tolist():
@@ -947,6 +1339,36 @@ def _scalar(v):
     if isinstance(v, str) and len(v) <= 64:
         return v
     return None
+
+
+_PG_MAX = 64            # process groups kept from distributedInfo.pg_config
+_PG_RANKS_MAX = 1024    # ranks kept per process group
+
+
+def _distributed(di) -> dict | None:
+    """distributedInfo (torch.distributed: rank, world_size, backend, nccl_version, pg_count, pg_config),
+    type-checked and bounded; None when absent or without a rank."""
+    if not isinstance(di, dict) or not isinstance(di.get("rank"), int) or isinstance(di.get("rank"), bool):
+        return None
+    out: dict = {"rank": di["rank"]}
+    for k in ("world_size", "pg_count"):
+        if isinstance(di.get(k), int) and not isinstance(di.get(k), bool):
+            out[k] = di[k]
+    for k in ("backend", "nccl_version"):
+        if isinstance(di.get(k), str):
+            out[k] = di[k][:64]
+    pgs = []
+    for pg in di.get("pg_config") if isinstance(di.get("pg_config"), list) else []:
+        if not isinstance(pg, dict) or len(pgs) >= _PG_MAX:
+            continue
+        ranks = pg.get("ranks") if isinstance(pg.get("ranks"), list) else []
+        pgs.append({"pg_name": str(pg.get("pg_name", ""))[:64], "pg_desc": str(pg.get("pg_desc", ""))[:64],
+                    "backend_config": str(pg.get("backend_config", ""))[:64],
+                    "pg_size": pg["pg_size"] if isinstance(pg.get("pg_size"), int) and not isinstance(pg.get("pg_size"), bool) else None,
+                    "ranks": [r for r in ranks[:_PG_RANKS_MAX] if isinstance(r, int) and not isinstance(r, bool)]})
+    if pgs:
+        out["pg_config"] = pgs
+    return out
 
 
 def _meta(top, fname: str, warnings: list) -> dict:
@@ -980,6 +1402,9 @@ def _meta(top, fname: str, warnings: list) -> dict:
                 config[k] = bool(v)
     meta["devices"] = devices
     meta["tool_versions"] = versions
+    dist = _distributed(getattr(top, "distributedInfo", None)) if top is not None else None
+    if dist:
+        meta["distributed"] = dist
     if config:
         meta["profiler_config"] = config
     meta["warnings"] = list(warnings)

@@ -583,7 +583,9 @@ def _counters(result: dict) -> str:
             rows.append((f"GPU {t.get('device')} clocks throttled", f"{t.get('affected_pct', 0):.1f}% of the window" + (f" ({rs})" if rs else "")))
     if isinstance(c.get("rss_peak_bytes"), (int, float)):
         rows.append(("process RSS peak", gib(c["rss_peak_bytes"])))
-    for k, lab in (("page_faults_per_s", "page faults / s"), ("ctx_switches_per_s", "context switches / s")):
+    for k, lab in (("page_faults_per_s", "page faults / s"), ("ctx_switches_per_s", "context switches / s"),
+                   ("invol_ctx_switches_per_s", "involuntary context switches / s"),
+                   ("sys_cpu_pct", "kernel-mode CPU, % of one core"), ("main_runq_pct", "main thread waiting for a CPU, % of time")):
         if isinstance(c.get(k), (int, float)):
             rows.append((lab, f"{c[k]:,.1f}"))
     pc = _dict(c.get("process_cores"))

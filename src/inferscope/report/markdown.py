@@ -146,7 +146,11 @@ def _counters_md(result: dict) -> list[str]:
     if c.get("rss_peak_bytes") is not None:
         L.append(f"- Process RSS peak: {_bytes(c['rss_peak_bytes'])}")
     if c.get("page_faults_per_s") is not None or c.get("ctx_switches_per_s") is not None:
-        L.append(f"- Page faults: {_fmt(c.get('page_faults_per_s'), 1)}/s; context switches: {_fmt(c.get('ctx_switches_per_s'), 1)}/s")
+        L.append(f"- Page faults: {_fmt(c.get('page_faults_per_s'), 1)}/s; context switches: {_fmt(c.get('ctx_switches_per_s'), 1)}/s"
+                 + (f" ({_fmt(c.get('invol_ctx_switches_per_s'), 1)}/s involuntary)" if c.get("invol_ctx_switches_per_s") is not None else ""))
+    if c.get("sys_cpu_pct") is not None or c.get("main_runq_pct") is not None:
+        L.append(f"- Kernel-mode CPU of the process: {_fmt(c.get('sys_cpu_pct'), 1)}% of one core; main thread waiting for a CPU "
+                 f"(run queue): {_fmt(c.get('main_runq_pct'), 1)}% of the time")
     pc = c.get("process_cores")
     if pc:
         L.append(f"- CPU cores of the process ({pc['cores']}; {md_escape(pc['basis'])}): mean utilisation "

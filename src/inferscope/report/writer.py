@@ -1,7 +1,7 @@
 """Writing the outputs of one command as a set.
 
 1. Every output is rendered into a private staging folder beside its destination
-   (``.inferscope-tmp-<pid>``; ``.gz`` outputs are gzip-compressed there).
+   (``.inferscope-tmp-<pid>``; ``.gz`` outputs are gzip-compressed as they are written).
 2. The staged files are renamed into place, one ``os.replace`` each, with SIGINT deferred
    until the whole set is in place (a second Ctrl-C cannot leave half a set).
 3. A manifest (``.inferscope-outputs.json`` in an output folder, ``.<stem>.inferscope-outputs.json``
@@ -13,7 +13,6 @@ when their process no longer exists.  An output that resolves to an input file i
 from __future__ import annotations
 
 import contextlib
-import gzip
 import json
 import os
 import shutil
@@ -124,12 +123,6 @@ def _read_manifest(p: Path) -> list[str]:
         return []
 
 
-def _gzip_file(src: Path, dst: Path) -> None:
-    with open(src, "rb") as fi, open(dst, "wb") as fo:
-        with gzip.GzipFile(filename="", mode="wb", fileobj=fo, mtime=0) as gz:
-            shutil.copyfileobj(fi, gz, 1 << 20)
-
-
 def write_set(result: dict, trace, outputs: list[tuple[str, Path]], outdir: Path | None = None,
               inputs: list[Path] | None = None, defer_interrupt: bool = False) -> list[Path]:
     """Render every (format, path) and put them in place as one set; returns the written paths.
@@ -168,13 +161,10 @@ def _write_set(result, trace, outputs, outdir, inputs) -> list[Path]:
             plan.append((fmt, stages[parent] / path.name, path))
             clean_old_atomic_temporaries(path)
         for fmt, staged, final in plan:
-            gz = staged.name.endswith(".gz") and fmt != "csv"
-            target = staged.with_name(staged.name[:-3]) if gz else staged
+            # a '.gz' destination is compressed while it is written (util/atomic.py), never staged
+            # uncompressed
             try:
-                get_renderer(fmt)(result, trace, target)
-                if gz:
-                    _gzip_file(target, staged)
-                    target.unlink()
+                get_renderer(fmt)(result, trace, staged)
             except InferScopeError:
                 raise
             except OSError as e:

@@ -101,17 +101,26 @@ class TraceBuilder:
                                      "value": np.asarray(value, dtype=np.float64)})
 
     # ---- finalize ----------------------------------------------------------
-    def finalize(self, compute_nesting: bool = True) -> Trace:
+    def finalize(self, compute_nesting: bool = True, release: bool = False) -> Trace:
+        """``release``: hand the span chunks over (the builder is not used again), so that the
+        peak is one copy of the span table plus one column (big Kineto traces, issue 13)."""
         tracks = Tracks(**{k: np.asarray(v) for k, v in self._tracks.items()}) if self.n_tracks else Tracks.empty()
-        if self._span_chunks:
-            cols = {k: np.concatenate([c[k] for c in self._span_chunks]) for k in SPAN_COLUMNS}
-        else:
-            cols = {k: np.zeros(0, dtype=v) for k, v in SPAN_COLUMNS.items()}
-        bad = cols["end_ns"] < cols["start_ns"]
-        if bad.any():  # never emit negative durations
-            cols["end_ns"][bad] = cols["start_ns"][bad]
+        # one column at a time (with release=True the chunks are freed as they are used)
+        chunks = self._span_chunks
+        if release:
+            self._span_chunks = []
+        cols = {}
+        for k, dtype in SPAN_COLUMNS.items():
+            parts = [c.pop(k) if release else c[k] for c in chunks]
+            cols[k] = parts[0] if len(parts) == 1 else \
+                np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+            del parts
+        del chunks
+        if (cols["end_ns"] < cols["start_ns"]).any():  # never emit negative durations
+            cols["end_ns"] = np.maximum(cols["end_ns"], cols["start_ns"])  # new array: chunks may be the caller's
         order = np.lexsort((-cols["end_ns"], cols["start_ns"]))
-        cols = {k: v[order] for k, v in cols.items()}
+        for k in list(cols):
+            cols[k] = cols[k][order]
         spans = Spans(**cols)
         # flows: provisional index -> sorted position
         if self._flow_chunks:

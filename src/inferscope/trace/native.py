@@ -40,7 +40,7 @@ def save(trace: Trace, path) -> None:
         offs[1:] = np.cumsum([len(e) for e in enc])
     header = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "meta": trace.meta,
               "counts": {k: len(getattr(trace, k)) for k in _TABLES}}
-    with atomic_open(path, "wb") as f:
+    with atomic_open(path, "wb", compress=False) as f:   # the own format, whatever the file name
         with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as z:
             z.writestr(MARKER, json.dumps(header, default=str))
             z.writestr("strings.bin", b"".join(enc))

@@ -1,0 +1,70 @@
+"""Self-timed truth for the planted zoo (no dependency on inferscope: runs unprofiled too).
+
+    from _truth import phase, gap
+    gap("framework_overhead/framework_python")      # what time between phases is (optional)
+    with phase("tokenize", expect="cpu_preprocessing/tokenization"):
+        ...
+
+Each phase records perf_counter_ns start/end (CLOCK_MONOTONIC, the clock of a live InferScope
+trace) and the thread's CPU time (time.thread_time_ns) on the thread that runs it.  At exit the
+phases are written as JSON to the path in $ZOO_TRUTH (atomically) if it is set.  ``expect`` is
+the breakdown CATEGORY or CATEGORY/PART the phase should land in (analyze/breakdown.py).
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import threading
+import time
+from contextlib import contextmanager
+
+_PHASES: list[dict] = []
+_LOCK = threading.Lock()
+_META: dict = {"gap": None}
+
+
+def gap(expect: str | None) -> None:
+    """Declare the class of window time covered by no phase (None: reported as 'unplanted')."""
+    _META["gap"] = expect
+
+
+@contextmanager
+def phase(name: str, expect: str):
+    t0 = time.perf_counter_ns()
+    c0 = time.thread_time_ns()
+    try:
+        yield
+    finally:
+        c1 = time.thread_time_ns()
+        t1 = time.perf_counter_ns()
+        with _LOCK:
+            _PHASES.append({"name": name, "expect": expect, "start_ns": t0, "end_ns": t1, "cpu_ns": c1 - c0,
+                            "tid": threading.get_native_id(), "main": threading.current_thread() is threading.main_thread()})
+
+
+def startup(expect: str) -> None:
+    """Record a phase from this process's start (/proc/self/stat starttime, 1/CLK_TCK resolution,
+    converted to perf_counter_ns) to now: interpreter start and imports, which no phase() can time."""
+    with open("/proc/self/stat", "rb") as f:
+        stat = f.read().decode("ascii", "replace")
+    ticks = int(stat[stat.rindex(")") + 2:].split()[19])
+    boot_now = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+    now = time.perf_counter_ns()
+    start = now - (boot_now - ticks * 1_000_000_000 // os.sysconf("SC_CLK_TCK"))
+    with _LOCK:
+        _PHASES.append({"name": "startup", "expect": expect, "start_ns": start, "end_ns": now,
+                        "cpu_ns": time.process_time_ns(), "tid": threading.get_native_id(), "main": True})
+
+
+def _write() -> None:
+    path = os.environ.get("ZOO_TRUTH")
+    if not path:
+        return
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump({"phases": _PHASES, "gap": _META["gap"], "pid": os.getpid()}, f)
+    os.replace(tmp, path)
+
+
+atexit.register(_write)

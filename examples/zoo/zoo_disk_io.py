@@ -1,0 +1,43 @@
+"""Planted: disk I/O the main thread blocks on -- O_DSYNC writes, fsync, O_DIRECT reads (where the
+filesystem supports O_DIRECT; else a plain read after posix_fadvise(DONTNEED), printed). Truth:
+waiting (the thread is off-CPU in the kernel; its CPU part is printed by the truth file as cpu_ns)."""
+import mmap
+import os
+import tempfile
+
+from _truth import gap, phase
+from inferscope import scope
+
+d = tempfile.mkdtemp(prefix="zoo_io_", dir=os.environ.get("ZOO_IO_DIR"))
+path = os.path.join(d, "data.bin")
+blk = os.urandom(64 * 1024)
+with open(path, "wb") as f:
+    f.write(blk * 64)
+try:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    direct = True
+except (OSError, AttributeError) as e:
+    fd = os.open(path, os.O_RDONLY)
+    direct = False
+    print("O_DIRECT unsupported here:", e)
+buf = mmap.mmap(-1, 64 * 1024)
+gap("framework_overhead/framework_python")
+with scope("inference"):
+    for i in range(int(os.environ.get("ZOO_ITERS", "6"))):
+        with phase("dsync_write", expect="waiting"):
+            w = os.open(os.path.join(d, f"w{i}.bin"), os.O_WRONLY | os.O_CREAT | os.O_DSYNC, 0o600)
+            for _ in range(8):
+                os.write(w, blk[:4096])
+            os.close(w)
+        with phase("fsync", expect="waiting"):
+            with open(os.path.join(d, f"f{i}.bin"), "wb") as f:
+                f.write(blk)
+                f.flush()
+                os.fsync(f.fileno())
+        with phase("read", expect="waiting"):
+            if not direct:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            for off in range(0, 64 * 64 * 1024, 64 * 1024):
+                os.preadv(fd, [buf], off)
+os.close(fd)
+print("o_direct", direct)

@@ -1,0 +1,35 @@
+"""Planted: GIL contention -- 3 Python threads spin while the main thread runs a Python loop.
+Truth (main thread): its wall time is user code; the share of it spent waiting for the GIL is
+printed from thread CPU time (cpu_ns/wall), since self-timing cannot say more."""
+import os
+import threading
+
+from _truth import gap, phase
+from inferscope import scope
+
+stop = threading.Event()
+
+
+def spinner():
+    s = 0
+    while not stop.is_set():
+        for i in range(1000):
+            s += i
+
+
+def spin(n):
+    s = 0
+    for i in range(n):
+        s += i * i % 7
+    return s
+
+
+threads = [threading.Thread(target=spinner, daemon=True) for _ in range(3)]
+for t in threads:
+    t.start()
+gap("framework_overhead/framework_python")
+with scope("inference"):
+    for _ in range(int(os.environ.get("ZOO_ITERS", "10"))):
+        with phase("python", expect="cpu_preprocessing/user_code"):
+            spin(100_000)
+stop.set()

@@ -1,0 +1,148 @@
+"""Truth harness for the planted zoo: run a program under ``inferscope run``, compare its self-timed
+phases (examples/zoo/_truth.py) with the breakdown's per-segment classes in the report's window.
+
+Definitions (documented in examples/zoo/README.md):
+- window W: ``report.json`` ``window.start_ns``/``end_ns`` (what the report analysed).
+- truth share of a class K: |union of the main thread's phases planted as K, clipped to W| / |W|.
+  Time of W covered by no phase goes to the program's declared ``gap`` class, else to ``unplanted``.
+- measured share of K: the breakdown's time in W labelled K (``analyze.breakdown.labelled_segments``);
+  K = "category" sums all its parts, K = "category/part" that part only.
+- ranking check: the top category of the truth equals the top category of the measurement.
+
+Used by bench/bench_zoo.py and tests/test_zoo_truth.py; needs inferscope importable.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ZOO = Path(__file__).resolve().parent
+UNPLANTED = "unplanted"
+
+
+def run_program(script: str, workdir: Path, args: list[str] = (), env: dict | None = None, timeout_s: float = 300,
+                tag: str = "") -> dict:
+    """Run one zoo program under ``inferscope run``; return paths of its report, trace and truth."""
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    stem = Path(script).stem + (f"_{tag}" if tag else "")
+    rep, trc, tru = workdir / f"{stem}.json", workdir / f"{stem}.iscope", workdir / f"{stem}.truth.json"
+    for p in (rep, trc, tru):
+        p.unlink(missing_ok=True)
+    e = dict(os.environ, ZOO_TRUTH=str(tru), PYTHONPATH=str(ZOO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    e.update(env or {})
+    cmd = [sys.executable, "-m", "inferscope", "run", "--format", "json", "--report", str(rep), "--trace", str(trc),
+           "--", sys.executable, str(ZOO / script), *args]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=e, cwd=str(workdir))
+    if r.returncode != 0 or not rep.exists() or not tru.exists():
+        raise RuntimeError(f"{script}: rc={r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
+    return {"report": rep, "trace": trc, "truth": tru, "stdout": r.stdout}
+
+
+def _union(iv: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for a, b in sorted(iv):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def truth_shares(truth: dict, lo: int, hi: int) -> dict[str, float]:
+    """Percent of [lo, hi) per planted class (main thread's phases), plus the gap/unplanted rest."""
+    dur = max(1, hi - lo)
+    by: dict[str, list[tuple[int, int]]] = {}
+    for p in truth["phases"]:
+        if not p.get("main", True):
+            continue
+        a, b = max(lo, p["start_ns"]), min(hi, p["end_ns"])
+        if b > a:
+            by.setdefault(p["expect"], []).append((a, b))
+    out = {}
+    covered = []
+    for k, iv in by.items():
+        u = _union(iv)
+        covered += u
+        out[k] = 100.0 * sum(b - a for a, b in u) / dur
+    rest = 100.0 - 100.0 * sum(b - a for a, b in _union(covered)) / dur
+    if rest > 0.05:
+        key = truth.get("gap") or UNPLANTED
+        out[key] = out.get(key, 0.0) + rest
+    return out
+
+
+def measured_shares(trace, window) -> dict[str, float]:
+    """Percent of the window per breakdown label, at both levels ("category" and "category/part")."""
+    from inferscope.analyze.breakdown import labelled_segments
+    s, e, lab = labelled_segments(trace, window)
+    dur = max(1, window.end_ns - window.start_ns)
+    d = (e - s).astype(np.int64)
+    out: dict[str, float] = {}
+    for k in np.unique(lab) if len(lab) else []:
+        pct = 100.0 * float(d[lab == k].sum()) / dur
+        out[str(k)] = out.get(str(k), 0.0) + pct
+        if "/" in k:
+            c = str(k).split("/")[0]
+            out[c] = out.get(c, 0.0) + pct
+    return out
+
+
+def _top_category(shares: dict[str, float]) -> str:
+    """Largest category; ``shares`` keys are "category" or "category/part", none counted twice."""
+    cats: dict[str, float] = {}
+    for k, v in shares.items():
+        c = k.split("/")[0]
+        cats[c] = cats.get(c, 0.0) + v
+    return max(cats, key=cats.get) if cats else ""
+
+
+def compare(paths: dict) -> dict:
+    """Truth vs InferScope for one run: {window, rows: [{label, truth_pct, measured_pct, diff_pts}], ...}."""
+    from inferscope.analyze.window import Window
+    from inferscope.ingest import load_trace
+    rep = json.loads(Path(paths["report"]).read_text())
+    truth = json.loads(Path(paths["truth"]).read_text())
+    trace = load_trace(paths["trace"])
+    w = rep["window"]
+    window = Window(int(w["start_ns"]), int(w["end_ns"]), w["label"], w["kind"])
+    t = truth_shares(truth, window.start_ns, window.end_ns)
+    m = measured_shares(trace, window)
+    # the accessor must reproduce the report's breakdown (same function, same window)
+    for row in rep["breakdown"]:
+        if abs(row["pct"] - m.get(row["category"], 0.0)) > 0.01:
+            raise AssertionError(f"segments disagree with report.json on {row['category']}: "
+                                 f"{m.get(row['category'], 0.0):.2f} vs {row['pct']:.2f} %")
+    labels = list(t)
+    # measured top-level time the truth did not plant (>= 2 % of the window) is shown too
+    planted_cats = {k.split("/")[0] for k in t}
+    part_planted = {k.split("/")[0] for k in t if "/" in k}
+    for k, v in sorted(m.items(), key=lambda kv: -kv[1]):
+        if v < 2.0 or k in t:
+            continue
+        c = k.split("/")[0]
+        if ("/" not in k and c not in planted_cats) or ("/" in k and c in part_planted):
+            labels.append(k)
+    rows = []
+    for k in labels:
+        tp, mp = t.get(k, 0.0), (m.get(k, 0.0) if k != UNPLANTED else float("nan"))
+        rows.append({"label": k, "truth_pct": tp, "measured_pct": mp, "diff_pts": mp - tp})
+    truth_top = _top_category({k: v for k, v in t.items() if k != UNPLANTED})
+    meas_top = _top_category({k: v for k, v in m.items() if "/" not in k})
+    return {"window": w, "rows": rows, "truth_top": truth_top, "measured_top": meas_top,
+            "ranking_ok": truth_top == meas_top, "verdict": rep["verdict"]["id"],
+            "rate_hz": (rep.get("cpu_sampling") or {}).get("rate_hz")}
+
+
+def format_rows(res: dict) -> str:
+    lines = [f"window {res['window']['kind']} {res['window']['dur_ms']:.0f} ms; verdict {res['verdict']}; "
+             f"top truth {res['truth_top']} / measured {res['measured_top']} ({'ok' if res['ranking_ok'] else 'MISMATCH'})"]
+    for r in res["rows"]:
+        lines.append(f"  {r['label']:<44} truth {r['truth_pct']:6.1f}  inferscope {r['measured_pct']:6.1f}  "
+                     f"diff {r['diff_pts']:+6.1f}")
+    return "\n".join(lines)

@@ -1,0 +1,42 @@
+"""Planted: the main thread waits on a threading.Lock another thread holds (while it sleeps), then
+runs Python. Truth: the lock wait is 'waiting', the Python loop user code."""
+import os
+import threading
+import time
+
+from _truth import gap, phase
+from inferscope import scope
+
+lock = threading.Lock()
+go = threading.Event()
+
+
+def holder():
+    while True:
+        go.wait()
+        go.clear()
+        with lock:
+            time.sleep(0.04)
+
+
+threading.Thread(target=holder, daemon=True).start()
+
+
+def spin(n):
+    s = 0
+    for i in range(n):
+        s += i * i % 7
+    return s
+
+
+gap("framework_overhead/framework_python")
+with scope("inference"):
+    for _ in range(int(os.environ.get("ZOO_ITERS", "15"))):
+        go.set()
+        time.sleep(0.002)  # the holder takes the lock (part of the wait)
+        with phase("lock_wait", expect="waiting"):
+            time.sleep(0)
+            with lock:
+                pass
+        with phase("python", expect="cpu_preprocessing/user_code"):
+            spin(150_000)

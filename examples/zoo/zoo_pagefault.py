@@ -1,0 +1,40 @@
+"""Planted: a page-fault heavy phase (numpy writes to freshly allocated pages) run after a model
+forward and after a pure-Python phase. Truth: the page-touching phase is cpu_compute both times
+(numpy's native code; the faults are kernel time on its behalf) -- the issue saw it inherit the
+previous phase's class instead."""
+import os
+
+import numpy as np
+import torch
+
+from _truth import gap, phase
+from inferscope import scope
+
+torch.set_num_threads(1)
+model = torch.nn.Linear(1024, 1024)
+
+
+def spin(n):
+    s = 0
+    for i in range(n):
+        s += i * i % 7
+    return s
+
+
+def touch():
+    a = np.empty(48 * 1024 * 1024 // 8)
+    a[::512] = 1.0        # one write per 4 KiB page: mostly page faults
+    return float(a[::4096].sum())
+
+
+gap("framework_overhead/framework_python")
+with scope("inference"):
+    for _ in range(int(os.environ.get("ZOO_ITERS", "8"))):
+        with phase("forward", expect="cpu_compute"), torch.inference_mode():
+            model(torch.randn(256, 1024))
+        with phase("touch_after_forward", expect="cpu_compute"):
+            touch()
+        with phase("python", expect="cpu_preprocessing/user_code"):
+            spin(60_000)
+        with phase("touch_after_python", expect="cpu_compute"):
+            touch()

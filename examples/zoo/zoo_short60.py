@@ -1,0 +1,17 @@
+"""Planted: a 60 ms program without scope(): ~60 ms of pure Python (unloaded) after start-up. Truth:
+the work phase is user code; everything from the process start to it (interpreter start, InferScope's
+bootstrap) is start-up, which the report shows as 'other' (not sampled) in the whole-run window."""
+from _truth import phase, startup
+
+startup("other")
+
+
+def spin(n):
+    s = 0
+    for i in range(n):
+        s += i * i % 7
+    return s
+
+
+with phase("work", expect="cpu_preprocessing/user_code"):
+    spin(400_000)

@@ -1,0 +1,142 @@
+"""Native threads of the process (not known to Python): Rayon pools of HF tokenizers, OpenMP/BLAS
+worker threads.  Python's frames cannot show them, so a main thread that waits for them looks idle
+(the zoo's Rayon-parallel encode_batch: 92 % "waiting" for a phase that was tokenization).
+
+Every NATIVE_PERIOD_NS the sampler calls ``NativeThreads.tick``: the process's tasks (the list re-read
+only when the thread count changes, system._tasks) minus the Python threads are native; each one
+(up to NATIVE_MAX_THREADS) gets its run time from /proc/self/task/<tid>/schedstat (ns, read with
+the GIL held) and a perf task-clock IP sampler (perfip.py), whose samples tell the role of the code
+it ran.  Its CPU time of the period becomes CPU_SAMPLE spans on its own track, split by the role
+fractions: numeric libraries -> cpu_compute, native tokenizers -> tokenization; time in other code
+(libc, the interpreter, unknown libraries) is not emitted (a poller or an I/O thread must not
+explain the main thread's waiting).  Where in the period the CPU time fell is not known (+-25 ms):
+the threads' blocks are laid end to end from the period's start (see ``tick``).  The breakdown counts them where the critical
+thread does nothing of its own (analyze/breakdown.py, like followed children).  Needs perf; without
+it nothing is recorded (the role is unknown).
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+from .perfip import COMPUTE, PYTHON, TOKENIZER, PerfIP
+from .rawio import ProcFile, read_small
+
+CPU_SAMPLE = 11             # SpanKind.CPU_SAMPLE (the sampler's events)
+NATIVE_PERIOD_NS = 25_000_000   # how often native threads are read (placement error +- this)
+NATIVE_MAX_THREADS = 32     # native threads followed at most (OpenMP pools of big hosts: enough to explain a wait)
+CLS = {COMPUTE: "cpu_compute", TOKENIZER: "tokenization"}
+ROLE_TEXT = {COMPUTE: "numeric library code", TOKENIZER: "native tokenizer code"}
+
+
+class _Native:
+    __slots__ = ("tid", "sched", "perf", "run_ns", "t", "name")
+
+    def __init__(self, tid: int, sched: ProcFile, perf: PerfIP, run_ns: int, t: int, name: str) -> None:
+        self.tid, self.sched, self.perf, self.run_ns, self.t, self.name = tid, sched, perf, run_ns, t, name
+
+    def close(self) -> None:
+        self.sched.close()
+        self.perf.close()
+
+
+class NativeThreads:
+    def __init__(self, append, period_ns: int) -> None:
+        self.append = append
+        self.period_ns = period_ns
+        self.threads: dict[int, _Native] = {}
+        self.names: dict[int, str] = {}     # tid -> track name, for the trace
+        self.seen: set[int] = set()         # tids that got spans
+        self.refused: set[int] = set()      # tids not followed (no perf, over the cap, gone)
+        self.cache: dict = {}
+        self.pid = os.getpid()
+        try:
+            self.stat = ProcFile("/proc/self/stat", 1024)
+        except OSError:
+            self.stat = None
+
+    def _native_tids(self) -> list[int]:
+        from .system import _tasks
+        try:
+            stat = self.stat.read() if self.stat is not None else None
+            tids = _tasks(self.pid, stat, self.cache)
+        except OSError:
+            return []
+        py = {t.native_id for t in threading.enumerate()}
+        return [int(x) for x in tids if x.isdigit() and int(x) not in py]
+
+    def _follow(self, tid: int, t: int) -> None:
+        if len(self.threads) >= NATIVE_MAX_THREADS:
+            self.refused.add(tid)
+            return
+        sched = perf = None
+        try:
+            sched = ProcFile(f"/proc/self/task/{tid}/schedstat", 128)
+            run = int(sched.read().split()[0])
+            perf = PerfIP.open(tid, self.period_ns)
+        except (OSError, ValueError, IndexError):
+            run = -1
+        if perf is None or run < 0:
+            if sched is not None:
+                sched.close()
+            self.refused.add(tid)
+            return
+        try:
+            comm = read_small(f"/proc/self/task/{tid}/comm", 64).decode("utf-8", "replace").strip()
+        except OSError:
+            comm = "?"
+        self.threads[tid] = _Native(tid, sched, perf, run, t, f"native thread {comm}")
+
+    def tick(self, t: int, maps) -> None:
+        """Emit the native threads' CPU time since the previous call, by role."""
+        live = self._native_tids()
+        for tid in live:
+            if tid not in self.threads and tid not in self.refused:
+                self._follow(tid, t)
+        for tid in [x for x in self.threads if x not in live]:
+            self.threads.pop(tid).close()
+        cursor = 0
+        for n in self.threads.values():
+            try:
+                run = int(n.sched.read().split()[0])
+                samples = n.perf.read(maps)
+            except (OSError, ValueError, IndexError):
+                continue
+            d, t0 = run - n.run_ns, n.t
+            n.run_ns, n.t = run, t
+            if d <= 0 or not samples:
+                continue
+            # where in the period each thread ran is unknown: the threads' blocks are laid end to end
+            # from the period's start (wrapping), so their union is min(period, sum of CPU times) -
+            # right for workers that share contended cores, an over-estimate of the union for
+            # workers that ran at the same moments on idle cores (then the period is short: +-25 ms)
+            counts = {COMPUTE: 0, TOKENIZER: 0, PYTHON: 0}
+            for _ts, k in samples:
+                if k in counts:
+                    counts[k] += 1
+            known = sum(counts.values())
+            if not known:
+                continue
+            span = t - t0
+            d = min(d, span)
+            for role in (COMPUTE, TOKENIZER):
+                part = int(d * counts[role] / known)
+                if part <= 0:
+                    continue
+                label = f"{n.name} ({ROLE_TEXT[role]})"
+                a = t0 + cursor % span
+                first = min(part, t - a)
+                self.append((0, CPU_SAMPLE, n.tid, a, a + first, CLS[role], label, "sample"))
+                if part > first:              # wrapped to the period's start
+                    self.append((0, CPU_SAMPLE, n.tid, t0, t0 + part - first, CLS[role], label, "sample"))
+                cursor += part
+                self.seen.add(n.tid)
+                self.names[n.tid] = n.name
+
+    def close(self) -> None:
+        for n in self.threads.values():
+            n.close()
+        self.threads.clear()
+        if self.stat is not None:
+            self.stat.close()
+            self.stat = None

@@ -1,0 +1,217 @@
+"""Cross-rank section of a multi-input ``inferscope analyze``: the ranks of one torch.distributed job.
+
+Pure functions over report dicts: ``rank_profile`` keeps, per report that names its rank (Kineto
+``distributedInfo``, in ``source.distributed``), the few numbers the comparison needs (a few KB, so a
+batch of thousands of traces does not hold their reports); ``cross_rank`` groups the profiles into jobs and
+compares the ranks of each job.
+
+Grouping rule (``job_key``): two traces belong to one job when they agree on world size, backend, NCCL
+version, the process groups (name, description, backend, size: every rank creates every group, since
+``new_group`` is collective over the default group, so these agree across ranks; the member lists are
+left out), the device names and the CUDA/HIP tool versions; and their ranks differ.  A rank seen twice
+under one key means several captures of jobs with the same configuration: that group is reported as
+ambiguous and not compared.  The key cannot tell apart two runs of one configuration whose ranks do not
+collide (e.g. rank 0 of Monday's run and rank 1 of Tuesday's): give the inputs of one capture together.
+
+Per rank: the step times (``phases.steps``: ``ProfilerStep#N`` or the trace's step ranges in the analysed
+window; at most the 100 the report lists), e2e, the breakdown (ms and share), communication-kernel time
+and the part of it not overlapped by a compute kernel (``gpu``), sync wait (breakdown ``sync_wait``).
+The straggler is the rank with the largest median step time (e2e when some rank has no steps).  What it
+did differently: per category and per top kernel / op / function, its time minus the median over the
+other ranks, in ms.  Kernel/op/function tables are each report's top 20 only: a name missing from a
+truncated list is bounded by that list's smallest entry, and the row says so (see ``_differences``).
+"""
+from __future__ import annotations
+
+import json
+import statistics
+
+import numpy as np
+
+from .thresholds import CROSS_RANK_TOP_ITEMS
+
+SCHEMA = "inferscope.cross_rank/1"
+
+
+def _num(v) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _summed(rows, key: str, val: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for r in rows or []:
+        if isinstance(r, dict) and isinstance(r.get(key), str) and _num(r.get(val)) is not None:
+            out[r[key]] = out.get(r[key], 0.0) + float(r[val])
+    return out
+
+
+def job_key(result: dict) -> str | None:
+    src = result.get("source") or {}
+    d = src.get("distributed")
+    if not isinstance(d, dict) or not isinstance(d.get("rank"), int):
+        return None
+    pgs = sorted((pg.get("pg_name"), pg.get("pg_desc"), pg.get("backend_config"), pg.get("pg_size"))
+                 for pg in d.get("pg_config") or [])
+    key = {"world_size": d.get("world_size"), "backend": d.get("backend"), "nccl_version": d.get("nccl_version"),
+           "pg_count": d.get("pg_count"), "pgs": pgs,
+           "devices": sorted({str(x.get("name")) for x in src.get("devices") or []}),
+           "tool_versions": {k: v for k, v in sorted((src.get("tool_versions") or {}).items()) if k != "schemaVersion"}}
+    return json.dumps(key, sort_keys=True, default=str)
+
+
+def rank_profile(result: dict) -> dict | None:
+    """The numbers the cross-rank comparison reads from one report; None when the trace names no rank."""
+    key = job_key(result)
+    if key is None:
+        return None
+    d = result["source"]["distributed"]
+    ph = result.get("phases") or {}
+    g = result.get("gpu") or {}
+    comm, overlap = _num(g.get("comm_kernel_busy_ms")), _num(g.get("compute_comm_overlap_ms"))
+    cats = {c["category"]: c for c in result.get("breakdown") or []}
+    cul = result.get("culprits") or {}
+    return {"rank": d["rank"], "world_size": d.get("world_size"), "backend": d.get("backend"), "job_key": key,
+            "devices": sorted({str(x.get("name")) for x in (result.get("source") or {}).get("devices") or []}),
+            "window": (result.get("window") or {}).get("label"), "e2e_ms": _num(result.get("e2e_ms")),
+            "steps_ms": [float(s["wall_ms"]) for s in ph.get("steps") or [] if _num(s.get("wall_ms")) is not None],
+            "step_count": ph.get("step_count"),
+            "category_ms": {k: float(c["ms"]) for k, c in cats.items()},
+            "shares_pct": {k: float(c["pct"]) for k, c in cats.items()},
+            "comm_kernel_ms": comm,
+            "comm_exposed_ms": None if comm is None or overlap is None else max(0.0, comm - overlap),
+            "sync_wait_ms": float(cats["sync_wait"]["ms"]) if "sync_wait" in cats else None,
+            "kernels": _summed((result.get("kernels") or {}).get("top"), "name", "sum_ms"),
+            "ops": _summed(cul.get("ops"), "name", "self_ms"),
+            "functions": _summed(cul.get("functions"), "function", "self_ms"),
+            "complete": {"kernels": len((result.get("kernels") or {}).get("top") or []) >= ((result.get("kernels") or {}).get("distinct") or 0),
+                         "ops": len(cul.get("ops") or []) >= (cul.get("counts") or {}).get("ops", 0),
+                         "functions": len(cul.get("functions") or []) >= (cul.get("counts") or {}).get("functions", 0)}}
+
+
+def _step_stats(steps: list[float]) -> dict:
+    if not steps:
+        return {"n": 0, "median_ms": None, "p90_ms": None}
+    a = np.asarray(steps, dtype=np.float64)
+    return {"n": int(a.size), "median_ms": round(float(np.median(a)), 6), "p90_ms": round(float(np.percentile(a, 90)), 6)}
+
+
+def _rank_row(item: dict) -> dict:
+    p = item["profile"]
+    comm, exposed = p["comm_kernel_ms"], p["comm_exposed_ms"]
+    return {"rank": p["rank"], "source": item["source"], "report_dir": item.get("report_dir"), "window": p["window"],
+            "steps": _step_stats(p["steps_ms"]), "e2e_ms": p["e2e_ms"], "shares_pct": p["shares_pct"],
+            "comm_kernel_ms": comm, "comm_exposed_ms": None if exposed is None else round(exposed, 6),
+            "comm_exposed_pct": round(100.0 * exposed / comm, 3) if comm and exposed is not None else None,
+            "sync_wait_ms": p["sync_wait_ms"]}
+
+
+def _value(table: dict[str, float], name: str, complete: bool) -> tuple[float, bool]:
+    """(value, bounded): a name missing from a complete table is 0; from a truncated top-N table it is at most
+    the smallest value listed (bounded)."""
+    if name in table:
+        return table[name], False
+    if complete or not table:
+        return 0.0, False
+    return min(table.values()), True
+
+
+def _differences(mine: dict[str, float], others: list[dict[str, float]], top: int,
+                 mine_complete: bool = True, others_complete: list[bool] | None = None) -> list[dict]:
+    """Per name: straggler value minus the median over the other ranks.  A name missing from a truncated
+    top-N table counts as that table's smallest listed value (an upper bound on it), so ``bound`` says the
+    difference is "at least" (bounded on other ranks) or "at most" (bounded on the straggler); a name bounded
+    on both sides has no row.  Zero differences are left out."""
+    oc = others_complete or [True] * len(others)
+    rows = []
+    for name in set(mine).union(*others):
+        v, vb = _value(mine, name, mine_complete)
+        vals = [_value(o, name, c) for o, c in zip(others, oc)]
+        ob = any(b for _, b in vals)
+        if vb and ob:
+            continue
+        med = statistics.median([x for x, _ in vals])
+        d = round(v - med, 6)
+        if d == 0:
+            continue
+        rows.append({"name": name, "straggler_ms": round(v, 6), "others_median_ms": round(med, 6), "diff_ms": d,
+                     "bound": "at most" if vb else "at least" if ob else None})
+    rows.sort(key=lambda r: (-abs(r["diff_ms"]), r["name"]))
+    return rows[:top]
+
+
+def _compare(items: list[dict], top: int) -> dict:
+    items = sorted(items, key=lambda it: it["profile"]["rank"])
+    ranks = [_rank_row(it) for it in items]
+    by_step = all(r["steps"]["n"] for r in ranks)
+    val = [(r["steps"]["median_ms"] if by_step else r["e2e_ms"]) for r in ranks]
+    if any(v is None for v in val):
+        return {"ranks": ranks, "basis": None, "straggler": None, "different": None}
+    i = max(range(len(ranks)), key=lambda k: (val[k], -ranks[k]["rank"]))
+    rest = [v for k, v in enumerate(val) if k != i]
+    others = [it["profile"] for k, it in enumerate(items) if k != i]
+    me = items[i]["profile"]
+    med = statistics.median(rest)
+    straggler = {"rank": ranks[i]["rank"], "source": ranks[i]["source"],
+                 "basis": "median step time" if by_step else "e2e (some rank has no steps)",
+                 "value_ms": val[i], "others_median_ms": round(med, 6), "lead_ms": round(val[i] - med, 6),
+                 "lead_pct": round(100.0 * (val[i] - med) / med, 3) if med > 0 else None}
+    different = {"categories": _differences(me["category_ms"], [o["category_ms"] for o in others], top)}
+    for k in ("kernels", "ops", "functions"):
+        different[k] = _differences(me[k], [o[k] for o in others], top, me["complete"][k],
+                                    [o["complete"][k] for o in others])
+    return {"ranks": ranks, "basis": straggler["basis"], "straggler": straggler, "different": different}
+
+
+def _window_note(ranks: list[dict]) -> str | None:
+    labels = sorted({str(r["window"]) for r in ranks})
+    if len(labels) < 2:
+        return None
+    return (f"the ranks were analysed over different windows ({'; '.join(labels[:4])}): the default steady-state cut "
+            "is found per trace; --window all (or one step name) compares like with like")
+
+
+def cross_rank(items: list[dict], top: int = CROSS_RANK_TOP_ITEMS) -> dict | None:
+    """items: {"source", "report_dir", "profile"} per analysed input with a rank profile.  None when no two
+    inputs belong to one job."""
+    groups: dict[str, list[dict]] = {}
+    for it in items:
+        if it.get("profile"):
+            groups.setdefault(it["profile"]["job_key"], []).append(it)
+    jobs, alone = [], []
+    for key, its in groups.items():
+        if len(its) < 2:
+            alone.append(its[0]["source"])
+            continue
+        ranks = [it["profile"]["rank"] for it in its]
+        p0 = its[0]["profile"]
+        job = {"job": "", "world_size": p0["world_size"], "backend": p0["backend"], "devices": p0["devices"],
+               "ranks_present": sorted(set(ranks)), "inputs": sorted(it["source"] for it in its)}
+        dup = sorted({r for r in ranks if ranks.count(r) > 1})
+        if dup:
+            job["error"] = (f"rank(s) {', '.join(map(str, dup))} appear in several inputs: captures of several jobs "
+                            "with the same configuration; give one capture's ranks together")
+        else:
+            job.update(_compare(its, top))
+            job["window_note"] = _window_note(job["ranks"])
+        jobs.append(job)
+    if not jobs:
+        return None
+    jobs.sort(key=lambda j: (j["inputs"][0]))
+    for n, j in enumerate(jobs, 1):
+        j["job"] = f"job{n}"
+    return {"schema": SCHEMA, "jobs": jobs, "ungrouped": sorted(alone),
+            "rule": "one job = same world size, backend, NCCL version, process groups (name, description, backend, "
+                    "size), device names and tool versions, distinct ranks; straggler = largest median step time "
+                    "(e2e when a rank has no steps); differences = straggler minus the median of the other ranks, "
+                    f"top {top} by size; kernel/op/function tables are each report's top 20: a name missing from a "
+                    "truncated table counts as its smallest entry (the difference is then a bound: at least / at most)"}
+
+
+def row_fields(cr: dict | None) -> dict[str, dict]:
+    """source -> {"job", "straggler"} for the summary rows."""
+    out: dict[str, dict] = {}
+    for j in (cr or {}).get("jobs", []):
+        s = (j.get("straggler") or {}).get("source")
+        for src in j["inputs"]:
+            out[src] = {"job": j["job"], "straggler": (src == s) if j.get("straggler") else None}
+    return out

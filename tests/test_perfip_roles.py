@@ -1,0 +1,182 @@
+"""Native code by role (issue 16 item 2): perf IP samples are classed by the shared object they fall
+in (collect/perfip.role_of), and the sampler splits a tick interval by those roles."""
+from pathlib import Path
+
+import pytest
+
+from inferscope.collect import perfip as P
+from inferscope.collect import sampler as SM
+
+SP = "/root/.pyenv/versions/3.11.7/lib/python3.11/site-packages"   # as /proc/self/maps shows it here
+
+
+@pytest.mark.parametrize("path,role", [
+    (f"{SP}/numpy.libs/libscipy_openblas64_-32a4b2a6.so", P.COMPUTE),          # numpy's bundled BLAS
+    (f"{SP}/numpy.libs/libgfortran-040039e1-0352e75f.so.5.0.0", P.COMPUTE),    # its LAPACK runtime
+    (f"{SP}/numpy/_core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so", P.COMPUTE),
+    (f"{SP}/numpy/linalg/_umath_linalg.cpython-311-x86_64-linux-gnu.so", P.COMPUTE),
+    (f"{SP}/torch/lib/libtorch_cpu.so", P.COMPUTE),
+    (f"{SP}/torch/lib/libc10.so", P.COMPUTE),
+    (f"{SP}/torch/lib/libgomp-a34b3233.so.1", P.COMPUTE),
+    ("/opt/intel/oneapi/mkl/lib/libmkl_core.so.2", P.COMPUTE),
+    ("", P.COMPUTE),                                                            # anonymous: JIT code
+    (f"{SP}/tokenizers/tokenizers.abi3.so", P.TOKENIZER),                      # HF tokenizers (Rust)
+    (f"{SP}/sentencepiece/_sentencepiece.cpython-311-x86_64-linux-gnu.so", P.TOKENIZER),
+    (f"{SP}/tiktoken/_tiktoken.cpython-311-x86_64-linux-gnu.so", P.TOKENIZER),
+    ("/root/.pyenv/versions/3.11.7/lib/libpython3.11.so.1.0", P.PYTHON),
+    ("/root/.pyenv/versions/3.11.7/bin/python3.11", P.PYTHON),
+    ("/usr/lib/x86_64-linux-gnu/libc.so.6", P.OTHER),
+    ("/usr/lib/x86_64-linux-gnu/libm.so.6", P.OTHER),
+    ("/root/.pyenv/versions/3.11.7/lib/python3.11/lib-dynload/_json.cpython-311-x86_64-linux-gnu.so", P.OTHER),
+    (f"{SP}/torch/_C.cpython-311-x86_64-linux-gnu.so", P.OTHER),               # the binding stub
+    (f"{SP}/PIL/_imaging.cpython-311-x86_64-linux-gnu.so", P.OTHER),           # image prep: the caller's class
+])
+def test_role_of_real_library_paths(path, role):
+    assert P.role_of(path) == role, (path, P.ROLE_NAMES[P.role_of(path)])
+
+
+def test_this_process_maps_numpy_blas_as_compute():
+    """The live table: numpy's BLAS and core loops, as this interpreter maps them, are COMPUTE."""
+    np = pytest.importorskip("numpy")
+    np.ones((4, 4)) @ np.ones((4, 4))
+    roles = {}
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split(None, 5)
+            if len(parts) > 5 and "x" in parts[1]:
+                roles[parts[5].strip()] = P.role_of(parts[5].strip())
+    core = [p for p in roles if "_multiarray_umath" in p]
+    assert core and all(roles[p] == P.COMPUTE for p in core)
+    assert any(roles[p] == P.PYTHON for p in roles)
+
+
+class FakePerf:
+    def __init__(self, samples):
+        self.samples = samples
+
+    def read(self, maps):
+        out, self.samples = self.samples, []
+        return out
+
+
+def _durations(samples, pend, cls0="user_code"):
+    buf = []
+    s = SM.Sampler(buf, 200, {}, set())
+    s._perf_maps = object()
+    st = SM._ThreadState(tid=1, clk=None, cpu=0, t=0)
+    st.cls, st.start, st.end = cls0, 0, 0
+    st.perf = FakePerf(samples)
+    st.pending = pend
+    s._resolve(st)
+    s._emit(st)
+    dur = {}
+    for ev in buf:
+        dur[ev[5]] = dur.get(ev[5], 0) + ev[4] - ev[3]
+    return dur, st
+
+
+def test_split_by_role_tokenizer_compute_and_other():
+    """One 10 ms user-code interval: 6 tokenizer, 2 compute, 2 interpreter and 4 libc samples -> the libc
+    samples follow the mix of the classified ones: 60 % tokenization, 20 % cpu_compute, 20 % user code."""
+    ms = 1_000_000
+    kinds = [P.TOKENIZER] * 6 + [P.COMPUTE] * 2 + [P.PYTHON] * 2 + [P.OTHER] * 4
+    samples = [(int((i + 0.5) * 10 * ms / len(kinds)), k) for i, k in enumerate(kinds)]
+    dur, st = _durations(samples, [(10 * ms, None, "app.py:encode", "user_code", False, 0)])
+    assert dur == {"cpu_compute": 2 * ms, "tokenization": 6 * ms, "user_code": 2 * ms}
+    assert (st.native, st.native_tok) == (0.2, 0.6)
+
+
+def test_interval_with_only_libc_samples_keeps_the_last_fractions():
+    ms = 1_000_000
+    samples = [(2 * ms, P.TOKENIZER), (7 * ms, P.TOKENIZER), (15 * ms, P.OTHER)]
+    dur, _ = _durations(samples, [(10 * ms, None, "app.py:encode", "user_code", False, 0),
+                                  (20 * ms, None, "app.py:encode", "user_code", False, 0)], cls0="tokenization")
+    assert dur == {"tokenization": 20 * ms}          # not user code: no classified sample in (10, 20] ms
+
+
+def test_libc_only_interval_after_no_classified_sample_is_the_stacks_class():
+    """hashlib (libcrypto: role OTHER) right after a phase decided without perf: user code, not the
+    GIL heuristic's cpu_compute and not an old fraction (the bug a collect test caught: 596 ms of
+    sha256 read as cpu_compute)."""
+    ms = 1_000_000
+    samples = [(2 * ms, P.OTHER), (7 * ms, P.OTHER), (12 * ms, P.OTHER)]
+    dur, st = _durations(samples, [(10 * ms, None, "app.py:digest", "user_code", True, 0),
+                                   (20 * ms, None, "app.py:digest", "user_code", True, 0)])
+    assert dur == {"user_code": 20 * ms} and st.native is None
+
+
+def test_native_threads_emit_cpu_time_by_role_laid_end_to_end(monkeypatch):
+    """Two native threads with 15 and 24 ms of CPU in a 25 ms period: tokenizer / compute spans by
+    their IP roles, laid end to end from the period's start (wrapping), a libc-only thread ignored."""
+    from inferscope.collect import native_threads as N
+
+    class Sched:
+        def __init__(self, vals):
+            self.vals = list(vals)
+
+        def read(self):
+            return f"{self.vals.pop(0)} 0 0\n".encode()
+
+        def close(self):
+            pass
+
+    ms = 1_000_000
+    out = []
+    nt = N.NativeThreads(out.append, 4 * ms)
+    monkeypatch.setattr(nt, "_native_tids", lambda: [11, 12, 13])
+    nt.threads = {
+        11: N._Native(11, Sched([15 * ms]), FakePerf([(1, P.TOKENIZER), (2, P.TOKENIZER), (3, P.OTHER)]), 0, 0, "native thread a"),
+        12: N._Native(12, Sched([24 * ms]), FakePerf([(1, P.COMPUTE), (2, P.TOKENIZER)]), 0, 0, "native thread b"),
+        13: N._Native(13, Sched([9 * ms]), FakePerf([(1, P.OTHER)]), 0, 0, "native thread poller"),
+    }
+    for n in nt.threads.values():
+        n.perf.close = lambda: None
+    nt.tick(25 * ms, maps=None)
+    got = [(e[2], e[3], e[4], e[5]) for e in out]
+    assert got == [(11, 0, 15 * ms, "tokenization"),       # a: all tokenizer (its libc sample follows)
+                   (12, 15 * ms, 25 * ms, "cpu_compute"),  # b: 12 ms compute from a's end, wrapping ...
+                   (12, 0, 2 * ms, "cpu_compute"),
+                   (12, 2 * ms, 14 * ms, "tokenization")], got  # ... then 12 ms tokenizer
+    assert nt.seen == {11, 12} and nt.names[12] == "native thread b"      # the libc-only poller: nothing
+    nt.close()
+
+
+def test_maps_see_a_library_loaded_after_they_were_read(tmp_path, monkeypatch):
+    """An IP in a library dlopen()ed after the maps were read resolves at once (the maps are re-read
+    on the miss), not 0.5 s later: a numpy MLP whose OpenBLAS loaded while perf was being set up read
+    95 % user code in 2 runs of 4.  An IP that still misses right after a re-read costs no more re-reads."""
+    import ctypes
+    import shutil
+    import sysconfig
+    src = next(Path(sysconfig.get_config_var("DESTSHARED")).glob("_bz2*.so"), None)
+    if src is None:
+        pytest.skip("no _bz2 extension module to copy")
+    monkeypatch.setattr(P, "MAPS_RELOAD_MIN_S", 0.0)
+    maps = P.Maps()
+    lib_path = tmp_path / "libzoo_late_loaded.so"
+    shutil.copy(src, lib_path)
+    lib = ctypes.CDLL(str(lib_path))
+    ip = ctypes.cast(lib.PyInit__bz2, ctypes.c_void_p).value
+    assert maps.kind(ip) == 0                       # not in the maps as they were read
+    assert maps.kind_or_reload(ip) == P.role_of(str(lib_path)) != 0
+    n = maps.n_loaded
+    reloads = []
+    monkeypatch.setattr(maps, "reload", lambda: reloads.append(1))
+    assert maps.kind_or_reload(8) == 0 and maps.kind_or_reload(8) == 0   # page 0 is never mapped
+    assert len(reloads) == 1 and maps.n_loaded == n
+
+
+def test_off_cpu_part_of_an_interval_is_waiting():
+    """Issue 16 item 3: an interval's off-CPU time (measured by the thread's CPU clock) is 'waiting', the
+    rest is classified.  A 2 ms model step after 8 ms blocked on native tokenizer threads (off first: the
+    thread runs at the tick) and a 10 ms interval of which 3 ms ran the stack's code before it blocked
+    (off last) - not 10 ms cpu_compute and 10 ms user code."""
+    ms = 1_000_000
+    samples = [(int(9.5 * ms), P.COMPUTE), (int(10.5 * ms), P.PYTHON), (int(11.5 * ms), P.PYTHON)]
+    dur, _ = _durations(samples, [(10 * ms, None, "app.py:model", "user_code", False, 8 * ms),
+                                  (20 * ms, None, "app.py:encode", "user_code", False, -7 * ms)], cls0="waiting")
+    assert dur == {"waiting": 15 * ms, "cpu_compute": 2 * ms, "user_code": 3 * ms}
+    # a decided class (no perf) splits the same way, and a KEEP keeps the class before the wait
+    dur, _ = _durations([], [(10 * ms, "tokenization", "t.py:enc", None, False, 4 * ms),
+                             (20 * ms, SM.KEEP, None, None, False, 5 * ms)], cls0="user_code")
+    assert dur == {"waiting": 9 * ms, "tokenization": 11 * ms}

@@ -1,0 +1,142 @@
+"""The planted zoo against its self-timed truth (issue 16): live runs of the fast zoo_*.py programs
+under `inferscope run`, compared by examples/zoo/zoo_harness.py (definitions there and in
+examples/zoo/README.md).  bench/bench_zoo.py runs them all with repeats and prints the table.
+
+Tolerances: one run here (not the bench's median of 3) on a loaded 2-core machine.  At the ~70-150 Hz
+a Python thread lets the sampler reach, a 0.4-0.9 s window holds 30-130 ticks: a share near 50 %
+is uncertain by +-9-17 points (95 %, binomial), so a planted share is checked to 12 points and the
+ranking (top category) exactly.  Shares the sampler cannot get right yet are xfail(strict=False) with
+the figure measured on this branch and the issue-16 item that fixes them (they turn into passes,
+not silent skips, when the sampler work lands).
+"""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="torch not installed (extra [torch])")
+pytestmark = pytest.mark.live
+
+ZOO = Path(__file__).resolve().parents[1] / "examples" / "zoo"
+sys.path.insert(0, str(ZOO))
+import zoo_harness as H  # noqa: E402
+
+TOL_PTS = 12.0
+
+
+def _run(tmp_path, script, args=(), env=None):
+    res = H.compare(H.run_program(script, tmp_path, list(args), env=env))
+    return res, {r["label"]: r for r in res["rows"]}
+
+
+def _needs_perf(tmp_path, stem):
+    """Native code by role needs perf IP samples; without them (perf_event_paranoid > 2, seccomp) the
+    GIL heuristic cannot tell a Rust tokenizer or numpy's BLAS from the Python calling them."""
+    rep = json.loads((Path(tmp_path) / f"{stem}.json").read_text())
+    src = (rep["about"]["collection"] or {}).get("cpu_compute_source") or ""
+    if not src.startswith("perf_event"):
+        pytest.xfail(f"perf IP sampling unavailable on this machine ({src})")
+
+
+def _within(row, tol=TOL_PTS):
+    assert abs(row["diff_pts"]) <= tol, row
+
+
+def test_truth_harness_reads_the_report_partition(tmp_path):
+    """The truth covers the scope window and the segment accessor reproduces report.json exactly
+    (compare() raises if a category differs by more than 0.01 %)."""
+    res, rows = _run(tmp_path, "zoo_python_between_ops.py", ["--gap-ms", "5"], env={"ZOO_ITERS": "60"})
+    assert res["window"]["kind"] == "scopes"
+    assert H.UNPLANTED not in rows                       # phases + declared gap cover the window
+    assert abs(sum(r["truth_pct"] for r in res["rows"]) - 100.0) < 0.5
+    # 5 ms of pure Python between ~1 ms ops: measured +0.9..+1.6 points from the truth
+    _within(rows["cpu_preprocessing/user_code"])
+    _within(rows["cpu_compute"])
+    assert res["ranking_ok"], res
+
+
+def test_lock_wait(tmp_path):
+    res, rows = _run(tmp_path, "zoo_lock_wait.py")
+    assert res["ranking_ok"], res                        # waiting on top (measured: every run)
+    if abs(rows["waiting"]["diff_pts"]) > TOL_PTS:
+        pytest.xfail(f"lock wait {rows['waiting']['diff_pts']:+.1f} pts (measured -15 once): per-tick 25 % "
+                     "on/off-CPU threshold, issue 16 item 3")
+
+
+def test_warmup_scope(tmp_path):
+    """scope("step") x13, the first a 0.35 s warm-up (planted as a sleep) vs ~40 ms steps: the window
+    starts at the second call (thresholds.SCOPE_WARMUP_FACTOR) and the label says so with both durations."""
+    paths = H.run_program("zoo_warmup_scope.py", tmp_path)
+    truth = json.loads(Path(paths["truth"]).read_text())
+    rep = json.loads(Path(paths["report"]).read_text())
+    warm = next(p for p in truth["phases"] if p["name"] == "warmup")
+    assert rep["window"]["kind"] == "scopes"
+    assert "warm-up call of 'step'" in rep["window"]["label"], rep["window"]
+    assert rep["window"]["start_ns"] >= warm["end_ns"]                 # the warm-up is outside
+    later = [p for p in truth["phases"] if p["name"] == "compute"][1:]
+    assert rep["window"]["start_ns"] <= min(p["start_ns"] for p in later)   # every later step inside
+    res = H.compare(paths)
+    rows = {r["label"]: r for r in res["rows"]}
+    assert "waiting" not in rows or rows["waiting"]["truth_pct"] == 0.0
+    assert res["ranking_ok"], res
+    _within(rows["cpu_compute"])
+
+
+def test_rust_tokenizer_serial(tmp_path):
+    """HF tokenizers' encode_batch (Rust): its perf IP samples fall in tokenizers.abi3.so (role TOKENIZER)
+    and libc (following the interval's mix).  Measured 87 % tokenization vs 92 % truth (was 0 %)."""
+    res, rows = _run(tmp_path, "zoo_tokenizers.py", env={"ZOO_ITERS": "8"})
+    _needs_perf(tmp_path, "zoo_tokenizers")
+    _within(rows["cpu_preprocessing/tokenization"])
+
+
+def test_rust_tokenizer_parallel_native_threads(tmp_path):
+    """Rayon-parallel encode_batch: the main thread waits on 2 native threads Python cannot see; their
+    CPU time (schedstat) by perf role (tokenizers.abi3.so) fills that waiting as tokenization.
+    Measured 88.5 % vs 93.8 % truth (was 25 %, 92 % 'waiting')."""
+    res, rows = _run(tmp_path, "zoo_tokenizers.py", ["--parallel"], env={"ZOO_ITERS": "8"})
+    _needs_perf(tmp_path, "zoo_tokenizers")
+    rep = json.loads((Path(tmp_path) / "zoo_tokenizers.json").read_text())
+    assert rep["about"]["collection"]["native_threads"], rep["about"]["collection"]
+    names = {t["thread"] for t in rep["threads"]["threads"]}
+    assert any(n.startswith("native thread") for n in names), names
+    _within(rows["cpu_preprocessing/tokenization"])
+    assert res["ranking_ok"], res
+
+
+def test_numpy_mlp(tmp_path):
+    """An MLP in numpy: numpy's bundled OpenBLAS and core loops are role COMPUTE, also without torch.
+    Measured 100 % cpu_compute vs 99.5 % truth (was 0 %)."""
+    res, rows = _run(tmp_path, "zoo_numpy_mlp.py")
+    _needs_perf(tmp_path, "zoo_numpy_mlp")
+    _within(rows["cpu_compute"])
+    assert res["ranking_ok"], res
+
+
+@pytest.mark.xfail(strict=False, reason="blocking disk I/O reads as user code (measured 0 % waiting vs 99.5 % "
+                   "truth): on/off-CPU split per interval, issue 16 item 3")
+def test_disk_io(tmp_path):
+    res, rows = _run(tmp_path, "zoo_disk_io.py")
+    _within(rows["waiting"])
+
+
+def test_short_program_window_starts_at_process_start(tmp_path):
+    """A ~60 ms program without scope(): the whole-run window starts at the process start
+    (collection.process_start_ns from /proc, 10 ms resolution), so the work -- which began before the
+    sampler's first tick -- lies inside it; start-up before the first tick is 'other'."""
+    paths = H.run_program("zoo_short60.py", tmp_path)
+    truth = json.loads(Path(paths["truth"]).read_text())
+    rep = json.loads(Path(paths["report"]).read_text())
+    work = next(p for p in truth["phases"] if p["name"] == "work")
+    start = next(p for p in truth["phases"] if p["name"] == "startup")
+    assert rep["window"]["kind"] == "trace"
+    assert "process start" in rep["window"]["label"], rep["window"]
+    assert abs(rep["window"]["start_ns"] - start["start_ns"]) <= 20_000_000   # both from /proc: 1 tick apart at most
+    assert rep["window"]["start_ns"] <= work["start_ns"] and rep["window"]["end_ns"] >= work["start_ns"]
+    res = H.compare(paths)
+    assert res["ranking_ok"], res                        # start-up ('other') dominates a 60 ms program
+    rows = {r["label"]: r for r in res["rows"]}
+    if abs(rows["cpu_preprocessing/user_code"]["diff_pts"]) > TOL_PTS:
+        pytest.xfail(f"user code {rows['cpu_preprocessing/user_code']['diff_pts']:+.1f} pts (measured -13 once): "
+                     "the sampler's first registering tick lands late in the work, issue 16 items 3/4")
