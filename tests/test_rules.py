@@ -349,6 +349,26 @@ def case_page_fault_storm():
     assert f["evidence"]["storm_faults"] == 2000 and f["evidence"]["storm_ms"] == pytest.approx(0.5)
     assert finding(trace(1000, T.PAGE_FAULT_KERNEL_PCT / 2), "page_fault_storm") is None   # faults, little kernel time
     assert finding(trace(0, 30.0), "page_fault_storm") is None                             # kernel time, no faults
+    # live runs: kernel time per sampler tick (proc.sys_cpu_s) ranks the functions.  Faults come at a
+    # storm rate under forward and touch alike (THP: a page-touching call takes no more faults than a
+    # forward); touch's intervals hold the kernel time, so touch is named though forward ran longer
+    t = Synth()
+    t.span(SpanKind.CPU_SAMPLE, "cpu_compute", 0, 600, detail=t.b.strings.intern("app.py:forward"))
+    t.span(SpanKind.CPU_SAMPLE, "cpu_compute", 600, 1000, detail=t.b.strings.intern("app.py:touch"))
+    ts = [0, 200, 400, 600, 800, 1000]
+    add_counter(t, "proc.page_faults", ts, [0, 0, 100, 200, 300, 400])     # none in 0-200 us, then 500k/s
+    # 1 ms of kernel time in 0-200 us (no faults there: not charged), 0.05 ms in 400-600, 0.15 ms in each
+    # of touch's two intervals
+    add_counter(t, "proc.sys_cpu_s", ts, [0, 1e-3, 1e-3, 1.05e-3, 1.2e-3, 1.35e-3])
+    add_counter(t, "proc.sys_cpu_pct", ts, [30.0] * 6)
+    res = run(t)
+    pf = res["contention"]["page_faults"]
+    assert pf["ranked_by"] == "kernel_ms" and pf["kernel_ms"] == pytest.approx(0.35)
+    assert [(r["function"], round(r["kernel_ms"], 6), round(r["ms"], 6)) for r in pf["functions"]] == \
+        [("touch", 0.3, 0.4), ("forward", 0.05, 0.4)]
+    f = finding(res, "page_fault_storm")
+    assert f["evidence"]["culprit"] == "touch" and f["evidence"]["culprit_kernel_ms"] == pytest.approx(0.3)
+    assert "Culprit: touch (app.py) was running during 0.3 ms of the" in " ".join(f["evidence_text"])
 
 
 def case_cpu_run_queue():

@@ -197,3 +197,41 @@ def test_gil_free_tick_in_library_plumbing_keeps_class():
     finally:
         done.set()
         th.join()
+
+
+def test_fault_ticks_are_sparse_and_exact():
+    """SystemSampler.faults_tick: samples only around ticks where the page-fault count moved, each
+    faulting tick interval bounded by the counts at both of its ticks (recounted with getrusage)."""
+    import resource
+
+    import numpy as np
+
+    from inferscope.collect.system import SystemSampler
+
+    def faults():
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        return ru.ru_minflt + ru.ru_majflt
+
+    out = []
+    s = SystemSampler(out.append)
+    s.close()
+    a = np.empty(8 << 20, dtype=np.uint8)   # 8 MiB, pages not yet touched
+    s.faults_tick(1 * MS)                   # (may emit: faults since the sampler was made)
+    c1, n1 = faults(), len(out)
+    for k in (2, 3, 4):                     # no allocation between these ticks
+        s.faults_tick(k * MS)
+    c4 = faults()
+    quiet = out[n1:]
+    a[::4096] = 1                            # first touches: page faults
+    s.faults_tick(5 * MS)
+    c5 = faults()
+    del a
+    if c4 == c1:                             # nothing faulted between the quiet ticks: nothing emitted
+        assert quiet == []
+    pf = [e for e in out if e[1] == "proc.page_faults"]
+    ks = [e for e in out if e[1] == "proc.sys_cpu_s"]
+    # the tick before the faults (4 ms) comes first with its count, then the faulting tick's
+    assert [e[3] for e in pf[-2:]] == [4 * MS, 5 * MS] and [e[3] for e in ks[-2:]] == [4 * MS, 5 * MS]
+    assert pf[-2][4] <= c4 <= pf[-1][4] <= c5
+    assert pf[-1][4] - pf[-2][4] >= 2       # the touched pages' faults (THP: ~1 per 2 MiB, else 2048)
+    assert ks[-1][4] >= ks[-2][4] >= 0

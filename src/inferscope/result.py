@@ -608,7 +608,8 @@ class FaultFunction(_S):
     function: str
     file: str
     thread: str
-    ms: float
+    ms: float                      # its sampled time inside the storm intervals
+    kernel_ms: Optional[float] = None   # kernel time of storm tick intervals charged to it (live runs)
 
 
 class FaultStorms(_S):
@@ -617,6 +618,8 @@ class FaultStorms(_S):
     faults: int
     functions: list[FaultFunction]  # the critical thread's sampled functions inside them
     rate_threshold_per_s: float
+    kernel_ms: Optional[float] = None   # kernel time of the storm tick intervals charged to sampled functions
+    ranked_by: str = "ms"          # "kernel_ms" when the tick-level kernel time series was recorded
 
 
 class Contention(_S):

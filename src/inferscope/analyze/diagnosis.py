@@ -818,9 +818,17 @@ def page_fault_storm(res: dict, found: dict) -> dict | None:
         e.cite_all("contention.page_faults.functions[0]", culprit="function", culprit_ms="ms")
         top = pf["functions"][0]
         where = f" ({top['file']})" if top.get("file") else ""
-        txt.append(f"Culprit: {top['function']}{where} was running for {top['ms']:,.1f} ms of the {pf['ms']:,.1f} ms of "
-                   f"counter intervals at >= {pf['rate_threshold_per_s']:,.0f} faults/s ({pf['faults']:,} faults): which "
-                   "code ran while the faults happened (sampled), not which instruction faulted.")
+        if pf.get("ranked_by") == "kernel_ms":
+            e.cite_all("contention.page_faults.functions[0]", culprit_kernel_ms="kernel_ms")
+            txt.append(f"Culprit: {top['function']}{where} was running during {top['kernel_ms']:,.1f} ms of the "
+                       f"{pf['kernel_ms']:,.1f} ms of kernel time taken in sampler ticks at >= "
+                       f"{pf['rate_threshold_per_s']:,.0f} faults/s ({pf['faults']:,} faults in the window's storm "
+                       "intervals): which code ran while the kernel worked (sampled per tick), not which instruction "
+                       "faulted.")
+        else:
+            txt.append(f"Culprit: {top['function']}{where} was running for {top['ms']:,.1f} ms of the {pf['ms']:,.1f} ms of "
+                       f"counter intervals at >= {pf['rate_threshold_per_s']:,.0f} faults/s ({pf['faults']:,} faults): which "
+                       "code ran while the faults happened (sampled), not which instruction faulted.")
     return e.finding(
         "page_fault_storm", "medium" if sys_pct >= 2 * T.PAGE_FAULT_KERNEL_PCT else "low",
         "Page faults cost kernel time on the inference path", txt,

@@ -199,6 +199,7 @@ class Sampler:
         self.use_perf = True
         self.perf_active = False
         self.periodic = None     # (fn(t_ns), period_ns): system counters, called between ticks
+        self.per_tick = None     # fn(t_ns): cheap counters read on every tick (page faults)
         self.follow_native = True   # native (non-Python) threads by perf role (native_threads.py)
         self.native_threads = None
 
@@ -471,6 +472,7 @@ class Sampler:
         schedstat = _runq_ns(threading.get_native_id()) >= 0
         periodic, period_ns = self.periodic or (None, 0)
         next_periodic = 0
+        per_tick = self.per_tick
         perf_maps = None        # set when the side thread has perf ready (_adopt_perf)
         try:
             import importlib._bootstrap as _bs
@@ -714,6 +716,11 @@ class Sampler:
                     self.native_threads.tick(t, perf_maps)
                 except Exception:
                     self.follow_native = False   # never let the side collector stop sampling
+            if per_tick is not None:
+                try:
+                    per_tick(t)
+                except Exception:
+                    per_tick = None
             if periodic is not None and t >= next_periodic:
                 next_periodic = t + period_ns
                 try:

@@ -165,6 +165,7 @@ class Session:
         sys_on_sampler = bool(self.sampler.interval_ns and cfg.system_sampling_hz > 0)
         if sys_on_sampler:   # piggyback on the sampler's ticks: no extra thread wake-ups
             self.sampler.periodic = (self.system.sample, int(1e9 / cfg.system_sampling_hz))
+            self.sampler.per_tick = self.system.faults_tick
         if getattr(cfg, "metrics_port", -1) >= 0:
             self.serve_metrics(cfg.metrics_host, cfg.metrics_port)
         self.sampler.start()

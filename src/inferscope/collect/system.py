@@ -155,6 +155,35 @@ class SystemSampler:
         self.next_child_scan = 0.0
         self.children_seen: dict[int, str] = {}
         self.task_cache: dict = {}       # pid -> thread list between scans (descendants)
+        self.faults = (*self._faults(), 0, 0)   # (fault count, kernel s, tick ts, ts of the last emitted sample)
+
+    @staticmethod
+    def _faults() -> tuple[int, float]:
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        return ru.ru_minflt + ru.ru_majflt, ru.ru_stime
+
+    def faults_tick(self, ts: int) -> None:
+        """Page faults and kernel-mode CPU at the sampler's tick resolution (one getrusage, ~1 us):
+        ``proc.page_faults`` and ``proc.sys_cpu_s`` (cumulative) at every tick where the fault count
+        moved, preceded by the previous tick's values when those were not emitted, so each faulting
+        tick interval is exact and quiet stretches cost nothing.  ``sample`` (every
+        1/system_sampling_hz) still emits the fault count regardless, so rates over the window keep
+        their edges.  The page-fault culprit (analyze/contention.py) charges each tick interval's
+        kernel time to the function sampled in it: at 20 Hz intervals a 5 ms page-touching call
+        shared each interval with a model forward and lost to it 2 runs in 3 (zoo_pagefault.py).
+        ru_stime is the kernel's tick-sampled split of the process's exact CPU time: unbiased, but
+        noisy per 5 ms interval."""
+        n, k, t0, emitted = self.faults
+        m, k1 = self._faults()
+        if m != n:
+            ap = self.append
+            if t0 and emitted != t0:
+                ap((1, "proc.page_faults", -1, t0, float(n)))
+                ap((1, "proc.sys_cpu_s", -1, t0, k))
+            ap((1, "proc.page_faults", -1, ts, float(m)))
+            ap((1, "proc.sys_cpu_s", -1, ts, k1))
+            emitted = ts
+        self.faults = (m, k1, ts, emitted)
 
     def sample_children(self, ts: int, force: bool = False) -> None:
         """CPU time of the live child processes (not profiled: their work is otherwise invisible),
