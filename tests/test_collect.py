@@ -348,17 +348,28 @@ def test_frequent_voluntary_gil_releases_do_not_freeze_the_class(session):
         t = time.perf_counter()
         while time.perf_counter() - t < 0.4:
             tokenize_words()                      # long pure-Python stretches: forced ticks
+        t1 = time.perf_counter_ns()
         t = time.perf_counter()
         while time.perf_counter() - t < 0.6:
             hashlib.sha256(data).digest()         # user code releasing the GIL every ~0.06 ms
+        t2 = time.perf_counter_ns()
     trace = session.finalize()
     s = trace.spans
     names = trace.names(np.arange(len(s)))
-    by = {}
+    by, hashing = {}, {}
     for i in np.flatnonzero(s.kind == SpanKind.CPU_SAMPLE):
         by[names[i]] = by.get(names[i], 0) + int(s.end_ns[i] - s.start_ns[i])
+        ov = min(int(s.end_ns[i]), t2) - max(int(s.start_ns[i]), t1)
+        if ov > 0:
+            hashing[names[i]] = hashing.get(names[i], 0) + ov
     assert by.get("tokenization", 0) > 0.2e9, by
-    assert by.get("user_code", 0) > 0.3e9, by     # not frozen on "tokenization"
+    # not frozen on "tokenization": the hashing phase is not tokenization, and its user code shows.  Quiet
+    # box: user code > 300 ms of the 600 ms phase.  With two CPU hogs on the 2 cores the thread gets
+    # ~14 % of a core (schedstat: 80 ms CPU, 520 ms run queue) and the sampler, preempted while it
+    # holds the GIL, blocks it: measured user code 92-156 ms, waiting 216-486 ms, cpu_compute 0-227 ms
+    # (GIL-free ticks), tokenization <= 1.5 ms, 6 runs - so the bands are the ones that hold there
+    assert hashing.get("tokenization", 0) < 0.15 * (t2 - t1), hashing
+    assert hashing.get("user_code", 0) > 0.1 * (t2 - t1), hashing
 
 
 def test_descendants_with_a_task_cache_sees_children_of_new_threads():
