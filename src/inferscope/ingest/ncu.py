@@ -169,10 +169,10 @@ def _rows(path: Path, text: str) -> tuple[list[str], list[list[str]]]:
 def _launch(header_idx: dict, row: list[str]) -> dict:
     g = lambda k: row[header_idx[k]].strip() if k in header_idx and header_idx[k] < len(row) else ""
     name = g("Kernel Name")
-    dev, stream = number(g("Device")), number(g("Stream"))
-    return {"id": int(number(g("ID")) or 0), "name": name, "mangled": name.startswith("_Z"),
+    dev, stream, pid = number(g("Device")), number(g("Stream")), number(g("Process ID"))
+    return {"id": int(number(g("ID")) or 0), "name": name, "pid": int(pid) if pid is not None and 0 <= pid < 2 ** 31 else -1, "mangled": name.startswith("_Z"),
             "grid": g("Grid Size") or None, "block": g("Block Size") or None,
-            "device": int(dev) if dev is not None else 0, "stream": int(stream) if stream is not None else 0,
+            "device": int(dev) if dev is not None and 0 <= dev < 2 ** 15 else 0, "stream": int(stream) if stream is not None and abs(stream) < 2 ** 31 else 0,
             "cc": g("CC") or None, "device_name": None, "metrics": {}, "rules": []}
 
 
@@ -298,7 +298,7 @@ def load(path, max_decompressed: int | None = None):
     la = cap["launches"]
     dur = np.array([max(0.0, x["metrics"].get("duration_ns") or 0.0) for x in la], dtype=np.float64)
     end = np.cumsum(np.round(dur).astype(np.int64))
-    tracks = [b.track(TrackKind.GPU_STREAM, tid=x["stream"], device=x["device"]) for x in la]
+    tracks = [b.track(TrackKind.GPU_STREAM, pid=x["pid"], tid=x["stream"], device=x["device"]) for x in la]
     b.add_spans(start_ns=end - np.round(dur).astype(np.int64), end_ns=end, track=np.array(tracks, np.int32),
                 kind=int(SpanKind.KERNEL), name=np.array([b.strings.intern(x["name"][:4096]) for x in la], np.int32))
     devs = {}
