@@ -464,6 +464,20 @@ def case_latency_tail():
     assert finding(run(_generate_trace([100.0] + [1000.0] * 30)), "latency_tail") is None
 
 
+def case_kernel_limiter():
+    from pathlib import Path
+    from inferscope.analyze.pipeline import analyze
+    from inferscope.ingest import load_trace
+    res = analyze(load_trace(Path(__file__).parent / "data" / "ncu" / "demo_hot10_raw.csv.gz"))
+    f = finding(res, "kernel_limiter")           # the fp32 SIMT sgemm: 18 % of the profiled time, latency-bound
+    assert f["severity"] == "low" and f["evidence"]["limiter"] == "latency" and f["evidence"]["waves"] == 0.04
+    k = res["kernel_deep_dive"]["kernels"][0]
+    k.update(limiter="compute", tensor_pct=70.0)   # already on the tensor roof: no finding
+    assert D.kernel_limiter(res, {}) is None
+    k.update(tensor_pct=0.0, share_pct=5.0)        # below KERNEL_LIMITER_MIN_SHARE_PCT
+    assert D.kernel_limiter(res, {}) is None
+
+
 CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

@@ -63,6 +63,8 @@ def cmd_analyze(args) -> int:
     if isinstance(args.trace, list):
         from .batch import cli_analyze_many, is_many
         if is_many(args.trace) or args.engine != "local" or args.address:
+            if getattr(args, "ncu", None):
+                raise InputError("--ncu joins one Nsight Compute capture to one trace; give a single trace")
             return cli_analyze_many(args)
         args.trace = args.trace[0]
     cfg = _config(args, report_format=args.format)
@@ -80,9 +82,14 @@ def cmd_analyze(args) -> int:
     fmt = args.format if args.format else (cfg.report_format if cfg.sources.get("report_format") != "default" else None)
     outputs = resolve_outputs(output, fmt)
     from .report.writer import refuse_overwriting_inputs
-    refuse_overwriting_inputs(outputs, [Path(args.trace)])
+    refuse_overwriting_inputs(outputs, [Path(args.trace)] + ([Path(args.ncu)] if getattr(args, "ncu", None) else []))
     t0 = time.perf_counter()
     trace = load_trace(args.trace, max_decompressed=_max_bytes(cfg))
+    if getattr(args, "ncu", None):
+        from .ingest import ncu
+        cap = ncu.read(args.ncu, _max_bytes(cfg))
+        trace.meta["ncu"] = dict(cap, joined=True)
+        trace.meta["warnings"] = list(trace.meta.get("warnings", [])) + cap["warnings"]
     t1 = time.perf_counter()
     if args.list_windows:
         from .analyze.window import available_windows
@@ -125,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"inferscope {__version__}")
     sub = p.add_subparsers(dest="command")
 
-    a = sub.add_parser("analyze", help="analyse a trace (PyTorch profiler JSON[.gz], Nsight Systems .sqlite, InferScope .iscope)")
+    a = sub.add_parser("analyze", help="analyse a trace (PyTorch profiler JSON[.gz], Nsight Systems .sqlite, Nsight Compute --csv, InferScope .iscope)")
     a.add_argument("trace", nargs="+", help="a trace; several, a folder or a glob: one report folder each plus summary.jsonl")
     a.add_argument("--jobs", type=int, default=1, metavar="N", help="with several inputs: analyse N at a time (processes)")
     a.add_argument("--engine", choices=("local", "ray"), default="local",
@@ -136,6 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="output directory (default ./inferscope-out) or a single report file (report.md, report.html, report.json)")
     a.add_argument("--format", default=None, help=f"comma-separated: md,json,csv,html,chrome (default {DEFAULT_FORMATS})")
     a.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    a.add_argument("--ncu", default=None, metavar="CSV",
+                   help="an `ncu --csv` capture (--page raw or details, .gz ok): adds the kernel deep-dive for the "
+                        "trace's kernels of the same names, weighted by their share of GPU time")
     a.add_argument("--print-schema", action="store_true", help="Nsight Systems: print the tables and columns found, then exit")
     a.add_argument("--list-windows", action="store_true", help="print the values --window accepts for this trace, then exit")
     _add_analysis_args(a)

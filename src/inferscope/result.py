@@ -877,6 +877,66 @@ class Model(_S):
     lm_head_elems: Optional[int] = None
 
 
+class DeepDiveDevice(_S):
+    name: Optional[str]
+    sm_count: Num
+    sm_clock_ghz: Num
+    peak_dram_gbps: Num              # 2 x memory clock x bus width from the capture, else the datasheet row
+    peak_fp32_tflops: Num            # SMs x FP32 lanes x 2 x SM clock, else the datasheet row
+    peak_tensor_tflops: Num          # datasheet dense bf16 (never from the capture)
+    peak_source: Optional[str]
+
+
+class DeepDiveKernel(_S):
+    """One kernel Nsight Compute profiled: % metrics are duration-weighted means over its launches."""
+    name: str
+    short_name: str
+    launches: int
+    ncu_ids: list[int]
+    grid: Optional[str]
+    block: Optional[str]
+    duration_us: float               # mean over its profiled launches
+    sm_pct: Num                      # SM throughput, % of peak
+    mem_pct: Num                     # memory (L1/L2/DRAM) throughput, % of peak
+    dram_pct: Num
+    tensor_pct: Num                  # tensor pipe busy, % of peak
+    fma_pct: Num                     # FP32 FMA pipe busy, % of peak
+    l1_hit_pct: Num
+    l2_hit_pct: Num
+    occupancy_pct: Num               # achieved
+    theoretical_occupancy_pct: Num
+    registers: Num                   # per thread
+    waves: Num                       # waves per SM
+    grid_blocks: Num
+    device_sm_count: Num
+    dram_bytes: Optional[int]        # over its launches; estimated when dram_bytes_estimated
+    dram_bytes_estimated: bool
+    dram_gbps: Num
+    achieved_tflops: dict[str, float]   # by precision, from SASS FLOP counters (empty: not captured)
+    intensity_flop_per_byte: Num
+    roofline: Optional[str]
+    limiter: str                     # memory | compute | latency | unknown
+    limiter_text: str
+    lever: str
+    ncu_rules: list[str]             # ncu's own rule results (details page), first launch
+    trace_sum_ms: float              # the kernel's time in the window (same normalised name)
+    trace_calls: int
+    share_pct: float                 # of kernel time (see basis)
+
+
+class KernelDeepDive(_S):
+    """Nsight Compute deep-dive (ncu --csv import, alone or joined to the timeline with --ncu)."""
+    file: Optional[str]
+    layout: Optional[str]            # raw | details
+    joined: bool
+    launches: int
+    missing: list[str]
+    device: DeepDiveDevice
+    kernels: list[DeepDiveKernel]
+    unmatched: list[str]
+    basis: str
+
+
 class Report(_S):
     """report.json"""
     schema_version: int
@@ -913,6 +973,7 @@ class Report(_S):
     culprits: Optional[Culprits] = None
     threads: Optional[Threads] = None
     children: Optional[Children] = None
+    kernel_deep_dive: Optional[KernelDeepDive] = None
 
     def to_dict(self) -> dict:
         """The JSON form (what report.json holds)."""

@@ -340,3 +340,24 @@ PAGE_FAULT_KERNEL_PCT = 10.0
 # threads on 2 cores): 36-47 %; zoo_pagefault.py (1 thread): 0.3-3 %.
 RUNQ_WAIT_LOW_PCT = 10.0
 RUNQ_WAIT_MEDIUM_PCT = 25.0
+
+# --- Nsight Compute kernel limits (analyze/kernel_limits.py; finding kernel_limiter) ---
+# Source: Nsight Compute's own SpeedOfLight rule (ncu 2025.3, rule "SOLBottleneck"): "Achieved compute
+# throughput and/or memory bandwidth below 60.0% of peak typically indicate latency issues"; above it
+# the unit with the higher % of peak is the bottleneck.  We use the same 60 % so InferScope's limiter
+# agrees with the rule text ncu prints beside it.
+KERNEL_BOUND_PCT = 60.0
+# Tensor pipe busy below 1 % of peak in a compute-bound kernel = "Tensor Cores unused" (the demo's
+# fp32 SIMT sgemm shows 0.0 %, splitK reduce 0.002 %; a bf16 cuBLAS GEMM on H100 runs them at tens of %).
+KERNEL_TENSOR_UNUSED_PCT = 1.0
+# Achieved occupancy below a quarter of the SM's warp slots leaves too few warps to hide memory latency
+# (CUDA C++ Best Practices Guide, "Occupancy": low occupancy limits latency hiding; ncu's
+# AchievedOccupancy rule compares achieved with theoretical).  Used only to word a latency-bound limiter.
+KERNEL_LOW_OCCUPANCY_PCT = 25.0
+# Fewer than one full wave of blocks (launch__waves_per_multiprocessor < 1): some SMs idle for the whole
+# kernel; ncu's LaunchConfiguration rule fires on the same condition (grid smaller than the SM count).
+KERNEL_MIN_WAVES = 1.0
+# kernel_limiter finding: the profiled kernel with the largest share of GPU time is named when it is not
+# compute-bound and holds at least this share (a tenth of GPU time is worth a look; InferScope's own
+# rule, the same floor as the kernels table's "hot" kernels in the demo).
+KERNEL_LIMITER_MIN_SHARE_PCT = 10.0

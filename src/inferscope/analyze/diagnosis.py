@@ -997,13 +997,40 @@ def latency_tail(res: dict, found: dict) -> dict | None:
     return None
 
 
+def kernel_limiter(res: dict, found: dict) -> dict | None:
+    """Nsight Compute deep-dive: the profiled kernel with the largest share of GPU time, its limiter and lever."""
+    ks = (res.get("kernel_deep_dive") or {}).get("kernels") or []
+    if not ks:
+        return None
+    k = ks[0]
+    if k["limiter"] == "unknown" or k["share_pct"] < T.KERNEL_LIMITER_MIN_SHARE_PCT:
+        return None
+    if k["limiter"] == "compute" and (k.get("tensor_pct") or 0.0) >= T.KERNEL_TENSOR_UNUSED_PCT:
+        return None                                  # already on the tensor roof: nothing cheap to change
+    e = Evidence(res)
+    base = "kernel_deep_dive.kernels[0]"
+    e.cite("kernel", f"{base}.name")
+    share = e.cite("kernel_share_pct", f"{base}.share_pct", 2)
+    e.cite("duration_us", f"{base}.duration_us")
+    e.cite("limiter", f"{base}.limiter")
+    for key in ("sm_pct", "mem_pct", "dram_pct", "tensor_pct", "occupancy_pct", "waves"):
+        if k.get(key) is not None:
+            e.cite(key, f"{base}.{key}", 2)
+    short = short_kernel_name(k["name"].replace("<unnamed>::", ""), 80)
+    txt = [f"{short} ({share:.1f}% of {'kernel time in the trace' if (res.get('kernel_deep_dive') or {}).get('joined') else 'the profiled launches'}, "
+           f"{k['duration_us']:.2f} us per launch): {k['limiter_text']} (Nsight Compute, {k['launches']} launch(es))."]
+    txt += [f"ncu: {r}" for r in k.get("ncu_rules", [])[:1]]
+    return e.finding("kernel_limiter", "medium" if share >= 2 * T.KERNEL_LIMITER_MIN_SHARE_PCT else "low",
+                     f"Top profiled kernel is {k['limiter_text'].split(':')[0]}", txt, k["lever"])
+
+
 # Order matters only where a rule reads an earlier one (framework_overhead after host_launch_bound).
 RULES: list[Callable[[dict, dict], dict | None]] = [
     gpu_idle, sync_stall, pageable_copy, small_copies, launch_storm, dominant_kernel, warmup_in_window,
     gpu_compute_bound, gpu_communication, cpu_preprocessing, host_launch_bound, framework_overhead, cpu_compute,
     gil_contention, host_waiting, low_coverage, gpu_throttling, gpu_temperature, gpu_memory_pressure, gpu_util_counter,
     numa_placement, cpu_oversubscription, page_fault_storm, cpu_run_queue, slow_steps,
-    low_mfu, decode_low_mbu, latency_tail,
+    low_mfu, decode_low_mbu, latency_tail, kernel_limiter,
 ]
 FINDING_IDS = [r.__name__ for r in RULES]
 

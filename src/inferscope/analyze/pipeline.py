@@ -49,7 +49,8 @@ def register(key: str):
 
 def _load_extras() -> None:
     # Modules that register extra steps on import (optional; absent modules are fine).
-    for mod in ("inferscope.analyze.nvtx_attribution", "inferscope.analyze.per_pid", "inferscope.analyze.nsys_extras"):
+    for mod in ("inferscope.analyze.nvtx_attribution", "inferscope.analyze.per_pid", "inferscope.analyze.nsys_extras",
+                "inferscope.analyze.kernel_limits"):
         try:
             __import__(mod)
         except ImportError:

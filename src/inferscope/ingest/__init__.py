@@ -13,7 +13,7 @@ ZIP_MAGIC = b"PK\x03\x04"
 
 
 def detect_format(path: str | os.PathLike) -> str:
-    """Return 'native', 'nsys' or 'kineto' by content (not by extension)."""
+    """Return 'native', 'nsys', 'ncu' or 'kineto' by content (not by extension)."""
     from ._files import read_input
     p = Path(path)
     if p.suffix.lower() in (".nsys-rep", ".qdrep") and p.is_file():
@@ -27,11 +27,28 @@ def detect_format(path: str | os.PathLike) -> str:
     if head.startswith(SQLITE_MAGIC):
         return "nsys"
     if head.startswith(GZIP_MAGIC):
-        return "kineto"
+        return "ncu" if _ncu_head(p, True) else "kineto"
+    if _ncu_head(p, False):
+        return "ncu"
     stripped = head.lstrip()
     if stripped[:1] in (b"{", b"[") or (not stripped and p.stat().st_size > 16):
         return "kineto"
-    raise InputError(f"{p}: not a recognised trace (expected PyTorch profiler JSON[.gz], Nsight Systems .sqlite or InferScope .iscope)")
+    raise InputError(f"{p}: not a recognised trace (expected PyTorch profiler JSON[.gz], Nsight Systems .sqlite, "
+                     "Nsight Compute --csv or InferScope .iscope)")
+
+
+def _ncu_head(p: Path, gz: bool) -> bool:
+    """Does the file (inflated: its first 64 KB at most) start like ``ncu --csv`` output?"""
+    import zlib
+    from ._files import read_input
+    from .ncu import sniff
+    raw = read_input(p, 65536)
+    if gz:
+        try:
+            raw = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, 65536)
+        except zlib.error:
+            return False
+    return sniff(raw.decode("utf-8", errors="replace"))
 
 
 def load_trace(path: str | os.PathLike, max_decompressed: int | None = None, **options) -> Trace:
@@ -46,7 +63,10 @@ def load_trace(path: str | os.PathLike, max_decompressed: int | None = None, **o
     if fmt == "native":
         from ..trace import native
         return native.load(path, max_decompressed=max_decompressed)   # checked inside
-    if fmt == "nsys":
+    if fmt == "ncu":
+        from . import ncu
+        trace = ncu.load(path, max_decompressed=max_decompressed)
+    elif fmt == "nsys":
         from . import nsys
         trace = nsys.load(path, **{k: v for k, v in options.items() if k in nsys.LOAD_OPTIONS})
     else:

@@ -199,6 +199,31 @@ TABLE_TITLES = [
 ]
 
 
+def _deep_dive_md(result: dict) -> list[str]:
+    """Kernel deep-dive (Nsight Compute): one row per profiled kernel, then each limiter's lever."""
+    dd = result.get("kernel_deep_dive")
+    if not dd or not dd.get("kernels"):
+        return []
+    dev = dd["device"]
+    L = ["## Kernel deep-dive (Nsight Compute)", "",
+         f"- {md_escape(dd['file'])} ({md_escape(dd['layout'])} page): {dd['launches']} launch(es), {len(dd['kernels'])} kernel(s); "
+         f"{md_escape(dd['basis'], 300)}.",
+         f"- Peaks: DRAM {_fmt(dev['peak_dram_gbps'], 1)} GB/s, FP32 {_fmt(dev['peak_fp32_tflops'], 2)} TFLOP/s, "
+         f"tensor (bf16 dense) {_fmt(dev['peak_tensor_tflops'], 1)} TFLOP/s; {md_escape(dev['peak_source'] or 'no peaks known', 400)}."]
+    if dd["missing"]:
+        L.append(f"- Not in the capture: {md_escape(', '.join(dd['missing']))} (estimates are labelled).")
+    L += ["", "| kernel | share % | us/launch | limiter | SM % | mem % | DRAM % | tensor % | occupancy % | waves | DRAM GB/s |",
+          "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for k in dd["kernels"][:20]:
+        gb = _fmt(k["dram_gbps"], 1) + (" (est.)" if k["dram_bytes_estimated"] and k["dram_gbps"] is not None else "")
+        L.append(f"| {md_escape(k['short_name'], 80)} | {k['share_pct']:.1f} | {k['duration_us']:.2f} | "
+                 f"{md_escape(k['limiter_text'], 160)} | {_fmt(k['sm_pct'], 1)} | {_fmt(k['mem_pct'], 1)} | {_fmt(k['dram_pct'], 1)} | "
+                 f"{_fmt(k['tensor_pct'], 1)} | {_fmt(k['occupancy_pct'], 1)} | {_fmt(k['waves'], 2)} | {gb} |")
+    L += ["", "Levers:", ""]
+    L += [f"- **{md_escape(k['short_name'], 80)}**: {md_escape(k['lever'], 500)}" for k in dd["kernels"][:5]]
+    return L + [""]
+
+
 def _fenced(text: str) -> list[str]:
     """A code block whose fence is longer than any backtick run inside (a name cannot close it)."""
     runs = [len(m) for m in re.findall(r"`+", text)]
@@ -277,6 +302,7 @@ def render_markdown(result: dict) -> str:
                 L.append(f"| {md_escape(r['stream'])} | {r['gaps']} | {r['idle_ms']:.3f} | {r['host_wait_ms']:.3f} | {r['kernel_wait_ms']:.3f} | {r['other_ms']:.3f} |")
             L += ["", "Gap sizes (all streams): " + ", ".join(f"{d['bucket']}: {d['count']} ({d['stream_ms']:.2f} stream-ms)" for d in ig["distribution"]), ""]
     L += _counters_md(result)
+    L += _deep_dive_md(result)
     k = result.get("kernels") or {}
     if k.get("count"):
         L += ["## Kernels", "",
@@ -292,7 +318,7 @@ def render_markdown(result: dict) -> str:
             if name == "kernels":  # readable names here; tables/kernels.csv keeps the full ones
                 t = {"columns": t["columns"], "rows": [[short_kernel_name(str(r[0]))] + list(r[1:]) for r in t["rows"]]}
             L += [f"## {title}", ""] + _table(t, 10 if name.startswith("top_") else 20) + [""]
-    shown = {n for n, _ in TABLE_TITLES} | {"breakdown"}
+    shown = {n for n, _ in TABLE_TITLES} | {"breakdown", "kernel_deep_dive"}
     for name, t in tables.items():
         if name not in shown and t["rows"]:
             L += [f"## {md_escape(name)}", ""] + _table(t) + [""]
