@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from .errors import ConfigError, InferScopeError, InputError
+from .headline import LLM_COLUMNS, llm_headline, num
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".sqlite", ".iscope")
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2, "info": 3}
@@ -84,13 +85,6 @@ def _folder_names(paths: list[Path]) -> list[str]:
     return names
 
 
-def _llm(result: dict) -> dict | None:
-    llm = result.get("llm")
-    if not isinstance(llm, dict):
-        return None
-    return {k: llm[k] for k in ("ttft_ms", "tpot_ms", "tokens_per_s") if k in llm}
-
-
 def summary_row(src: Path, result: dict, report_dir: str) -> dict:
     """One row per input; ``job``/``straggler`` are filled in from the cross-rank section (cross_rank.py)."""
     g = result.get("gpu") or {}
@@ -103,7 +97,7 @@ def summary_row(src: Path, result: dict, report_dir: str) -> dict:
             "shares_pct": {c["category"]: c["pct"] for c in result.get("breakdown") or []},
             "gpu_idle_pct": g.get("idle_pct") if g else None,
             "verdict": (result.get("verdict") or {}).get("id"), "confidence": (result.get("verdict") or {}).get("confidence"),
-            "top_findings": [f["id"] for f in findings[:5]], "llm": _llm(result),
+            "top_findings": [f["id"] for f in findings[:5]], "llm": llm_headline(result),
             "rank": dist.get("rank"), "world_size": dist.get("world_size"), "job": None, "straggler": None}
 
 
@@ -269,9 +263,8 @@ def flat_summary(rows: list[dict]) -> list[dict]:
         for c in CATEGORIES:
             f[f"{c}_pct"] = (r.get("shares_pct") or {}).get(c)
         llm = r.get("llm") or {}
-        for k in ("ttft_ms", "tpot_ms", "tokens_per_s"):
-            v = llm.get(k)
-            f[k] = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        for k in LLM_COLUMNS:
+            f[k] = num(llm.get(k))
         out.append(f)
     return out
 
@@ -300,7 +293,7 @@ def parquet_outputs(outdir: Path, rows: list[dict], findings: list[dict]) -> lis
                    ("confidence", pa.float64()), ("rank", pa.int64()), ("world_size", pa.int64()), ("job", pa.string()),
                    ("straggler", pa.bool_()), ("devices", pa.list_(pa.string())), ("top_findings", pa.list_(pa.string()))] +
                   [(f"{c}_pct", pa.float64()) for c in CATEGORIES] +
-                  [("ttft_ms", pa.float64()), ("tpot_ms", pa.float64()), ("tokens_per_s", pa.float64())])
+                  [(k, pa.float64()) for k in LLM_COLUMNS])
     fs = pa.schema([("source", pa.string()), ("id", pa.string()), ("severity", pa.string()), ("title", pa.string()),
                     ("suggestion", pa.string()), ("evidence_json", pa.string())])
     frows = [{"source": f["source"], "id": f["id"], "severity": f["severity"], "title": f["title"],
