@@ -2,7 +2,7 @@
 multi-rank capture in ../shared/traces): N copies with ``distributedInfo.rank`` rewritten, and on one rank a
 planted delay - a CPU op of ``delay_us`` at the start of every ``ProfilerStep#`` on the step's thread, with
 everything after it on the timeline shifted by the same amount (enclosing CPU spans are stretched, GPU
-activity that began before it is left where it was)."""
+activity that began before it is left where it was) - or one kernel stretched (``stretch_kernels``)."""
 from __future__ import annotations
 
 import copy
@@ -40,20 +40,54 @@ def plant_delay(doc: dict, op_name: str, delay_us: float) -> int:
 
 
 def write_ranks(src: Path, out: Path, world_size: int, slow_rank: int | None, op_name: str, delay_us: float,
-                extra_info: dict | None = None, devices_name: str | None = None, prefix: str = "rank") -> list[Path]:
+                extra_info: dict | None = None, devices_name: str | None = None, prefix: str = "rank",
+                stretch: tuple[str, float] | None = None, distributed_info: bool = True) -> list[Path]:
+    """``stretch=(kernel name part, extra us)``: the slow rank's kernels are stretched (stretch_kernels)
+    instead of a CPU op planted; ``distributed_info=False`` drops distributedInfo (the rank is then only in
+    the file name)."""
     base = load(src)
+    info = {**(base.pop("distributedInfo", None) or {}), "backend": "nccl", **(extra_info or {})}
+    if devices_name is not None:
+        for d in base.get("deviceProperties") or []:
+            d["name"] = devices_name
+    # the ranks differ only in distributedInfo (and the slow one): the rest is serialised once
+    body = json.dumps(base)
+    assert body.startswith("{") and len(body) > 2
     paths = []
     for r in range(world_size):
-        doc = copy.deepcopy(base)
-        doc["distributedInfo"] = {**(doc.get("distributedInfo") or {}), "backend": "nccl", **(extra_info or {}),
-                                  "rank": r, "world_size": world_size}
-        if devices_name is not None:
-            for d in doc.get("deviceProperties") or []:
-                d["name"] = devices_name
         if r == slow_rank:
-            assert plant_delay(doc, op_name, delay_us) >= 1
+            doc = copy.deepcopy(base)
+            assert (stretch_kernels(doc, *stretch) if stretch else plant_delay(doc, op_name, delay_us)) >= 1
+            text = json.dumps(doc)
+        else:
+            text = body
+        if distributed_info:
+            text = '{"distributedInfo": ' + json.dumps({**info, "rank": r, "world_size": world_size}) + ", " + text[1:]
         p = out / f"{prefix}{r}.json.gz"
         with gzip.open(p, "wt", compresslevel=1) as f:
-            json.dump(doc, f)
+            f.write(text)
         paths.append(p)
     return paths
+
+
+def stretch_kernels(doc: dict, name_part: str, extra_us: float) -> int:
+    """Make every GPU kernel whose name contains ``name_part`` ``extra_us`` longer, as if this rank's GPU were
+    slower at it: time is inserted at each such kernel's end - everything starting at or after that point
+    (host and device) moves later by ``extra_us``, host spans running across it (the step, the op or sync
+    waiting for the GPU) grow by it, other GPU activity running across it is left as it was.  Returns how
+    many kernels were stretched."""
+    ev = doc["traceEvents"]
+    hits = sorted((e for e in ev if e.get("cat") == "kernel" and name_part in str(e.get("name", ""))),
+                  key=lambda e: -(float(e["ts"]) + float(e["dur"])))
+    for k in hits:                        # last first: inserting time later never moves an earlier insertion point
+        p = float(k["ts"]) + float(k["dur"])
+        for e in ev:
+            if "ts" not in e or e is k:
+                continue
+            ts = float(e["ts"])
+            if ts >= p:
+                e["ts"] = ts + extra_us
+            elif e.get("ph") == "X" and e.get("cat") not in GPU_CATS and ts + float(e.get("dur", 0)) > p:
+                e["dur"] = float(e["dur"]) + extra_us
+        k["dur"] = float(k["dur"]) + extra_us
+    return len(hits)

@@ -103,3 +103,39 @@ def test_many_inputs_need_a_folder_and_existing_paths(tmp_path, capsys):
     assert main(["analyze", str(ks[0]), str(ks[1]), "--jobs", "0", "-o", str(tmp_path / "o"), "-q"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 4 and all(e.startswith("inferscope: error:") for e in err), err
+
+
+@pytest.mark.live
+def test_summary_llm_columns_of_a_live_llm_run(tmp_path):
+    """issue 28: ttft_ms / tpot_ms / tokens_per_s were always null in summary.jsonl/.parquet (the nested llm
+    dicts were not flattened).  A live run of the demo, analysed with a trace that has no llm section."""
+    pytest.importorskip("transformers")
+    from pathlib import Path
+    repo = Path(__file__).resolve().parents[1]
+    trace = tmp_path / "demo.iscope"
+    r = subprocess.run([sys.executable, "-m", "inferscope", "run", "-q", "--trace", str(trace), "--format", "json",
+                        "--report", str(tmp_path / "run"), "--", sys.executable, str(repo / "examples" / "llm_demo.py"),
+                        "--batch-size", "2", "--max-new-tokens", "4", "--requests", "2"],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    other = kineto_traces()[0]
+    out = tmp_path / "o"
+    r = subprocess.run([sys.executable, "-m", "inferscope", "analyze", str(trace), str(other), "-o", str(out), "-q",
+                        "--format", "json"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = {x["source"]: x for x in _jsonl(out / "summary.jsonl")}
+    llm = json.loads((out / rows[str(trace)]["report_dir"] / "report.json").read_text())["llm"]
+    want = {"ttft_ms": llm["ttft_ms"]["mean"], "ttft_p90_ms": llm["ttft_ms"]["p90"], "tpot_ms": llm["tpot_ms"]["mean"],
+            "tpot_p90_ms": llm["tpot_ms"]["p90"], "tokens_per_s": llm["tokens_per_s"]["generated"],
+            "prompt_tokens_per_s": llm["tokens_per_s"]["prompt"], "requests_per_s": llm["requests_per_s"]}
+    assert rows[str(trace)]["llm"] == want
+    assert all(isinstance(v, float) and v > 0 for v in want.values()), want
+    pytest.importorskip("pyarrow")
+    script = ("import json, sys, pyarrow.parquet as pq\n"
+              "t = pq.read_table(sys.argv[1] + '/summary.parquet').to_pylist()\n"
+              "print(json.dumps({r['source']: [r[k] for k in sys.argv[2:]] for r in t}))\n")
+    r = subprocess.run([sys.executable, "-c", script, str(out), *want], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout)
+    assert got[str(trace)] == list(want.values())
+    assert got[str(other)] == [None] * len(want)          # no llm section: null, not 0

@@ -19,18 +19,21 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.mark.live
 def test_sweep_llm_demo_rows_match_reports(tmp_path, capsys):
+    """The README's sweep (batch=1,2,4 over the demo, short generations): tokens/s per value from each run's
+    llm section (issue 28: it said "throughput unknown" - the nested llm.tokens_per_s was read as a number)."""
     pytest.importorskip("transformers")
     out = tmp_path / "sw"
-    rc = main(["sweep", "--param", "batch=1,2", "--items-param", "batch", "-o", str(out), "--",
+    rc = main(["sweep", "--param", "batch=1,2,4", "-o", str(out), "--",
                sys.executable, str(REPO / "examples" / "llm_demo.py"), "--batch-size", "{batch}",
-               "--max-new-tokens", "4", "--requests", "1"])
+               "--max-new-tokens", "4", "--requests", "2"])
     assert rc == 0
     printed = capsys.readouterr().out
     assert "scaling_summary.json" in printed and "batch: e2e " in printed
+    assert "throughput unknown" not in printed
     s = json.loads((out / "scaling_summary.json").read_text())
-    assert [r["params"]["batch"] for r in s["rows"]] == ["1", "2"]
+    assert [r["params"]["batch"] for r in s["rows"]] == ["1", "2", "4"]
     csv_rows = list(csv.DictReader(io.StringIO((out / "scaling_summary.csv").read_text())))
-    assert len(csv_rows) == 2
+    assert len(csv_rows) == 3
     for r, c in zip(s["rows"], csv_rows):
         rep = json.loads((out / r["report"]).read_text())
         assert r["exit_code"] == 0
@@ -39,17 +42,40 @@ def test_sweep_llm_demo_rows_match_reports(tmp_path, capsys):
         for cat in rep["breakdown"]:
             assert r["shares_pct"][cat["category"]] == cat["pct"]
             assert float(c[f"{cat['category']}_pct"]) == pytest.approx(cat["pct"])
-        assert r["throughput"] == pytest.approx(int(r["params"]["batch"]) / (rep["e2e_ms"] / 1e3))
-        assert r["throughput_unit"] == "items/s" and c["batch"] == r["params"]["batch"]
-        llm = rep.get("llm")
-        if isinstance(llm, dict) and isinstance(llm.get("ttft_ms"), (int, float)):   # when issue 11's llm section is there
-            assert r["ttft_ms"] == llm["ttft_ms"]
+        llm = rep["llm"]
+        assert llm["requests"] == 2 and llm["tokens_per_s"]["generated"] > 0
+        assert r["throughput"] == llm["tokens_per_s"]["generated"] and r["throughput_unit"] == "tokens/s"
+        assert float(c["throughput"]) == pytest.approx(r["throughput"]) and c["throughput_unit"] == "tokens/s"
+        assert r["ttft_ms"] == llm["ttft_ms"]["mean"] > 0 and r["tpot_ms"] == llm["tpot_ms"]["mean"] > 0
+        assert c["batch"] == r["params"]["batch"]
         # the run really used the substituted value
         assert "x batch " + r["params"]["batch"] in (out / Path(r["report"]).parent / "stdout.txt").read_text()
     sc = s["scaling"][0]
-    assert sc["param"] == "batch" and sc["values"] == ["1", "2"] and sc["statements"]
+    assert sc["param"] == "batch" and sc["values"] == ["1", "2", "4"] and sc["throughput_unit"] == "tokens/s"
+    thr = [r["throughput"] for r in s["rows"]]
+    assert sc["throughput"] == thr
+    per_value = "batch: tokens/s per value: " + ", ".join(f"{t:.4g} (batch={b})" for t, b in zip(thr, "124"))
+    assert per_value in printed
+    # where throughput stops scaling: the first value whose gain over the previous one is under the minimum
+    gains = [100 * (thr[j] / thr[j - 1] - 1) for j in (1, 2)]
+    stop = next((v for g, v in zip(gains, ("2", "4")) if g < s["min_throughput_gain_pct"]), None)
+    assert sc["stops_scaling_at"] == stop
+    assert (f"throughput stops scaling at batch={stop}" if stop else "throughput keeps scaling up to batch=4") in printed
+    print(printed)
     html = (out / "scaling_summary.html").read_text()
     assert html.count("<svg") >= 3 and "<script" not in html and "Content-Security-Policy" in html
+
+
+def test_items_param_is_the_fallback_without_llm_tokens():
+    from inferscope.sweep import row_from_report
+    run = {"params": {"batch": "8"}, "repeat": 1}
+    rep = {"e2e_ms": 500.0, "breakdown": [], "verdict": {"id": "balanced"}, "llm": None}
+    r = row_from_report(run, rep, 0, "runs/x/report.json", "batch")
+    assert r["throughput"] == 16.0 and r["throughput_unit"] == "items/s" and r["ttft_ms"] is None
+    rep["llm"] = {"ttft_ms": {"count": 1, "mean": 3.0, "p90": None}, "tpot_ms": {"count": 0, "mean": None},
+                  "tokens_per_s": {"prompt": 50.0, "generated": 20.0}}
+    r = row_from_report(run, rep, 0, "runs/x/report.json", "batch")
+    assert (r["throughput"], r["throughput_unit"], r["ttft_ms"], r["tpot_ms"]) == (20.0, "tokens/s", 3.0, None)
 
 
 def test_plan_cartesian_and_substitution():

@@ -3,7 +3,7 @@
 One report folder per input (the usual md/json/csv/... files) plus, in the output folder,
 ``summary.jsonl`` (one row per trace and window) and ``findings.jsonl`` (one row per finding), and
 the same as ``summary.parquet`` / ``findings.parquet`` (one column per share) when pyarrow is
-installed (extra ``[parquet]``).
+installed (extra ``[parquet]``), with ``ranks.parquet`` when there is a cross-rank section (batch_out.py).
 ``--jobs N`` analyses N inputs at a time in worker processes; each worker holds one trace at a
 time and is replaced after a few inputs, so memory is bounded by N traces.  A bad input is one
 row with its one-line error (the others still run); the command then exits 2.
@@ -16,13 +16,13 @@ node sees (a shared file system): the tasks read the inputs and write the report
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 import sys
 from pathlib import Path
 
 from .errors import ConfigError, InferScopeError, InputError
+from .headline import llm_headline
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".sqlite", ".iscope")
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2, "info": 3}
@@ -84,17 +84,11 @@ def _folder_names(paths: list[Path]) -> list[str]:
     return names
 
 
-def _llm(result: dict) -> dict | None:
-    llm = result.get("llm")
-    if not isinstance(llm, dict):
-        return None
-    return {k: llm[k] for k in ("ttft_ms", "tpot_ms", "tokens_per_s") if k in llm}
-
-
 def summary_row(src: Path, result: dict, report_dir: str) -> dict:
     """One row per input; ``job``/``straggler`` are filled in from the cross-rank section (cross_rank.py)."""
+    from .cross_rank import rank_of
     g = result.get("gpu") or {}
-    dist = (result.get("source") or {}).get("distributed") or {}
+    rank, world_size, rank_source = rank_of(result, os.path.abspath(src))   # abspath: the same on every engine
     findings = sorted(result.get("findings") or [], key=lambda f: SEVERITY_ORDER.get(f.get("severity"), 9))
     return {"source": str(src), "report_dir": report_dir, "error": None,
             "format": (result.get("source") or {}).get("format"),
@@ -103,8 +97,8 @@ def summary_row(src: Path, result: dict, report_dir: str) -> dict:
             "shares_pct": {c["category"]: c["pct"] for c in result.get("breakdown") or []},
             "gpu_idle_pct": g.get("idle_pct") if g else None,
             "verdict": (result.get("verdict") or {}).get("id"), "confidence": (result.get("verdict") or {}).get("confidence"),
-            "top_findings": [f["id"] for f in findings[:5]], "llm": _llm(result),
-            "rank": dist.get("rank"), "world_size": dist.get("world_size"), "job": None, "straggler": None}
+            "top_findings": [f["id"] for f in findings[:5]], "llm": llm_headline(result),
+            "rank": rank, "world_size": world_size, "rank_source": rank_source, "job": None, "straggler": None}
 
 
 def finding_rows(src: Path, result: dict) -> list[dict]:
@@ -129,7 +123,7 @@ def analyze_one(src: str, outdir: str, folder: str, output_formats: str | None, 
         return {"source": src, "report_dir": None, "error": "out of memory while processing the trace"}, [], None
     except Exception as e:  # a bug on one input must not lose the others
         return {"source": src, "report_dir": None, "error": f"internal error: {type(e).__name__}: {' '.join(str(e).split())[:300]}"}, [], None
-    return summary_row(Path(src), result, folder), finding_rows(Path(src), result), rank_profile(result)
+    return summary_row(Path(src), result, folder), finding_rows(Path(src), result), rank_profile(result, os.path.abspath(src))
 
 
 def _indexed(it):
@@ -246,70 +240,6 @@ def analyze_many(inputs: list[str], outdir: str, output_formats: str | None, opt
     return rows, findings, [r[2] for r in results]
 
 
-def write_jsonl(path: Path, rows: list[dict]) -> None:
-    from .util.atomic import atomic_write_text
-    try:
-        atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n" for r in rows))
-    except OSError as e:
-        raise InferScopeError(f"cannot write {path}: {e.strerror or e}") from None
-
-
-CATEGORIES = ("gpu_compute", "gpu_communication", "h2d_copy", "d2h_copy", "other_copy", "sync_wait",
-              "cpu_preprocessing", "framework_overhead", "cpu_compute", "waiting", "other")
-
-
-def flat_summary(rows: list[dict]) -> list[dict]:
-    """summary rows with one column per share and LLM metric (the Parquet layout)."""
-    out = []
-    for r in rows:
-        f = {k: r.get(k) for k in ("source", "report_dir", "error", "format", "window", "e2e_ms", "gpu_idle_pct",
-                                   "verdict", "confidence", "rank", "world_size", "job", "straggler")}
-        f["devices"] = list(r.get("devices") or [])
-        f["top_findings"] = list(r.get("top_findings") or [])
-        for c in CATEGORIES:
-            f[f"{c}_pct"] = (r.get("shares_pct") or {}).get(c)
-        llm = r.get("llm") or {}
-        for k in ("ttft_ms", "tpot_ms", "tokens_per_s"):
-            v = llm.get(k)
-            f[k] = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-        out.append(f)
-    return out
-
-
-def write_parquet(path: Path, rows: list[dict], schema) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from .util.atomic import atomic_open
-    table = pa.Table.from_pylist(rows, schema=schema)
-    try:
-        with atomic_open(path, "wb") as f:
-            pq.write_table(table, f)
-    except OSError as e:
-        raise InferScopeError(f"cannot write {path}: {e.strerror or e}") from None
-
-
-def parquet_outputs(outdir: Path, rows: list[dict], findings: list[dict]) -> list[Path]:
-    """summary.parquet / findings.parquet when pyarrow is installed (extra [parquet]); else nothing."""
-    try:
-        import pyarrow as pa
-    except ImportError:
-        return []
-    s = pa.schema([("source", pa.string()), ("report_dir", pa.string()), ("error", pa.string()), ("format", pa.string()),
-                   ("window", pa.string()), ("e2e_ms", pa.float64()), ("gpu_idle_pct", pa.float64()), ("verdict", pa.string()),
-                   ("confidence", pa.float64()), ("rank", pa.int64()), ("world_size", pa.int64()), ("job", pa.string()),
-                   ("straggler", pa.bool_()), ("devices", pa.list_(pa.string())), ("top_findings", pa.list_(pa.string()))] +
-                  [(f"{c}_pct", pa.float64()) for c in CATEGORIES] +
-                  [("ttft_ms", pa.float64()), ("tpot_ms", pa.float64()), ("tokens_per_s", pa.float64())])
-    fs = pa.schema([("source", pa.string()), ("id", pa.string()), ("severity", pa.string()), ("title", pa.string()),
-                    ("suggestion", pa.string()), ("evidence_json", pa.string())])
-    frows = [{"source": f["source"], "id": f["id"], "severity": f["severity"], "title": f["title"],
-              "suggestion": f["suggestion"], "evidence_json": json.dumps(f.get("evidence"), ensure_ascii=False)} for f in findings]
-    write_parquet(outdir / "summary.parquet", flat_summary(rows), s)
-    write_parquet(outdir / "findings.parquet", frows, fs)
-    return [outdir / "summary.parquet", outdir / "findings.parquet"]
-
-
 def cli_analyze_many(args) -> int:
     from .analyze.options import options_from_args
     from .report.markdown import plain
@@ -326,19 +256,22 @@ def cli_analyze_many(args) -> int:
             print(plain(f"[{k}/{n}] {src}: {status}", 400), file=sys.stderr, flush=True)
     rows, findings, profiles = analyze_many(list(args.trace), outdir, args.format, opts, args.jobs, say,
                                             engine=getattr(args, "engine", "local"), address=getattr(args, "address", None))
+    from .batch_out import parquet_outputs, remove_stale, write_jsonl
     from .cross_rank import cross_rank, row_fields
     cr = cross_rank([{"source": r["source"], "report_dir": r["report_dir"], "profile": p}
-                     for r, p in zip(rows, profiles) if p])
+                     for r, p in zip(rows, profiles) if p], group_by=getattr(args, "group_by", "auto"))
     by_src = row_fields(cr)
     for r in rows:
         if r["source"] in by_src:
             r.update(by_src[r["source"]])
     write_jsonl(Path(outdir) / "summary.jsonl", rows)
     write_jsonl(Path(outdir) / "findings.jsonl", findings)
-    extra = parquet_outputs(Path(outdir), rows, findings)
+    extra = parquet_outputs(Path(outdir), rows, findings, cr)
     if cr:
         from .report.cross_rank import write as write_cross_rank
         extra += write_cross_rank(Path(outdir), cr)
+    else:   # a previous run's section in this folder is not this run's
+        remove_stale(Path(outdir), ("cross_rank.json", "cross_rank.md", "ranks.parquet"))
     bad = [r for r in rows if r.get("error")]
     if not args.quiet:
         print(f"analysed {len(rows) - len(bad)} of {len(rows)} inputs")

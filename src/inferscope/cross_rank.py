@@ -24,7 +24,9 @@ truncated list is bounded by that list's smallest entry, and the row says so (se
 from __future__ import annotations
 
 import json
+import re
 import statistics
+from pathlib import PurePath
 
 import numpy as np
 
@@ -45,32 +47,73 @@ def _summed(rows, key: str, val: str) -> dict[str, float]:
     return out
 
 
-def job_key(result: dict) -> str | None:
-    src = result.get("source") or {}
-    d = src.get("distributed")
-    if not isinstance(d, dict) or not isinstance(d.get("rank"), int):
+_RANK_NAME = re.compile(r"(?<![a-z0-9])rank[_-]?(\d{1,6})(?![0-9])", re.IGNORECASE)
+GROUP_BY = ("auto", "folder", "all")
+
+
+def rank_from_name(path: str | None) -> int | None:
+    """``rank3`` / ``rank_3`` / ``rank-3`` in the file name, else in its folder's name (``job/rank3/trace.json``);
+    None when neither names one, or names several different ranks."""
+    if not path:
         return None
+    p = PurePath(path)
+    for part in (p.name, p.parent.name):
+        found = {int(m.group(1)) for m in _RANK_NAME.finditer(part)}
+        if len(found) == 1:
+            return found.pop()
+        if found:
+            return None
+    return None
+
+
+def _distributed(result: dict, path: str | None) -> tuple[dict, str] | None:
+    """(distributed info, where the rank came from): Kineto distributedInfo, else the file name."""
+    d = (result.get("source") or {}).get("distributed")
+    if isinstance(d, dict) and isinstance(d.get("rank"), int) and not isinstance(d.get("rank"), bool):
+        return d, "distributedInfo"
+    r = rank_from_name(path)
+    return ({"rank": r}, "file name") if r is not None else None
+
+
+def rank_of(result: dict, path: str | None = None) -> tuple[int | None, int | None, str | None]:
+    """(rank, world size, rank source) for the summary row."""
+    found = _distributed(result, path)
+    if found is None:
+        return None, None, None
+    d, how = found
+    ws = d.get("world_size")
+    return d["rank"], ws if isinstance(ws, int) and not isinstance(ws, bool) else None, how
+
+
+def job_key(result: dict, path: str | None = None) -> str | None:
+    src = result.get("source") or {}
+    found = _distributed(result, path)
+    if found is None:
+        return None
+    d, rank_source = found
     pgs = sorted((pg.get("pg_name"), pg.get("pg_desc"), pg.get("backend_config"), pg.get("pg_size"))
                  for pg in d.get("pg_config") or [])
     key = {"world_size": d.get("world_size"), "backend": d.get("backend"), "nccl_version": d.get("nccl_version"),
-           "pg_count": d.get("pg_count"), "pgs": pgs,
+           "pg_count": d.get("pg_count"), "pgs": pgs, "rank_source": rank_source,
            "devices": sorted({str(x.get("name")) for x in src.get("devices") or []}),
            "tool_versions": {k: v for k, v in sorted((src.get("tool_versions") or {}).items()) if k != "schemaVersion"}}
     return json.dumps(key, sort_keys=True, default=str)
 
 
-def rank_profile(result: dict) -> dict | None:
-    """The numbers the cross-rank comparison reads from one report; None when the trace names no rank."""
-    key = job_key(result)
+def rank_profile(result: dict, path: str | None = None) -> dict | None:
+    """The numbers the cross-rank comparison reads from one report; None when neither the trace
+    (distributedInfo) nor its file name (``path``: ``rank3``) names a rank."""
+    key = job_key(result, path)
     if key is None:
         return None
-    d = result["source"]["distributed"]
+    d, rank_source = _distributed(result, path)
     ph = result.get("phases") or {}
     g = result.get("gpu") or {}
     comm, overlap = _num(g.get("comm_kernel_busy_ms")), _num(g.get("compute_comm_overlap_ms"))
     cats = {c["category"]: c for c in result.get("breakdown") or []}
     cul = result.get("culprits") or {}
-    return {"rank": d["rank"], "world_size": d.get("world_size"), "backend": d.get("backend"), "job_key": key,
+    return {"rank": d["rank"], "rank_source": rank_source, "world_size": d.get("world_size"), "backend": d.get("backend"),
+            "job_key": key, "gpu_idle_pct": _num(g.get("idle_pct")),
             "devices": sorted({str(x.get("name")) for x in (result.get("source") or {}).get("devices") or []}),
             "window": (result.get("window") or {}).get("label"), "e2e_ms": _num(result.get("e2e_ms")),
             "steps_ms": [float(s["wall_ms"]) for s in ph.get("steps") or [] if _num(s.get("wall_ms")) is not None],
@@ -98,8 +141,10 @@ def _step_stats(steps: list[float]) -> dict:
 def _rank_row(item: dict) -> dict:
     p = item["profile"]
     comm, exposed = p["comm_kernel_ms"], p["comm_exposed_ms"]
-    return {"rank": p["rank"], "source": item["source"], "report_dir": item.get("report_dir"), "window": p["window"],
+    return {"rank": p["rank"], "rank_source": p.get("rank_source", "distributedInfo"), "source": item["source"],
+            "report_dir": item.get("report_dir"), "window": p["window"],
             "steps": _step_stats(p["steps_ms"]), "e2e_ms": p["e2e_ms"], "shares_pct": p["shares_pct"],
+            "gpu_idle_pct": p.get("gpu_idle_pct"),
             "comm_kernel_ms": comm, "comm_exposed_ms": None if exposed is None else round(exposed, 6),
             "comm_exposed_pct": round(100.0 * exposed / comm, 3) if comm and exposed is not None else None,
             "sync_wait_ms": p["sync_wait_ms"]}
@@ -170,21 +215,30 @@ def _window_note(ranks: list[dict]) -> str | None:
             "is found per trace; --window all (or one step name) compares like with like")
 
 
-def cross_rank(items: list[dict], top: int = CROSS_RANK_TOP_ITEMS) -> dict | None:
+def _group(item: dict, group_by: str) -> str:
+    if group_by == "folder":
+        return str(PurePath(item["source"]).parent)
+    return "all" if group_by == "all" else item["profile"]["job_key"]
+
+
+def cross_rank(items: list[dict], top: int = CROSS_RANK_TOP_ITEMS, group_by: str = "auto") -> dict | None:
     """items: {"source", "report_dir", "profile"} per analysed input with a rank profile.  None when no two
-    inputs belong to one job."""
+    inputs belong to one job.  group_by: "auto" (the job key), "folder" (inputs in one folder are one job) or
+    "all" (every input with a rank is one job)."""
     groups: dict[str, list[dict]] = {}
     for it in items:
         if it.get("profile"):
-            groups.setdefault(it["profile"]["job_key"], []).append(it)
+            groups.setdefault(_group(it, group_by), []).append(it)
     jobs, alone = [], []
     for key, its in groups.items():
         if len(its) < 2:
             alone.append(its[0]["source"])
             continue
         ranks = [it["profile"]["rank"] for it in its]
-        p0 = its[0]["profile"]
-        job = {"job": "", "world_size": p0["world_size"], "backend": p0["backend"], "devices": p0["devices"],
+        ws, be = {it["profile"]["world_size"] for it in its}, {it["profile"]["backend"] for it in its}
+        job = {"job": "", "world_size": ws.pop() if len(ws) == 1 else None, "backend": be.pop() if len(be) == 1 else None,
+               "devices": sorted({d for it in its for d in it["profile"]["devices"]}),
+               "rank_source": sorted({it["profile"].get("rank_source", "distributedInfo") for it in its}),
                "ranks_present": sorted(set(ranks)), "inputs": sorted(it["source"] for it in its)}
         dup = sorted({r for r in ranks if ranks.count(r) > 1})
         if dup:
@@ -199,9 +253,12 @@ def cross_rank(items: list[dict], top: int = CROSS_RANK_TOP_ITEMS) -> dict | Non
     jobs.sort(key=lambda j: (j["inputs"][0]))
     for n, j in enumerate(jobs, 1):
         j["job"] = f"job{n}"
-    return {"schema": SCHEMA, "jobs": jobs, "ungrouped": sorted(alone),
-            "rule": "one job = same world size, backend, NCCL version, process groups (name, description, backend, "
-                    "size), device names and tool versions, distinct ranks; straggler = largest median step time "
+    grouping = {"auto": "one job = same world size, backend, NCCL version, process groups (name, description, backend, "
+                        "size), device names, tool versions and rank source (distributedInfo or file name rankN), distinct ranks",
+                "folder": "one job = the inputs of one folder (--group-by folder), distinct ranks",
+                "all": "one job = every input with a rank (--group-by all), distinct ranks"}[group_by]
+    return {"schema": SCHEMA, "jobs": jobs, "ungrouped": sorted(alone), "group_by": group_by,
+            "rule": grouping + "; straggler = largest median step time "
                     "(e2e when a rank has no steps); differences = straggler minus the median of the other ranks, "
                     f"top {top} by size; kernel/op/function tables are each report's top 20: a name missing from a "
                     "truncated table counts as its smallest entry (the difference is then a bound: at least / at most)"}

@@ -4,7 +4,7 @@ Runs CMD once per value (Cartesian product over several ``--param``) and repeat,
 ``inferscope run`` (a subprocess, so every run is an ordinary live collection with its own
 report.json), then writes ``scaling_summary.json``, ``scaling_summary.csv`` and
 ``scaling_summary.html`` with one row per run.  Every number in a row is read from that run's
-report.json; throughput is the report's ``llm.tokens_per_s`` when it has one, else
+report.json; throughput is the report's generated tokens/s (``llm.tokens_per_s.generated``; headline.py) when it has one, else
 ``--items-param NAME`` items per e2e second when the user declares how many items a run serves,
 else unknown (null).
 """
@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from .errors import ConfigError, InferScopeError
+from .headline import llm_headline, num
 
 SCHEMA = "inferscope.scaling_summary/1"
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -74,18 +75,6 @@ def plan(params: list[tuple[str, list[str]]], cmd: list[str], repeat: int) -> li
     return runs
 
 
-def _num(v):
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, (int, float)) and math.isfinite(v):
-        return float(v)
-    if isinstance(v, dict):     # a distribution: prefer its mean, then its median
-        for k in ("mean", "mean_ms", "p50", "p50_ms", "median"):
-            if k in v:
-                return _num(v[k])
-    return None
-
-
 def _value_num(v: str):
     try:
         x = float(v)
@@ -100,19 +89,20 @@ def row_from_report(run: dict, rep: dict | None, exit_code: int, report_rel: str
            "shares_pct": {}, "breakdown_ms": {}, "verdict": None, "ttft_ms": None, "tpot_ms": None, "window": None}
     if rep is None:
         return row
-    e2e = _num(rep.get("e2e_ms"))
+    e2e = num(rep.get("e2e_ms"))
     row["e2e_ms"] = e2e
     row["window"] = (rep.get("window") or {}).get("label")
     for c in rep.get("breakdown") or []:
         row["shares_pct"][c["category"]] = c["pct"]
         row["breakdown_ms"][c["category"]] = c["ms"]
     row["verdict"] = (rep.get("verdict") or {}).get("id")
-    llm = rep.get("llm") if isinstance(rep.get("llm"), dict) else {}
-    row["ttft_ms"] = _num(llm.get("ttft_ms"))
-    row["tpot_ms"] = _num(llm.get("tpot_ms"))
-    tps = _num(llm.get("tokens_per_s"))
+    llm = llm_headline(rep) or {}
+    row["ttft_ms"] = llm.get("ttft_ms")
+    row["tpot_ms"] = llm.get("tpot_ms")
+    tps = llm.get("tokens_per_s")
     if tps is not None:
-        row.update(throughput=tps, throughput_unit="tokens/s", throughput_basis="report.json llm.tokens_per_s")
+        row.update(throughput=tps, throughput_unit="tokens/s",
+                   throughput_basis="report.json llm.tokens_per_s.generated (generated tokens x batch / window s)")
     elif items_param and e2e:
         items = _value_num(run["params"].get(items_param, ""))
         if items is not None:
@@ -163,6 +153,8 @@ def scaling(points: list[dict], params: list[tuple[str, list[str]]], min_gain_pc
                  "throughput_unit": series[0]["throughput_unit"], "stops_scaling_at": None, "statements": []}
             thr = s["throughput"]
             if all(t is not None for t in thr):
+                s["statements"].append(f"{s['throughput_unit']} per value: " + ", ".join(
+                    f"{t:.4g} ({name}={p['params'][name]})" for t, p in zip(thr, series)))
                 for j in range(1, len(series)):
                     gain = 100 * (thr[j] / thr[j - 1] - 1) if thr[j - 1] else None   # from 0: no ratio
                     if gain is not None and gain < min_gain_pct:

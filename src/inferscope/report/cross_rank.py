@@ -27,20 +27,21 @@ def to_markdown(cr: dict) -> str:
         ranks = ", ".join(map(str, j["ranks_present"]))
         out += [f"## {j['job']}: world size {j['world_size'] if j['world_size'] is not None else 'n/a'}, "
                 f"backend {md_escape(j['backend'] or 'n/a')}, devices {md_escape(', '.join(j['devices']) or 'n/a')}", "",
-                f"Ranks present: {ranks} ({len(j['ranks_present'])} inputs)", ""]
+                f"Ranks present: {ranks} ({len(j['ranks_present'])} inputs; rank from "
+                f"{' and '.join(j.get('rank_source') or ['distributedInfo'])})", ""]
         if j.get("error"):
             out += [f"Not compared: {md_escape(j['error'], 400)}", ""]
             continue
         if j.get("window_note"):
             out += [f"Note: {md_escape(j['window_note'], 600)}", ""]
-        out += [_row(["rank", "steps", "median step ms", "p90 step ms", "e2e ms", "comm kernel ms",
+        out += [_row(["rank", "steps", "median step ms", "p90 step ms", "e2e ms", "GPU idle %", "comm kernel ms",
                       "comm not overlapped ms (%)", "sync wait ms", "source"]),
-                _row(["---:"] * 8 + ["---"])]
+                _row(["---:"] * 9 + ["---"])]
         for r in j["ranks"]:
             st = r["steps"]
             exp = "n/a" if r["comm_exposed_ms"] is None else f"{_f(r['comm_exposed_ms'])} ({_f(r['comm_exposed_pct'], 1)})"
             out.append(_row([str(r["rank"]), str(st["n"]), _f(st["median_ms"]), _f(st["p90_ms"]), _f(r["e2e_ms"]),
-                             _f(r["comm_kernel_ms"]), exp, _f(r["sync_wait_ms"]), md_escape(r["source"], 160)]))
+                             _f(r.get("gpu_idle_pct"), 1), _f(r["comm_kernel_ms"]), exp, _f(r["sync_wait_ms"]), md_escape(r["source"], 160)]))
         cats = sorted({c for r in j["ranks"] for c in r["shares_pct"]})
         out += ["", "Breakdown shares (% of each rank's window):", "",
                 _row(["rank", *map(md_escape, cats)]), _row(["---:"] * (len(cats) + 1))]

@@ -1,0 +1,39 @@
+"""The few headline numbers of one report as flat scalars: the one definition shared by the batch summary
+(``summary.jsonl`` / ``summary.parquet``, batch.py) and ``inferscope sweep`` (sweep.py).
+
+LLM columns, from the report's ``llm`` section (analyze/llm.py): ``ttft_ms`` / ``tpot_ms`` are the MEAN over
+the requests (tokens) in the window (``llm.ttft_ms.mean``: percentiles are null with fewer than 2 samples,
+the mean is not), ``*_p90_ms`` their 90th percentiles, ``tokens_per_s`` the GENERATED tokens (x batch) per
+window second (``llm.tokens_per_s.generated``), ``prompt_tokens_per_s`` the prompt tokens per window second.
+All null when the report has no llm section or no requests in its window.
+"""
+from __future__ import annotations
+
+import math
+
+LLM_COLUMNS = ("ttft_ms", "ttft_p90_ms", "tpot_ms", "tpot_p90_ms", "tokens_per_s", "prompt_tokens_per_s",
+               "requests_per_s")
+_PATHS = {"ttft_ms": ("ttft_ms", "mean"), "ttft_p90_ms": ("ttft_ms", "p90"), "tpot_ms": ("tpot_ms", "mean"),
+          "tpot_p90_ms": ("tpot_ms", "p90"), "tokens_per_s": ("tokens_per_s", "generated"),
+          "prompt_tokens_per_s": ("tokens_per_s", "prompt"), "requests_per_s": ("requests_per_s",)}
+
+
+def num(v) -> float | None:
+    """A finite number as float, else None (bools are not numbers here)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v) if math.isfinite(v) else None
+
+
+def llm_headline(result: dict) -> dict[str, float | None] | None:
+    """{column: value} for ``LLM_COLUMNS``; None when the report has no llm section."""
+    llm = result.get("llm") if isinstance(result, dict) else None
+    if not isinstance(llm, dict):
+        return None
+    out: dict[str, float | None] = {}
+    for col, path in _PATHS.items():
+        v = llm
+        for k in path:
+            v = v.get(k) if isinstance(v, dict) else None
+        out[col] = num(v)
+    return out
