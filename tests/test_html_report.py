@@ -154,7 +154,7 @@ def test_report_cpu_only(tmp_path):
     H.render(res, trace, out)
     c = check_structure(out.read_text(encoding="utf-8"))
     text = " ".join(c.data)
-    assert "no GPU activity" in text and "CPU preprocessing" in text and "Waiting (off-CPU)" in text
+    assert "no GPU activity" in text and "CPU preprocessing" in text and "Waiting (off-CPU or for a CPU)" in text
 
 
 def hostile_trace():

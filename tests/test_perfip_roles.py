@@ -180,3 +180,26 @@ def test_off_cpu_part_of_an_interval_is_waiting():
     dur, _ = _durations([], [(10 * ms, "tokenization", "t.py:enc", None, False, 4 * ms),
                              (20 * ms, SM.KEEP, None, None, False, 5 * ms)], cls0="user_code")
     assert dur == {"waiting": 9 * ms, "tokenization": 11 * ms}
+
+
+def test_run_queue_part_of_an_interval():
+    """Runnable-but-not-running time (schedstat run-queue delay, the 7th field of a pending tick) is its
+    own class, placed after the off-CPU part and before the on-CPU part, with exact boundaries (not the
+    midpoint rule: that gave half of each on-CPU part to the run queue)."""
+    ms = 1_000_000
+    samples = [(int(9.5 * ms), P.PYTHON)]
+    # 10 ms interval: 2 ms off-CPU, 5 ms run queue, 3 ms on-CPU (user code by perf)
+    dur, _ = _durations(samples, [(10 * ms, None, "app.py:handle", "user_code", False, 2 * ms, 5 * ms)], cls0="user_code")
+    assert dur == {"waiting": 2 * ms, "run_queue": 5 * ms, "user_code": 3 * ms}
+    # a decided class; then an interval off-CPU last (ran 3 ms after 4 ms in the run queue, then blocked 3 ms)
+    buf = []
+    s = SM.Sampler(buf, 200, {}, set())
+    st = SM._ThreadState(tid=1, clk=None, cpu=0, t=0)
+    st.cls, st.start, st.end = "tokenization", 0, 0
+    st.pending = [(10 * ms, "tokenization", "t.py:enc", None, False, 0, 6 * ms),
+                  (20 * ms, "tokenization", "t.py:enc", None, False, -3 * ms, 4 * ms)]
+    s._resolve(st)
+    s._emit(st)
+    runs = [(ev[5], ev[3], ev[4]) for ev in buf]
+    assert runs == [("run_queue", 0, 6 * ms), ("tokenization", 6 * ms, 10 * ms), ("run_queue", 10 * ms, 14 * ms),
+                    ("tokenization", 14 * ms, 17 * ms), ("waiting", 17 * ms, 20 * ms)]

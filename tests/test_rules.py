@@ -385,6 +385,24 @@ def case_cpu_run_queue():
     assert f["evidence"]["culprit"] == "omp" and f["evidence"]["culprit_recorded_ms"] == pytest.approx(0.8)
     assert f["evidence"]["invol_ctx_switches_per_s"] == pytest.approx(200_000.0)
     assert finding(trace(T.RUNQ_WAIT_LOW_PCT - 1), "cpu_run_queue") is None
+    # the sampler's run-queue part of the critical thread's waiting: its own breakdown part; when it is
+    # most of the waiting the verdict is cpu_contention_bound and host_waiting counts only the off-CPU rest
+    def sampled(rq_us, off_us):
+        t = Synth()
+        t.span(SpanKind.CPU_SAMPLE, "user_code", 0, 200, detail=t.b.strings.intern("app.py:handle"))
+        t.span(SpanKind.CPU_SAMPLE, "run_queue", 200, 200 + rq_us)
+        t.span(SpanKind.CPU_SAMPLE, "waiting", 200 + rq_us, 200 + rq_us + off_us)
+        return run(t)
+    res = sampled(750, 50)
+    w = next(b for b in res["breakdown"] if b["category"] == "waiting")
+    assert w["ms"] == pytest.approx(0.8) and {p["name"]: p["ms"] for p in w["parts"]} == \
+        pytest.approx({"off_cpu": 0.05, "run_queue": 0.75})
+    assert res["verdict"]["id"] == "cpu_contention_bound" and finding(res, "host_waiting") is None   # off-CPU 5 %
+    res = sampled(100, 700)                                   # mostly off-CPU: waiting_bound, host_waiting
+    assert res["verdict"]["id"] == "waiting_bound"
+    assert finding(res, "host_waiting")["evidence"]["run_queue_pct"] == pytest.approx(10.0)
+    w = next(b for b in sampled(0, 800)["breakdown"] if b["category"] == "waiting")
+    assert w["parts"] == []                                   # no run queue: no parts, as before
 
 
 def case_slow_steps():

@@ -21,7 +21,9 @@ Rule (documented in ARCHITECTURE.md and quoted in every report):
                        GPU runs > framework Python (self time of torch/transformers/stdlib Python
                        functions; sampled framework code; outside ops in CPU-only runs)
     cpu_compute        framework ops computing on the CPU in CPU-only runs (no GPU activity in the trace)
-    waiting            host off-CPU: sampled 'waiting' (sleep, I/O, locks) and OS-runtime waits
+    waiting            host off-CPU: sampled 'waiting' (sleep, I/O, locks) and OS-runtime waits >
+                       run queue (live runs: runnable but not running - waiting for a CPU, from
+                       schedstat; its parts are listed only when the run queue has time)
     other              nothing recorded explains this time
   The sums add up to the window exactly (integer nanoseconds).
 """
@@ -52,7 +54,7 @@ CATEGORY_LABELS = {
     "cpu_preprocessing": "CPU preprocessing",
     "framework_overhead": "Framework overhead",
     "cpu_compute": "CPU compute",
-    "waiting": "Waiting (off-CPU)",
+    "waiting": "Waiting (off-CPU or for a CPU)",
     "other": "Other / unattributed",
 }
 
@@ -61,9 +63,10 @@ PART_LABELS = {
     "launch_api": "kernel launch API", "runtime_api": "other CUDA runtime API",
     "communication_ops": "collective ops (host side: c10d / NCCL / Gloo)", "framework_ops": "framework ops (host side)",
     "framework_python": "framework Python",
+    "off_cpu": "off-CPU (sleep, I/O, locks)", "run_queue": "run queue (runnable, waiting for a CPU)",
 }
 
-SAMPLE_CLASSES = ("tokenization", "preprocessing", "user_code", "framework", "cpu_compute", "waiting")
+SAMPLE_CLASSES = ("tokenization", "preprocessing", "user_code", "framework", "cpu_compute", "waiting", "run_queue")
 
 Intervals = tuple  # (starts int64[], ends int64[])
 
@@ -134,6 +137,7 @@ SOURCE_CATEGORY = {
     "launch_api": "framework_overhead", "runtime_api": "framework_overhead", "communication_ops": "framework_overhead",
     "framework_ops": "framework_overhead",
     "framework_python": "framework_overhead", "cpu_ops": "cpu_compute", "waiting": "waiting",
+    "run_queue": "waiting",
 }
 
 
@@ -191,6 +195,7 @@ def source_masks(trace: Trace, critical_only: bool = True) -> dict[str, np.ndarr
         # exact records that the host is inside the framework (a torch op, a CUDA API call)
         "in_op": cpu_op | host_api,
         "waiting": sample_class("waiting") | (k == SpanKind.OS_RUNTIME),
+        "run_queue": sample_class("run_queue"),
     }
     if critical_only:
         # followed child processes' and native threads' CPU work: counted only where the critical
@@ -273,6 +278,8 @@ def segment_classes(trace: Trace, window: Window):
         # (it waits on the child, or nothing is recorded)
         own = c["tokenization"] | c["preprocessing"] | user_code | c["launch_api"] | c["runtime_api"] | \
             c["communication_ops"] | c["framework_ops"] | framework_python | c["cpu_ops"] | c["sync"]
+        # (runnable in the run queue: the thread waits for a CPU, not for a child)
+        own |= c["run_queue"]
         free = ~own
         tok_c = c["tokenization"] | (c["child_tokenization"] & free)
         pre_c = c["preprocessing"] | (c["child_preprocessing"] & free)
@@ -292,7 +299,7 @@ def segment_classes(trace: Trace, window: Window):
         ("framework_overhead", ["launch_api", "runtime_api", "communication_ops", "framework_ops", "framework_python"],
          [c["launch_api"], c["runtime_api"], c["communication_ops"], c["framework_ops"], framework_python]),
         ("cpu_compute", [], [c["cpu_ops"]]),
-        ("waiting", [], [c["waiting"]]),
+        ("waiting", ["off_cpu", "run_queue"], [c["waiting"], c["run_queue"]]),
     ]
     n = len(seg_s)
     cat = np.full(n, len(CATEGORIES) - 1, dtype=np.int8)  # default: other
@@ -335,6 +342,8 @@ def breakdown(trace: Trace, window: Window) -> dict:
     for pn in part_names:
         if pn in ("tokenization", "preprocessing", "user_code"):
             part_cat[pn] = "cpu_preprocessing"
+        elif pn in ("off_cpu", "run_queue"):
+            part_cat[pn] = "waiting"
         else:
             part_cat[pn] = "framework_overhead"
     rows = []
@@ -343,6 +352,8 @@ def breakdown(trace: Trace, window: Window) -> dict:
         row = {"category": name, "label": CATEGORY_LABELS[name], "ns": ns, "ms": ns / 1e6,
                "pct": (100.0 * ns / total_ns) if total_ns else 0.0, "parts": []}
         for j, pn in enumerate(part_names):
+            if name == "waiting" and not part_ns[part_names.index("run_queue")]:
+                break                         # waiting's parts only when the run queue has time
             if part_cat[pn] == name and part_ns[j] > 0:
                 pns = int(part_ns[j])
                 row["parts"].append({"name": pn, "label": PART_LABELS.get(pn, pn), "ns": pns, "ms": pns / 1e6,

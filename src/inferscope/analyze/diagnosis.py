@@ -520,11 +520,17 @@ def cpu_compute(res: dict, found: dict) -> dict | None:
 
 
 def host_waiting(res: dict, found: dict) -> dict | None:
-    wt = _pct(res, "waiting")
+    # off-CPU only: the run-queue part (runnable, waiting for a CPU) is cpu_run_queue's
+    rq = _run_queue_pct(res)
+    wt = _pct(res, "waiting") - rq
     if wt < T.HOST_WAITING_LOW_PCT:
         return None
     e = _category_evidence(res, "waiting")
     txt = [f"Threads were off-CPU (sleep, I/O, locks) for {wt:.1f}% of the window with nothing else running."]
+    if rq > 0:
+        e.cite("run_queue_pct", "breakdown[waiting].parts[run_queue].pct", 2)
+        txt[0] = (f"Threads were off-CPU (sleep, I/O, locks) for {wt:.1f}% of the window with nothing else running "
+                  f"(besides {rq:.1f}% runnable in the run queue, waiting for a CPU).")
     _with_culprit(e, res, "waiting", txt)
     sugg = "Find the blocking call (I/O, queue get, lock) on the inference path and move it off or make it asynchronous."
     ch = res.get("children") or {}
@@ -1054,6 +1060,11 @@ def _user_code_pct(res: dict) -> float:
     return float(next((p["pct"] for p in _row(res, "cpu_preprocessing")["parts"] if p["name"] == "user_code"), 0.0))
 
 
+def _run_queue_pct(res: dict) -> float:
+    """The waiting category's run-queue part (live runs: runnable, waiting for a CPU), % of the window."""
+    return float(next((p["pct"] for p in _row(res, "waiting")["parts"] if p["name"] == "run_queue"), 0.0))
+
+
 VERDICT_TITLES = {
     "gpu_bound": "GPU-bound: the GPU is busy most of the time; speed up the kernels themselves",
     "communication_bound": "Communication-bound: collective/send-recv kernels run with no compute beside them",
@@ -1067,6 +1078,7 @@ VERDICT_TITLES = {
     "waiting_bound": "Waiting-bound: threads are off-CPU (I/O, sleep, locks)",
     "child_process_bound": "Child-process-bound: the main process waits on work done in its child processes",
     "gil_bound": "GIL-bound: the inference thread waits while other threads of the process run Python",
+    "cpu_contention_bound": "CPU-contention-bound: the inference thread is runnable but waits for a CPU (run queue)",
     "balanced": "Balanced: no single cause holds a clear majority",
     "init_bound": "Initialisation-dominated: one-off start-up calls fill the window; analyse a steady-state window",
     "empty": "Empty window: nothing to analyse",
@@ -1120,6 +1132,11 @@ def verdict_for(res: dict, findings: list[dict]) -> dict:
         evidence.insert(0, f"the inference thread waited {_ms(res, 'waiting'):.1f} ms, {g['waiting_while_python_ms']:.1f} ms of it "
                            f"while another thread of the process ran Python (>= {T.GIL_WAIT_EXPLAINED_FRACTION:g} x)")
         top = "gil_bound"
+    elif top == "waiting_bound" and top_pct >= T.VERDICT_MIN_SHARE_PCT and \
+            _run_queue_pct(res) >= T.RUNQ_EXPLAINS_WAITING_FRACTION * top_pct:
+        evidence.insert(0, f"the inference thread was runnable but not running (run queue) for {_run_queue_pct(res):.1f}% "
+                           f"of the window, of its {top_pct:.1f}% waiting (>= {T.RUNQ_EXPLAINS_WAITING_FRACTION:g} x)")
+        top = "cpu_contention_bound"
     if top_pct < T.VERDICT_MIN_SHARE_PCT:
         vid = "balanced"
         evidence.insert(0, f"no group reaches {T.VERDICT_MIN_SHARE_PCT:g}% of the window")

@@ -92,6 +92,12 @@ RESOLVE_NS = 100_000_000
 SPLIT_MIN_FRACTION = 0.1
 MAX_DEPTH = 96
 CLS_WAITING = "waiting"
+# Runnable but not running (schedstat run-queue delay): the thread waits for a CPU, not for I/O or a
+# lock.  Its own class (a part of the breakdown's waiting), placed right before the interval's on-CPU
+# part (a thread waits for a CPU after it wakes up); below SPLIT_MIN_FRACTION of the interval it stays
+# in the on-CPU part.  Without it, CPU starvation read as the program's own work: a disk-I/O loop
+# beside other jobs read 31-56 % cpu_compute (its post-I/O run-queue time) for 10 % true CPU.
+CLS_RUNQ = "run_queue"
 CLS_COMPUTE = "cpu_compute"
 CLS_FRAMEWORK = "framework"
 CLS_TOKENIZATION = "tokenization"
@@ -324,19 +330,24 @@ class Sampler:
                 samples = []
         i, n = 0, len(samples)
         prev = st.end
-        for t, cls, label, fallback, gil_free, off in pend:
+        for t, cls, label, fallback, gil_free, off, *more in pend:
             while i < n and samples[i][0] <= prev:
                 i += 1
             if cls is KEEP:
                 cls = st.cls or CLS_FRAMEWORK     # (a pending KEEP always follows a decided tick)
-            # the off-CPU part of the interval: first (off > 0) or last (off < 0); the on-CPU
-            # part [prev, end] is classified below, with exact boundaries
+            # the off-CPU part of the interval: first (off > 0) or last (off < 0); then the run-queue
+            # part (more[0] ns, runnable: waiting for a CPU); the on-CPU part [prev, end] is
+            # classified below, with exact boundaries
             end = t
             if off > 0:
                 prev = prev + off
                 self._apply(st, prev, CLS_WAITING, None, exact=True)
             elif off < 0:
                 end = t + off
+            rq = more[0] if more else 0
+            if 0 < rq < end - prev:
+                prev = prev + rq
+                self._apply(st, prev, CLS_RUNQ, None, exact=True)
             if cls is None:
                 # samples in libc / the loader / unknown extensions (OTHER) are helpers of whatever
                 # runs (a Rust tokenizer's malloc/memcpy: 316 of 1011 samples measured): they follow
@@ -395,7 +406,7 @@ class Sampler:
                         self._apply(st, t, CLS_WAITING, None, exact=True)
                     prev = t
                     continue
-            self._apply(st, end, cls, label, exact=bool(off))
+            self._apply(st, end, cls, label, exact=bool(off) or rq > 0)
             if t > end:
                 self._apply(st, t, CLS_WAITING, None, exact=True)
             prev = t
@@ -589,20 +600,25 @@ class Sampler:
                     dcpu = cpu - st.cpu
                     dt = t - st.t
                     busy = dcpu
+                    rqn = 0
                     if dcpu < dt - dt * SPLIT_MIN_FRACTION and st.rq_t is not None:
-                        # runnable but descheduled (CPU contention) is not "waiting": add the
+                        # runnable but descheduled (CPU contention) is not "waiting" for I/O: the
                         # run-queue delay from schedstat (fd kept open; read only when the thread
-                        # was off-CPU for part of the interval)
+                        # was off-CPU for part of the interval) is its own part (CLS_RUNQ)
                         try:
                             rq = int(st.rq_t.read().split()[1])
                             if st.rq >= 0:
                                 if st.rq_at == st.t:      # reading from the previous sample: exact
-                                    busy = dcpu + rq - st.rq
-                                else:                     # older reading: an upper bound
-                                    busy = max(dcpu, rq - st.rq)
+                                    rqn = rq - st.rq
+                                else:                     # older reading: at most the interval's rest
+                                    rqn = min(rq - st.rq, dt - dcpu)
+                                rqn = max(0, min(rqn, dt - dcpu))
+                                busy = dcpu + rqn
                             st.rq, st.rq_at = rq, t
                         except (OSError, ValueError, IndexError):
                             _close(st)
+                    if rqn < dt * SPLIT_MIN_FRACTION:
+                        rqn = 0
                     st.cpu = cpu
                     oncpu = busy * 4 >= dt
                     # the interval's off-CPU part (issue 16 item 3): its length is known from the
@@ -613,7 +629,7 @@ class Sampler:
                         off = 0
                 else:
                     oncpu = True
-                    off = 0
+                    off = rqn = 0
                 st.t = t
                 label = None
                 fallback = None
@@ -688,8 +704,10 @@ class Sampler:
                 else:
                     st.last_fb = fallback if cls is None else None
                 st.prev_vol = vol
-                if st.pending or cls is None or off:
-                    st.pending.append((t, cls, label, fallback, gil_free, off if oncpu else -off))
+                if not oncpu and not off:
+                    rqn = 0
+                if st.pending or cls is None or off or rqn:
+                    st.pending.append((t, cls, label, fallback, gil_free, off if oncpu else -off, rqn))
                 elif cls is KEEP:
                     self._apply(st, t, st.cls, None)
                 else:
