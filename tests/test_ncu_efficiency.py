@@ -252,3 +252,17 @@ def test_roofline_on_the_joined_qwen_report_is_bandwidth_only(tmp_path, qwen):
     assert len(_marks(bars, "rf-bar")) == sum(1 for k in dd["kernels"] if (k["dram_gbps"] or 0) > 0) == len(names)
     assert "no kernel has both FLOP counters and DRAM bytes" in page
     assert "Measured vs estimated MFU" in page and "kernel_measured_vs_estimated" in page
+
+
+def test_launch_range_words():
+    from inferscope.analyze.kernel_efficiency import MAX_AMBIGUOUS_STEPS, launch_range
+    three = {"launches": [{"id": i} for i in range(3)]}
+    u = launch_range(three, list("xxabcab"), list("abc"))
+    assert u["launch_skip_in_trace"] == 2 and u["offsets_fitting"] == 1 and "--launch-skip 2" in u["text"]
+    assert launch_range(three, list("abcabc"), list("abc"))["offsets_fitting"] == 2        # ambiguous: not stated
+    assert launch_range(three, list("abab"), list("abc"))["launch_skip_in_trace"] is None
+    many = {"launches": [{"id": i} for i in range(2 * MAX_AMBIGUOUS_STEPS)]}               # one repeated kernel: bounded
+    r = launch_range(many, ["k"] * 10 * MAX_AMBIGUOUS_STEPS, ["k"] * 2 * MAX_AMBIGUOUS_STEPS)
+    assert r["launch_skip_in_trace"] is None and "ambiguous, over its first" in r["text"]
+    sub = launch_range({"launches": [{"id": 2}, {"id": 9}]}, None, ["a", "b"])
+    assert sub["launch_count_min"] == 10 and not sub["contiguous"] and "subset" in sub["text"]

@@ -26,6 +26,9 @@ from ..trace.kinds import SpanKind
 from .links import launchers_for
 from .select import in_window
 
+# the offset search narrows candidate offsets launch by launch; when more than one offset still fits after this
+# many launches (a capture of one repeated kernel) it stops and says "ambiguous": cost <= this x trace kernels
+MAX_AMBIGUOUS_STEPS = 256
 LACKS_MFU = ("n/a: capture lacks tensor-pipe and FLOP counters (sm__pipe_tensor_cycles_active, "
              "sm__pipe_fma_cycles_active, sm__sass_thread_inst_executed_op_*: --section ComputeWorkloadAnalysis "
              "/ SpeedOfLight_RooflineChart on the raw page)")
@@ -71,20 +74,25 @@ def launch_range(cap: dict, seq_keys: list | None, ncu_keys: list) -> dict:
     skip = None
     fits = 0
     if seq_keys:
-        first = {}
-        for i, k in enumerate(seq_keys):
-            first.setdefault(k, []).append(i)
-        cand = [p - ids[0] for p in first.get(ncu_keys[0], []) if p - ids[0] >= 0]
-        ok = [o for o in cand if all(o + i < len(seq_keys) and seq_keys[o + i] == k for i, k in zip(ids, ncu_keys))]
-        fits = len(ok)
+        code: dict = {}
+        seq = np.array([code.setdefault(k, len(code)) for k in seq_keys], dtype=np.int64)
+        want = [code.get(k, -1) for k in ncu_keys]
+        cand = np.arange(0, len(seq) - hi, dtype=np.int64)      # offsets o with o + last ID inside the trace
+        for j, (i, c) in enumerate(zip(ids, want)):             # narrow launch by launch (bounded: see MAX_AMBIGUOUS_STEPS)
+            cand = cand[seq[cand + i] == c]
+            if not len(cand) or (len(cand) > 1 and j >= MAX_AMBIGUOUS_STEPS):
+                break
+        fits = int(len(cand))
+        partial = fits > 1 and j < len(ids) - 1                 # stopped early: more offsets fit the launches checked
         if fits == 1:
-            skip = ok[0]
+            skip = int(cand[0])
             txt += (f"; the capture's kernel names fit the trace's kernel sequence at one offset only: launch ID i is the "
                     f"trace's kernel {skip} + i in launch order (--launch-skip {skip} counted from the trace's first kernel "
                     "in the window; ncu counts from process start)")
         else:
             txt += ("; the capture's name sequence fits the trace's kernel sequence at "
-                    + (f"{fits} offsets (ambiguous)" if fits else "no offset") + ": --launch-skip not inferable")
+                    + (f"{fits} offsets (ambiguous{f', over its first {j + 1} launches' if partial else ''})" if fits
+                       else "no offset") + ": --launch-skip not inferable")
     return {"first_id": lo, "last_id": hi, "ids_in_file": n, "contiguous": contiguous, "launch_count_min": hi + 1,
             "launch_skip_in_trace": skip, "offsets_fitting": fits, "text": txt}
 
@@ -136,7 +144,6 @@ def measured_vs_estimated(trace, window, options, rows: list, groups: dict, dev:
                                       options.peak_gbps if options else None)
     gw, pos, linked, kdur = link_kernels(trace, window, ops)
     op_kns = np.bincount(pos[linked], weights=kdur[linked], minlength=n_ops) if n_ops else np.zeros(0)
-    span_row = {int(i): j for j, i in enumerate(gw.tolist())}
     by_key: dict[str, list] = {}
     for i, kk in zip(seq.tolist(), seq_keys):
         by_key.setdefault(kk, []).append(i)
@@ -161,9 +168,9 @@ def measured_vs_estimated(trace, window, options, rows: list, groups: dict, dev:
         if not n_ops:
             k["est_basis"] = "n/a: the trace has no GEMM/attention/convolution op with recorded shapes"
             continue
-        rws = np.array([span_row.get(i, -1) for i in sel], dtype=np.int64)
-        rws = rws[rws >= 0]
-        rws = rws[linked[rws]] if len(rws) else rws
+        sel = np.asarray(sel, dtype=np.int64)
+        rws = np.clip(np.searchsorted(gw, sel), 0, max(len(gw) - 1, 0))      # gw is sorted (flatnonzero)
+        rws = rws[(gw[rws] == sel) & linked[rws]] if len(gw) else np.zeros(0, np.int64)
         if not len(rws):
             k["est_basis"] = "n/a: not launched by an op with recorded shapes (GEMM/attention/convolution)"
             continue
