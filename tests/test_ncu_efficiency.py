@@ -266,3 +266,13 @@ def test_launch_range_words():
     assert r["launch_skip_in_trace"] is None and "ambiguous, over its first" in r["text"]
     sub = launch_range({"launches": [{"id": 2}, {"id": 9}]}, None, ["a", "b"])
     assert sub["launch_count_min"] == 10 and not sub["contiguous"] and "subset" in sub["text"]
+
+
+def test_details_page_says_what_it_lacks():
+    """The details page has no tensor/FMA pipe or FLOP counters: the MFU-like figure is n/a, said why."""
+    from inferscope.analyze.pipeline import analyze
+    dd = analyze(load_trace(RAW.parent / "demo_hot10_details.csv.gz"))["kernel_deep_dive"]
+    assert dd["measured_vs_estimated"] is None                                  # no timeline joined
+    for k in dd["kernels"]:
+        assert k["measured_mfu_pct"] is None and k["measured_mfu_basis"].startswith("n/a: capture lacks")
+        assert k["measured_mbu_pct"] == k["dram_pct"] is not None and k["est_basis"] == "n/a: no timeline joined"
