@@ -222,4 +222,6 @@ def test_join_to_a_timeline(tmp_path):
         assert k["trace_calls"] == t["calls"] and k["trace_sum_ms"] == pytest.approx(t["sum_ms"], rel=1e-6)
         assert k["share_pct"] == pytest.approx(t["share_pct"], abs=0.01)
     assert any("not found in the trace" in w for w in rep["warnings"])
-    assert "Kernel deep-dive" in (tmp_path / "o" / "report.md").read_text()
+    md = (tmp_path / "o" / "report.md").read_text()
+    assert "Kernel deep-dive" in md and "Measured vs estimated MFU" in md and "### Measured vs estimated efficiency" in md
+    assert dd["measured_vs_estimated"]["matched_kernels"] == 3 and dd["launch_range"]["text"]

@@ -367,3 +367,13 @@ KERNEL_MIN_WAVES = 1.0
 # compute-bound and holds at least this share (a tenth of GPU time is worth a look; InferScope's own
 # rule, the same floor as the kernels table's "hot" kernels in the demo).
 KERNEL_LIMITER_MIN_SHARE_PCT = 10.0
+# Measured (Nsight Compute) vs shape-based efficiency of the same kernel (kernel_deep_dive.measured_vs_estimated):
+# the two "disagree" when one is at least this many times the other.  Below 2x the gap is explained by how the
+# two are taken: ncu locks clocks to base by default (H100 SXM base 1,590 vs boost 1,980 MHz: 1.25x in duration)
+# and flushes caches between replay passes (more DRAM bytes for small kernels), while the shape-based bytes are a
+# lower bound (operands once).  At 2x or more the model is wrong for that kernel (L2-resident operands, re-reads,
+# split-K or padded tiles, a kernel linked to the wrong op, or a profiled launch of another shape): said per kernel.
+KERNEL_MEASURED_VS_EST_RATIO = 2.0
+# ... and only when one of the two is at least this % of peak: between two figures under 5 % the kernel is
+# latency- or launch-bound (KERNEL_BOUND_PCT rules) and their ratio says nothing about the lever.
+KERNEL_MEASURED_VS_EST_MIN_PCT = 5.0

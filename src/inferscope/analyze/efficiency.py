@@ -315,6 +315,33 @@ def _roofline(ai: float | None, tf: float | None, gb: float | None) -> str | Non
     return "compute-bound" if ai >= tf * 1e12 / (gb * 1e9) else "memory-bound"
 
 
+def dominant_dtype(ops: dict) -> str | None:
+    """The dtype holding the most counted FLOPs (it picks the peak MFU is measured against)."""
+    dts = np.array([d or "" for d in ops["dtype"]], dtype=object)
+    by_dt = {d: float(ops["flops"][dts == d].sum()) for d in set(dts.tolist())}
+    return (max(by_dt, key=by_dt.get) or None) if by_dt else None
+
+
+def link_kernels(trace: Trace, window: Window, ops: dict):
+    """Kernels starting in the window (gw), the position in ``ops`` of the counted op nearest above each
+    one's launching call (pos), whether it has one (linked), and each kernel's duration in ns (kdur)."""
+    s = trace.spans
+    n_ops = len(ops["idx"])
+    gw = np.flatnonzero(gpu_work_mask(trace) & (s.kind == SpanKind.KERNEL) & (s.start_ns >= window.start_ns)
+                        & (s.start_ns < window.end_ns))
+    lau = launchers_for(trace, gw)
+    counted = np.zeros(len(s), dtype=bool)
+    counted[ops["idx"]] = True
+    kop = np.full(len(gw), -1, dtype=np.int64)
+    okl = lau >= 0
+    if okl.any():
+        kop[okl] = _nearest_marked_ancestor(s.parent, lau[okl], counted, include_self=True)
+    kdur = (s.end_ns[gw] - s.start_ns[gw]).astype(np.int64)
+    pos = np.clip(np.searchsorted(ops["idx"], kop), 0, max(n_ops - 1, 0))
+    linked = (kop >= 0) & (ops["idx"][pos] == kop) if n_ops else np.zeros(len(kop), dtype=bool)
+    return gw, pos, linked, kdur
+
+
 def efficiency(trace: Trace, window: Window, peak_tflops: float | None = None, peak_gbps: float | None = None,
                top_n: int = 20) -> dict | None:
     """The ``efficiency`` section, or None when the trace has no countable op (no shapes recorded)."""
@@ -335,28 +362,10 @@ def efficiency(trace: Trace, window: Window, peak_tflops: float | None = None, p
     fam = ops["fam"]
     flops = ops["flops"]
     byts = ops["bytes"]
-    # dominant dtype by FLOPs
-    dts = np.array([d or "" for d in ops["dtype"]], dtype=object)
-    by_dt: dict[str, float] = {}
-    for d in set(dts.tolist()):
-        by_dt[d] = float(flops[dts == d].sum())
-    dtype = max(by_dt, key=by_dt.get) or None
+    dtype = dominant_dtype(ops)
     tf, gb, src, dev, w = resolve_peaks(trace, dtype, peak_tflops, peak_gbps)
     warnings += w
-    # kernels -> nearest counted op of their launching call
-    gw = np.flatnonzero(gpu_work_mask(trace) & (s.kind == SpanKind.KERNEL) & (s.start_ns >= window.start_ns)
-                        & (s.start_ns < window.end_ns))
-    lau = launchers_for(trace, gw)
-    counted = np.zeros(len(s), dtype=bool)
-    counted[ops["idx"]] = True
-    kop = np.full(len(gw), -1, dtype=np.int64)
-    okl = lau >= 0
-    if okl.any():
-        kop[okl] = _nearest_marked_ancestor(s.parent, lau[okl], counted, include_self=True)
-    kdur = (s.end_ns[gw] - s.start_ns[gw]).astype(np.int64)
-    pos = np.searchsorted(ops["idx"], kop)
-    pos = np.clip(pos, 0, max(n_ops - 1, 0))
-    linked = (kop >= 0) & (ops["idx"][pos] == kop) if n_ops else np.zeros(len(kop), dtype=bool)
+    gw, pos, linked, kdur = link_kernels(trace, window, ops)
     op_kns = np.bincount(pos[linked], weights=kdur[linked], minlength=n_ops) if n_ops else np.zeros(0)
     op_has_kernel = np.bincount(pos[linked], minlength=n_ops) > 0 if n_ops else np.zeros(0, bool)
     win_s = (window.end_ns - window.start_ns) / 1e9

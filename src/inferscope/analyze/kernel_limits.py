@@ -24,6 +24,7 @@ import numpy as np
 
 from .. import thresholds as T
 from ..trace.kinds import SpanKind
+from .kernel_efficiency import measured_vs_estimated
 from .kernels import short_kernel_name
 from .select import clipped_durations, in_window
 
@@ -198,6 +199,7 @@ def kernel_deep_dive(trace, window=None, options=None) -> dict | None:
             unmatched.append(k["short_name"])
         rows.append(k)
     rows.sort(key=lambda r: (-r["share_pct"], -r["duration_us"]))
+    mve, launch_range = measured_vs_estimated(trace, window, options, rows, groups, dev, cap)
     joined = bool(cap.get("joined"))
     warnings = []
     if joined and unmatched:
@@ -211,12 +213,18 @@ def kernel_deep_dive(trace, window=None, options=None) -> dict | None:
              "rows": [[r["name"], r["share_pct"], r["duration_us"], r["limiter_text"], r["sm_pct"], r["mem_pct"], r["dram_pct"],
                        r["tensor_pct"], r["occupancy_pct"], r["waves"], r["registers"], r["l2_hit_pct"], r["dram_gbps"],
                        r["lever"]] for r in rows]}
+    eff_table = {"columns": ["kernel", "share_pct", "measured_mfu_pct", "measured_mfu_basis", "est_mfu_pct", "measured_mbu_pct",
+                             "est_mbu_pct", "est_ops", "pairing", "disagreement"],
+                 "rows": [[r["name"], r["share_pct"], r["measured_mfu_pct"], r["measured_mfu_basis"], r["est_mfu_pct"],
+                           r["measured_mbu_pct"], r["est_mbu_pct"], ", ".join(r["est_ops"]), r["pairing"],
+                           "; ".join(r["disagreement"])] for r in rows]}
     basis = ("share_pct: the kernel's time in the trace's window over all kernel time there (names matched after "
              "normalising both demanglers)" if joined else
              "share_pct: of the profiled launches' durations (ncu serialises kernels; no timeline was joined)")
     return {"file": cap.get("file"), "layout": cap.get("layout"), "joined": joined, "launches": len(cap["launches"]),
             "missing": list(cap.get("missing", [])), "device": dev, "kernels": rows, "unmatched": unmatched,
-            "basis": basis, "warnings": warnings, "tables": {"kernel_deep_dive": table}}
+            "basis": basis, "measured_vs_estimated": mve, "launch_range": launch_range, "warnings": warnings,
+            "tables": {"kernel_deep_dive": table, "kernel_measured_vs_estimated": eff_table}}
 
 
 def _register() -> None:

@@ -669,6 +669,7 @@ def build_html(result: dict, trace=None, n_bins: int = 1000, max_rows: int = 25)
     live = src.get("format") == "inferscope" and not src.get("file")
     title = f"InferScope report: {clean(src.get('file') or ('live run' if live else 'trace'))}"
     sub = " · ".join(clean(x) for x in (src.get("format"), src.get("file") or ("live run" if live else None)) if x)
+    from .roofline_svg import roofline_section
     body = "".join([
         _headline(result),
         _breakdown(result),
@@ -676,6 +677,7 @@ def build_html(result: dict, trace=None, n_bins: int = 1000, max_rows: int = 25)
         _findings(result),
         _counters(result),
         _llm(result),
+        roofline_section(result),
         _notes(result),
         _tables(result, max_rows),
         _about(result, trace),

@@ -66,7 +66,7 @@ def llm_lines(res: dict) -> tuple[list[str], list[list], list[list], list[str]]:
 def efficiency_lines(res: dict) -> list[str]:
     e = res.get("efficiency")
     if not e:
-        return []
+        return measured_lines(res)
     out = [f"FLOPs from recorded shapes: GEMM {_si(e['gemm_flops'], 'FLOP')}, attention {_si(e['attention_flops'], 'FLOP')}, "
            f"convolution {_si(e['conv_flops'], 'FLOP')} ({e['counted_ops']:,} op calls, dominant dtype {e.get('dtype') or 'n/a'}).",
            f"Achieved {_n(e['achieved_tflops'], 3)} TFLOP/s over the window; MFU {_n(e['mfu_pct'], 2)} % of "
@@ -74,4 +74,23 @@ def efficiency_lines(res: dict) -> list[str]:
            f"MBU {_n(e['mbu_pct'], 2)} % of {_n(e['peak_gbps'], 0)} GB/s. Peak source: {e.get('peak_source') or 'unknown'}."]
     if e.get("gemm_kernel_tflops") is not None:
         out.append(f"GEMM kernels ran at {_n(e['gemm_kernel_tflops'], 1)} TFLOP/s while running ({_n(e['gemm_kernel_ms'])} ms of GPU time).")
+    return out + measured_lines(res)
+
+
+def measured_lines(res: dict) -> list[str]:
+    """Measured (ncu) vs shape-based MFU/MBU over the kernels a joined capture matched."""
+    mve = (res.get("kernel_deep_dive") or {}).get("measured_vs_estimated")
+    if not mve:
+        return []
+    out = []
+    for what, label, meas in (("mfu", "MFU", "busiest math pipe"), ("mbu", "MBU", "DRAM throughput")):
+        f = mve[what]
+        both = (f"; on the {f['both_kernels']} kernel(s) with both ({_n(f['both_share_pct'], 1)}% of that time): measured "
+                f"{_n(f['both_measured_pct'], 2)}% vs estimated {_n(f['both_est_pct'], 2)}%"
+                + (f", disagree: {f['disagreement']}" if f["disagreement"] else " (within the disagreement rule)")
+                if f["both_kernels"] else "; no kernel has both figures")
+        out.append(f"Measured vs estimated {label} (Nsight Compute, {mve['matched_kernels']} matched kernel(s), "
+                   f"{_n(mve['matched_share_pct'], 1)}% of kernel time, weighted by GPU time): measured ({meas}, % of peak) "
+                   f"{_n(f['measured_pct'], 2)}% over {_n(f['measured_share_pct'], 1)}% of their time; shape-based estimate "
+                   f"{_n(f['est_pct'], 2)}% over {_n(f['est_share_pct'], 1)}%{both}.")
     return out

@@ -221,6 +221,22 @@ def _deep_dive_md(result: dict) -> list[str]:
                  f"{_fmt(k['tensor_pct'], 1)} | {_fmt(k['occupancy_pct'], 1)} | {_fmt(k['waves'], 2)} | {gb} |")
     L += ["", "Levers:", ""]
     L += [f"- **{md_escape(k['short_name'], 80)}**: {md_escape(k['lever'], 500)}" for k in dd["kernels"][:5]]
+    if dd.get("launch_range"):
+        L += ["", f"Launches: {md_escape(dd['launch_range']['text'], 600)}."]
+    mve = dd.get("measured_vs_estimated")
+    if mve:
+        L += ["", "### Measured vs estimated efficiency", "",
+              "- GPU-time-weighted figures: see the Efficiency section above.",
+              f"- Estimates (shape-based) against {_fmt(mve['peak_tflops'], 1)} TFLOP/s ({md_escape(mve['dtype'] or 'n/a')}) "
+              f"and {_fmt(mve['peak_gbps'], 0)} GB/s; whole-window shape-based MFU {_fmt(mve['window_mfu_pct'], 2)}%, "
+              f"MBU {_fmt(mve['window_mbu_pct'], 2)}% (window wall time, not kernel time).", "",
+              "| kernel | share % | measured MFU-like % | measured as | est. MFU % | measured MBU-like % | est. MBU % | estimate over | disagreement |",
+              "|---|---|---|---|---|---|---|---|---|"]
+        for k in dd["kernels"][:20]:
+            L.append(f"| {md_escape(k['short_name'], 80)} | {k['share_pct']:.1f} | {_fmt(k['measured_mfu_pct'], 2)} | "
+                     f"{md_escape(k['measured_mfu_basis'], 200)} | {_fmt(k['est_mfu_pct'], 2)} | {_fmt(k['measured_mbu_pct'], 2)} | "
+                     f"{_fmt(k['est_mbu_pct'], 2)} | {md_escape(k['est_basis'] if k['est_mfu_pct'] is None else k['pairing'], 200)} | "
+                     f"{md_escape('; '.join(k['disagreement']) or '-', 600)} |")
     return L + [""]
 
 
