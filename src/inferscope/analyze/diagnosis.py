@@ -339,7 +339,8 @@ def warmup_in_window(res: dict, found: dict) -> dict | None:
     e.cite_all("one_off_calls.calls[0]", longest_call="name", longest_call_ms="ms")
     return e.finding(
         "warmup_in_window", "high" if pct >= T.ONE_OFF_HIGH_PCT else "medium", "Start-up work inside the analysed window",
-        [f"{n} single host calls each longer than {oo['threshold_ms']:.1f} ms cover {ms:.1f} ms ({pct:.1f}% of the window)."] +
+        [f"{n} start-up host calls (one-off calls >= {oo['threshold_ms']:.1f} ms, or >= {T.STARTUP_CALL_OUTLIER_FACTOR:g} x the "
+         f"median of their name) cover {ms:.1f} ms ({pct:.1f}% of the window)."] +
         [f"{c['name'][:120]} ({c['kind']}): {c['ms']:.1f} ms at +{c['offset_ms']:.1f} ms" for c in oo["calls"][:3]],
         "These are one-off start-up costs (Python module imports, CUDA context creation, lazy kernel loading, cuDNN/cuBLAS "
         "set-up, allocator growth): warm up before profiling (torch.profiler schedule wait/warmup), analyse a steady-state "
