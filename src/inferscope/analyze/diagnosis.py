@@ -1134,3 +1134,34 @@ def verdict_for(res: dict, findings: list[dict]) -> dict:
     return {"id": vid, "title": VERDICT_TITLES[vid], "confidence": round(max(0.0, min(1.0, conf)), 2),
             "confidence_basis": "top share / (top + runner-up share), scaled by the attributed fraction of the window",
             "shares_pct": {k2: round(v, 2) for k2, v in ranked}, "evidence": evidence}
+
+
+def partial_trace(coll) -> dict | None:
+    """A live run that ended before InferScope could finalise (os._exit, a signal): the trace holds only
+    the data flushed before the end.  {covered_ms, run_ms, fraction, text} or None for complete traces."""
+    if not isinstance(coll, dict) or coll.get("mode") != "live" or coll.get("complete", True) is not False:
+        return None
+    covered, run = coll.get("duration_ms"), coll.get("run_wall_ms")
+    if not isinstance(covered, (int, float)):
+        return None
+    frac = min(1.0, max(0.0, covered / run)) if isinstance(run, (int, float)) and run > 0 else None
+    how = (f"exit code {coll['exit_code']}" if coll.get("exit_code") is not None
+           else f"killed by {coll['exit_signal']}" if coll.get("exit_signal") else "ended")
+    span = f"{covered:,.0f} ms of the {run:,.0f} ms run" if frac is not None else f"the first {covered:,.0f} ms of the run"
+    return {"covered_ms": covered, "run_ms": run, "fraction": frac,
+            "text": f"Partial trace: the program ended ({how}) before InferScope could finalise; the report covers "
+                    f"{span}" + (f" ({100 * frac:.0f}%), confidence scaled by it" if frac is not None else "")}
+
+
+def lower_for_partial(verdict: dict, coll) -> dict:
+    """The verdict of a partial trace: confidence x the covered share of the run, and the reason first."""
+    p = partial_trace(coll)
+    if p is None:
+        return verdict
+    f = p["fraction"] if p["fraction"] is not None else 0.5
+    v = dict(verdict)
+    v["confidence"] = round(max(0.0, min(1.0, v["confidence"] * f)), 2)
+    v["confidence_basis"] = (v["confidence_basis"] + f"; x {f:.2f}, the share of the run the partial trace covers"
+                             + ("" if p["fraction"] is not None else " (unknown: 0.5)"))
+    v["evidence"] = [p["text"]] + list(v["evidence"])
+    return v

@@ -229,6 +229,10 @@ def _headline(result: dict) -> str:
     if win:
         parts.append(f'<div><div class="lbl">window</div><div>{text(win.get("label") or win.get("kind") or "")}</div></div>')
     parts.append("</div>")
+    from ..analyze.diagnosis import partial_trace
+    pt = partial_trace(_dict(result.get("about")).get("collection"))
+    if pt:
+        parts.append(f'<p class="warn" id="partial-trace"><b>{text(pt["text"], 2000)}</b></p>')
     from .markdown import run_phase_lines
     rpl = run_phase_lines(result) if isinstance(result.get("run_phases"), dict) and win else []
     if rpl:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 
+from ..analyze.diagnosis import partial_trace
 from ..analyze.kernels import short_kernel_name
 from ..util.atomic import atomic_write_text
 
@@ -67,6 +68,9 @@ def run_phase_lines(result: dict) -> list[str]:
 def headline(result: dict) -> str:
     e2e = result["e2e_ms"]
     lines = [f"End-to-end latency: {_msf(e2e, e2e)} ms  ({plain(result['window']['label'])})"]
+    pt = partial_trace((result.get("about") or {}).get("collection"))
+    if pt:
+        lines.append(plain(pt["text"], 400))
     lines += [plain(x, 400) for x in run_phase_lines(result)]
     th = result.get("threads") or {}
     others = [t for t in th.get("threads", []) if not t["critical"]]
