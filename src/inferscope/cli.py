@@ -21,7 +21,7 @@ def _add_analysis_args(p: argparse.ArgumentParser) -> None:
                         "or range name (e.g. 'ProfilerStep#6', 'decode', 'decode:2' for its 2nd occurrence), "
                         "'step:N' (N-th step), or 'START_MS:END_MS' relative to the trace start")
     p.add_argument("--phase-map", "--phases-json", dest="phase_map", default=None, metavar="FILE",
-                   help="JSON mapping phase -> list of range-name patterns, matched as whole words (seed 004 format)")
+                   help="JSON mapping phase -> list of range-name patterns, matched as whole words, e.g. {\"prefill\": [\"prefill\"], \"decode\": [\"decode_step\"]}")
     p.add_argument("--nvtx-coverage-warn-threshold", type=float, default=None, metavar="F",
                    help="warn when range->kernel attribution covers less than F (0-1) of kernel time")
     p.add_argument("--no-nvtx-kernel-map", action="store_true",

@@ -35,7 +35,7 @@ def _t(name: str) -> float:
 
 
 def _t_src(name: str) -> str:
-    return f"configured {name.lower()}" if name in _OVERRIDES else f"thresholds.{name} (seed 002)"
+    return f"configured {name.lower()}" if name in _OVERRIDES else f"thresholds.{name}"
 
 
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2, "info": 3}
@@ -696,7 +696,7 @@ def gpu_util_counter(res: dict, found: dict) -> dict | None:
            f"{busy:.0f}% of the window."]
     if mean < _t('GPU_UTIL_LOW_PCT'):
         sev = "high" if win / 1e3 >= T.GPU_UTIL_LOW_CRITICAL_S else "medium"
-        txt.append(f"Below the alert level (seed 002) of {_t('GPU_UTIL_LOW_PCT'):g}% (critical when it lasts > "
+        txt.append(f"Below the alert level of {_t('GPU_UTIL_LOW_PCT'):g}% (critical when it lasts > "
                    f"{T.GPU_UTIL_LOW_CRITICAL_S:g} s; this window is {win / 1e3:.1f} s).")
         return e.finding("gpu_util_counter", sev, f"NVML GPU utilisation {mean:.0f}%", txt,
                          "The GPU has little to do: batch more requests, overlap host work with GPU work, or share the GPU.")
@@ -709,7 +709,7 @@ def gpu_util_counter(res: dict, found: dict) -> dict | None:
                          "Check `nvidia-smi pmon` for other processes on the GPU; analyse a longer window so NVML's period "
                          "fits inside it.")
     if mean >= _t('GPU_UTIL_HIGH_PCT'):
-        txt.append(f"Above the warning level (seed 002) of {_t('GPU_UTIL_HIGH_PCT'):g}%: the GPU is saturated.")
+        txt.append(f"Above the warning level of {_t('GPU_UTIL_HIGH_PCT'):g}%: the GPU is saturated.")
         return e.finding("gpu_util_counter", "info", f"NVML GPU utilisation {mean:.0f}% (saturated)", txt,
                          "Throughput now depends on the kernels themselves (see the kernel table); more load will queue.")
     return None

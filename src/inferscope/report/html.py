@@ -543,9 +543,13 @@ def _tables(result: dict, max_rows: int) -> str:
     tables = _dict(result.get("tables"))
     if not tables:
         return ""
+    from .shown import shown_tables
+    show = set(shown_tables(result))
+    if not show:
+        return ""
     out = ['<section id="tables"><h2>Tables</h2>']
     for name, t in tables.items():
-        if not isinstance(t, dict):
+        if not isinstance(t, dict) or name not in show:
             continue
         cols = _list(t.get("columns"))
         rows = [r for r in _list(t.get("rows")) if isinstance(r, (list, tuple))]
