@@ -183,6 +183,7 @@ def test_format_decides_the_extension(tmp_path):
     assert resolve_outputs(str(tmp_path / "x.md"), "json") == [("json", tmp_path / "x.json")]
     assert resolve_outputs(str(tmp_path / "x.md.gz"), "html") == [("html", tmp_path / "x.html.gz")]
     assert resolve_outputs(str(tmp_path / "x.md"), "md") == [("md", tmp_path / "x.md")]
+    assert resolve_outputs(str(tmp_path / "t.json"), "chrome") == [("chrome", tmp_path / "t.json")]   # JSON either way
     # INFERSCOPE_REPORT_FORMAT is a --format too: a JSON report never lands in report.md
     env = dict(os.environ, INFERSCOPE_REPORT_FORMAT="json")
     r = subprocess.run([PY, "-m", "inferscope", "run", "--report", str(tmp_path / "run.md"), "--", PY, "-c", "pass"],

@@ -39,7 +39,7 @@ def resolve_outputs(output: str | None, formats: str | None, default_dir: str = 
             return [(ext_fmt, Path(output))]
         stem = Path(plain).with_suffix("")
         if len(fmts) == 1:
-            if fmts[0] == ext_fmt:
+            if fmts[0] == ext_fmt or (fmts[0] == "chrome" and ext_fmt == "json"):   # a Chrome trace is JSON
                 return [(fmts[0], Path(output))]
             # the format decides the extension: never HTML or JSON in a file named .md (issue 24)
             p = _stem_name(fmts[0], stem, gz)
