@@ -157,3 +157,76 @@ def test_closed_pipe_stops_quietly():
     p.stdout.close()
     err = p.stderr.read().decode()
     assert p.wait(timeout=60) in (0, 1) and "internal error" not in err and "Traceback" not in err, err
+
+
+def test_a_second_format_with_the_same_stem_keeps_the_first(tmp_path):
+    """issue 24: `make demo` wrote llm_report.md, then llm_report.html, and the second set deleted the first."""
+    src = small_kineto(tmp_path)
+    assert main(["analyze", str(src), "-o", str(tmp_path / "r.md"), "-q"]) == 0
+    md = (tmp_path / "r.md").read_text()
+    assert main(["analyze", str(src), "-o", str(tmp_path / "r.html"), "-q"]) == 0
+    assert (tmp_path / "r.md").read_text() == md and (tmp_path / "r.html").read_text().lstrip().startswith("<!")
+    assert main(["analyze", str(src), "-o", str(tmp_path / "r.json"), "-q"]) == 0
+    assert {p.name for p in tmp_path.glob("r.*")} == {"r.md", "r.html", "r.json"}
+
+
+def test_format_decides_the_extension(tmp_path):
+    """--format html with a .md path writes r.html (the path's stem names the set, the format its extension)
+    and says so on stderr; never HTML in a file named .md."""
+    src = small_kineto(tmp_path)
+    r = run_cli("analyze", src, "-o", tmp_path / "r.md", "--format", "html")
+    assert r.returncode == 0, r.stderr
+    assert not (tmp_path / "r.md").exists()
+    assert (tmp_path / "r.html").read_text().lstrip().startswith("<!")
+    err = r.stderr
+    assert "--format html: writing" in err and "r.html" in err and "r.md" in err
+    assert resolve_outputs(str(tmp_path / "x.md"), "json") == [("json", tmp_path / "x.json")]
+    assert resolve_outputs(str(tmp_path / "x.md.gz"), "html") == [("html", tmp_path / "x.html.gz")]
+    assert resolve_outputs(str(tmp_path / "x.md"), "md") == [("md", tmp_path / "x.md")]
+    assert resolve_outputs(str(tmp_path / "t.json"), "chrome") == [("chrome", tmp_path / "t.json")]   # JSON either way
+    # INFERSCOPE_REPORT_FORMAT is a --format too: a JSON report never lands in report.md
+    env = dict(os.environ, INFERSCOPE_REPORT_FORMAT="json")
+    r = subprocess.run([PY, "-m", "inferscope", "run", "--report", str(tmp_path / "run.md"), "--", PY, "-c", "pass"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr
+    assert not (tmp_path / "run.md").exists() and json.loads((tmp_path / "run.json").read_text())["schema_version"] == 2
+    assert "writing" in r.stderr and "run.json" in r.stderr
+
+
+def test_run_options_after_the_program_name_get_a_hint(tmp_path):
+    """`inferscope run python app.py --report x.md`: --report goes to the program (argparse REMAINDER); a one-line
+    hint on stderr says where InferScope's options go."""
+    app = tmp_path / "app.py"
+    app.write_text("import sys\nprint('args', sys.argv[1:])\n")
+    r = run_cli("run", PY, app, "--report", tmp_path / "x.md", cwd=tmp_path)
+    assert "args ['--report'" in r.stdout                              # the program got it, as argparse says
+    hint = [ln for ln in r.stderr.splitlines() if "--report" in ln and "before the program" in ln]
+    assert len(hint) == 1, r.stderr
+    assert "inferscope run --report" in hint[0] and " -- " in hint[0]
+    r = run_cli("run", "--", PY, app, "--report", "y", cwd=tmp_path)   # after an explicit --: intended, no hint
+    assert "before the program" not in r.stderr
+
+
+def test_partial_trace_lowers_confidence_and_says_so_in_the_headline(tmp_path):
+    """A program ended by os._exit: InferScope rebuilds the trace from its crash journal, which covers only
+    the data flushed before the exit.  The verdict's confidence is scaled by the covered share of the run and
+    the headline's first lines say so (issue 24: 'e2e 43.8 ms, confidence 1.00' on ~1 s of ~1.9 s)."""
+    app = tmp_path / "app.py"
+    app.write_text("import os, time\nt = time.perf_counter()\n"
+                   "while time.perf_counter() - t < 1.5:\n    sum(i * i for i in range(2000))\n"
+                   "print('worked', round(time.perf_counter() - t, 3), flush=True)\nos._exit(3)\n")
+    r = run_cli("run", "--report", tmp_path / "r.md", "--format", "md,json,html", "--", PY, app, cwd=tmp_path)
+    assert r.returncode == 3, r.stderr
+    worked_s = float(r.stdout.split("worked", 1)[1].split()[0])
+    rep = json.loads((tmp_path / "r.json").read_text())
+    coll = rep["about"]["collection"]
+    assert coll["complete"] is False
+    covered = coll["duration_ms"] / coll["run_wall_ms"]
+    assert 0 < covered < 1 and coll["duration_ms"] <= worked_s * 1e3 + 500     # only flushed data, never more
+    v = rep["verdict"]
+    assert v["confidence"] <= round(covered, 2) + 0.01 and "partial trace" in v["confidence_basis"]
+    head = (tmp_path / "r.md").read_text().split("```", 2)[1].strip().splitlines()
+    assert "Partial trace" in "\n".join(head[:3]), head[:4]
+    assert f"{coll['duration_ms']:,.0f} ms of the {coll['run_wall_ms']:,.0f} ms run" in "\n".join(head[:3])
+    html = (tmp_path / "r.html").read_text()
+    assert 'id="partial-trace"' in html and html.index('id="partial-trace"') < html.index('id="run-phases"' if 'id="run-phases"' in html else "<h3>Why</h3>")

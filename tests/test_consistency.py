@@ -232,3 +232,19 @@ def test_every_finding_names_a_culprit_with_its_time(path):
         assert f["evidence"][t] > 0, (f["id"], k)
         # the name is cited from a culprit/kernel/sync/copy/one-off table of the result
         assert get_path(res, f["evidence_source"][k]) == f["evidence"][k]
+
+
+@pytest.mark.parametrize("path", PARAMS)
+def test_no_verdict_or_finding_contradicts_the_window(path):
+    """One start-up rule (issue 24): a window that already leaves start-up out (steady state, cut) is
+    never called start-up work (warmup_in_window) nor init_bound; the one-off calls in any window are
+    the same rule's calls (analyze/run_phases.startup_calls), so a steady window holds none."""
+    trace, res = loaded(path)
+    ids = {f["id"] for f in res["findings"]}
+    rp = res["run_phases"]
+    if res["window"]["kind"] == "steady" and rp["startup"] is not None:
+        assert res["one_off_calls"]["count"] == 0, res["one_off_calls"]["calls"]
+        assert "warmup_in_window" not in ids and res["verdict"]["id"] != "init_bound", (res["verdict"]["id"], sorted(ids))
+    if res["window"]["kind"] == "trace" and not rp["cut"]:
+        # nothing was found to cut: the same rule finds no start-up calls in the whole trace either
+        assert res["verdict"]["id"] != "init_bound", res["one_off_calls"]

@@ -122,8 +122,11 @@ def test_report_on_pipeline_result(tmp_path):
     assert H.fmt_ms(result["e2e_ms"]) in text
     for f in result["findings"]:
         assert H.clean(f["title"]) in text
-    for name in result.get("tables", {}):
-        assert any(a.get("id") == f"table-{name}" for _, a in c.tags)
+    from inferscope.report.shown import shown_tables
+    assert shown_tables(result)
+    for name in result.get("tables", {}):     # each shown table once; the rest (empty, drawn elsewhere) never
+        n = sum(a.get("id") == f"table-{name}" for _, a in c.tags)
+        assert n == (1 if name in shown_tables(result) else 0), name
 
 
 @pytest.mark.parametrize("result", [

@@ -74,3 +74,42 @@ def test_every_renderer_on_every_trace(tmp_path, fmt, kind):
             for row in csv.reader(p.open()):
                 for cell in row:
                     assert not (cell[:1] in ("=", "+", "@") and not cell.replace(".", "").isdigit()), cell
+
+
+def test_cpu_only_report_hygiene(tmp_path):
+    """issue 24, on the committed CPU demo (a live HF generate() run, no GPU), written as md + html only:
+    each table once (its ranges appeared in three NVTX tables), no empty or GPU-only table, no reference to a
+    CSV file that was not written, no internal words (seed-004)."""
+    import re
+    from pathlib import Path
+    from inferscope.cli import main
+    from inferscope.report.html import build_html
+    from inferscope.report.markdown import render_markdown
+    demo = Path(__file__).resolve().parents[1] / "examples" / "reports" / "cpu_demo.iscope"
+    assert main(["analyze", str(demo), "-o", str(tmp_path / "r.md"), "--format", "md,html", "-q"]) == 0
+    md, doc = (tmp_path / "r.md").read_text(), (tmp_path / "r.html").read_text()
+    assert not list(tmp_path.glob("*tables*"))
+    rep = json.loads(json.dumps(analyze(__import__("inferscope").ingest.load_trace(str(demo)))))
+    assert rep["gpu"] is None
+    names = [r[0] for r in rep["tables"]["ranges"]["rows"]]
+    assert "generate" in names
+    # every range is listed by exactly one ranges table (the counter means per range are another quantity)
+    sections = [sec for sec in md.split("\n## ") if not sec.startswith("Counter means per step")]
+    for nm in names:
+        holding = [sec.splitlines()[0] for sec in sections
+                   if re.search(rf"^\| (\d[\d,]* \| )?{re.escape(nm)} \|", sec, flags=re.M)]
+        assert len(holding) == 1, (nm, holding)
+    h3 = re.findall(r'<h3 id="table-([^"]+)"', doc)
+    assert len(h3) == len(set(h3)) and "nvtx_ranges" not in h3 and "nvtx_by_pid" not in h3 and "breakdown" not in h3
+    assert 'class="muted">empty<' not in doc
+    for gpu_table in ("kernels_by_pid", "sync_by_pid", "launch_latency", "memory_ops_by_api", "sync_like_api_names"):
+        assert gpu_table not in h3
+    for text in (md, doc):
+        assert "seed-0" not in text.lower() and "seed 0" not in text.lower()
+        assert "CSV table" not in text
+    # a long table in Markdown points at what exists: --format csv / json, never "the CSV table" it did not write
+    rows = [[f"f{i}", i] for i in range(30)]
+    res = dict(rep, tables=dict(rep["tables"], top_python_functions={"columns": ["function", "ms"], "rows": rows}))
+    out = render_markdown(res)
+    assert "(20 more rows not shown; --format csv or json writes every row)" in out
+    assert "CSV table" not in build_html(res)

@@ -427,6 +427,42 @@ def case_slow_steps():
     assert finding(run(t), "slow_steps") is None
 
 
+
+def _generate_forwards(slow_decode: set):
+    """4 live generate() calls of 1 prefill forward (5 ms) + 30 decode forwards (1 ms) each, hf.forward ranges
+    with their counts; proc.cpu_pct is 190 % during prefills (more threads busy), 100 % otherwise; the decode
+    forwards numbered in ``slow_decode`` take 3 ms with proc.cpu_pct 40 %."""
+    import json
+    t = Synth()
+    ts, vals, a, k = [], [], 0, 0
+    for g in range(4):
+        for step in range(31):
+            d = 5000 if step == 0 else (3000 if k in slow_decode else 1000)
+            det = t.b.strings.intern(json.dumps({"step": step, "batch": 8, "tokens": 12 if step == 0 else 1,
+                                                 "kv_len": 0 if step == 0 else 11 + step}))
+            t.span(SpanKind.ANNOTATION, "hf.forward", a, a + d, detail=det)
+            ts.append(a)
+            vals.append(190.0 if step == 0 else (40.0 if k in slow_decode else 100.0))
+            k += step > 0
+            a += d + 100
+    add_counter(t, "proc.cpu_pct", ts, vals)
+    return t
+
+
+def test_slow_steps_compare_decode_with_decode():
+    # issue 24: prefill forwards are slower than decode forwards by design; comparing them fired slow_steps in
+    # every generate() report.  Decode is compared with decode only: 120 equal decode forwards say nothing...
+    res = run(_generate_forwards(set()))
+    assert finding(res, "slow_steps") is None, finding(res, "slow_steps")
+    # ... and 6 slow decode forwards (3 ms vs 1 ms, CPU 40 % vs 100 %) among 120 are still found, against decodes
+    res = run(_generate_forwards({7, 30, 57, 80, 99, 110}))
+    f = finding(res, "slow_steps")
+    ss = res["counters"]["slow_steps"]
+    assert ss["steps"] == 120 and ss["source"] == "decode steps (hf.forward)"
+    assert f["evidence"]["slow_steps"] == 6 and f["evidence"]["rest_mean_ms"] == pytest.approx(1.0)
+    assert f["evidence"]["slow_mean_ms"] == pytest.approx(3.0)
+    assert f["evidence"]["proc.cpu_pct_slow"] == 40.0 and f["evidence"]["proc.cpu_pct_rest"] == 100.0
+
 H100 = [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}]
 
 

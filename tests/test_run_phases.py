@@ -1,5 +1,6 @@
 """Phases of a run (analyze/run_phases.py): the default window is the steady state; start-up and
 teardown are found by rules relative to the trace and named in the report."""
+import numpy as np
 import pytest
 
 from conftest import shared_path
@@ -7,6 +8,7 @@ from inferscope.analyze.options import AnalyzeOptions
 from inferscope.analyze.pipeline import analyze
 from inferscope.ingest import load_trace
 from inferscope.report.markdown import headline, render_markdown
+from inferscope.trace import SpanKind
 
 
 def test_memfusion_teardown_left_out_and_named():
@@ -76,7 +78,7 @@ def test_kernel_csv_is_full_markdown_top():
     assert len(rows) == k["distinct"]
     assert sum(r[2] for r in rows) == pytest.approx(k["kernel_sum_ms"], rel=1e-6)
     md = render_markdown(res)
-    assert f"({k['distinct'] - 20} more rows in the CSV table)" in md
+    assert f"({k['distinct'] - 20} more rows not shown; --format csv or json writes every row)" in md
 
 
 def test_html_names_teardown_and_culprit_tables(tmp_path):
@@ -97,3 +99,44 @@ def test_long_call_inside_a_serving_step_is_not_startup():
     res = analyze(tr)
     assert res["run_phases"]["startup"] is None
     assert res["llm"]["steps"][0]["wall_ms"] <= res["e2e_ms"]
+
+
+def _generate_like(outlier_ms: float | None):
+    """A CPU-only torch.profiler trace of a batched generate(): 895 ms of ops alternating `aten::mm` and
+    `aten::silu`, 10 us each with 5 us between them; optionally one aten::silu of ``outlier_ms`` at ~412 ms
+    (the batch-8 trace of issue 24: one 1 ms silu cut 412 of 895 ms as start-up)."""
+    from inferscope.trace import TraceBuilder, TrackKind
+    b = TraceBuilder()
+    cpu = b.track(TrackKind.CPU_THREAD, pid=100, tid=100, name="main")
+    n = 895_000 // 15
+    dur = np.full(n, 10_000, dtype=np.int64)
+    k_out = (412_000 // 15) | 1                     # an odd index: a silu
+    if outlier_ms:
+        dur[k_out] = int(outlier_ms * 1e6)
+    start = np.concatenate(([0], np.cumsum(dur + 5_000)[:-1])).astype(np.int64)
+    names = np.where(np.arange(n) % 2 == 1, b.strings.intern("aten::silu"), b.strings.intern("aten::mm"))
+    b.add_spans(start_ns=start, end_ns=start + dur, track=cpu, kind=SpanKind.CPU_OP, name=names)
+    return b.finalize()
+
+
+def test_one_short_outlier_op_is_not_startup():
+    """A single 1 ms op, 100x its name's median, cuts nothing: start-up must be explained by its calls
+    (they cover >= STARTUP_CALLS_MIN_SHARE_OF_CUT of what they cut), not 0.1 % of it."""
+    from inferscope.analyze.run_phases import run_phases
+    tr = _generate_like(1.0)
+    s = tr.spans
+    silu = tr.strings.get("aten::silu")
+    d = (s.end_ns - s.start_ns)[s.name == silu]
+    assert d.max() == 1_000_000 and np.median(d) == 10_000          # the planted outlier, 100x the median
+    rp = run_phases(tr)
+    assert rp["startup"] is None and not rp["cut"], rp["startup"]
+    res = analyze(tr)
+    assert res["window"]["kind"] == "trace" and res["one_off_calls"]["count"] == 0
+    # a real start-up call still cuts: 300 ms of one call at the start of the same program
+    from helpers import Synth
+    t = Synth()
+    t.span(SpanKind.RUNTIME, "cudaMalloc", 0, 300_000)
+    for k in range(2000):
+        t.span(SpanKind.CPU_OP, "aten::mm", 300_000 + k * 300, 300_000 + k * 300 + 250)
+    rp = run_phases(t.done())
+    assert rp["startup"]["ms"] == pytest.approx(300.0) and rp["startup"]["rule"].startswith("outlier_call")

@@ -21,7 +21,7 @@ def _add_analysis_args(p: argparse.ArgumentParser) -> None:
                         "or range name (e.g. 'ProfilerStep#6', 'decode', 'decode:2' for its 2nd occurrence), "
                         "'step:N' (N-th step), or 'START_MS:END_MS' relative to the trace start")
     p.add_argument("--phase-map", "--phases-json", dest="phase_map", default=None, metavar="FILE",
-                   help="JSON mapping phase -> list of range-name patterns, matched as whole words (seed 004 format)")
+                   help="JSON mapping phase -> list of range-name patterns, matched as whole words, e.g. {\"prefill\": [\"prefill\"], \"decode\": [\"decode_step\"]}")
     p.add_argument("--nvtx-coverage-warn-threshold", type=float, default=None, metavar="F",
                    help="warn when range->kernel attribution covers less than F (0-1) of kernel time")
     p.add_argument("--no-nvtx-kernel-map", action="store_true",
@@ -176,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--metrics-host", default=None, metavar="HOST", help="address of the metrics endpoint (default 127.0.0.1)")
     r.add_argument("cmd", nargs=argparse.REMAINDER, help="the program and its arguments")
     _add_analysis_args(r)
-    r.set_defaults(func=cmd_run)
+    r.set_defaults(func=cmd_run, run_options=frozenset(o for a in r._actions for o in a.option_strings if o not in ("-h", "--help")))
 
     d = sub.add_parser("diff", help="compare two runs: inferscope diff BEFORE AFTER (traces or report.json files)")
     d.add_argument("before")
@@ -220,6 +220,14 @@ def cmd_diff(args) -> int:
 
 def cmd_run(args) -> int:
     from .collect.runner import run_command
+    cmd = list(args.cmd or [])
+    if cmd and cmd[0] != "--" and not args.quiet:
+        # argparse hands everything after the program's name to the program: say so when it looks like ours
+        ours = [a for a in cmd[1:] if a.split("=", 1)[0] in args.run_options]
+        if ours:
+            print(f"inferscope: hint: {' '.join(ours[:3])} after the program's name goes to the program, not to InferScope; "
+                  f"put InferScope's options before the program (inferscope run {ours[0]} ... -- {cmd[0]} ...)",
+                  file=sys.stderr)
     return run_command(args)
 
 

@@ -25,8 +25,9 @@ def resolve_outputs(output: str | None, formats: str | None, default_dir: str = 
     """Map -o/--format to [(format, path)].
 
     -o with a known extension (report.md, x.html, t.json, t.json.gz) names the set: one file, or
-    with several --format values one file per format named from its stem (x.md, x.json, x.html,
-    x.timeline.json, x-tables/ for csv).  Otherwise -o is a folder receiving every format
+    with --format values one file per format named from its stem (x.md, x.json, x.html,
+    x.timeline.json, x-tables/ for csv): the format decides the extension (-o x.md --format html
+    writes x.html, with a warning).  Otherwise -o is a folder receiving every format
     under its default name.  A ``.gz`` suffix writes gzip.
     """
     from .report import default_filename, format_for_path, normalise_format
@@ -36,9 +37,16 @@ def resolve_outputs(output: str | None, formats: str | None, default_dir: str = 
         ext_fmt = format_for_path(plain)
         if not fmts:
             return [(ext_fmt, Path(output))]
-        if len(fmts) == 1:
-            return [(fmts[0], Path(output))]
         stem = Path(plain).with_suffix("")
+        if len(fmts) == 1:
+            if fmts[0] == ext_fmt or (fmts[0] == "chrome" and ext_fmt == "json"):   # a Chrome trace is JSON
+                return [(fmts[0], Path(output))]
+            # the format decides the extension: never HTML or JSON in a file named .md (issue 24)
+            p = _stem_name(fmts[0], stem, gz)
+            from . import log
+            log.warn(f"--format {fmts[0]}: writing {p} ({Path(output).name} names the report; its extension "
+                     f"follows the format)")
+            return [(fmts[0], p)]
         return [(f, Path(output) if f == ext_fmt else _stem_name(f, stem, gz)) for f in fmts]
     outdir = Path(output or default_dir)
     if not fmts:

@@ -269,15 +269,35 @@ SLOW_METRICS = ("gpu.sm_clock_mhz", "gpu.power_w", "gpu.temp_c", "gpu.util_pct",
                 "proc.page_faults", "proc.ctx_switches")
 
 
+def _llm_steps_of_one_kind(trace: Trace, window: Window, inw: np.ndarray) -> tuple[np.ndarray, str]:
+    """Generation steps (analyze/llm.py: live hf.forward, vLLM/SGLang steps) of the most frequent kind
+    (decode, as a rule): a prefill is slower than a decode step by design, so only like is compared with like."""
+    from .llm import _steps
+    rows = [r for r in _steps(trace, window, None) if inw[r["i"]]]
+    if not rows:
+        return np.zeros(0, dtype=np.int64), ""
+    kinds: dict[str, list] = {}
+    for r in rows:
+        kinds.setdefault(r["kind"], []).append(r)
+    kind, rs = max(kinds.items(), key=lambda kv: len(kv[1]))
+    names = sorted({r["name"] for r in rs})
+    label = names[0] if len(names) == 1 else "generation steps"
+    return np.asarray(sorted(r["i"] for r in rs), dtype=np.int64), f"{kind} steps ({label[:60]})"
+
+
 def _slow_steps(trace: Trace, window: Window, full: dict) -> dict | None:
     """The slowest 5 % of steps vs the rest: each counter's value in force at each step's midpoint
-    (the last sample at or before it; cumulative counters as the rate over the surrounding interval)."""
+    (the last sample at or before it; cumulative counters as the rate over the surrounding interval).
+    Steps: ProfilerStep ranges, else generation steps of one kind (decode with decode), else the most
+    frequent range name."""
     from .. import thresholds as T
     s = trace.spans
     lo, hi = int(window.start_ns), int(window.end_ns)
     inw = (s.start_ns >= lo) & (s.end_ns <= hi) & (s.end_ns > s.start_ns)
     idx = np.flatnonzero(inw & (s.kind == int(SpanKind.STEP)))
     source = "steps"
+    if len(idx) < T.SLOW_STEPS_MIN_STEPS:
+        idx, source = _llm_steps_of_one_kind(trace, window, inw)
     if len(idx) < T.SLOW_STEPS_MIN_STEPS:
         ann = np.flatnonzero(inw & (s.kind == int(SpanKind.ANNOTATION)))
         if not len(ann):

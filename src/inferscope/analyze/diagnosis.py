@@ -35,7 +35,7 @@ def _t(name: str) -> float:
 
 
 def _t_src(name: str) -> str:
-    return f"configured {name.lower()}" if name in _OVERRIDES else f"thresholds.{name} (seed 002)"
+    return f"configured {name.lower()}" if name in _OVERRIDES else f"thresholds.{name}"
 
 
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2, "info": 3}
@@ -339,7 +339,8 @@ def warmup_in_window(res: dict, found: dict) -> dict | None:
     e.cite_all("one_off_calls.calls[0]", longest_call="name", longest_call_ms="ms")
     return e.finding(
         "warmup_in_window", "high" if pct >= T.ONE_OFF_HIGH_PCT else "medium", "Start-up work inside the analysed window",
-        [f"{n} single host calls each longer than {oo['threshold_ms']:.1f} ms cover {ms:.1f} ms ({pct:.1f}% of the window)."] +
+        [f"{n} start-up host calls (one-off calls >= {oo['threshold_ms']:.1f} ms, or >= {T.STARTUP_CALL_OUTLIER_FACTOR:g} x the "
+         f"median of their name) cover {ms:.1f} ms ({pct:.1f}% of the window)."] +
         [f"{c['name'][:120]} ({c['kind']}): {c['ms']:.1f} ms at +{c['offset_ms']:.1f} ms" for c in oo["calls"][:3]],
         "These are one-off start-up costs (Python module imports, CUDA context creation, lazy kernel loading, cuDNN/cuBLAS "
         "set-up, allocator growth): warm up before profiling (torch.profiler schedule wait/warmup), analyse a steady-state "
@@ -701,7 +702,7 @@ def gpu_util_counter(res: dict, found: dict) -> dict | None:
            f"{busy:.0f}% of the window."]
     if mean < _t('GPU_UTIL_LOW_PCT'):
         sev = "high" if win / 1e3 >= T.GPU_UTIL_LOW_CRITICAL_S else "medium"
-        txt.append(f"Below the alert level (seed 002) of {_t('GPU_UTIL_LOW_PCT'):g}% (critical when it lasts > "
+        txt.append(f"Below the alert level of {_t('GPU_UTIL_LOW_PCT'):g}% (critical when it lasts > "
                    f"{T.GPU_UTIL_LOW_CRITICAL_S:g} s; this window is {win / 1e3:.1f} s).")
         return e.finding("gpu_util_counter", sev, f"NVML GPU utilisation {mean:.0f}%", txt,
                          "The GPU has little to do: batch more requests, overlap host work with GPU work, or share the GPU.")
@@ -714,7 +715,7 @@ def gpu_util_counter(res: dict, found: dict) -> dict | None:
                          "Check `nvidia-smi pmon` for other processes on the GPU; analyse a longer window so NVML's period "
                          "fits inside it.")
     if mean >= _t('GPU_UTIL_HIGH_PCT'):
-        txt.append(f"Above the warning level (seed 002) of {_t('GPU_UTIL_HIGH_PCT'):g}%: the GPU is saturated.")
+        txt.append(f"Above the warning level of {_t('GPU_UTIL_HIGH_PCT'):g}%: the GPU is saturated.")
         return e.finding("gpu_util_counter", "info", f"NVML GPU utilisation {mean:.0f}% (saturated)", txt,
                          "Throughput now depends on the kernels themselves (see the kernel table); more load will queue.")
     return None
@@ -1150,3 +1151,34 @@ def verdict_for(res: dict, findings: list[dict]) -> dict:
     return {"id": vid, "title": VERDICT_TITLES[vid], "confidence": round(max(0.0, min(1.0, conf)), 2),
             "confidence_basis": "top share / (top + runner-up share), scaled by the attributed fraction of the window",
             "shares_pct": {k2: round(v, 2) for k2, v in ranked}, "evidence": evidence}
+
+
+def partial_trace(coll) -> dict | None:
+    """A live run that ended before InferScope could finalise (os._exit, a signal): the trace holds only
+    the data flushed before the end.  {covered_ms, run_ms, fraction, text} or None for complete traces."""
+    if not isinstance(coll, dict) or coll.get("mode") != "live" or coll.get("complete", True) is not False:
+        return None
+    covered, run = coll.get("duration_ms"), coll.get("run_wall_ms")
+    if not isinstance(covered, (int, float)):
+        return None
+    frac = min(1.0, max(0.0, covered / run)) if isinstance(run, (int, float)) and run > 0 else None
+    how = (f"exit code {coll['exit_code']}" if coll.get("exit_code") is not None
+           else f"killed by {coll['exit_signal']}" if coll.get("exit_signal") else "ended")
+    span = f"{covered:,.0f} ms of the {run:,.0f} ms run" if frac is not None else f"the first {covered:,.0f} ms of the run"
+    return {"covered_ms": covered, "run_ms": run, "fraction": frac,
+            "text": f"Partial trace: the program ended ({how}) before InferScope could finalise; the report covers "
+                    f"{span}" + (f" ({100 * frac:.0f}%), confidence scaled by it" if frac is not None else "")}
+
+
+def lower_for_partial(verdict: dict, coll) -> dict:
+    """The verdict of a partial trace: confidence x the covered share of the run, and the reason first."""
+    p = partial_trace(coll)
+    if p is None:
+        return verdict
+    f = p["fraction"] if p["fraction"] is not None else 0.5
+    v = dict(verdict)
+    v["confidence"] = round(max(0.0, min(1.0, v["confidence"] * f)), 2)
+    v["confidence_basis"] = (v["confidence_basis"] + f"; x {f:.2f}, the share of the run the partial trace covers"
+                             + ("" if p["fraction"] is not None else " (unknown: 0.5)"))
+    v["evidence"] = [p["text"]] + list(v["evidence"])
+    return v

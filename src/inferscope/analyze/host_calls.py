@@ -9,43 +9,28 @@ from __future__ import annotations
 
 import numpy as np
 
-from .stats import fast_unique
 
 from .. import thresholds as T
 from ..trace.kinds import SpanKind
 from ..trace.model import Trace
-from .classify import sync_api_mask
 from .intervals import clip, total
 from .threads import child_process_tracks
+from .run_phases import imports_end, startup_calls
 from .window import Window
 
 
 def one_off_host_calls(trace: Trace, window: Window, top_n: int = 5) -> dict:
+    """Start-up calls inside the window, by the one start-up rule (run_phases.startup_calls), and the
+    sampled module imports that run_phases' imports rule counts as start-up.  The steady window
+    run_phases cuts holds none of either by construction."""
     s = trace.spans
     lo, hi = window.start_ns, window.end_ns
     win = window.dur_ns
     if win <= 0:
         return {"calls": [], "union_ms": 0.0, "union_pct": 0.0}
     min_ns = max(T.ONE_OFF_CALL_MIN_MS * 1e6, win * T.ONE_OFF_CALL_MIN_PCT / 100.0)
-    sync = sync_api_mask(trace)
-    m = np.isin(s.kind, [SpanKind.RUNTIME, SpanKind.DRIVER, SpanKind.CPU_OP]) & ~sync
     dur = np.minimum(s.end_ns, hi) - np.maximum(s.start_ns, lo)
-    cand = np.flatnonzero(m & (dur >= min_ns))
-    # an op that is mostly a blocking sync inside (aten::copy_ around a pageable copy, aten::item)
-    # is a sync, not start-up work
-    if len(cand):
-        sidx = np.flatnonzero(sync)
-        keep = []
-        for i in cand.tolist():
-            inside = sidx[(s.track[sidx] == s.track[i]) & (s.start_ns[sidx] >= s.start_ns[i]) & (s.end_ns[sidx] <= s.end_ns[i])]
-            if int((s.end_ns[inside] - s.start_ns[inside]).sum()) < T.ONE_OFF_SYNC_INSIDE_MAX_FRACTION * int(s.end_ns[i] - s.start_ns[i]):
-                keep.append(i)
-        cand = np.asarray(keep, dtype=np.int64)
-    # a call that recurs (several long calls of the same name) is steady-state behaviour, not start-up
-    if len(cand):
-        ids, cnt = fast_unique(s.name[cand], return_counts=True)
-        recurring = ids[cnt >= T.ONE_OFF_RECURRING_MIN_CALLS]
-        cand = cand[~np.isin(s.name[cand], recurring)]
+    cand = startup_calls(trace, lo, hi)
     # innermost first: drop a span when a chosen descendant covers most of it
     cand = cand[np.argsort(-s.depth[cand].astype(np.int64), kind="stable")]
     chosen: list[int] = []
@@ -61,6 +46,8 @@ def one_off_host_calls(trace: Trace, window: Window, top_n: int = 5) -> dict:
     a_parts, b_parts = [s.start_ns[chosen]], [s.end_ns[chosen]]
     # live runs: sampled time inside the import machinery (detail "import <module>") is start-up too
     imp = _import_samples(trace)
+    ie = imports_end(trace)
+    imp &= s.end_ns <= (ie if ie is not None else np.iinfo(np.int64).min)
     if imp.any():
         ia, ib = clip(s.start_ns[imp], s.end_ns[imp], lo, hi)
         it = total(ia, ib)

@@ -285,7 +285,7 @@ def llm(trace: Trace, window: Window, phase_map=None, peak_tflops=None, peak_gbp
             "prefill_context": None if prompt_mean is None else float(prompt_mean),
             "decode_context": None if dec_ctx is None else float(dec_ctx)}
         model["kv_bytes_per_token"] = kv_bytes_per_token(m)
-        model["flops_basis"] = ("2 x matmul weight elements (every nn.Linear, LM head included) + attention 4 x layers x "
+        model["flops_basis"] = ("2 x matmul weight elements (every nn.Linear and transformers Conv1D, LM head included) + attention 4 x layers x "
                                 "heads x head_dim x keys attended per token (prefill: causal, half the prompt on average; "
                                 "decode: the whole context), as torch's FlopCounterMode counts them; prefill at the mean "
                                 "prompt length, decode at the mean context (prompt + half the generated tokens)")

@@ -17,7 +17,7 @@ from .children import children, children_warning
 from .contention import contention
 from .culprits import culprits
 from .threads import threads
-from .diagnosis import findings_for, verdict_for
+from .diagnosis import lower_for_partial, findings_for, verdict_for
 from .gpu import gpu_utilisation
 from .efficiency import efficiency, efficiency_table
 from .llm import llm, llm_tables
@@ -198,7 +198,7 @@ def analyze_report(trace: Trace, options: AnalyzeOptions | None = None) -> Repor
         res[key] = extra
     findings = findings_for(res, options.alert_thresholds)
     res["findings"] = findings
-    res["verdict"] = verdict_for(res, findings)
+    res["verdict"] = lower_for_partial(verdict_for(res, findings), trace.meta.get("collection"))
     res["warnings"] = warnings
     res["limitations"] = _limitations(trace, res)
     res["tables"] = tables

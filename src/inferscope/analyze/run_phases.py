@@ -37,10 +37,11 @@ from .threads import child_process_tracks
 RELEASE_API_RE = re.compile(r"(?i)unload|destroy|free|release|unmap|unregister|deinit|finali[sz]e|reset")
 COPY_API_RE = re.compile(r"(?i)memcpy|memset")
 
+STARTUP_MAX_PASSES = 32     # bound on the start-up-call passes (each moves the cut to a later call's end)
 HOST_CALL_KINDS = (SpanKind.RUNTIME, SpanKind.DRIVER, SpanKind.CPU_OP)
 
 
-def _imports_end(trace: Trace) -> int | None:
+def imports_end(trace: Trace) -> int | None:
     s = trace.spans
     smp = (s.kind == SpanKind.CPU_SAMPLE) & (s.end_ns > s.start_ns)
     kids = child_process_tracks(trace)
@@ -84,8 +85,43 @@ def _first_step_outlier(trace: Trace) -> tuple[int, int] | None:
     return None
 
 
-def _outlier_calls(trace: Trace, lo: int, limit: int) -> np.ndarray:
-    """Indices of host calls that are outliers against their own name, starting before ``limit``."""
+def startup_calls(trace: Trace, lo: int, hi: int) -> np.ndarray:
+    """The one start-up-call rule (run_phases' outlier_call, host_calls.one_off_host_calls): indices of host
+    calls in [lo, hi) that are start-up work, ordered by end.
+
+    A call qualifies when it is an outlier against its own name (>= STARTUP_CALL_OUTLIER_FACTOR x its
+    name's median and >= STARTUP_CALL_OUTLIER_MIN_MS), or, for a name seen fewer than
+    ONE_OFF_RECURRING_MIN_CALLS times, >= ONE_OFF_CALL_MIN_MS and >= ONE_OFF_CALL_MIN_PCT of the trace; it
+    starts in the first half of the program's activity in [lo, hi) or before the first GPU work there; it is
+    not inside a step, not mostly covered by GPU work, not mostly a blocking sync.  The calls must explain
+    the start-up they mark: the latest end e is kept only when the calls ending by e cover at least
+    STARTUP_CALLS_MIN_SHARE_OF_CUT of [lo, e] (one 1 ms op does not make 412 ms start-up).
+    """
+    s = trace.spans
+    own = (s.kind != SpanKind.OVERHEAD) & (s.kind != SpanKind.MARK) & (s.end_ns > s.start_ns) \
+        & (s.start_ns >= lo) & (s.start_ns < hi)
+    if not own.any() or hi <= lo:
+        return np.zeros(0, dtype=np.int64)
+    lo_own = int(s.start_ns[own].min())
+    limit = lo_own + (hi - lo_own) // 2
+    gw = np.isin(s.kind, [int(k) for k in GPU_WORK_KINDS]) & (s.start_ns >= lo) & (s.start_ns < hi)
+    if gw.any():   # context creation and lazy loading come before the first GPU work, wherever that is
+        limit = max(limit, int(s.start_ns[gw].min()))
+    cand = _outlier_calls(trace, lo, hi, limit)
+    if len(cand) == 0:
+        return cand
+    cand = cand[np.argsort(s.end_ns[cand], kind="stable")]
+    while len(cand):
+        e = int(s.end_ns[cand[-1]])
+        ua, ub = union(np.maximum(s.start_ns[cand], lo), np.minimum(s.end_ns[cand], e))
+        if int((ub - ua).sum()) >= T.STARTUP_CALLS_MIN_SHARE_OF_CUT * (e - lo):
+            break
+        cand = cand[:-1]
+    return cand
+
+
+def _outlier_calls(trace: Trace, lo: int, hi: int, limit: int) -> np.ndarray:
+    """Indices of host calls that are outliers against their own name, starting in [lo, limit)."""
     s = trace.spans
     m = np.isin(s.kind, [int(k) for k in HOST_CALL_KINDS]) & ~sync_api_mask(trace) & (s.end_ns > s.start_ns)
     idx = np.flatnonzero(m)
@@ -98,12 +134,13 @@ def _outlier_calls(trace: Trace, lo: int, limit: int) -> np.ndarray:
     starts = np.concatenate(([0], np.cumsum(cnt)[:-1]))
     med = dur[o][starts + (cnt - 1) // 2].astype(np.float64)  # lower median per name
     n = cnt[inv]
-    total = max(1, limit - lo)
+    t_lo, t_hi = trace.bounds_ns()
+    total = max(1, t_hi - t_lo)     # relative to the trace, so every window applies the same thresholds
     recurring = (n >= T.ONE_OFF_RECURRING_MIN_CALLS) & (dur >= T.STARTUP_CALL_OUTLIER_FACTOR * med[inv]) \
         & (dur >= T.STARTUP_CALL_OUTLIER_MIN_MS * 1e6)
     single = (n < T.ONE_OFF_RECURRING_MIN_CALLS) & (dur >= T.ONE_OFF_CALL_MIN_MS * 1e6) \
         & (dur >= total * T.ONE_OFF_CALL_MIN_PCT / 100.0)
-    sel = (recurring | single) & (s.start_ns[idx] < limit)
+    sel = (recurring | single) & (s.start_ns[idx] >= lo) & (s.start_ns[idx] < limit)
     cand = idx[sel]
     # inside a step the first_step rule decides (a long call in a typical step is steady work); serving
     # engines' step ranges (vLLM execute_..., SGLang step[...], analyze/llm.py) are steps too
@@ -205,7 +242,7 @@ def run_phases(trace: Trace) -> dict:
                                    "last GPU activity, no launch or copy after them")
         end = td
     cands: list[tuple[int, str]] = []
-    ie = _imports_end(trace)
+    ie = imports_end(trace)
     if ie is not None:
         cands.append((ie, "imports: last sampled module import before half of the sampled CPU work"))
     fs = _first_step_outlier(trace)
@@ -219,18 +256,19 @@ def run_phases(trace: Trace) -> dict:
     lo_own = int(s.start_ns[own].min()) if own.any() else lo
     if lo_own > lo:
         cands.append((lo_own, "profiler_init: only the profiler's own records (OVERHEAD) before the program's first event"))
-    limit = lo_own + (end - lo_own) // 2
-    gw = np.isin(s.kind, [int(k) for k in GPU_WORK_KINDS])
-    if gw.any():   # context creation and lazy loading come before the first GPU work, wherever that is
-        limit = max(limit, int(s.start_ns[gw].min()))
-    oc = _outlier_calls(trace, lo_own, limit)
-    if len(oc):
-        s = trace.spans
-        i = int(oc[np.argmax(s.end_ns[oc])])
-        e = int(s.end_ns[i])
-        cands.append((e, f"outlier_call: {trace.name_of(i)[:80]} {(s.end_ns[i] - s.start_ns[i]) / 1e6:.1f} ms, "
-                         f">= {T.STARTUP_CALL_OUTLIER_FACTOR:g} x the median of its name (or a single call >= "
-                         f"{T.ONE_OFF_CALL_MIN_MS:g} ms and {T.ONE_OFF_CALL_MIN_PCT:g}% of the trace)"))
+    cands = [(e, r) for e, r in cands if lo < e < end]
+    # start-up calls (the one rule, startup_calls), looked for again after each cut until none is left in
+    # the rest: the steady window then holds no call that host_calls would call start-up work
+    e0 = max([lo] + [e for e, _ in cands])
+    for _ in range(STARTUP_MAX_PASSES):
+        oc = startup_calls(trace, e0, end)
+        if len(oc) == 0:
+            break
+        i = int(oc[-1])
+        e0 = int(s.end_ns[i])
+        cands.append((e0, f"outlier_call: {trace.name_of(i)[:80]} {(s.end_ns[i] - s.start_ns[i]) / 1e6:.1f} ms, "
+                          f">= {T.STARTUP_CALL_OUTLIER_FACTOR:g} x the median of its name (or a single call >= "
+                          f"{T.ONE_OFF_CALL_MIN_MS:g} ms and {T.ONE_OFF_CALL_MIN_PCT:g}% of the trace)"))
     cands = [(e, r) for e, r in cands if lo < e < end]
     if cands:
         e, r = max(cands)

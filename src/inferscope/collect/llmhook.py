@@ -38,7 +38,7 @@ def model_info(model) -> dict:
         e[1] += n * int(p.element_size())
     linear = 0
     for _, m in model.named_modules():
-        if isinstance(m, torch.nn.Linear):
+        if isinstance(m, torch.nn.Linear) or _is_hf_conv1d(m):
             linear += int(m.weight.numel())
     lm = 0
     try:
@@ -80,6 +80,13 @@ def model_info(model) -> dict:
         "kv_dtype": kv_dtype, "kv_elem_bytes": esize,
         "device": str(next(iter(model.parameters())).device) if params else None,
     }
+
+
+def _is_hf_conv1d(m) -> bool:
+    """transformers' Conv1D (GPT-2, GPT-2-style models): a Linear with a transposed weight, x @ W + b."""
+    t = type(m)
+    return t.__name__ == "Conv1D" and t.__module__.startswith("transformers.") and getattr(getattr(m, "weight", None),
+                                                                                           "ndim", 0) == 2
 
 
 def _shape(x, i):

@@ -229,6 +229,10 @@ def _headline(result: dict) -> str:
     if win:
         parts.append(f'<div><div class="lbl">window</div><div>{text(win.get("label") or win.get("kind") or "")}</div></div>')
     parts.append("</div>")
+    from ..analyze.diagnosis import partial_trace
+    pt = partial_trace(_dict(result.get("about")).get("collection"))
+    if pt:
+        parts.append(f'<p class="warn" id="partial-trace"><b>{text(pt["text"], 2000)}</b></p>')
     from .markdown import run_phase_lines
     rpl = run_phase_lines(result) if isinstance(result.get("run_phases"), dict) and win else []
     if rpl:
@@ -539,9 +543,13 @@ def _tables(result: dict, max_rows: int) -> str:
     tables = _dict(result.get("tables"))
     if not tables:
         return ""
+    from .shown import shown_tables
+    show = set(shown_tables(result))
+    if not show:
+        return ""
     out = ['<section id="tables"><h2>Tables</h2>']
     for name, t in tables.items():
-        if not isinstance(t, dict):
+        if not isinstance(t, dict) or name not in show:
             continue
         cols = _list(t.get("columns"))
         rows = [r for r in _list(t.get("rows")) if isinstance(r, (list, tuple))]

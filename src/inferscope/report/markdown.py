@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import re
 
+from ..analyze.diagnosis import partial_trace
 from ..analyze.kernels import short_kernel_name
+from .shown import more_rows_note, shown_tables
 from ..util.atomic import atomic_write_text
 
 LABEL_W = 22
@@ -67,6 +69,9 @@ def run_phase_lines(result: dict) -> list[str]:
 def headline(result: dict) -> str:
     e2e = result["e2e_ms"]
     lines = [f"End-to-end latency: {_msf(e2e, e2e)} ms  ({plain(result['window']['label'])})"]
+    pt = partial_trace((result.get("about") or {}).get("collection"))
+    if pt:
+        lines.append(plain(pt["text"], 400))
     lines += [plain(x, 400) for x in run_phase_lines(result)]
     th = result.get("threads") or {}
     others = [t for t in th.get("threads", []) if not t["critical"]]
@@ -118,7 +123,7 @@ def _table(t: dict, limit: int = 20) -> list[str]:
     for row in t["rows"][:limit]:
         out.append("| " + " | ".join(_fmt(v) for v in row) + " |")
     if len(t["rows"]) > limit:
-        out.append(f"\n({len(t['rows']) - limit} more rows in the CSV table)")
+        out.append("\n" + more_rows_note(len(t["rows"]) - limit))
     return out
 
 
@@ -184,7 +189,7 @@ TABLE_TITLES = [
     ("steps", "Profiler steps"),
     ("ranges", "User / NVTX ranges (GPU time inclusive: a kernel counts for every range around its launch)"),
     ("phases", "Phases"),
-    ("nvtx_ranges", "NVTX ranges (seed-004 summary)"),
+    ("nvtx_ranges", "NVTX ranges with the kernel time attributed to them"),
     ("nvtx_kernel_time", "GPU kernel time by innermost NVTX range (via the launching call)"),
     ("nvtx_phases", "NVTX phases (--phase-map)"),
     ("launch_latency", "Launch API time vs queue time vs kernel time, per launch API"),
@@ -328,15 +333,16 @@ def render_markdown(result: dict) -> str:
               f"- Launch API calls: {k['launch_api_calls']:,}, {k['launch_api_ms']:.3f} ms host time "
               f"(ratio to kernel time {_fmt(k.get('launch_api_vs_kernel_ratio'), 2)}).", ""]
     tables = result.get("tables", {})
+    show = set(shown_tables(result))
     for name, title in TABLE_TITLES:
-        if name in tables and tables[name]["rows"]:
+        if name in show:
             t = tables[name]
             if name == "kernels":  # readable names here; tables/kernels.csv keeps the full ones
                 t = {"columns": t["columns"], "rows": [[short_kernel_name(str(r[0]))] + list(r[1:]) for r in t["rows"]]}
             L += [f"## {title}", ""] + _table(t, 10 if name.startswith("top_") else 20) + [""]
-    shown = {n for n, _ in TABLE_TITLES} | {"breakdown", "kernel_deep_dive"}
+    titled = {n for n, _ in TABLE_TITLES}
     for name, t in tables.items():
-        if name not in shown and t["rows"]:
+        if name not in titled and name in show:
             L += [f"## {md_escape(name)}", ""] + _table(t) + [""]
     if result.get("warnings"):
         L += ["## Warnings", ""] + [f"- {md_escape(w, 400)}" for w in result["warnings"]] + [""]

@@ -6,7 +6,8 @@
    until the whole set is in place (a second Ctrl-C cannot leave half a set).
 3. A manifest (``.inferscope-outputs.json`` in an output folder, ``.<stem>.inferscope-outputs.json``
    beside single files) lists what the set holds; files the previous set of the same name
-   wrote and this one did not (stale CSVs of another trace) are removed.
+   wrote inside a folder this set rewrote (stale CSVs of another trace) are removed; its files of
+   other formats are kept (x.html never deletes the x.md written before it).
 Staging folders and renderer temporaries left by an earlier run that was killed are removed
 when their process no longer exists.  An output that resolves to an input file is refused.
 """
@@ -190,14 +191,18 @@ def _write_set(result, trace, outputs, outdir, inputs) -> list[Path]:
                 except OSError as e:
                     raise InferScopeError(f"cannot write {dst}: {e.strerror or e}") from None
             written = [final for _f, _s, final in plan]
-            _update_manifest(outputs, outdir, [dst for _s, dst in moves])
+            _update_manifest(outputs, outdir, [dst for _s, dst in moves],
+                             [final for _f, staged, final in plan if staged.is_dir()])
         return written
     finally:
         for st in stages.values():
             shutil.rmtree(st, ignore_errors=True)
 
 
-def _update_manifest(outputs, outdir: Path | None, files: list[Path]) -> None:
+def _update_manifest(outputs, outdir: Path | None, files: list[Path], folders: list[Path]) -> None:
+    """Record the set; remove what the previous set wrote inside a folder this set rewrote (a CSV table of
+    another trace).  Files of other formats the previous set wrote are kept (and stay listed): writing
+    x.html never deletes the x.md written before it (issue 24)."""
     mp = _manifest_path(outputs, outdir)
     base = mp.parent.resolve()
     new_rel = []
@@ -206,15 +211,26 @@ def _update_manifest(outputs, outdir: Path | None, files: list[Path]) -> None:
             new_rel.append(str(f.resolve().relative_to(base)))
         except ValueError:
             continue   # outside the manifest's folder: not tracked
+    rewritten = []
+    for d in folders:
+        with contextlib.suppress(ValueError, OSError):
+            rewritten.append(Path(d).resolve().relative_to(base).parts)
+    kept = []
     for rel in _read_manifest(mp):
         if rel in new_rel or rel.startswith(("/", "..")) or ".." in Path(rel).parts:
             continue
         old = base / rel
+        parts = Path(rel).parts
+        if not any(parts[:len(r)] == r and len(parts) > len(r) for r in rewritten):
+            if old.is_file() and not old.is_symlink():
+                kept.append(rel)          # another format of the same name: not this set's to remove
+            continue
         with contextlib.suppress(OSError):
             if old.is_file() and not old.is_symlink():
                 old.unlink()
                 if old.parent != base and not any(old.parent.iterdir()):
                     old.parent.rmdir()
+    new_rel = new_rel + kept
     tmp = mp.with_name(mp.name + f".{os.getpid()}.tmp")
     with contextlib.suppress(OSError):
         with open(tmp, "w", encoding="utf-8") as f:
