@@ -6,7 +6,8 @@
         ...
 
 Each phase records perf_counter_ns start/end (CLOCK_MONOTONIC, the clock of a live InferScope
-trace) and the thread's CPU time (time.thread_time_ns) on the thread that runs it.  At exit the
+trace), the thread's CPU time (time.thread_time_ns) and its run-queue delay (schedstat: runnable but
+not running, i.e. waiting for a CPU on a busy host) on the thread that runs it.  At exit the
 phases are written as JSON to the path in $ZOO_TRUTH (atomically) if it is set.  ``expect`` is
 the breakdown CATEGORY or CATEGORY/PART the phase should land in (analyze/breakdown.py).
 """
@@ -29,8 +30,18 @@ def gap(expect: str | None) -> None:
     _META["gap"] = expect
 
 
+def _runq_ns() -> int:
+    """This thread's run-queue delay so far (runnable, not running: /proc schedstat, Linux); -1 n/a."""
+    try:
+        with open(f"/proc/self/task/{threading.get_native_id()}/schedstat", "rb") as f:
+            return int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
 @contextmanager
 def phase(name: str, expect: str):
+    q0 = _runq_ns()
     t0 = time.perf_counter_ns()
     c0 = time.thread_time_ns()
     try:
@@ -38,8 +49,10 @@ def phase(name: str, expect: str):
     finally:
         c1 = time.thread_time_ns()
         t1 = time.perf_counter_ns()
+        q1 = _runq_ns()
         with _LOCK:
             _PHASES.append({"name": name, "expect": expect, "start_ns": t0, "end_ns": t1, "cpu_ns": c1 - c0,
+                            "runq_ns": (q1 - q0) if q0 >= 0 and q1 >= 0 else None,
                             "tid": threading.get_native_id(), "main": threading.current_thread() is threading.main_thread()})
 
 

@@ -3,7 +3,9 @@ phases (examples/zoo/_truth.py) with the breakdown's per-segment classes in the 
 
 Definitions (documented in examples/zoo/README.md):
 - window W: ``report.json`` ``window.start_ns``/``end_ns`` (what the report analysed).
-- truth share of a class K: |union of the main thread's phases planted as K, clipped to W| / |W|.
+- truth share of a class K: |union of the main thread's phases planted as K, clipped to W| / |W|,
+  less the phases' own run-queue delay (schedstat, prorated), which is ``waiting/run_queue``: on a
+  busy host a thread waits for a CPU, and InferScope reports that as a part of waiting.
   Time of W covered by no phase goes to the program's declared ``gap`` class, else to ``unplanted``.
 - measured share of K: the breakdown's time in W labelled K (``analyze.breakdown.labelled_segments``);
   K = "category" sums all its parts, K = "category/part" that part only.
@@ -23,6 +25,7 @@ import numpy as np
 
 ZOO = Path(__file__).resolve().parent
 UNPLANTED = "unplanted"
+RUNQ = "waiting/run_queue"    # truth: run-queue delay measured inside the phases (schedstat)
 
 
 def run_program(script: str, workdir: Path, args: list[str] = (), env: dict | None = None, timeout_s: float = 300,
@@ -64,16 +67,30 @@ def truth_shares(truth: dict, lo: int, hi: int) -> dict[str, float]:
         a, b = max(lo, p["start_ns"]), min(hi, p["end_ns"])
         if b > a:
             by.setdefault(p["expect"], []).append((a, b))
+    # the run-queue delay measured inside each phase (a busy host) is waiting/run_queue, not the phase's class
+    rq_frac: dict[str, list[int]] = {}
+    for p in truth["phases"]:
+        if p.get("main", True) and p.get("runq_ns") is not None and p["end_ns"] > p["start_ns"]:
+            f = rq_frac.setdefault(p["expect"], [0, 0])
+            f[0] += min(p["runq_ns"], p["end_ns"] - p["start_ns"])
+            f[1] += p["end_ns"] - p["start_ns"]
     out = {}
     covered = []
+    rq_pct = 0.0
     for k, iv in by.items():
         u = _union(iv)
         covered += u
-        out[k] = 100.0 * sum(b - a for a, b in u) / dur
+        pct = 100.0 * sum(b - a for a, b in u) / dur
+        q, tot = rq_frac.get(k, (0, 0))
+        moved = pct * q / tot if tot else 0.0
+        out[k] = pct - moved
+        rq_pct += moved
     rest = 100.0 - 100.0 * sum(b - a for a, b in _union(covered)) / dur
     if rest > 0.05:
         key = truth.get("gap") or UNPLANTED
         out[key] = out.get(key, 0.0) + rest
+    if rq_pct > 0.05:
+        out[RUNQ] = out.get(RUNQ, 0.0) + rq_pct
     return out
 
 
@@ -128,9 +145,13 @@ def compare(paths: dict) -> dict:
         c = k.split("/")[0]
         if ("/" not in k and c not in planted_cats) or ("/" in k and c in part_planted):
             labels.append(k)
+    # a planted "waiting" row is the category (it includes the run queue, as the measured row does)
+    t_row = dict(t)
+    if RUNQ in t and "waiting" in t:
+        t_row["waiting"] = t["waiting"] + t[RUNQ]
     rows = []
     for k in labels:
-        tp, mp = t.get(k, 0.0), (m.get(k, 0.0) if k != UNPLANTED else float("nan"))
+        tp, mp = t_row.get(k, 0.0), (m.get(k, 0.0) if k != UNPLANTED else float("nan"))
         rows.append({"label": k, "truth_pct": tp, "measured_pct": mp, "diff_pts": mp - tp})
     truth_top = _top_category({k: v for k, v in t.items() if k != UNPLANTED})
     meas_top = _top_category({k: v for k, v in m.items() if "/" not in k})

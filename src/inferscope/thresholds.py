@@ -344,12 +344,6 @@ PAGE_FAULT_KERNEL_PCT = 10.0
 # a tenth lost to CPU contention is a finding (low), a quarter medium.  zoo_omp_oversub.py (8 torch
 # threads on 2 cores): 36-47 %; zoo_pagefault.py (1 thread): 0.3-3 %.
 RUNQ_WAIT_LOW_PCT = 10.0
-# The run-queue part of the critical thread's waiting (live runs, sampler + schedstat) explains it when
-# it is at least this fraction of the waiting: verdict cpu_contention_bound instead of waiting_bound
-# (the thread was runnable, the fix is fewer busy threads or more cores, not removing a blocking call).
-# zoo_runqueue.py (a busy process pinned to the thread's CPU): run queue 62-74 % of the window, 97 % of
-# the waiting; the disk-I/O and lock-wait programs on a quiet box: ~0 %.
-RUNQ_EXPLAINS_WAITING_FRACTION = 0.5
 RUNQ_WAIT_MEDIUM_PCT = 25.0
 
 # --- Nsight Compute kernel limits (analyze/kernel_limits.py; finding kernel_limiter) ---

@@ -560,14 +560,14 @@ def host_waiting(res: dict, found: dict) -> dict | None:
 
 def _gil_explains_waiting(res: dict) -> bool:
     g = (res.get("contention") or {}).get("gil") or {}
-    wait_ms = _ms(res, "waiting")
+    wait_ms = _off_cpu_ms(res)
     return wait_ms > 0 and g.get("pct_of_window", 0) >= T.GIL_WAIT_LOW_PCT and \
         g.get("waiting_while_python_ms", 0) >= T.GIL_WAIT_EXPLAINED_FRACTION * wait_ms
 
 
 def _children_explain_waiting(res: dict) -> bool:
     ch = res.get("children") or {}
-    wait_ms = _ms(res, "waiting")
+    wait_ms = _off_cpu_ms(res)
     if wait_ms <= 0:
         return False
     if ch.get("waiting_on_children_ms") is not None:      # followed children: measured overlap
@@ -1061,6 +1061,12 @@ def _user_code_pct(res: dict) -> float:
     return float(next((p["pct"] for p in _row(res, "cpu_preprocessing")["parts"] if p["name"] == "user_code"), 0.0))
 
 
+def _off_cpu_ms(res: dict) -> float:
+    """The waiting category without its run-queue part (ms): what blocking calls, children or the GIL can explain."""
+    rq = next((p["ms"] for p in _row(res, "waiting")["parts"] if p["name"] == "run_queue"), 0.0)
+    return _ms(res, "waiting") - float(rq)
+
+
 def _run_queue_pct(res: dict) -> float:
     """The waiting category's run-queue part (live runs: runnable, waiting for a CPU), % of the window."""
     return float(next((p["pct"] for p in _row(res, "waiting")["parts"] if p["name"] == "run_queue"), 0.0))
@@ -1102,7 +1108,12 @@ def verdict_for(res: dict, findings: list[dict]) -> dict:
         "user_code_bound": _user_code_pct(res),
         fw_id: _pct(res, "framework_overhead"),
         "cpu_compute_bound": _pct(res, "cpu_compute"),
-        "waiting_bound": _pct(res, "waiting"),
+        # the run-queue part of waiting (live runs: runnable, waiting for a CPU) is a group of its own:
+        # contention with other work on the host is not a blocking call in the program, and it wins the
+        # verdict only when it is the largest group (the program's own largest class otherwise, with
+        # finding cpu_run_queue beside it)
+        "waiting_bound": _pct(res, "waiting") - _run_queue_pct(res),
+        "cpu_contention_bound": _run_queue_pct(res),
     }
     ranked = sorted(groups.items(), key=lambda kv: -kv[1])
     (top, top_pct), (second, second_pct) = ranked[0], ranked[1]
@@ -1133,11 +1144,6 @@ def verdict_for(res: dict, findings: list[dict]) -> dict:
         evidence.insert(0, f"the inference thread waited {_ms(res, 'waiting'):.1f} ms, {g['waiting_while_python_ms']:.1f} ms of it "
                            f"while another thread of the process ran Python (>= {T.GIL_WAIT_EXPLAINED_FRACTION:g} x)")
         top = "gil_bound"
-    elif top == "waiting_bound" and top_pct >= T.VERDICT_MIN_SHARE_PCT and \
-            _run_queue_pct(res) >= T.RUNQ_EXPLAINS_WAITING_FRACTION * top_pct:
-        evidence.insert(0, f"the inference thread was runnable but not running (run queue) for {_run_queue_pct(res):.1f}% "
-                           f"of the window, of its {top_pct:.1f}% waiting (>= {T.RUNQ_EXPLAINS_WAITING_FRACTION:g} x)")
-        top = "cpu_contention_bound"
     if top_pct < T.VERDICT_MIN_SHARE_PCT:
         vid = "balanced"
         evidence.insert(0, f"no group reaches {T.VERDICT_MIN_SHARE_PCT:g}% of the window")

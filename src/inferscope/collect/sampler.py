@@ -379,6 +379,11 @@ class Sampler:
                     st.native_fresh = False
                 elif st.native is not None:
                     frac, ftok = st.native, st.native_tok   # no new IP sample: keep the last fractions
+                elif st.perf is not None:
+                    # perf is on and has never sampled this thread in user space: its CPU so far went to
+                    # the kernel (I/O system calls) or was too short for a sample - not native compute
+                    # (the GIL heuristic read a disk-I/O loop's post-syscall time as 31-56 % cpu_compute)
+                    frac, ftok = 0.0, 0.0
                 else:
                     frac, ftok = (1.0 if gil_free else 0.0), 0.0
                 if frac >= 1.0:
