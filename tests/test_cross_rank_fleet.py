@@ -145,6 +145,11 @@ def test_late_arrival_raises_the_other_ranks_comm_wait(tmp_path):
     assert [rows[r]["comm_wait_ms"] for r in range(4)] == [by_rank[r]["comm_wait_ms"] for r in range(4)]
     assert rows[2]["last_arrivals"] == planted["delayed"]
     assert "comm wait ms" in (out / "cross_rank.md").read_text()
+    # equal step times (the ranks leave the collective together): the finding names rank 2 by its late arrivals
+    (f,) = json.loads((out / "cross_rank.json").read_text())["findings"]
+    assert f["rank"] == 2 and f["evidence"]["basis"] == "last arrival at collectives"
+    assert f["evidence"]["others_comm_wait_per_step_ms"] == pytest.approx(want_ms / 6, rel=TOLERANCE)
+    assert f"arrived last at {planted['delayed']} of 60 collectives" in f["title"]
 
 
 def test_rank_from_file_name():

@@ -20,6 +20,8 @@ The straggler is the rank with the largest median step time (e2e when some rank 
 did differently: per category and per top kernel / op / function, its time minus the median over the
 other ranks, in ms.  Kernel/op/function tables are each report's top 20 only: a name missing from a
 truncated list is bounded by that list's smallest entry, and the row says so (see ``_differences``).
+Communication wait per rank (the profile's ``collectives``, taken from the trace in batch.analyze_one) is
+cross_rank_comm.py; the finding ``straggler_rank`` is cross_rank_finding.py.
 """
 from __future__ import annotations
 
@@ -31,7 +33,8 @@ from pathlib import PurePath
 import numpy as np
 
 from .cross_rank_comm import WAIT_KEYS, comm_wait
-from .thresholds import CROSS_RANK_STRAGGLER_HIGH_PCT, CROSS_RANK_STRAGGLER_MIN_LEAD_PCT, CROSS_RANK_TOP_ITEMS
+from .cross_rank_finding import straggler_finding
+from .thresholds import CROSS_RANK_STRAGGLER_MIN_LEAD_PCT, CROSS_RANK_TOP_ITEMS
 
 SCHEMA = "inferscope.cross_rank/1"
 
@@ -216,66 +219,6 @@ def _compare(items: list[dict], top: int) -> dict:
         different[k] = _differences(me[k], [o[k] for o in others], top, me["complete"][k],
                                     [o["complete"][k] for o in others])
     return {"ranks": ranks, "basis": straggler["basis"], "straggler": straggler, "different": different, "comm_wait": cw}
-
-
-_HOST = ("framework_overhead", "cpu_compute", "cpu_preprocessing", "waiting", "other")
-_COPY = ("h2d_copy", "d2h_copy", "other_copy")
-
-
-def _suggestion(rank: int, cat: dict | None, top: dict | None, wait: float | None) -> str:
-    """What to do, from the category the straggler spent most extra time in and its top extra item."""
-    c = cat["name"] if cat else None
-    what = f"{top['kind']} {top['name'][:120]} ({top['diff_ms_per_step']:+.3f} ms/step)" if top else f"{c}"
-    waits = (f"; meanwhile the other ranks wait {wait:.3f} ms/step in collectives (median)" if wait else "")
-    if c == "gpu_compute" or c == "gpu_communication":
-        return (f"Rank {rank}'s GPU is slower at {what}: compare that GPU with the others (nvidia-smi -q -d "
-                "CLOCK,PERFORMANCE,ECC: throttling, clocks, XID/ECC errors; nvidia-smi topo -m: NVLink/PCIe placement) "
-                "and its share of the work (uneven sequence lengths or expert load, a larger shard); if the hardware "
-                f"matches, rebalance the work{waits}.")
-    if c in _HOST:
-        return (f"Rank {rank}'s host is slower at {what}: check that process's CPU and NUMA binding (taskset / numactl, "
-                f"the GPU's NUMA node), other processes on that host and that rank's data loading / preprocessing{waits}.")
-    if c in _COPY:
-        return (f"Rank {rank} spends longer in copies ({what}): check pinned memory and the PCIe placement of that "
-                f"GPU (nvidia-smi topo -m) against the other ranks'{waits}.")
-    if c == "sync_wait":
-        return (f"Rank {rank} blocks longer on GPU syncs ({what}): the wait is the GPU work before them; see its "
-                f"report's kernels and syncs against another rank's{waits}.")
-    return f"Compare rank {rank}'s report with another rank's where they differ most ({what}){waits}."
-
-
-def straggler_finding(job: dict) -> dict | None:
-    """Finding ``straggler_rank`` of one compared job: the straggler, its lead, the top extra category / kernel /
-    op / function (straggler minus the other ranks' median; per step = window total / the straggler's steps),
-    the others' communication wait, and what to check.  None under CROSS_RANK_STRAGGLER_MIN_LEAD_PCT."""
-    s = job.get("straggler")
-    if not s or s["lead_pct"] is None or s["lead_pct"] < CROSS_RANK_STRAGGLER_MIN_LEAD_PCT:
-        return None
-    me = next(r for r in job["ranks"] if r["rank"] == s["rank"])
-    n = me["steps"]["n"] if s["basis"] == "median step time" else 0
-    top = []
-    for kind, key in (("category", "categories"), ("kernel", "kernels"), ("op", "ops"), ("function", "functions")):
-        rows = [x for x in (job.get("different") or {}).get(key) or [] if x["diff_ms"] > 0]
-        if rows:
-            x = rows[0]
-            top.append({"kind": kind, "name": x["name"], "diff_ms": x["diff_ms"], "bound": x["bound"],
-                        "diff_ms_per_step": round(x["diff_ms"] / n, 6) if n else None})
-    waits = [r["comm_wait_per_step_ms"] for r in job["ranks"] if r["rank"] != s["rank"] and r.get("comm_wait_per_step_ms") is not None]
-    others_wait = round(statistics.median(waits), 6) if waits else None
-    cat = next((x for x in top if x["kind"] == "category"), None)
-    item = next((x for x in top if x["kind"] != "category" and x["diff_ms_per_step"] is not None), None)
-    per = "per step" if n else "end to end"
-    cites = "; ".join(f"{x['kind']} {x['name'][:80]} {x['diff_ms']:+.3f} ms" + (f" ({x['diff_ms_per_step']:+.3f}/step)" if n else "")
-                      + (f" [{x['bound']}]" if x["bound"] else "") for x in top)
-    return {"id": "straggler_rank", "severity": "high" if s["lead_pct"] >= CROSS_RANK_STRAGGLER_HIGH_PCT else "medium",
-            "title": (f"Rank {s['rank']} is the straggler of {job['job']}: {s['lead_ms']:+.3f} ms {per} "
-                      f"({s['lead_pct']:+.1f} %) over the other ranks' median; top differences: {cites}"),
-            "source": s["source"], "job": job["job"], "rank": s["rank"],
-            "evidence": {"job": job["job"], "rank": s["rank"], "basis": s["basis"], "value_ms": s["value_ms"],
-                         "others_median_ms": s["others_median_ms"], "lead_ms": s["lead_ms"], "lead_pct": s["lead_pct"],
-                         "steps": n, "top_differences": top, "others_comm_wait_per_step_ms": others_wait,
-                         "straggler_comm_wait_per_step_ms": me.get("comm_wait_per_step_ms")},
-            "suggestion": _suggestion(s["rank"], cat, item, others_wait)}
 
 
 def _window_note(ranks: list[dict]) -> str | None:
