@@ -150,6 +150,7 @@ def test_late_arrival_raises_the_other_ranks_comm_wait(tmp_path):
     assert f["rank"] == 2 and f["evidence"]["basis"] == "last arrival at collectives"
     assert f["evidence"]["others_comm_wait_per_step_ms"] == pytest.approx(want_ms / 6, rel=TOLERANCE)
     assert f"arrived last at {planted['delayed']} of 60 collectives" in f["title"]
+    assert "Slowest by step time: rank 0, under the 1 % lead" in (out / "cross_rank.md").read_text()
 
 
 def test_rank_from_file_name():

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 from ..errors import InferScopeError
+from ..thresholds import CROSS_RANK_STRAGGLER_MIN_LEAD_PCT
 from ..util.atomic import atomic_write_text
 from .markdown import md_escape
 
@@ -63,7 +64,11 @@ def to_markdown(cr: dict) -> str:
             out += ["", "No straggler: some rank has neither steps nor an e2e time.", ""]
             continue
         lead = f"{_f(s['lead_ms'], sign=True)} ms" + (f" ({_f(s['lead_pct'], 1, sign=True)} %)" if s["lead_pct"] is not None else "")
-        out += ["", f"**Straggler: rank {s['rank']}** ({md_escape(s['basis'])} {_f(s['value_ms'])} ms; median of the "
+        weak = s["lead_pct"] is not None and s["lead_pct"] < CROSS_RANK_STRAGGLER_MIN_LEAD_PCT
+        head = (f"Slowest by step time: rank {s['rank']}, under the {CROSS_RANK_STRAGGLER_MIN_LEAD_PCT:g} % lead that "
+                "names a straggler (see the finding and the communication wait above)" if weak else
+                f"**Straggler: rank {s['rank']}**")
+        out += ["", f"{head} ({md_escape(s['basis'])} {_f(s['value_ms'])} ms; median of the "
                 f"other ranks {_f(s['others_median_ms'])} ms; {lead}).", "",
                 "What it did differently (its time minus the median of the other ranks):", ""]
         for title, key in (("Categories", "categories"), ("Kernels", "kernels"), ("Ops (self time)", "ops"),
