@@ -41,11 +41,22 @@ def plant_delay(doc: dict, op_name: str, delay_us: float) -> int:
 
 def write_ranks(src: Path, out: Path, world_size: int, slow_rank: int | None, op_name: str, delay_us: float,
                 extra_info: dict | None = None, devices_name: str | None = None, prefix: str = "rank",
-                stretch: tuple[str, float] | None = None, distributed_info: bool = True) -> list[Path]:
+                stretch: tuple[str, float] | None = None, distributed_info: bool = True,
+                late: tuple[str, float] | None = None, planted: dict | None = None) -> list[Path]:
     """``stretch=(kernel name part, extra us)``: the slow rank's kernels are stretched (stretch_kernels)
-    instead of a CPU op planted; ``distributed_info=False`` drops distributedInfo (the rank is then only in
-    the file name)."""
+    instead of a CPU op planted; ``late=(collective name part, extra us)``: the slow rank arrives late at those
+    collectives and the others wait (plant_late_arrival; ``planted["delayed"]``: how many collectives);
+    ``distributed_info=False`` drops distributedInfo (the
+    rank is then only in the file name)."""
     base = load(src)
+    slow_doc = None
+    if late:
+        slow_doc = copy.deepcopy(base)
+        n = plant_late_arrival(slow_doc, base, *late)
+        assert n >= 1
+        if planted is not None:
+            planted["delayed"] = n
+        slow_doc.pop("distributedInfo", None)
     info = {**(base.pop("distributedInfo", None) or {}), "backend": "nccl", **(extra_info or {})}
     if devices_name is not None:
         for d in base.get("deviceProperties") or []:
@@ -55,7 +66,9 @@ def write_ranks(src: Path, out: Path, world_size: int, slow_rank: int | None, op
     assert body.startswith("{") and len(body) > 2
     paths = []
     for r in range(world_size):
-        if r == slow_rank:
+        if r == slow_rank and slow_doc is not None:
+            text = json.dumps(slow_doc)
+        elif r == slow_rank:
             doc = copy.deepcopy(base)
             assert (stretch_kernels(doc, *stretch) if stretch else plant_delay(doc, op_name, delay_us)) >= 1
             text = json.dumps(doc)
@@ -77,8 +90,12 @@ def stretch_kernels(doc: dict, name_part: str, extra_us: float) -> int:
     waiting for the GPU) grow by it, other GPU activity running across it is left as it was.  Returns how
     many kernels were stretched."""
     ev = doc["traceEvents"]
-    hits = sorted((e for e in ev if e.get("cat") == "kernel" and name_part in str(e.get("name", ""))),
-                  key=lambda e: -(float(e["ts"]) + float(e["dur"])))
+    return _stretch(ev, [e for e in ev if e.get("cat") == "kernel" and name_part in str(e.get("name", ""))], extra_us)
+
+
+def _stretch(ev: list, kernels: list, extra_us: float) -> int:
+    """stretch_kernels on the given kernel events."""
+    hits = sorted({id(k): k for k in kernels}.values(), key=lambda e: -(float(e["ts"]) + float(e["dur"])))
     for k in hits:                        # last first: inserting time later never moves an earlier insertion point
         p = float(k["ts"]) + float(k["dur"])
         for e in ev:
@@ -91,3 +108,26 @@ def stretch_kernels(doc: dict, name_part: str, extra_us: float) -> int:
                 e["dur"] = float(e["dur"]) + extra_us
         k["dur"] = float(k["dur"]) + extra_us
     return len(hits)
+
+
+def plant_late_arrival(doc_slow: dict, doc_others: dict, coll_part: str, extra_us: float) -> int:
+    """One rank arrives ``extra_us`` late at the collective kernels whose name contains ``coll_part``: on the slow
+    rank the compute kernel that ends last before such a collective starts is stretched by ``extra_us`` (so the
+    collective starts that much later); on the other ranks that collective is stretched by ``extra_us`` (it waits
+    for the slow rank, then ends when it would have there).  Both timelines agree again after the collective.
+    Collectives that follow one another with no compute kernel ending between them are delayed once (the first
+    of them; the rest move with it on every rank).  Returns the number of delayed collectives."""
+    ev = doc_slow["traceEvents"]
+    kern = sorted((e for e in ev if e.get("cat") == "kernel"), key=lambda e: float(e["ts"]))
+    compute = [e for e in kern if "nccl" not in str(e.get("name", "")).lower()]
+    picked: dict[int, tuple[int, dict]] = {}          # id(compute kernel) -> (index of the first collective, it)
+    for i, c in enumerate(e for e in kern if coll_part in str(e.get("name", ""))):
+        ends = [e for e in compute if float(e["ts"]) + float(e["dur"]) <= float(c["ts"])]
+        b = max(ends, key=lambda e: float(e["ts"]) + float(e["dur"]))
+        picked.setdefault(id(b), (i, b))
+    _stretch(ev, [b for _, b in picked.values()], extra_us)
+    first = {i for i, _ in picked.values()}
+    ev2 = doc_others["traceEvents"]
+    colls = [e for e in sorted((e for e in ev2 if e.get("cat") == "kernel"), key=lambda e: float(e["ts"]))
+             if coll_part in str(e.get("name", ""))]
+    return _stretch(ev2, [c for i, c in enumerate(colls) if i in first], extra_us)

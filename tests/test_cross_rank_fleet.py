@@ -77,6 +77,20 @@ def test_tp8_stretched_kernel_names_the_straggler_and_its_extra_time(tmp_path):
     assert cat["name"] == "gpu_compute" and cat["diff_ms"] == pytest.approx(planted_ms, rel=TOLERANCE)
     md = (out / "cross_rank.md").read_text()
     assert f"**Straggler: rank {SLOW}**" in md
+    # the finding names the straggler with its lead and the planted kernel, per step
+    (f,) = cr["findings"]
+    ev = f["evidence"]
+    assert f["id"] == "straggler_rank" and f["rank"] == SLOW and f["source"] == str(paths[SLOW]) and f["job"] == "job1"
+    assert ev["lead_ms"] == pytest.approx(planted_step_ms, rel=TOLERANCE) and ev["steps"] == n_steps
+    kern = next(x for x in ev["top_differences"] if x["kind"] == "kernel")
+    assert KERNEL in kern["name"] and kern["diff_ms_per_step"] == pytest.approx(planted_step_ms, rel=TOLERANCE)
+    assert f"Rank {SLOW} is the straggler" in f["title"] and KERNEL[:40] in f["title"] and "+3.000 ms per step" in f["title"]
+    assert "nvidia-smi" in f["suggestion"] and KERNEL[:40] in f["suggestion"]
+    assert f"Rank {SLOW} is the straggler" in md and "Suggestion:" in md
+    mine = [x for x in _jsonl(out / "findings.jsonl") if x["id"] == "straggler_rank"]
+    assert [(x["source"], x["title"]) for x in mine] == [(str(paths[SLOW]), f["title"])]
+    # no collective moved relative to its step on any rank here: no communication wait
+    assert job["comm_wait"]["instances_compared"] == 60 and all(r["comm_wait_ms"] == 0 for r in job["ranks"])
     rows = {r["rank"]: r for r in _jsonl(out / "summary.jsonl")}
     assert [rows[r]["straggler"] for r in range(8)] == [r == SLOW for r in range(8)]
     # ranks.parquet beside summary.parquet, and the queries of docs/fleets.md on these outputs
@@ -98,6 +112,45 @@ def test_tp8_stretched_kernel_names_the_straggler_and_its_extra_time(tmp_path):
     assert res[1] and {f[0] for f in res[1]} == {"job1"} and {f[1] for f in res[1]} == {SLOW}   # its findings
     assert sum(n for *_, n in res[2]) > 0 and res[3]                  # findings by id, verdicts
     assert res[4] == []                                               # no LLM run among these inputs
+
+
+@pytest.mark.shared
+def test_late_arrival_raises_the_other_ranks_comm_wait(tmp_path):
+    """Rank 2 of 4 arrives 1 ms late at the all-reduces of the real A100 rank 3 (its compute kernel before each
+    one stretched; on the others the collective is stretched, as it waits): the other ranks' communication wait
+    is the planted 1 ms per delayed all-reduce, rank 2's is none, and rank 2 arrives last at each of them."""
+    src = shared_path("kineto", "hta_trace_diff_control_a100_rank3.json.gz")
+    planted: dict = {}
+    paths = write_ranks(src, tmp_path, 4, 2, "", 0, late=("AllReduce", 1000.0), planted=planted)
+    out = tmp_path / "o"
+    assert main(["analyze", *map(str, paths), "-o", str(out), "-q", "--format", "json"]) == 0
+    (job,) = json.loads((out / "cross_rank.json").read_text())["jobs"]
+    cw, by_rank = job["comm_wait"], {r["rank"]: r for r in job["ranks"]}
+    want_ms = planted["delayed"] * 1.0                       # 17 delayed all-reduces (18, two back to back)
+    print(f"comm wait: {[(r, by_rank[r]['comm_wait_ms'], by_rank[r]['comm_wait_pct']) for r in range(4)]}; "
+          f"planted {want_ms} ms on the other ranks")
+    assert cw["steps_compared"] == 6 and cw["instances_compared"] == 60 and cw["instances_not_on_every_rank"] == 0
+    assert cw["matched_by"] == "step name"
+    for r in (0, 1, 3):
+        assert by_rank[r]["comm_wait_ms"] == pytest.approx(want_ms, rel=TOLERANCE)
+        assert by_rank[r]["comm_wait_per_step_ms"] == pytest.approx(want_ms / 6, rel=TOLERANCE)
+        assert by_rank[r]["last_arrivals"] == 0
+    assert by_rank[2]["comm_wait_ms"] == 0 and by_rank[2]["last_arrivals"] == planted["delayed"]
+    busy = by_rank[0]["comm_compared_ms"]
+    assert by_rank[0]["comm_wait_pct"] == pytest.approx(100 * want_ms / busy, rel=1e-3)
+    assert busy - by_rank[2]["comm_compared_ms"] == pytest.approx(want_ms, rel=TOLERANCE)   # waiting is in-kernel
+    pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+    rows = {r["rank"]: r for r in pq.read_table(out / "ranks.parquet").to_pylist()}
+    assert [rows[r]["comm_wait_ms"] for r in range(4)] == [by_rank[r]["comm_wait_ms"] for r in range(4)]
+    assert rows[2]["last_arrivals"] == planted["delayed"]
+    assert "comm wait ms" in (out / "cross_rank.md").read_text()
+    # equal step times (the ranks leave the collective together): the finding names rank 2 by its late arrivals
+    (f,) = json.loads((out / "cross_rank.json").read_text())["findings"]
+    assert f["rank"] == 2 and f["evidence"]["basis"] == "last arrival at collectives"
+    assert f["evidence"]["others_comm_wait_per_step_ms"] == pytest.approx(want_ms / 6, rel=TOLERANCE)
+    assert f"arrived last at {planted['delayed']} of 60 collectives" in f["title"]
+    assert "Slowest by step time: rank 0, under the 1 % lead" in (out / "cross_rank.md").read_text()
 
 
 def test_rank_from_file_name():

@@ -123,7 +123,11 @@ def analyze_one(src: str, outdir: str, folder: str, output_formats: str | None, 
         return {"source": src, "report_dir": None, "error": "out of memory while processing the trace"}, [], None
     except Exception as e:  # a bug on one input must not lose the others
         return {"source": src, "report_dir": None, "error": f"internal error: {type(e).__name__}: {' '.join(str(e).split())[:300]}"}, [], None
-    return summary_row(Path(src), result, folder), finding_rows(Path(src), result), rank_profile(result, os.path.abspath(src))
+    prof = rank_profile(result, os.path.abspath(src))
+    if prof is not None:   # the collectives' offsets per step need the trace, not only the report
+        from .cross_rank_comm import collective_steps
+        prof["collectives"] = collective_steps(trace, result.get("window") or {})
+    return summary_row(Path(src), result, folder), finding_rows(Path(src), result), prof
 
 
 def _indexed(it):
@@ -261,6 +265,10 @@ def cli_analyze_many(args) -> int:
     cr = cross_rank([{"source": r["source"], "report_dir": r["report_dir"], "profile": p}
                      for r, p in zip(rows, profiles) if p], group_by=getattr(args, "group_by", "auto"))
     by_src = row_fields(cr)
+    # the straggler finding is the job's (cross_rank.json); findings.jsonl/parquet also list it under the
+    # straggler's input, so a fleet query over findings (or joined with ranks.parquet) sees it
+    findings += [{k: f[k] for k in ("source", "id", "severity", "title", "evidence", "suggestion")}
+                 for f in (cr or {}).get("findings", [])]
     for r in rows:
         if r["source"] in by_src:
             r.update(by_src[r["source"]])

@@ -75,7 +75,9 @@ def rank_rows(cr: dict | None) -> list[dict]:
                  "step_median_ms": r["steps"]["median_ms"], "step_p90_ms": r["steps"]["p90_ms"], "e2e_ms": r.get("e2e_ms"),
                  "gpu_idle_pct": r.get("gpu_idle_pct"), "comm_kernel_ms": r.get("comm_kernel_ms"),
                  "comm_exposed_ms": r.get("comm_exposed_ms"), "comm_exposed_pct": r.get("comm_exposed_pct"),
-                 "sync_wait_ms": r.get("sync_wait_ms")}
+                 "sync_wait_ms": r.get("sync_wait_ms"), "comm_wait_ms": r.get("comm_wait_ms"),
+                 "comm_wait_pct": r.get("comm_wait_pct"), "comm_wait_per_step_ms": r.get("comm_wait_per_step_ms"),
+                 "last_arrivals": r.get("last_arrivals")}
             for c in CATEGORIES:
                 f[f"{c}_pct"] = num((r.get("shares_pct") or {}).get(c))
             out.append(f)
@@ -109,7 +111,9 @@ def parquet_outputs(outdir: Path, rows: list[dict], findings: list[dict], cr: di
         rs = pa.schema([("job", st), ("rank", pa.int64()), ("world_size", pa.int64()), ("rank_source", st),
                         ("straggler", pa.bool_()), ("source", st), ("report_dir", st), ("window", st), ("steps", pa.int64()),
                         *[(k, f64) for k in ("step_median_ms", "step_p90_ms", "e2e_ms", "gpu_idle_pct", "comm_kernel_ms",
-                                             "comm_exposed_ms", "comm_exposed_pct", "sync_wait_ms")],
+                                             "comm_exposed_ms", "comm_exposed_pct", "sync_wait_ms", "comm_wait_ms",
+                                             "comm_wait_pct", "comm_wait_per_step_ms")],
+                        ("last_arrivals", pa.int64()),
                         *[(f"{c}_pct", f64) for c in CATEGORIES]])
         write_parquet(outdir / "ranks.parquet", rr, rs)
         written.append(outdir / "ranks.parquet")

@@ -20,6 +20,8 @@ The straggler is the rank with the largest median step time (e2e when some rank 
 did differently: per category and per top kernel / op / function, its time minus the median over the
 other ranks, in ms.  Kernel/op/function tables are each report's top 20 only: a name missing from a
 truncated list is bounded by that list's smallest entry, and the row says so (see ``_differences``).
+Communication wait per rank (the profile's ``collectives``, taken from the trace in batch.analyze_one) is
+cross_rank_comm.py; the finding ``straggler_rank`` is cross_rank_finding.py.
 """
 from __future__ import annotations
 
@@ -30,7 +32,9 @@ from pathlib import PurePath
 
 import numpy as np
 
-from .thresholds import CROSS_RANK_TOP_ITEMS
+from .cross_rank_comm import WAIT_KEYS, comm_wait
+from .cross_rank_finding import straggler_finding
+from .thresholds import CROSS_RANK_STRAGGLER_MIN_LEAD_PCT, CROSS_RANK_TOP_ITEMS
 
 SCHEMA = "inferscope.cross_rank/1"
 
@@ -184,13 +188,23 @@ def _differences(mine: dict[str, float], others: list[dict[str, float]], top: in
     return rows[:top]
 
 
+def _with_comm_wait(items: list[dict], ranks: list[dict]) -> dict | None:
+    """Adds comm_wait_* to the rank rows (None where not measured); the job's comm_wait summary."""
+    cw = comm_wait({it["profile"]["rank"]: it["profile"].get("collectives") for it in items})
+    per = (cw or {}).pop("per_rank", {})
+    for r in ranks:
+        r.update(per.get(r["rank"]) or dict.fromkeys(WAIT_KEYS))
+    return cw
+
+
 def _compare(items: list[dict], top: int) -> dict:
     items = sorted(items, key=lambda it: it["profile"]["rank"])
     ranks = [_rank_row(it) for it in items]
+    cw = _with_comm_wait(items, ranks)
     by_step = all(r["steps"]["n"] for r in ranks)
     val = [(r["steps"]["median_ms"] if by_step else r["e2e_ms"]) for r in ranks]
     if any(v is None for v in val):
-        return {"ranks": ranks, "basis": None, "straggler": None, "different": None}
+        return {"ranks": ranks, "basis": None, "straggler": None, "different": None, "comm_wait": cw}
     i = max(range(len(ranks)), key=lambda k: (val[k], -ranks[k]["rank"]))
     rest = [v for k, v in enumerate(val) if k != i]
     others = [it["profile"] for k, it in enumerate(items) if k != i]
@@ -204,7 +218,7 @@ def _compare(items: list[dict], top: int) -> dict:
     for k in ("kernels", "ops", "functions"):
         different[k] = _differences(me[k], [o[k] for o in others], top, me["complete"][k],
                                     [o["complete"][k] for o in others])
-    return {"ranks": ranks, "basis": straggler["basis"], "straggler": straggler, "different": different}
+    return {"ranks": ranks, "basis": straggler["basis"], "straggler": straggler, "different": different, "comm_wait": cw}
 
 
 def _window_note(ranks: list[dict]) -> str | None:
@@ -253,15 +267,17 @@ def cross_rank(items: list[dict], top: int = CROSS_RANK_TOP_ITEMS, group_by: str
     jobs.sort(key=lambda j: (j["inputs"][0]))
     for n, j in enumerate(jobs, 1):
         j["job"] = f"job{n}"
+    findings = [f for f in map(straggler_finding, jobs) if f]
     grouping = {"auto": "one job = same world size, backend, NCCL version, process groups (name, description, backend, "
                         "size), device names, tool versions and rank source (distributedInfo or file name rankN), distinct ranks",
                 "folder": "one job = the inputs of one folder (--group-by folder), distinct ranks",
                 "all": "one job = every input with a rank (--group-by all), distinct ranks"}[group_by]
-    return {"schema": SCHEMA, "jobs": jobs, "ungrouped": sorted(alone), "group_by": group_by,
+    return {"schema": SCHEMA, "jobs": jobs, "findings": findings, "ungrouped": sorted(alone), "group_by": group_by,
             "rule": grouping + "; straggler = largest median step time "
                     "(e2e when a rank has no steps); differences = straggler minus the median of the other ranks, "
                     f"top {top} by size; kernel/op/function tables are each report's top 20: a name missing from a "
-                    "truncated table counts as its smallest entry (the difference is then a bound: at least / at most)"}
+                    "truncated table counts as its smallest entry (the difference is then a bound: at least / at most); "
+                    f"finding straggler_rank when its lead is >= {CROSS_RANK_STRAGGLER_MIN_LEAD_PCT:g} % of the others' median"}
 
 
 def row_fields(cr: dict | None) -> dict[str, dict]:

@@ -319,6 +319,22 @@ CHILD_WAIT_EXPLAINED_FRACTION = 0.5
 # per-rank report folders hold the full tables.
 CROSS_RANK_TOP_ITEMS = 5
 
+# Straggler finding (cross_rank.py, finding straggler_rank): the straggler's lead over the other ranks' median
+# step time, in % of that median.  Source: the real A100 rank 3 (hta_trace_diff_control, 6 ProfilerSteps,
+# 75.5-81.1 ms): leaving any one step out moves its median by 0.14 % (the A100-80GB rank 0, 5 steps: 0.15 %),
+# so a lead under 1 % (~7x that) is within what the choice of steps alone can make.  At 10 % every rank of
+# the job loses a tenth of each step waiting for this one: severity high.
+CROSS_RANK_STRAGGLER_MIN_LEAD_PCT = 1.0
+CROSS_RANK_STRAGGLER_HIGH_PCT = 10.0
+
+# Communication wait (cross_rank_comm.py).  A rank "arrived last" at a collective when its start offset is more
+# than this after the next latest rank's: ~ one kernel launch (5-10 us on the H100/A100 traces of ../shared),
+# below which the order of arrival is launch jitter, not a slower rank.
+CROSS_RANK_LAST_ARRIVAL_US = 10.0
+# Collective instances kept per rank profile (4 numbers each, ~30 bytes in JSON): 100 steps of an 80-layer
+# tensor-parallel model with 2 all-reduces per layer is 16k.  Beyond it later steps are left out whole.
+CROSS_RANK_MAX_COLLECTIVES = 20_000
+
 # --- host contention (analyze/contention.py; findings gil_contention, page_fault_storm, cpu_run_queue) ---
 # Source: InferScope's own rules, measured on the planted zoo (examples/zoo, 2-vCPU VM, load 1.1-1.4).
 # GIL: the critical thread off-CPU while another thread of its process runs Python is (at most) a

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 from ..errors import InferScopeError
+from ..thresholds import CROSS_RANK_STRAGGLER_MIN_LEAD_PCT
 from ..util.atomic import atomic_write_text
 from .markdown import md_escape
 
@@ -20,7 +21,9 @@ def _row(cells) -> str:
 
 
 def to_markdown(cr: dict) -> str:
-    out = ["# Cross-rank comparison", "", f"Rule: {md_escape(cr['rule'], 600)}", ""]
+    out = ["# Cross-rank comparison", "", f"Rule: {md_escape(cr['rule'], 800)}", ""]
+    for f in cr.get("findings") or []:
+        out += [f"**Finding ({f['severity']}): {md_escape(f['title'], 800)}**", "", f"Suggestion: {md_escape(f['suggestion'], 800)}", ""]
     if cr.get("ungrouped"):
         out += [f"Traces with a rank but no other rank of their job among the inputs: {len(cr['ungrouped'])}", ""]
     for j in cr["jobs"]:
@@ -35,13 +38,22 @@ def to_markdown(cr: dict) -> str:
         if j.get("window_note"):
             out += [f"Note: {md_escape(j['window_note'], 600)}", ""]
         out += [_row(["rank", "steps", "median step ms", "p90 step ms", "e2e ms", "GPU idle %", "comm kernel ms",
-                      "comm not overlapped ms (%)", "sync wait ms", "source"]),
-                _row(["---:"] * 9 + ["---"])]
+                      "comm not overlapped ms (%)", "comm wait ms (% of compared)", "wait ms/step", "last arrivals",
+                      "sync wait ms", "source"]),
+                _row(["---:"] * 12 + ["---"])]
         for r in j["ranks"]:
             st = r["steps"]
             exp = "n/a" if r["comm_exposed_ms"] is None else f"{_f(r['comm_exposed_ms'])} ({_f(r['comm_exposed_pct'], 1)})"
+            wait = "n/a" if r.get("comm_wait_ms") is None else f"{_f(r['comm_wait_ms'])} ({_f(r['comm_wait_pct'], 1)})"
             out.append(_row([str(r["rank"]), str(st["n"]), _f(st["median_ms"]), _f(st["p90_ms"]), _f(r["e2e_ms"]),
-                             _f(r.get("gpu_idle_pct"), 1), _f(r["comm_kernel_ms"]), exp, _f(r["sync_wait_ms"]), md_escape(r["source"], 160)]))
+                             _f(r.get("gpu_idle_pct"), 1), _f(r["comm_kernel_ms"]), exp, wait,
+                             _f(r.get("comm_wait_per_step_ms")), "n/a" if r.get("last_arrivals") is None else str(r["last_arrivals"]),
+                             _f(r["sync_wait_ms"]), md_escape(r["source"], 160)]))
+        cw = j.get("comm_wait")
+        out += ["", (f"Communication wait: {cw['instances_compared']} collective instances in {cw['steps_compared']} steps "
+                     f"(matched by {cw['matched_by']}; {cw['instances_not_on_every_rank']} not on every rank). "
+                     f"Rule: {md_escape(cw['rule'], 600)}") if cw else
+                "Communication wait: not measured (no collective kernels launched inside steps on two or more ranks)."]
         cats = sorted({c for r in j["ranks"] for c in r["shares_pct"]})
         out += ["", "Breakdown shares (% of each rank's window):", "",
                 _row(["rank", *map(md_escape, cats)]), _row(["---:"] * (len(cats) + 1))]
@@ -52,7 +64,11 @@ def to_markdown(cr: dict) -> str:
             out += ["", "No straggler: some rank has neither steps nor an e2e time.", ""]
             continue
         lead = f"{_f(s['lead_ms'], sign=True)} ms" + (f" ({_f(s['lead_pct'], 1, sign=True)} %)" if s["lead_pct"] is not None else "")
-        out += ["", f"**Straggler: rank {s['rank']}** ({md_escape(s['basis'])} {_f(s['value_ms'])} ms; median of the "
+        weak = s["lead_pct"] is not None and s["lead_pct"] < CROSS_RANK_STRAGGLER_MIN_LEAD_PCT
+        head = (f"Slowest by step time: rank {s['rank']}, under the {CROSS_RANK_STRAGGLER_MIN_LEAD_PCT:g} % lead that "
+                "names a straggler (see the finding and the communication wait above)" if weak else
+                f"**Straggler: rank {s['rank']}**")
+        out += ["", f"{head} ({md_escape(s['basis'])} {_f(s['value_ms'])} ms; median of the "
                 f"other ranks {_f(s['others_median_ms'])} ms; {lead}).", "",
                 "What it did differently (its time minus the median of the other ranks):", ""]
         for title, key in (("Categories", "categories"), ("Kernels", "kernels"), ("Ops (self time)", "ops"),
