@@ -107,7 +107,9 @@ def test_libc_only_interval_after_no_classified_sample_is_the_stacks_class():
 
 def test_native_threads_emit_cpu_time_by_role_laid_end_to_end(monkeypatch):
     """Two native threads with 15 and 24 ms of CPU in a 25 ms period: tokenizer / compute spans by
-    their IP roles, laid end to end from the period's start (wrapping), a libc-only thread ignored."""
+    their IP roles, laid end to end from the period's start (wrapping), a libc-only thread ignored.
+    Next period: run-queue time (schedstat field 2) of a thread whose role is known is class run_queue,
+    laid after every thread's CPU blocks."""
     from inferscope.collect import native_threads as N
 
     class Sched:
@@ -115,7 +117,8 @@ def test_native_threads_emit_cpu_time_by_role_laid_end_to_end(monkeypatch):
             self.vals = list(vals)
 
         def read(self):
-            return f"{self.vals.pop(0)} 0 0\n".encode()
+            run, rq = self.vals.pop(0)
+            return f"{run} {rq} 0\n".encode()
 
         def close(self):
             pass
@@ -125,9 +128,11 @@ def test_native_threads_emit_cpu_time_by_role_laid_end_to_end(monkeypatch):
     nt = N.NativeThreads(out.append, 4 * ms)
     monkeypatch.setattr(nt, "_native_tids", lambda: [11, 12, 13])
     nt.threads = {
-        11: N._Native(11, Sched([15 * ms]), FakePerf([(1, P.TOKENIZER), (2, P.TOKENIZER), (3, P.OTHER)]), 0, 0, "native thread a"),
-        12: N._Native(12, Sched([24 * ms]), FakePerf([(1, P.COMPUTE), (2, P.TOKENIZER)]), 0, 0, "native thread b"),
-        13: N._Native(13, Sched([9 * ms]), FakePerf([(1, P.OTHER)]), 0, 0, "native thread poller"),
+        11: N._Native(11, Sched([(15 * ms, 0), (20 * ms, 8 * ms)]),
+                      FakePerf([(1, P.TOKENIZER), (2, P.TOKENIZER), (3, P.OTHER)]), 0, 0, 0, "native thread a"),
+        12: N._Native(12, Sched([(24 * ms, 0), (24 * ms, 0)]), FakePerf([(1, P.COMPUTE), (2, P.TOKENIZER)]), 0, 0, 0,
+                      "native thread b"),
+        13: N._Native(13, Sched([(9 * ms, 0), (9 * ms, 30 * ms)]), FakePerf([(1, P.OTHER)]), 0, 0, 0, "native thread poller"),
     }
     for n in nt.threads.values():
         n.perf.close = lambda: None
@@ -138,6 +143,15 @@ def test_native_threads_emit_cpu_time_by_role_laid_end_to_end(monkeypatch):
                    (12, 0, 2 * ms, "cpu_compute"),
                    (12, 2 * ms, 14 * ms, "tokenization")], got  # ... then 12 ms tokenizer
     assert nt.seen == {11, 12} and nt.names[12] == "native thread b"      # the libc-only poller: nothing
+    out.clear()
+    for n in nt.threads.values():
+        n.perf = FakePerf([(1, P.TOKENIZER)] if n.tid == 11 else [])
+        n.perf.close = lambda: None
+    nt.tick(50 * ms, maps=None)
+    got = [(e[2], e[3], e[4], e[5]) for e in out]
+    # a: 5 ms tokenizer from the period's start, then its 8 ms run queue after it; the poller (no role) and
+    # b (no CPU, no run queue) add nothing
+    assert got == [(11, 25 * ms, 30 * ms, "tokenization"), (11, 30 * ms, 38 * ms, "run_queue")], got
     nt.close()
 
 

@@ -141,7 +141,7 @@ SOURCE_CATEGORY = {
 }
 
 
-CHILD_SOURCES = ("tokenization", "preprocessing", "user_code", "framework_python", "cpu_ops")
+CHILD_SOURCES = ("tokenization", "preprocessing", "user_code", "framework_python", "cpu_ops", "run_queue")
 
 
 def source_masks(trace: Trace, critical_only: bool = True) -> dict[str, np.ndarray]:
@@ -286,6 +286,13 @@ def segment_classes(trace: Trace, window: Window):
         user_code = user_code | (c["child_user_code"] & free)
         framework_python = framework_python | (c["child_framework_python"] & free)
         cpu_ops_c = c["cpu_ops"] | (c["child_cpu_ops"] & free)
+        # a helper (native worker thread, followed child) runnable but waiting for a core while the
+        # critical thread waits on it: CPU contention, the run-queue part of waiting (not off-CPU);
+        # its own work wins where both are recorded
+        helper_rq = c["child_run_queue"] & free & ~(c["child_tokenization"] | c["child_preprocessing"] |
+                                                      c["child_user_code"] | c["child_framework_python"] | c["child_cpu_ops"])
+        c["waiting"] = c["waiting"] & ~helper_rq
+        c["run_queue"] = c["run_queue"] | helper_rq
         c["tokenization"], c["preprocessing"], c["cpu_ops"] = tok_c, pre_c, cpu_ops_c
     rules = [
         ("gpu_compute", [], [c["kernel"]]),

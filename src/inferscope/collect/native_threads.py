@@ -11,7 +11,9 @@ fractions: numeric libraries -> cpu_compute, native tokenizers -> tokenization; 
 (libc, the interpreter, unknown libraries) is not emitted (a poller or an I/O thread must not
 explain the main thread's waiting).  Where in the period the CPU time fell is not known (+-25 ms):
 the threads' blocks are laid end to end from the period's start (see ``tick``).  The breakdown counts them where the critical
-thread does nothing of its own (analyze/breakdown.py, like followed children).  Needs perf; without
+thread does nothing of its own (analyze/breakdown.py, like followed children).  A thread's run-queue
+delay (schedstat, runnable but waiting for a core) becomes class run_queue once its role is known,
+laid after every thread's CPU blocks of the period.  Needs perf; without
 it nothing is recorded (the role is unknown).
 """
 from __future__ import annotations
@@ -30,10 +32,11 @@ ROLE_TEXT = {COMPUTE: "numeric library code", TOKENIZER: "native tokenizer code"
 
 
 class _Native:
-    __slots__ = ("tid", "sched", "perf", "run_ns", "t", "name")
+    __slots__ = ("tid", "sched", "perf", "run_ns", "rq_ns", "t", "name", "role")
 
-    def __init__(self, tid: int, sched: ProcFile, perf: PerfIP, run_ns: int, t: int, name: str) -> None:
-        self.tid, self.sched, self.perf, self.run_ns, self.t, self.name = tid, sched, perf, run_ns, t, name
+    def __init__(self, tid: int, sched: ProcFile, perf: PerfIP, run_ns: int, rq_ns: int, t: int, name: str) -> None:
+        self.tid, self.sched, self.perf, self.run_ns, self.rq_ns, self.t, self.name = tid, sched, perf, run_ns, rq_ns, t, name
+        self.role = None    # the last period's main role (a period with run-queue time but no sample keeps it)
 
     def close(self) -> None:
         self.sched.close()
@@ -72,7 +75,7 @@ class NativeThreads:
         sched = perf = None
         try:
             sched = ProcFile(f"/proc/self/task/{tid}/schedstat", 128)
-            run = int(sched.read().split()[0])
+            run, rq = (int(x) for x in sched.read().split()[:2])
             perf = PerfIP.open(tid, self.period_ns)
         except (OSError, ValueError, IndexError):
             run = -1
@@ -85,7 +88,7 @@ class NativeThreads:
             comm = read_small(f"/proc/self/task/{tid}/comm", 64).decode("utf-8", "replace").strip()
         except OSError:
             comm = "?"
-        self.threads[tid] = _Native(tid, sched, perf, run, t, f"native thread {comm}")
+        self.threads[tid] = _Native(tid, sched, perf, run, rq, t, f"native thread {comm}")
 
     def tick(self, t: int, maps) -> None:
         """Emit the native threads' CPU time since the previous call, by role."""
@@ -96,14 +99,22 @@ class NativeThreads:
         for tid in [x for x in self.threads if x not in live]:
             self.threads.pop(tid).close()
         cursor = 0
+        waits = []
         for n in self.threads.values():
             try:
-                run = int(n.sched.read().split()[0])
+                run, rq = (int(x) for x in n.sched.read().split()[:2])
                 samples = n.perf.read(maps)
             except (OSError, ValueError, IndexError):
                 continue
-            d, t0 = run - n.run_ns, n.t
-            n.run_ns, n.t = run, t
+            d, q, t0 = run - n.run_ns, rq - n.rq_ns, n.t
+            n.run_ns, n.rq_ns, n.t = run, rq, t
+            span = t - t0
+            if q > 0 and n.role is not None and span > 0:
+                # runnable but not running (a busy host): the worker waits for a core - class run_queue,
+                # laid after every thread's CPU blocks of the period (below), so the main thread waiting
+                # on it reads as CPU contention, not as off-CPU (Rayon encode_batch beside other jobs:
+                # 11-12 % of the window read 'waiting' otherwise)
+                waits.append((n, min(q, span), t0, span, f"{n.name} ({ROLE_TEXT[n.role]}, waiting for a CPU)"))
             if d <= 0 or not samples:
                 continue
             # where in the period each thread ran is unknown: the threads' blocks are laid end to end
@@ -117,7 +128,8 @@ class NativeThreads:
             known = sum(counts.values())
             if not known:
                 continue
-            span = t - t0
+            if counts[COMPUTE] or counts[TOKENIZER]:
+                n.role = COMPUTE if counts[COMPUTE] >= counts[TOKENIZER] else TOKENIZER
             d = min(d, span)
             for role in (COMPUTE, TOKENIZER):
                 part = int(d * counts[role] / known)
@@ -132,6 +144,14 @@ class NativeThreads:
                 cursor += part
                 self.seen.add(n.tid)
                 self.names[n.tid] = n.name
+        for n, q, t0, span, label in waits:
+            a = t0 + cursor % span
+            first = min(q, t - a)
+            self.append((0, CPU_SAMPLE, n.tid, a, a + first, "run_queue", label, "sample"))
+            if q > first:
+                self.append((0, CPU_SAMPLE, n.tid, t0, t0 + q - first, "run_queue", label, "sample"))
+            cursor += q
+            self.names[n.tid] = n.name
 
     def close(self) -> None:
         for n in self.threads.values():
