@@ -25,9 +25,10 @@ def _memo(trace: Trace, key: str, fn) -> np.ndarray:
     return m.copy()
 
 
-def name_mask(trace: Trace, pattern: re.Pattern) -> np.ndarray:
-    """Boolean per string id: does the pattern match that string?"""
-    return trace.strings.ids_matching(lambda s: pattern.search(s) is not None)
+def name_mask(trace: Trace, pattern: re.Pattern, ids: np.ndarray | None = None) -> np.ndarray:
+    """Boolean per string id: does the pattern match that string?  ``ids``: only the names these
+    ids refer to are searched (the mask is False elsewhere; see ``StringTable.ids_matching``)."""
+    return trace.strings.ids_matching(lambda s: pattern.search(s) is not None, ids)
 
 
 def spans_matching(trace: Trace, pattern: re.Pattern, kinds=None, base_mask: np.ndarray | None = None) -> np.ndarray:
@@ -38,8 +39,8 @@ def spans_matching(trace: Trace, pattern: re.Pattern, kinds=None, base_mask: np.
         m &= np.isin(s.kind, [int(k) for k in kinds])
     if not m.any():
         return m
-    nm = name_mask(trace, pattern)
     ids = s.name
+    nm = name_mask(trace, pattern, ids[m])      # only the names of the candidate spans are searched
     ok = ids >= 0
     res = np.zeros(len(s), dtype=bool)
     res[ok] = nm[ids[ok]]

@@ -129,8 +129,10 @@ def kernel_classes(trace: Trace, name_ids: np.ndarray, dur: np.ndarray, total_ns
                 return i
         return len(pats)
 
-    table = np.fromiter((cls(x) for x in trace.strings.as_list()), dtype=np.int8, count=len(trace.strings))
-    k = table[name_ids]
+    # once per distinct kernel name (not per interned string: most are op and API names)
+    uniq, inv = np.unique(name_ids, return_inverse=True)
+    lst = trace.strings.as_list()     # list indexing as the former per-string table: id -1 -> the last string
+    k = np.fromiter((cls(lst[i]) for i in uniq.tolist()), dtype=np.int8, count=len(uniq))[inv.reshape(-1)]
     labels = [c for c, _ in KERNEL_CLASSES] + ["other"]
     out = []
     for i, lab in enumerate(labels):
