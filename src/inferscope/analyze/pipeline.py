@@ -206,10 +206,25 @@ def analyze_report(trace: Trace, options: AnalyzeOptions | None = None) -> Repor
     return from_dict(_jsonable(res))
 
 
+_PLAIN = (str, int, bool, type(None))      # exact types returned as they are (subclasses take the slow path)
+
+
 def _jsonable(x):
     """numpy scalars -> Python; NaN/inf -> None (JSON has neither)."""
+    tx = type(x)
+    if tx is list or tx is tuple:   # table rows: plain leaves inline, without a call each
+        out = []
+        for v in x:
+            tv = type(v)
+            if tv in _PLAIN:
+                out.append(v)
+            elif tv is float:
+                out.append(None if (v != v or v in (float("inf"), float("-inf"))) else v)
+            else:
+                out.append(_jsonable(v))
+        return out
     if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
+        return {str(k): v if type(v) in _PLAIN else _jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [_jsonable(v) for v in x]
     if isinstance(x, np.generic):
