@@ -590,11 +590,13 @@ def _stream_decode(p: Path, max_decompressed, batch_bytes: int, cols: "_Cols", p
     if bytes(buf[:m.start()]).lstrip(b" \t\r\n")[:1] != b"{":
         raise _Fallback
     prefix = bytes(buf[:m.start()])
-    del buf[:m.end()]
+    # buf[0] is kept as the '[' in front of the next event, so a batch is decoded in place
+    # (buf[:k + 2] with the ',' after its last event turned into ']' for the moment): no copy
+    del buf[:m.end() - 1]
     # ---- the array, batch by batch ------------------------------------------------------------
     tail = None
     while tail is None:
-        while len(buf) < batch_bytes and more():
+        while len(buf) - 1 < batch_bytes and more():
             pass
         if eof:
             tail = buf
@@ -610,23 +612,26 @@ def _stream_decode(p: Path, max_decompressed, batch_bytes: int, cols: "_Cols", p
                 k = buf.rfind(b"}", 0, k)
             if k < 0:
                 break
-            raw = b"[" + bytes(memoryview(buf)[:k + 1]) + b"]"
+            sep = buf[k + 1]
+            buf[k + 1] = 0x5D   # ']'
             try:
-                evs = _LIST_DEC.decode(raw)
+                evs, raw = _decode_in_place(buf, k + 2)
             except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, ValueError):
+                buf[k + 1] = sep
                 hi = k
                 continue
             cols.add(evs, raw)
-            del raw
             del evs
-            del buf[:mm.end() - 1]
+            _release(raw)
+            del buf[:mm.end() - 2]
+            buf[0] = 0x5B       # '['
             if progress is not None:
                 progress(nread, cols.n)
             break
         else:
             raise _Fallback
         if k < 0:
-            if len(buf) > 4 * batch_bytes + (64 << 20):
+            if len(buf) - 1 > 4 * batch_bytes + (64 << 20):
                 raise _Fallback  # one huge event (or no cut at all): let the whole decode judge it
             if not more():
                 continue
@@ -637,9 +642,8 @@ def _stream_decode(p: Path, max_decompressed, batch_bytes: int, cols: "_Cols", p
         if r < 0:
             raise _Fallback
         hi = r
-        raw = b"[" + bytes(memoryview(tail)[:r]) + b"]"
         try:
-            evs = _LIST_DEC.decode(raw)
+            evs, raw = _decode_in_place(tail, r + 1)     # tail[0] is '[', tail[r] is ']'
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, ValueError):
             continue
         rest = prefix + b'"traceEvents":[]' + bytes(memoryview(tail)[r + 1:])
@@ -650,7 +654,8 @@ def _stream_decode(p: Path, max_decompressed, batch_bytes: int, cols: "_Cols", p
         if top.traceEvents:  # a second traceEvents key: the whole decode decides which one counts
             raise _Fallback
         cols.add(evs, raw)
-        del evs, raw
+        del evs
+        _release(raw)
         cols.outer_ts = bool(_TS_RE.search(rest))
         if cols.n == 0:
             raise _Fallback
@@ -658,6 +663,26 @@ def _stream_decode(p: Path, max_decompressed, batch_bytes: int, cols: "_Cols", p
             progress(nread, cols.n)
         return top
     raise _Fallback
+
+
+def _decode_in_place(buf: bytearray, end: int):
+    """(events of ``buf[:end]``, the view they were decoded from) without copying the batch; the
+    view must be given to ``_release`` once the events are dropped (msgspec.Raw fields point into it)."""
+    view = memoryview(buf)[:end]
+    try:
+        return _LIST_DEC.decode(view), view
+    except BaseException:
+        view.release()
+        raise
+
+
+def _release(view: memoryview) -> None:
+    """Release a batch view so ``buf`` can be cut again; a Raw still alive in kept args (never in
+    a normal trace) leaves it exported: the whole-file decode takes over."""
+    try:
+        view.release()
+    except BufferError:
+        raise _Fallback from None
 
 
 class _Lookup:
