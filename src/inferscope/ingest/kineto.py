@@ -725,6 +725,31 @@ class _Cols:
                 d[v] = len(d)
         return np.fromiter(map(d.__getitem__, values), dtype=np.int32, count=len(values))
 
+    _KEYS = ("ph", "cat", "name", "pid", "tid")
+
+    def _key_codes(self, events: list) -> list:
+        """Codes of ph, cat, name, pid, tid (``_codes`` of each field): one factorisation of the
+        (ph, cat, name, pid, tid) tuples, then each field's codes from the few distinct tuples. A
+        field value is first seen in the first distinct tuple holding it, so every field's dict
+        fills in the same first-seen order (and merges the same Python-equal values) as per field."""
+        keys = [(e.ph, e.cat, e.name, e.pid, e.tid) for e in events]
+        cd: dict = {}
+        for c in dict.fromkeys(keys):
+            cd[c] = len(cd)
+        codes = np.fromiter(map(cd.__getitem__, keys), dtype=np.int32, count=len(keys))
+        del keys
+        out = []
+        for j, k in enumerate(self._KEYS):
+            d = self.d[k]
+            lut = np.empty(len(cd), dtype=np.int32)
+            for c, ci in cd.items():
+                v = c[j]
+                if v not in d:
+                    d[v] = len(d)
+                lut[ci] = d[v]
+            out.append(lut[codes])
+        return out
+
     def exact_ok(self) -> bool:
         return not self.outer_ts and all(x is not None for x in self.parts["ts_x"])
 
@@ -733,18 +758,13 @@ class _Cols:
         if not n:
             return
         P, D = self.parts, self.d
-        ph_l = [e.ph for e in events]
-        P["ph"].append(self._codes(D["ph"], ph_l))
-        P["cat"].append(self._codes(D["cat"], [e.cat for e in events]))
-        P["name"].append(self._codes(D["name"], [e.name for e in events]))
+        for k, codes in zip(self._KEYS, self._key_codes(events)):
+            P[k].append(codes)
         # pid / tid keep each event's original value (a track name may show it): float ids, which
         # would merge with equal ints in the factorisation, are left to the whole-file decode
         for k in ("pid", "tid"):
-            vals = [e.pid for e in events] if k == "pid" else [e.tid for e in events]
-            codes = self._codes(D[k], vals)
             if float in set(map(type, D[k])) and raw is not None:
                 raise _Fallback
-            P[k].append(codes)
         ts_l = [e.ts for e in events]
         ts_f = np.array(ts_l, dtype=np.float64)  # None -> nan
         dur_f = np.array([e.dur for e in events], dtype=np.float64)
