@@ -1,6 +1,7 @@
 """Run every analysis over one window and assemble the result (= report.json)."""
 from __future__ import annotations
 
+import gc
 import time
 from typing import Callable
 
@@ -111,6 +112,18 @@ def analyze(trace: Trace, options: AnalyzeOptions | None = None) -> dict:
 
 def analyze_report(trace: Trace, options: AnalyzeOptions | None = None) -> Report:
     """Run every analysis over one window; the typed result (``inferscope.result.Report``)."""
+    # the analyses make many short-lived containers and no reference cycles: a full collection
+    # in the middle (~20 ms on a 109k-event trace) only costs time, as in the importers
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _analyze_report(trace, options)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _analyze_report(trace: Trace, options: AnalyzeOptions | None) -> Report:
     options = options or AnalyzeOptions()
     t0 = time.perf_counter()
     rp = run_phases(trace)
