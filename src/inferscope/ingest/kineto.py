@@ -814,13 +814,23 @@ class _Cols:
         shape = np.full(n, -1, np.int32)
         if sidx:
             sd = self.shapes
+            kc: dict = {}      # (dims, types, concrete) -> code: the detail text is built once per distinct triple
+            pos, codes = [], []
             for i in sidx:
                 a = al[i]
                 d = bytes(a.input_dims)
                 if d != b"null":
-                    raw_shape = (b'{"dims":' + d + b',"types":' + (bytes(a.input_type) or b"null")
-                                 + b',"concrete":' + (bytes(a.concrete) or b"null") + b"}")
-                    shape[i] = sd.setdefault(raw_shape, len(sd))
+                    key = (d, bytes(a.input_type), bytes(a.concrete))
+                    c = kc.get(key)
+                    if c is None:
+                        raw_shape = (b'{"dims":' + d + b',"types":' + (key[1] or b"null")
+                                     + b',"concrete":' + (key[2] or b"null") + b"}")
+                        c = kc[key] = sd.setdefault(raw_shape, len(sd))
+                    pos.append(i)
+                    codes.append(c)
+            del kc
+            if pos:
+                shape[pos] = codes
         P["shape"].append(shape)
         ph_codes = P["ph"][-1]
         lut = np.array([v in self._KEEP_ARGS for v in D["ph"]], dtype=bool)
@@ -1071,17 +1081,19 @@ def _shape_details(b: TraceBuilder, skind: np.ndarray, scode: np.ndarray, shapes
     if not shapes:
         return out
     intern = b.strings.intern
-    lut: dict = {}
-    for i in np.flatnonzero((skind == SpanKind.CPU_OP) & (scode >= 0)).tolist():
-        c = int(scode[i])
-        sid = lut.get(c)
-        if sid is None:
-            try:
-                sid = intern(shapes[c].decode("utf-8"))
-            except UnicodeDecodeError:
-                sid = -1
-            lut[c] = sid
-        out[i] = sid
+    sel = np.flatnonzero((skind == SpanKind.CPU_OP) & (scode >= 0))
+    if not len(sel):
+        return out
+    # each distinct detail interned once, in the order of its first span (the string ids of a
+    # per-span loop)
+    u, first, inv = np.unique(scode[sel], return_index=True, return_inverse=True)
+    lut = np.full(len(u), -1, dtype=np.int32)
+    for j in np.argsort(first, kind="stable").tolist():
+        try:
+            lut[j] = intern(shapes[int(u[j])].decode("utf-8"))
+        except UnicodeDecodeError:
+            pass
+    out[sel] = lut[inv.reshape(-1)]
     return out
 
 
