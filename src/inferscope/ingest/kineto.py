@@ -807,8 +807,9 @@ class _Cols:
         P["stream"].append(_int_col([a.stream for a in al]))
         P["bytes"].append(_int_col([a.bytes for a in al]))
         kinds = [a.kind for a in al]
-        for i in [i for i, k in enumerate(kinds) if k is not None]:
-            self.kind[n0 + i] = kinds[i]
+        if kinds.count(None) != n:      # args.kind is rare (AMD memcpy): skip the scan without one
+            for i in [i for i, k in enumerate(kinds) if k is not None]:
+                self.kind[n0 + i] = kinds[i]
         dims = [a.input_dims for a in al]
         sidx = [i for i, d in enumerate(dims) if d]
         shape = np.full(n, -1, np.int32)
