@@ -510,6 +510,11 @@ def load(path, max_decompressed: int | None = None, batch_bytes: int | None = No
             gc.enable()
 
 
+# Below this much (inflated) input the heap freed by the batches is small and the next allocations
+# reuse it: trimming would only cost time (~10 ms on a 35 MB trace, issue 26) and page faults.
+_TRIM_MIN_BYTES = 4 * (16 << 20)
+
+
 def _trim_heap() -> None:
     """Give the heap freed by the decoded batches (Structs, strings) back to the OS before the
     columns are built: glibc keeps ~70 MB of it on a 2M-event trace, which would add to the peak
@@ -543,7 +548,8 @@ def _load(path, max_decompressed=None, batch_bytes: int | None = None, progress=
         try:
             cols = _Cols()
             top = _stream_decode(p, max_decompressed, batch_bytes, cols, progress)
-            _trim_heap()
+            if cols.nread >= _TRIM_MIN_BYTES:
+                _trim_heap()
             return _build(cols, top, [], name, None)
         except (_Fallback, ValueError, TypeError, OverflowError, AttributeError, IndexError, KeyError,
                 RecursionError):
@@ -657,6 +663,7 @@ def _stream_decode(p: Path, max_decompressed, batch_bytes: int, cols: "_Cols", p
         del evs
         _release(raw)
         cols.outer_ts = bool(_TS_RE.search(rest))
+        cols.nread = nread
         if cols.n == 0:
             raise _Fallback
         if progress is not None:
@@ -706,6 +713,7 @@ class _Cols:
 
     def __init__(self):
         self.n = 0
+        self.nread = 0            # (inflated) bytes the streamed decode read
         self.d = {k: {} for k in ("ph", "cat", "name", "pid", "tid")}
         self.parts: dict[str, list] = {k: [] for k in ("ph", "cat", "name", "pid", "tid", "ts_f", "ts_i", "dur_f",
                                                         "corr", "ext", "device", "stream", "bytes", "ts_x",
