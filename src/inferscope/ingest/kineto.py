@@ -818,8 +818,10 @@ class _Cols:
         if kinds.count(None) != n:      # args.kind is rare (AMD memcpy): skip the scan without one
             for i in [i for i, k in enumerate(kinds) if k is not None]:
                 self.kind[n0 + i] = kinds[i]
-        dims = [a.input_dims for a in al]
-        sidx = [i for i, d in enumerate(dims) if d]
+        # record_shapes details are read for CPU_OP spans only (_shape_details): look at ops only
+        op_cat = np.array([_CAT_KIND.get(c.strip().lower().replace(" ", "_") if isinstance(c, str) else "",
+                                         (None,))[0] == SpanKind.CPU_OP for c in D["cat"]], dtype=bool)
+        sidx = [i for i in np.flatnonzero(op_cat[P["cat"][-1]]).tolist() if al[i].input_dims]
         shape = np.full(n, -1, np.int32)
         if sidx:
             sd = self.shapes
