@@ -17,6 +17,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -237,6 +238,72 @@ def bench_one(label: str, path: Path, repeat: int, analyze: bool, compare_src: P
     return r
 
 
+# ----------------------------------------------------------------------------- whole processes (issue 26)
+PROCESS_TARGET_X = 3.0   # issue 26: the whole `inferscope analyze` command <= 3x the decode-floor process
+
+
+def _floor_process_code(src: Path) -> str:
+    """A child that reads, inflates and decodes the file into the importer's own typed Structs and
+    exits: the decode-floor *process* (interpreter + msgspec only; the Struct definitions are taken
+    from ingest/kineto.py's source, so they are the importer's, without importing numpy)."""
+    text = (src / "inferscope" / "ingest" / "kineto.py").read_text()
+    a = text.index("class _Args(")
+    b = text.index("_TOP_DEC = ")
+    b = text.index("\n", b) + 1
+    return ("import sys, zlib\nfrom typing import Any, Optional, Union\nimport msgspec\n"
+            "_Num = Union[int, float, str, None]\n" + text[a:b] +
+            "data = open(sys.argv[1], 'rb').read()\n"
+            "data = zlib.decompress(data, 47) if data[:2] == b'\\x1f\\x8b' else data\n"
+            "print(len(_TOP_DEC.decode(data).traceEvents))\n")
+
+
+def bench_process(path: Path, repeat: int, compare_src: Path | None = None) -> dict:
+    """Wall time, CPU time and peak RSS of whole processes, rounds interleaved: the decode-floor
+    process and `inferscope analyze PATH -o TMP -q` (the console script when present, else -m)."""
+    import resource  # noqa: F401  (wait4 below)
+    exe = Path(sys.executable).with_name("inferscope")
+    floor_py = Path(tempfile.mkdtemp(prefix="inferscope-floor-")) / "floor.py"
+    floor_py.write_text(_floor_process_code(REPO / "src"))
+    runs: dict[str, list] = {"floor": [], "analyze": []}
+    srcs = {"analyze": REPO / "src"}
+    if compare_src:
+        runs["analyze (compare-src)"] = []
+        srcs["analyze (compare-src)"] = compare_src
+    out = Path(tempfile.mkdtemp(prefix="inferscope-out-"))
+    try:
+        for _ in range(repeat):
+            for k in runs:
+                env = dict(os.environ)
+                if k == "floor":
+                    cmd = [sys.executable, str(floor_py), str(path)]
+                else:
+                    env["PYTHONPATH"] = str(srcs[k]) + os.pathsep + env.get("PYTHONPATH", "")
+                    base = [str(exe)] if exe.exists() else [sys.executable, "-m", "inferscope"]
+                    cmd = base + ["analyze", str(path), "-o", str(out / k.split()[0]), "-q"]
+                t0 = time.perf_counter()
+                p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+                _, status, ru = os.wait4(p.pid, 0)
+                wall = time.perf_counter() - t0
+                if status != 0:
+                    raise SystemExit(f"{k}: exit status {status}")
+                runs[k].append((wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024.0))
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(floor_py.parent, ignore_errors=True)
+    fl = statistics.median(w for w, _c, _m in runs["floor"])
+    flc = statistics.median(c for _w, c, _m in runs["floor"])
+    print(f"\n== whole processes ({repeat} interleaved rounds, medians): {path.name}")
+    for k, rr in runs.items():
+        w = statistics.median(x[0] for x in rr)
+        c = statistics.median(x[1] for x in rr)
+        print(f"   {k:<22} wall {w * 1e3:7.0f} ms ({w / fl:4.2f}x floor)  cpu {c * 1e3:7.0f} ms ({c / flc:4.2f}x)"
+              f"  peak {max(x[2] for x in rr):5.0f} MB   walls {[round(x[0] * 1e3) for x in rr]}")
+    a = statistics.median(x[0] for x in runs["analyze"]) / fl
+    print(f"   target (issue 26): analyze process {a:.2f}x the decode-floor process <= {PROCESS_TARGET_X}: "
+          f"{'met' if a <= PROCESS_TARGET_X else 'NOT met'}   (load average {os.getloadavg()[0]:.2f})")
+    return runs
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=3)
@@ -248,6 +315,8 @@ def main(argv=None) -> int:
     ap.add_argument("--compare-src", type=Path, default=None,
                     help="another checkout's src/ (e.g. `git archive <rev> src | tar -x -C /tmp/old`): its load and "
                          "analyze run interleaved with this one's")
+    ap.add_argument("--process", action="store_true",
+                    help="only whole processes: the decode-floor process vs `inferscope analyze` (issue 26's 3x target)")
     args = ap.parse_args(argv)
     src = args.trace
     if src is None:
@@ -256,6 +325,9 @@ def main(argv=None) -> int:
             print(f"no shared Kineto traces at {SHARED}; pass --trace", file=sys.stderr)
             return 2
         src = cands[-1]
+    if args.process:
+        bench_process(src, args.repeat, args.compare_src)
+        return 0
     analyze = has_pipeline() and not args.no_analyze
     if not analyze:
         print("note: full analyze not measured (inferscope.analyze.pipeline.analyze missing or --no-analyze)")

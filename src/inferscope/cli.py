@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -58,8 +59,6 @@ def _say(args, *lines) -> None:
 
 
 def cmd_analyze(args) -> int:
-    from .ingest import load_trace
-    from .report.markdown import headline, plain
     if isinstance(args.trace, list):
         from .batch import cli_analyze_many, is_many
         if is_many(args.trace) or args.engine != "local" or args.address:
@@ -67,6 +66,21 @@ def cmd_analyze(args) -> int:
                 raise InputError("--ncu joins one Nsight Compute capture to one trace; give a single trace")
             return cli_analyze_many(args)
         args.trace = args.trace[0]
+    # one trace, one short-lived command: the cyclic GC off throughout, as the importers and the
+    # analyses already run (its full collections while numpy and the analyses are imported cost
+    # ~10 ms of start-up, issue 26); several inputs (batch.py) keep it
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _analyze_one(args)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _analyze_one(args) -> int:
+    from .ingest import load_trace
+    from .report.markdown import headline, plain
     cfg = _config(args, report_format=args.format)
     if args.print_schema:
         from .ingest import detect_format

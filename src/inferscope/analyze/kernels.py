@@ -118,19 +118,41 @@ KERNEL_CLASSES = [
 ]
 
 
+_KC_PATTERNS: tuple | None = None
+
+
+def _kernel_class_patterns() -> tuple[list, list | None]:
+    """(KERNEL_CLASSES compiled with re.I, the same without re.I for lower-cased ASCII names --
+    None unless every pattern is free of upper-case letters, so both give the same matches)."""
+    global _KC_PATTERNS
+    if _KC_PATTERNS is None:
+        import re
+        pats = [re.compile(p, re.I) for _c, p in KERNEL_CLASSES]
+        safe = all(re.search(r"[A-Z]", p) is None for _c, p in KERNEL_CLASSES)
+        _KC_PATTERNS = (pats, [re.compile(p) for _c, p in KERNEL_CLASSES] if safe else None)
+    return _KC_PATTERNS
+
+
 def kernel_classes(trace: Trace, name_ids: np.ndarray, dur: np.ndarray, total_ns: int) -> list[dict]:
     """Share of kernel time per kernel family, by name (first matching family wins)."""
-    import re
-    pats = [(c, re.compile(p, re.I)) for c, p in KERNEL_CLASSES]
+    pats, lower_pats = _kernel_class_patterns()
 
     def cls(name: str) -> int:
-        for i, (_, p) in enumerate(pats):
+        # an ASCII name is searched in lower case by the same patterns without re.I (the same
+        # matches: they hold no upper-case letter or escape; ~6x faster on long C++ names)
+        if lower_pats is not None and name.isascii():
+            name, ps = name.lower(), lower_pats
+        else:
+            ps = pats
+        for i, p in enumerate(ps):
             if p.search(name):
                 return i
-        return len(pats)
+        return len(ps)
 
-    table = np.fromiter((cls(x) for x in trace.strings.as_list()), dtype=np.int8, count=len(trace.strings))
-    k = table[name_ids]
+    # once per distinct kernel name (not per interned string: most are op and API names)
+    uniq, inv = np.unique(name_ids, return_inverse=True)
+    lst = trace.strings.as_list()     # list indexing as the former per-string table: id -1 -> the last string
+    k = np.fromiter((cls(lst[i]) for i in uniq.tolist()), dtype=np.int8, count=len(uniq))[inv.reshape(-1)]
     labels = [c for c, _ in KERNEL_CLASSES] + ["other"]
     out = []
     for i, lab in enumerate(labels):

@@ -82,7 +82,7 @@ def analyze_nsys_extras(trace: Trace, window=None, options=None) -> dict:
     # ---- memory operations by API ------------------------------------------------
     mflow = np.isin(s.kind[fdst], [SpanKind.MEMCPY, SpanKind.MEMSET]) & api_in[fsrc]
     ms_, md = fsrc[mflow], fdst[mflow]
-    is_async = trace.strings.ids_matching(lambda x: ASYNC_MEMOP_API_RE.search(x) is not None)
+    is_async = trace.strings.ids_matching(lambda x: ASYNC_MEMOP_API_RE.search(x) is not None, s.name[ms_])
     mem = {"pageable_async_copies": 0, "pageable_async_bytes": 0, "pageable_async_ms": 0.0,
            "sync_copies": 0, "sync_copy_bytes": 0, "sync_copy_api_ms": 0.0,
            "sync_memsets": 0, "sync_memset_api_ms": 0.0, "unlinked_ops": 0}

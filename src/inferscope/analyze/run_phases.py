@@ -145,9 +145,9 @@ def _outlier_calls(trace: Trace, lo: int, hi: int, limit: int) -> np.ndarray:
     # inside a step the first_step rule decides (a long call in a typical step is steady work); serving
     # engines' step ranges (vLLM execute_..., SGLang step[...], analyze/llm.py) are steps too
     from .llm import EXEC_RE, SGL_RE
-    step_names = trace.strings.ids_matching(lambda x: bool(EXEC_RE.search(x) or SGL_RE.search(x)))
-    stp = np.flatnonzero((s.kind == SpanKind.STEP) | ((s.kind == SpanKind.ANNOTATION) & step_names[np.maximum(s.name, 0)]
-                                                      & (s.name >= 0)))
+    ann = s.kind == SpanKind.ANNOTATION
+    step_names = trace.strings.ids_matching(lambda x: bool(EXEC_RE.search(x) or SGL_RE.search(x)), s.name[ann])
+    stp = np.flatnonzero((s.kind == SpanKind.STEP) | (ann & step_names[np.maximum(s.name, 0)] & (s.name >= 0)))
     if len(stp) and len(cand):
         inside = (s.start_ns[stp][None, :] <= s.start_ns[cand][:, None]) & (s.end_ns[stp][None, :] >= s.end_ns[cand][:, None])
         cand = cand[~inside.any(axis=1)]
@@ -180,13 +180,13 @@ def _teardown_start(trace: Trace) -> int | None:
     api = np.flatnonzero(np.isin(s.kind, [SpanKind.RUNTIME, SpanKind.DRIVER]) & (s.start_ns >= last_gpu))
     if len(api) == 0:
         return None
-    rel_ids = trace.strings.ids_matching(lambda x: bool(RELEASE_API_RE.search(x)))
-    copy_ids = trace.strings.ids_matching(lambda x: bool(COPY_API_RE.search(x)))
+    rel_ids = trace.strings.ids_matching(lambda x: bool(RELEASE_API_RE.search(x)), s.name[api])
     rel = rel_ids[s.name[api]]
     if not rel.any():
         return None
     t0 = int(s.start_ns[api[rel]].min())
     after = api[s.start_ns[api] >= t0]
+    copy_ids = trace.strings.ids_matching(lambda x: bool(COPY_API_RE.search(x)), s.name[after])
     work = launch_api_mask(trace)[after] | copy_ids[s.name[after]]
     if work.any():
         return None

@@ -510,6 +510,11 @@ def load(path, max_decompressed: int | None = None, batch_bytes: int | None = No
             gc.enable()
 
 
+# Below this much (inflated) input the heap freed by the batches is small and the next allocations
+# reuse it: trimming would only cost time (~10 ms on a 35 MB trace, issue 26) and page faults.
+_TRIM_MIN_BYTES = 4 * (16 << 20)
+
+
 def _trim_heap() -> None:
     """Give the heap freed by the decoded batches (Structs, strings) back to the OS before the
     columns are built: glibc keeps ~70 MB of it on a 2M-event trace, which would add to the peak
@@ -543,7 +548,8 @@ def _load(path, max_decompressed=None, batch_bytes: int | None = None, progress=
         try:
             cols = _Cols()
             top = _stream_decode(p, max_decompressed, batch_bytes, cols, progress)
-            _trim_heap()
+            if cols.nread >= _TRIM_MIN_BYTES:
+                _trim_heap()
             return _build(cols, top, [], name, None)
         except (_Fallback, ValueError, TypeError, OverflowError, AttributeError, IndexError, KeyError,
                 RecursionError):
@@ -590,11 +596,13 @@ def _stream_decode(p: Path, max_decompressed, batch_bytes: int, cols: "_Cols", p
     if bytes(buf[:m.start()]).lstrip(b" \t\r\n")[:1] != b"{":
         raise _Fallback
     prefix = bytes(buf[:m.start()])
-    del buf[:m.end()]
+    # buf[0] is kept as the '[' in front of the next event, so a batch is decoded in place
+    # (buf[:k + 2] with the ',' after its last event turned into ']' for the moment): no copy
+    del buf[:m.end() - 1]
     # ---- the array, batch by batch ------------------------------------------------------------
     tail = None
     while tail is None:
-        while len(buf) < batch_bytes and more():
+        while len(buf) - 1 < batch_bytes and more():
             pass
         if eof:
             tail = buf
@@ -610,23 +618,26 @@ def _stream_decode(p: Path, max_decompressed, batch_bytes: int, cols: "_Cols", p
                 k = buf.rfind(b"}", 0, k)
             if k < 0:
                 break
-            raw = b"[" + bytes(memoryview(buf)[:k + 1]) + b"]"
+            sep = buf[k + 1]
+            buf[k + 1] = 0x5D   # ']'
             try:
-                evs = _LIST_DEC.decode(raw)
+                evs, raw = _decode_in_place(buf, k + 2)
             except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, ValueError):
+                buf[k + 1] = sep
                 hi = k
                 continue
             cols.add(evs, raw)
-            del raw
             del evs
-            del buf[:mm.end() - 1]
+            _release(raw)
+            del buf[:mm.end() - 2]
+            buf[0] = 0x5B       # '['
             if progress is not None:
                 progress(nread, cols.n)
             break
         else:
             raise _Fallback
         if k < 0:
-            if len(buf) > 4 * batch_bytes + (64 << 20):
+            if len(buf) - 1 > 4 * batch_bytes + (64 << 20):
                 raise _Fallback  # one huge event (or no cut at all): let the whole decode judge it
             if not more():
                 continue
@@ -637,9 +648,8 @@ def _stream_decode(p: Path, max_decompressed, batch_bytes: int, cols: "_Cols", p
         if r < 0:
             raise _Fallback
         hi = r
-        raw = b"[" + bytes(memoryview(tail)[:r]) + b"]"
         try:
-            evs = _LIST_DEC.decode(raw)
+            evs, raw = _decode_in_place(tail, r + 1)     # tail[0] is '[', tail[r] is ']'
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, ValueError):
             continue
         rest = prefix + b'"traceEvents":[]' + bytes(memoryview(tail)[r + 1:])
@@ -650,14 +660,36 @@ def _stream_decode(p: Path, max_decompressed, batch_bytes: int, cols: "_Cols", p
         if top.traceEvents:  # a second traceEvents key: the whole decode decides which one counts
             raise _Fallback
         cols.add(evs, raw)
-        del evs, raw
+        del evs
+        _release(raw)
         cols.outer_ts = bool(_TS_RE.search(rest))
+        cols.nread = nread
         if cols.n == 0:
             raise _Fallback
         if progress is not None:
             progress(nread, cols.n)
         return top
     raise _Fallback
+
+
+def _decode_in_place(buf: bytearray, end: int):
+    """(events of ``buf[:end]``, the view they were decoded from) without copying the batch; the
+    view must be given to ``_release`` once the events are dropped (msgspec.Raw fields point into it)."""
+    view = memoryview(buf)[:end]
+    try:
+        return _LIST_DEC.decode(view), view
+    except BaseException:
+        view.release()
+        raise
+
+
+def _release(view: memoryview) -> None:
+    """Release a batch view so ``buf`` can be cut again; a Raw still alive in kept args (never in
+    a normal trace) leaves it exported: the whole-file decode takes over."""
+    try:
+        view.release()
+    except BufferError:
+        raise _Fallback from None
 
 
 class _Lookup:
@@ -681,6 +713,7 @@ class _Cols:
 
     def __init__(self):
         self.n = 0
+        self.nread = 0            # (inflated) bytes the streamed decode read
         self.d = {k: {} for k in ("ph", "cat", "name", "pid", "tid")}
         self.parts: dict[str, list] = {k: [] for k in ("ph", "cat", "name", "pid", "tid", "ts_f", "ts_i", "dur_f",
                                                         "corr", "ext", "device", "stream", "bytes", "ts_x",
@@ -700,6 +733,31 @@ class _Cols:
                 d[v] = len(d)
         return np.fromiter(map(d.__getitem__, values), dtype=np.int32, count=len(values))
 
+    _KEYS = ("ph", "cat", "name", "pid", "tid")
+
+    def _key_codes(self, events: list) -> list:
+        """Codes of ph, cat, name, pid, tid (``_codes`` of each field): one factorisation of the
+        (ph, cat, name, pid, tid) tuples, then each field's codes from the few distinct tuples. A
+        field value is first seen in the first distinct tuple holding it, so every field's dict
+        fills in the same first-seen order (and merges the same Python-equal values) as per field."""
+        keys = [(e.ph, e.cat, e.name, e.pid, e.tid) for e in events]
+        cd: dict = {}
+        for c in dict.fromkeys(keys):
+            cd[c] = len(cd)
+        codes = np.fromiter(map(cd.__getitem__, keys), dtype=np.int32, count=len(keys))
+        del keys
+        out = []
+        for j, k in enumerate(self._KEYS):
+            d = self.d[k]
+            lut = np.empty(len(cd), dtype=np.int32)
+            for c, ci in cd.items():
+                v = c[j]
+                if v not in d:
+                    d[v] = len(d)
+                lut[ci] = d[v]
+            out.append(lut[codes])
+        return out
+
     def exact_ok(self) -> bool:
         return not self.outer_ts and all(x is not None for x in self.parts["ts_x"])
 
@@ -708,18 +766,13 @@ class _Cols:
         if not n:
             return
         P, D = self.parts, self.d
-        ph_l = [e.ph for e in events]
-        P["ph"].append(self._codes(D["ph"], ph_l))
-        P["cat"].append(self._codes(D["cat"], [e.cat for e in events]))
-        P["name"].append(self._codes(D["name"], [e.name for e in events]))
+        for k, codes in zip(self._KEYS, self._key_codes(events)):
+            P[k].append(codes)
         # pid / tid keep each event's original value (a track name may show it): float ids, which
         # would merge with equal ints in the factorisation, are left to the whole-file decode
         for k in ("pid", "tid"):
-            vals = [e.pid for e in events] if k == "pid" else [e.tid for e in events]
-            codes = self._codes(D[k], vals)
             if float in set(map(type, D[k])) and raw is not None:
                 raise _Fallback
-            P[k].append(codes)
         ts_l = [e.ts for e in events]
         ts_f = np.array(ts_l, dtype=np.float64)  # None -> nan
         dur_f = np.array([e.dur for e in events], dtype=np.float64)
@@ -762,20 +815,33 @@ class _Cols:
         P["stream"].append(_int_col([a.stream for a in al]))
         P["bytes"].append(_int_col([a.bytes for a in al]))
         kinds = [a.kind for a in al]
-        for i in [i for i, k in enumerate(kinds) if k is not None]:
-            self.kind[n0 + i] = kinds[i]
-        dims = [a.input_dims for a in al]
-        sidx = [i for i, d in enumerate(dims) if d]
+        if kinds.count(None) != n:      # args.kind is rare (AMD memcpy): skip the scan without one
+            for i in [i for i, k in enumerate(kinds) if k is not None]:
+                self.kind[n0 + i] = kinds[i]
+        # record_shapes details are read for CPU_OP spans only (_shape_details): look at ops only
+        op_cat = np.array([_CAT_KIND.get(c.strip().lower().replace(" ", "_") if isinstance(c, str) else "",
+                                         (None,))[0] == SpanKind.CPU_OP for c in D["cat"]], dtype=bool)
+        sidx = [i for i in np.flatnonzero(op_cat[P["cat"][-1]]).tolist() if al[i].input_dims]
         shape = np.full(n, -1, np.int32)
         if sidx:
             sd = self.shapes
+            kc: dict = {}      # (dims, types, concrete) -> code: the detail text is built once per distinct triple
+            pos, codes = [], []
             for i in sidx:
                 a = al[i]
                 d = bytes(a.input_dims)
                 if d != b"null":
-                    raw_shape = (b'{"dims":' + d + b',"types":' + (bytes(a.input_type) or b"null")
-                                 + b',"concrete":' + (bytes(a.concrete) or b"null") + b"}")
-                    shape[i] = sd.setdefault(raw_shape, len(sd))
+                    key = (d, bytes(a.input_type), bytes(a.concrete))
+                    c = kc.get(key)
+                    if c is None:
+                        raw_shape = (b'{"dims":' + d + b',"types":' + (key[1] or b"null")
+                                     + b',"concrete":' + (key[2] or b"null") + b"}")
+                        c = kc[key] = sd.setdefault(raw_shape, len(sd))
+                    pos.append(i)
+                    codes.append(c)
+            del kc
+            if pos:
+                shape[pos] = codes
         P["shape"].append(shape)
         ph_codes = P["ph"][-1]
         lut = np.array([v in self._KEEP_ARGS for v in D["ph"]], dtype=bool)
@@ -1026,17 +1092,19 @@ def _shape_details(b: TraceBuilder, skind: np.ndarray, scode: np.ndarray, shapes
     if not shapes:
         return out
     intern = b.strings.intern
-    lut: dict = {}
-    for i in np.flatnonzero((skind == SpanKind.CPU_OP) & (scode >= 0)).tolist():
-        c = int(scode[i])
-        sid = lut.get(c)
-        if sid is None:
-            try:
-                sid = intern(shapes[c].decode("utf-8"))
-            except UnicodeDecodeError:
-                sid = -1
-            lut[c] = sid
-        out[i] = sid
+    sel = np.flatnonzero((skind == SpanKind.CPU_OP) & (scode >= 0))
+    if not len(sel):
+        return out
+    # each distinct detail interned once, in the order of its first span (the string ids of a
+    # per-span loop)
+    u, first, inv = np.unique(scode[sel], return_index=True, return_inverse=True)
+    lut = np.full(len(u), -1, dtype=np.int32)
+    for j in np.argsort(first, kind="stable").tolist():
+        try:
+            lut[j] = intern(shapes[int(u[j])].decode("utf-8"))
+        except UnicodeDecodeError:
+            pass
+    out[sel] = lut[inv.reshape(-1)]
     return out
 
 

@@ -21,13 +21,17 @@ _NEWLINE = re.compile("[\t\n\r\u2028\u2029]")
 _BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
+_UNSAFE = re.compile(_CONTROL.pattern[:-1] + _NEWLINE.pattern[1:-1] + _BIDI.pattern[1:])
+
+
 def _cell(v):
     """A trace-provided value made inert for spreadsheets and terminals: control characters
     (ESC, BEL, NUL ...) become U+FFFD, tabs/newlines a space, bidi overrides are removed, and a
     leading formula character (=, +, -, @, also after spaces) is neutralised with a quote."""
     if not isinstance(v, str):
         return v
-    v = _BIDI.sub("", _CONTROL.sub("\ufffd", _NEWLINE.sub(" ", v)))
+    if _UNSAFE.search(v) is not None:   # most cells hold none of those characters: one search
+        v = _BIDI.sub("", _CONTROL.sub("\ufffd", _NEWLINE.sub(" ", v)))
     if v.lstrip()[:1] in ("=", "+", "-", "@") and not _is_number(v):
         return "'" + v
     return v

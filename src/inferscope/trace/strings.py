@@ -57,10 +57,20 @@ class StringTable:
         a[:] = self._list
         return a
 
-    def ids_matching(self, predicate) -> np.ndarray:
+    def ids_matching(self, predicate, ids: np.ndarray | None = None) -> np.ndarray:
         """Boolean mask over string ids: predicate(str) for each interned string.
 
         Per *distinct* string, not per event: the way analyses classify names
-        without touching every span in Python.
+        without touching every span in Python.  ``ids``: only the strings these ids name
+        (negative ids ignored) are tested, every other entry is False -- for callers that read
+        the mask at those ids only (a name rule for kernels need not run on every op name).
         """
-        return np.fromiter((bool(predicate(s)) for s in self._list), dtype=bool, count=len(self._list))
+        if ids is None:
+            return np.fromiter((bool(predicate(s)) for s in self._list), dtype=bool, count=len(self._list))
+        out = np.zeros(len(self._list), dtype=bool)
+        ids = np.asarray(ids)
+        if len(ids):
+            u = np.flatnonzero(np.bincount(ids[ids >= 0], minlength=len(self._list)))
+            lst = self._list
+            out[u] = np.fromiter((bool(predicate(lst[i])) for i in u.tolist()), dtype=bool, count=len(u))
+        return out
