@@ -143,7 +143,8 @@ def compare(paths: dict) -> dict:
         if v < 2.0 or k in t:
             continue
         c = k.split("/")[0]
-        if ("/" not in k and c not in planted_cats) or ("/" in k and c in part_planted):
+        # (a category planted as a whole - "waiting" - is not broken into measured parts beside it)
+        if ("/" not in k and c not in planted_cats) or ("/" in k and c in part_planted and c not in t):
             labels.append(k)
     # a planted "waiting" row is the category (it includes the run queue, as the measured row does)
     t_row = dict(t)
