@@ -202,6 +202,7 @@ def test_gil_free_tick_in_library_plumbing_keeps_class():
 def test_fault_ticks_are_sparse_and_exact():
     """SystemSampler.faults_tick: samples only around ticks where the page-fault count moved, each
     faulting tick interval bounded by the counts at both of its ticks (recounted with getrusage)."""
+    import mmap
     import resource
 
     import numpy as np
@@ -215,7 +216,10 @@ def test_fault_ticks_are_sparse_and_exact():
     out = []
     s = SystemSampler(out.append)
     s.close()
-    a = np.empty(8 << 20, dtype=np.uint8)   # 8 MiB, pages not yet touched
+    # 8 MiB of fresh anonymous pages (np.empty may reuse heap pages touched earlier in this process: a
+    # fresh-clone CI run saw no fault at all); touched through numpy, untouched until then
+    m = mmap.mmap(-1, 8 << 20)
+    a = np.frombuffer(m, dtype=np.uint8)
     s.faults_tick(1 * MS)                   # (may emit: faults since the sampler was made)
     c1, n1 = faults(), len(out)
     for k in (2, 3, 4):                     # no allocation between these ticks
@@ -226,6 +230,7 @@ def test_fault_ticks_are_sparse_and_exact():
     s.faults_tick(5 * MS)
     c5 = faults()
     del a
+    m.close()
     if c4 == c1:                             # nothing faulted between the quiet ticks: nothing emitted
         assert quiet == []
     pf = [e for e in out if e[1] == "proc.page_faults"]
