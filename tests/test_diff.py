@@ -244,3 +244,55 @@ def test_live_runs_same_program_within_noise_and_tokenizer_change(tmp_path):
     # noise is unknown and the e2e change decides (still an improvement in the same category)
     dj = diff_paths(str(tmp_path / "slow" / "report.json"), str(tmp_path / "fast_a" / "report.json"))
     assert dj["noise"] is None and dj["change"]["id"] == "improvement" and dj["largest_decrease"] == "cpu_preprocessing"
+
+
+@pytest.mark.live
+def test_diff_of_batch_sizes_judges_the_work_done(tmp_path):
+    """Batch 16 vs batch 1 of the same generate() work (zoo_generate_batch.py, self-timed): the run is longer
+    but makes far more tokens per second; the diff normalises by work and calls it an improvement of
+    throughput, with the latency change beside it (issue 24 item 4)."""
+    pytest.importorskip("transformers")
+    truth, reps = {}, {}
+    for b in (1, 16):
+        d = tmp_path / f"b{b}"
+        d.mkdir()
+        r = subprocess.run([sys.executable, "-m", "inferscope", "run", "--format", "json", "--report", str(d / "report.json"),
+                            "-q", "--", sys.executable, str(ZOO / "zoo_generate_batch.py"), str(b)],
+                           capture_output=True, text=True, timeout=240, cwd=d)
+        assert r.returncode == 0, r.stderr[-2000:]
+        truth[b] = json.loads([ln for ln in r.stdout.splitlines() if ln.startswith("{")][-1])
+        reps[b] = str(d / "report.json")
+    d = diff_paths(reps[1], reps[16])
+    w = d["work"]
+    assert w["unit"] == "generated token" and w["metric"] == "tokens_per_s"
+    own_ratio = truth[16]["tokens_per_s"] / truth[1]["tokens_per_s"]    # 9.6x (2026-11-25)
+    assert w["after"] / w["before"] == pytest.approx(own_ratio, rel=0.15), (w, truth)
+    assert w["delta_pct"] == pytest.approx(100 * (w["after"] / w["before"] - 1), rel=1e-9)
+    # per unit of work: window ms per generated token = 1000 / tokens/s on each side
+    assert w["ms_per_unit_before"] == pytest.approx(1e3 / w["before"]) and w["ms_per_unit_after"] == pytest.approx(1e3 / w["after"])
+    ch = d["change"]
+    assert ch["id"] == "improvement" and ch["basis"] == "throughput", ch
+    assert ch["change_pct"] == pytest.approx(w["delta_pct"])
+    assert "tokens/s" in ch["text"]
+    # the latency call is still made and shown: the window is longer (+67 %), and the two calls disagree
+    assert ch["latency"]["id"] == "regression" and ch["tradeoff"]
+    assert "latency" in ch["text"]
+    assert not inferscope.compare.regressed_beyond(d, 5.0)        # --fail-on-regression follows the work-normalised call
+    # reversed: a throughput regression
+    back = diff_paths(reps[16], reps[1])
+    assert back["change"]["id"] == "regression" and back["change"]["basis"] == "throughput"
+
+
+def test_diff_work_falls_back_to_requests_and_needs_both_sides():
+    base = {"e2e_ms": 100.0, "breakdown": [], "verdict": {"id": "x"}, "findings": [], "source": {}, "window": {}}
+    rb = dict(base, llm={"tokens_per_s": {"generated": None, "prompt": None}, "requests_per_s": 10.0})
+    ra = dict(base, e2e_ms=150.0, llm={"tokens_per_s": {"generated": None, "prompt": None}, "requests_per_s": 20.0})
+    d = diff_sides(Side("a.json", rb), Side("b.json", ra))
+    assert d["work"]["unit"] == "request" and d["work"]["delta_pct"] == pytest.approx(100.0)
+    assert d["change"]["id"] == "improvement" and d["change"]["latency"]["id"] == "regression"
+    # only one side knows its work: no work call, the latency verdict as before
+    d2 = diff_sides(Side("a.json", rb), Side("b.json", dict(base, e2e_ms=150.0)))
+    assert d2["work"] is None and d2["change"]["id"] == "regression" and d2["change"]["basis"] == "e2e"
+    # equal throughput within the minimum change: within_noise, even though the window doubled
+    ra3 = dict(base, e2e_ms=200.0, llm={"tokens_per_s": {"generated": None, "prompt": None}, "requests_per_s": 10.5})
+    assert diff_sides(Side("a.json", rb), Side("b.json", ra3))["change"]["id"] == "within_noise"

@@ -236,7 +236,7 @@ def test_recording_does_not_change_what_generate_does():
     ev = rec.s.buffer
     assert [e[5] for e in ev] == ["hf.forward"] * 5 + ["hf.generate"]
     assert json.loads(ev[-1][6]) == {"batch": 2, "prompt_tokens": 7, "generated_tokens": 5, "forwards": 5,
-                                     "model": id(model) % 1000003}
+                                     "model": id(model) % 1000003, "parent": None}   # no request scope open
     assert [json.loads(e[6])["tokens"] for e in ev[:5]] == [7, 1, 1, 1, 1]
     assert [json.loads(e[6])["kv_len"] for e in ev[:5]] == [0, 7, 8, 9, 10]
 

@@ -308,6 +308,50 @@ def case_cpu_oversubscription():
     t = gpu_window()
     t.b.meta["numa"] = {"numa_nodes": 1, "process_numa_nodes": [0], "process_cpus": "0-3", "torch_threads": 4}
     assert finding(run(t), "cpu_oversubscription") is None
+    # 2 torch threads + 2 busy DataLoader workers on 2 CPUs (issue 24): oversubscribed, the workers cited
+    res = run(_cpu_threads(torch_threads=2, cpus="0-1", workers=(0.6, 0.5)), "all")
+    f = finding(res, "cpu_oversubscription")
+    ev = f["evidence"]
+    assert ev["torch_threads"] == 2 and ev["process_cpus"] == 2 and ev["busy_workers"] == 2 and ev["busy_threads"] == 4
+    assert ev["worker0_cpu_s_in_window"] == pytest.approx(0.6) and f["evidence_source"]["worker0_cpu_s_in_window"] == \
+        "children.processes[0].cpu_s_in_window"
+    assert "torch.set_num_threads(1)" in f["suggestion"] and "num_workers=1" in f["suggestion"]
+    assert "cpu_oversubscription" in finding(res, "cpu_compute")["suggestion"]     # not just "use bf16 or a GPU"
+    # idle workers (a full queue) are not competing: 1 torch thread + workers at 5 % of the window fit 2 CPUs
+    assert finding(run(_cpu_threads(torch_threads=1, cpus="0-1", workers=(0.05, 0.05)), "all"), "cpu_oversubscription") is None
+    # 1 torch thread + 1 busy worker on 2 CPUs: fits
+    assert finding(run(_cpu_threads(torch_threads=1, cpus="0-1", workers=(0.6,)), "all"), "cpu_oversubscription") is None
+
+
+def _cpu_threads(torch_threads, cpus, workers=(), util=50.0, compute_us=900_000):
+    """A 1 s CPU-only window: torch ops for ``compute_us``, then waiting; busy child processes using ``workers``
+    CPU-s each in it (/proc counters); both cores ``util`` % busy (all processes)."""
+    t = Synth()
+    t.span(SpanKind.CPU_OP, "aten::mm", 0, compute_us)
+    t.span(SpanKind.CPU_SAMPLE, "waiting", compute_us, 1_000_000)
+    t.b.meta["numa"] = {"numa_nodes": 1, "process_numa_nodes": [0], "process_cpus": cpus, "torch_threads": torch_threads}
+    for pid, cpu_s in zip((501, 502), workers):
+        ct = t.b.track(TrackKind.COUNTER, name=f"child.cpu_s[{pid}] python")
+        t.b.add_counters(ct, [0, 500_000_000, 1_000_000_000], [0.0, cpu_s / 2, cpu_s])
+    for core in (0, 1):
+        add_counter(t, f"cpu.core{core}.util_pct", [0, 500_000, 1_000_000], [util] * 3)
+    return t
+
+
+def case_cpu_underuse():
+    # torch.set_num_threads(1) on 2 CPUs half idle, CPU compute 90 % of the window (issue 24)
+    f = finding(run(_cpu_threads(torch_threads=1, cpus="0-1", util=50.0), "all"), "cpu_underuse")
+    ev = f["evidence"]
+    assert ev["torch_threads"] == 1 and ev["process_cpus"] == 2 and ev["cpu_compute_pct"] == pytest.approx(90.0)
+    assert ev["process_cores_util_pct"] == pytest.approx(50.0) and ev["idle_cores"] == pytest.approx(1.0)
+    assert ev["busy_workers"] == 0 and "torch.set_num_threads(2)" in f["suggestion"]
+    assert "cpu_underuse" in finding(run(_cpu_threads(torch_threads=1, cpus="0-1"), "all"), "cpu_compute")["suggestion"]
+    # the cores are busy (other processes): no spare core, no finding
+    assert finding(run(_cpu_threads(torch_threads=1, cpus="0-1", util=90.0), "all"), "cpu_underuse") is None
+    # as many threads as CPUs, a busy worker filling the other core, or compute not dominant: none
+    assert finding(run(_cpu_threads(torch_threads=2, cpus="0-1"), "all"), "cpu_underuse") is None
+    assert finding(run(_cpu_threads(torch_threads=1, cpus="0-1", workers=(0.6,)), "all"), "cpu_underuse") is None
+    assert finding(run(_cpu_threads(torch_threads=1, cpus="0-1", compute_us=300_000), "all"), "cpu_underuse") is None
 
 
 def _gil_trace(other_pid=100, other_cls="user_code"):

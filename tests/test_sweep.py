@@ -129,6 +129,11 @@ def test_sweep_escapes_names_and_reports_failed_runs(tmp_path):
     s = json.loads((out / "scaling_summary.json").read_text())
     assert [r["exit_code"] for r in s["rows"]] == [0, 3]
     assert s["failed_runs"] == 1
+    # the failed run's report is kept in its row, but it is no scaling point (issue 24)
+    assert [r["failed"] for r in s["rows"]] == [False, True]
+    pts = {tuple(p["params"].values())[0]: p for p in s["points"]}
+    assert pts["=1+1"]["runs"] == 0 and pts["=1+1"]["failed_runs"] == 1 and pts["=1+1"]["e2e_ms"] is None
+    assert pts["<b>x</b>"]["runs"] == 1 and pts["<b>x</b>"]["failed_runs"] == 0
     assert all(r["e2e_ms"] is not None for r in s["rows"])   # inferscope run reports failing programs too
     text = (out / "scaling_summary.csv").read_text()
     assert "'=1+1" in text and "\n=1+1" not in text
@@ -148,3 +153,18 @@ def test_sweep_bad_input_one_line_exit_2(tmp_path, capsys, argv, needle):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0], err
     assert not (tmp_path / "o" / "scaling_summary.json").exists()
+
+
+def test_failed_runs_are_not_scaling_points():
+    """A run that exits non-zero still writes a report (inferscope run reports failing programs), but it is
+    no evidence of how throughput scales: left out of the means and the answer, and said so (issue 24)."""
+    params = parse_params(["batch=1,2,4"])
+    rows = [dict(_row("1", 10.0, 100.0, {}), failed=False), dict(_row("2", 11.0, 190.0, {}), failed=False),
+            dict(_row("2", 5.0, 20.0, {}), repeat=2, failed=True, exit_code=1),      # crashed half way
+            dict(_row("4", 3.0, 30.0, {}), failed=True, exit_code=1)]
+    pts = aggregate(rows, params)
+    assert [p["runs"] for p in pts] == [1, 1, 0] and [p["failed_runs"] for p in pts] == [0, 1, 1]
+    assert pts[1]["throughput"] == 190.0 and pts[2]["throughput"] is None
+    s = scaling(pts, params, 10.0)[0]
+    assert s["values"] == ["1", "2"] and s["stops_scaling_at"] is None
+    assert any("left out, every run failed" in x and "batch=4" in x for x in s["statements"])

@@ -10,7 +10,8 @@ profiler steps (``ProfilerStep#N``) when both have at least two, else the user r
 most time.  The per-unit means are compared with Welch's t statistic; a change whose magnitude
 is within the 95 % band (``t_0.975(df) x standard error of the difference``), or smaller than
 ``thresholds.DIFF_MIN_CHANGE_PCT`` (``--min-change``), is called ``within_noise``.  Without repeats the noise is unknown and the verdict says so (it then rests on
-the e2e change alone).  Within-run step variance does not capture everything that differs between
+the e2e change alone).  When both reports say how much work they did (generated tokens/s, else requests/s),
+the verdict rests on throughput, with the latency call beside it (``compare_work.py``).  Within-run step variance does not capture everything that differs between
 runs (machine load, clocks), so the band is a lower bound on the real noise.
 """
 from __future__ import annotations
@@ -385,7 +386,10 @@ def diff_sides(before: Side, after: Side, min_change_pct: float | None = None) -
                 " vs ".join(f"{v:.0f}%" for v in (eb_env.get("cpu.util_pct"), ea_env.get("cpu.util_pct")) if v is not None) +
                 "): wall times include CPU contention from other processes, which within-run noise does not capture")
     from . import thresholds as T
-    result["change"] = _change_verdict(e2e, noise, T.DIFF_MIN_CHANGE_PCT if min_change_pct is None else min_change_pct)
+    from .compare_work import combine, work_of
+    mc = T.DIFF_MIN_CHANGE_PCT if min_change_pct is None else min_change_pct
+    result["work"] = work_of(rb, ra)
+    result["change"] = combine(_change_verdict(e2e, noise, mc), result["work"], mc)
     if noise and noise["unit_kind"] == "steps" and noise["before"]["n"] != noise["after"]["n"]:
         result["warnings"].append(f"the windows hold different numbers of steps ({noise['before']['n']} vs "
                                   f"{noise['after']['n']}): compare the per-step means, not the e2e totals")

@@ -466,6 +466,7 @@ class Children(_S):
     waiting_on_children_ms: Num = None   # critical thread waiting while a followed child was on-CPU
     not_followed: int = 0       # children seen in /proc that were not followed (not Python, or following off)
     not_followed_cpu_s: float = 0.0   # their CPU time (/proc), not profiled
+    following: Optional[bool] = None  # live runs: child following was on (config follow_children); None: not recorded
 
 
 class CpuSampling(_S):

@@ -4,7 +4,8 @@ Runs CMD once per value (Cartesian product over several ``--param``) and repeat,
 ``inferscope run`` (a subprocess, so every run is an ordinary live collection with its own
 report.json), then writes ``scaling_summary.json``, ``scaling_summary.csv`` and
 ``scaling_summary.html`` with one row per run.  Every number in a row is read from that run's
-report.json; throughput is the report's generated tokens/s (``llm.tokens_per_s.generated``; headline.py) when it has one, else
+report.json; a run whose command exits non-zero (or writes no report) is marked ``failed`` and left out of the
+means and the scaling answer (its row stays, with its report); throughput is the report's generated tokens/s (``llm.tokens_per_s.generated``; headline.py) when it has one, else
 ``--items-param NAME`` items per e2e second when the user declares how many items a run serves,
 else unknown (null).
 """
@@ -84,13 +85,14 @@ def _value_num(v: str):
 
 
 def row_from_report(run: dict, rep: dict | None, exit_code: int, report_rel: str, items_param: str | None) -> dict:
-    row = {"params": run["params"], "repeat": run["repeat"], "exit_code": exit_code, "report": report_rel,
+    row = {"params": run["params"], "repeat": run["repeat"], "exit_code": exit_code, "failed": True, "report": report_rel,
            "e2e_ms": None, "throughput": None, "throughput_unit": None, "throughput_basis": None,
            "shares_pct": {}, "breakdown_ms": {}, "verdict": None, "ttft_ms": None, "tpot_ms": None, "window": None}
     if rep is None:
         return row
     e2e = num(rep.get("e2e_ms"))
     row["e2e_ms"] = e2e
+    row["failed"] = exit_code != 0 or e2e is None      # its report describes a failed run: not a scaling point
     row["window"] = (rep.get("window") or {}).get("label")
     for c in rep.get("breakdown") or []:
         row["shares_pct"][c["category"]] = c["pct"]
@@ -121,9 +123,10 @@ def aggregate(rows: list[dict], params: list[tuple[str, list[str]]]) -> list[dic
     pts = []
     for combo in itertools.product(*[vals for _, vals in params]):
         values = dict(zip([n for n, _ in params], combo))
-        rs = [r for r in rows if r["params"] == values and r["e2e_ms"] is not None]
+        mine = [r for r in rows if r["params"] == values]
+        rs = [r for r in mine if not r.get("failed", r["e2e_ms"] is None) and r["e2e_ms"] is not None]
         e2es = [r["e2e_ms"] for r in rs]
-        pt = {"params": values, "runs": len(rs), "e2e_ms": _mean(e2es),
+        pt = {"params": values, "runs": len(rs), "failed_runs": len(mine) - len(rs), "e2e_ms": _mean(e2es),
               "e2e_ms_min": min(e2es) if e2es else None, "e2e_ms_max": max(e2es) if e2es else None,
               "throughput": _mean([r["throughput"] for r in rs]),
               "throughput_min": min((r["throughput"] for r in rs if r["throughput"] is not None), default=None),
@@ -145,12 +148,16 @@ def scaling(points: list[dict], params: list[tuple[str, list[str]]], min_gain_pc
         for fixed in itertools.product(*[dict(params)[n] for n in others]):
             fx = dict(zip(others, fixed))
             series = [p for v in values for p in points if p["params"][name] == v and all(p["params"][k] == fx[k] for k in others)]
+            left_out = [p["params"][name] for p in series if p["e2e_ms"] is None and p.get("failed_runs")]
             series = [p for p in series if p["e2e_ms"] is not None]
             if len(series) < 2:
                 continue
             s = {"param": name, "fixed": fx, "values": [p["params"][name] for p in series],
                  "e2e_ms": [p["e2e_ms"] for p in series], "throughput": [p["throughput"] for p in series],
                  "throughput_unit": series[0]["throughput_unit"], "stops_scaling_at": None, "statements": []}
+            if left_out:
+                s["statements"].append(f"left out, every run failed (exit code != 0 or no report): "
+                                       + ", ".join(f"{name}={v}" for v in left_out))
             thr = s["throughput"]
             if all(t is not None for t in thr):
                 s["statements"].append(f"{s['throughput_unit']} per value: " + ", ".join(
@@ -233,7 +240,7 @@ def sweep(params, cmd, repeat=1, outdir="outputs", items_param=None, window=None
             "params": [{"name": n, "values": v} for n, v in params], "repeat": repeat,
             "items_param": items_param, "rows": rows, "points": points,
             "scaling": scaling(points, params, gain), "min_throughput_gain_pct": gain,
-            "failed_runs": sum(1 for r in rows if r["exit_code"] != 0 or r["e2e_ms"] is None)}
+            "failed_runs": sum(1 for r in rows if r["failed"])}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -245,14 +252,14 @@ def csv_text(summary: dict) -> str:
 
     from .report.csv_tables import _cell
     names = [p["name"] for p in summary["params"]]
-    cols = names + ["repeat", "exit_code", "e2e_ms", "throughput", "throughput_unit", "verdict", "ttft_ms", "tpot_ms"] + \
+    cols = names + ["repeat", "exit_code", "failed", "e2e_ms", "throughput", "throughput_unit", "verdict", "ttft_ms", "tpot_ms"] + \
         [f"{c}_pct" for c in CATEGORIES] + ["report"]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(cols)
     for r in summary["rows"]:
         w.writerow([_cell(v) for v in [r["params"][n] for n in names] + [
-            r["repeat"], r["exit_code"], r["e2e_ms"], r["throughput"], r["throughput_unit"], r["verdict"], r["ttft_ms"], r["tpot_ms"]] +
+            r["repeat"], r["exit_code"], r.get("failed"), r["e2e_ms"], r["throughput"], r["throughput_unit"], r["verdict"], r["ttft_ms"], r["tpot_ms"]] +
             [r["shares_pct"].get(c) for c in CATEGORIES] + [r["report"]]])
     return buf.getvalue()
 

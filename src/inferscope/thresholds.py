@@ -392,3 +392,18 @@ KERNEL_MEASURED_VS_EST_RATIO = 2.0
 # ... and only when one of the two is at least this % of peak: between two figures under 5 % the kernel is
 # latency- or launch-bound (KERNEL_BOUND_PCT rules) and their ratio says nothing about the lever.
 KERNEL_MEASURED_VS_EST_MIN_PCT = 5.0
+
+# --- thread oversubscription and under-use (analyze/diagnosis_cpu.py; issue 24) ----------------------------
+# A child process counts as a busy worker competing for the process's CPUs when its CPU time inside the window
+# (/proc, analyze/children.py) is at least this fraction of the window: it needs a core a quarter of the time
+# or more.  Source: InferScope's own rule; DataLoader / Pool workers that keep up with the main process run
+# 40-90 % of the time (examples/zoo/dl_preprocess.py, zoo_dl_oversub.py), idle ones (a queue full) near 0.
+BUSY_WORKER_CPU_FRACTION = 0.25
+# Under-use: torch runs fewer intra-op threads than the CPUs the process may use while CPU compute is the
+# majority of the window (the same 50 % that makes a category "dominant" elsewhere: VERDICT_MIN_SHARE_PCT is
+# the 35 % floor, half the window is a clear majority) and at least half a core stood idle on average
+# (the process cores' mean utilisation, all processes; the sampler and other jobs included, so a busy host
+# does not get the finding).  Source: InferScope's own rule; measured on zoo_underuse.py (set_num_threads(1)
+# on 2 idle cores: ~0.9 core idle; on the same box beside a CPU hog: < 0.2 idle, no finding).
+CPU_UNDERUSE_MIN_COMPUTE_PCT = 50.0
+CPU_UNDERUSE_MIN_IDLE_CORES = 0.5

@@ -61,6 +61,7 @@ def children(trace: Trace, window) -> dict | None:
             "cpu_s_in_window": sum(r["cpu_s_in_window"] for r in rows), "profiled": bool(followed["followed"]),
             "followed": followed["followed"], "waiting_on_children_ms": followed["waiting_on_children_ms"], "processes": rows,
             "not_followed": len(nf), "not_followed_cpu_s": sum(r["cpu_s"] for r in nf),
+            "following": (trace.meta.get("collection") or {}).get("follow_children"),
             "basis": "/proc/<pid>/stat user+sys time of each live descendant, every ~0.5 s, and getrusage(RUSAGE_CHILDREN) "
                      "for reaped ones; CPU time in the window is an estimate from those observations"}
 
@@ -103,4 +104,16 @@ def children_warning(ch: dict | None) -> str | None:
     return (f"{ch['count']} child process(es) used {ch['cpu_s_total']:.2f} CPU-s that were not profiled "
             f"(~{ch['cpu_s_in_window']:.2f} CPU-s inside the window, estimate)" + (f": {top}" if top else "") +
             ". Their work is not in the breakdown or the culprit tables (not Python, or following turned off: "
-            "follow_children / INFERSCOPE_FOLLOW_CHILDREN=0); time the main process spends waiting on them shows as waiting.")
+            "follow_children / INFERSCOPE_FOLLOW_CHILDREN=0); time the main process spends waiting on them shows as waiting. "
+            + follow_hint(ch))
+
+
+def follow_hint(ch: dict) -> str:
+    """How to see unfollowed children's functions, by why they were not followed."""
+    if ch.get("following") is False:
+        return ("To see their functions: run again with following on (the default: unset INFERSCOPE_FOLLOW_CHILDREN or set "
+                "it to 1, follow_children: true); Python workers are followed whatever their start method (fork: DataLoader's "
+                "default on Linux, spawn, forkserver), each sampled under its own pid.")
+    return ("Following was on: these children are not Python, are multiprocessing's helpers, or were started without "
+            "InferScope's environment (a cleared env=, a fresh interpreter outside the process tree); a Python one can "
+            "be profiled on its own with inferscope run, or by calling its work function in the main process.")

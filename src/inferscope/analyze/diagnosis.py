@@ -515,9 +515,12 @@ def cpu_compute(res: dict, found: dict) -> dict | None:
     e = _category_evidence(res, "cpu_compute")
     txt = [f"Framework ops computing on the CPU take {cc:.1f}% of the window (no GPU activity in the trace)."]
     _with_culprit(e, res, "cpu_compute", txt)
+    threads = next((f for f in ("cpu_oversubscription", "cpu_underuse") if f in found), None)
     return e.finding(
         "cpu_compute", "info", "Model compute runs on the CPU", txt,
-        "On CPU: check torch.get_num_threads() matches the cores you own, use bf16/int8 (quantization) or a GPU for the model.")
+        (f"First match the threads to the cores (finding {threads}: {found[threads]['suggestion']}); then " if threads else
+         "On CPU: check torch.get_num_threads() matches the cores you own; ")
+        + "use bf16/int8 (quantization) or a GPU for the model.")
 
 
 def host_waiting(res: dict, found: dict) -> dict | None:
@@ -546,8 +549,11 @@ def host_waiting(res: dict, found: dict) -> dict | None:
         _with_child_culprit(e, res, txt)
         if _children_explain_waiting(res):
             sugg = ("The work runs in child processes (multiprocessing / DataLoader workers): speed up their hottest "
-                    "functions (named above when the children were followed; otherwise run a worker's function in the "
-                    "main process under inferscope run), add workers if the cores are free, or make the per-item work cheaper.")
+                    "functions (named above when the children were followed), add workers if the cores are free, or make "
+                    "the per-item work cheaper.")
+            if not ch.get("followed"):
+                from .children import follow_hint
+                sugg += " " + follow_hint(ch)
     if _gil_explains_waiting(res):
         e.cite("gil_wait_ms", "contention.gil.waiting_while_python_ms")
         txt.append(f"{res['contention']['gil']['waiting_while_python_ms']:,.1f} ms of it overlap other threads running Python: "
@@ -762,23 +768,6 @@ def slow_steps(res: dict, found: dict) -> dict | None:
                      "contention from other work), more page faults (memory growth, swapping) during the slow steps.")
 
 
-def cpu_oversubscription(res: dict, found: dict) -> dict | None:
-    nm = (res.get("counters") or {}).get("numa") or {}
-    tt, cpus = nm.get("torch_threads"), nm.get("process_cpus")
-    if not tt or not cpus or tt <= cpus:
-        return None
-    e = Evidence(res)
-    e.cite("torch_threads", "counters.numa.torch_threads")
-    e.cite("process_cpus", "counters.numa.process_cpus")
-    return e.finding("cpu_oversubscription", "medium", "More torch threads than CPUs available to the process",
-                     [f"torch uses {tt} intra-op threads but the process may run on {cpus} CPU(s) (sched_getaffinity): "
-                      "threads time-share cores, and every parallel op waits for the slowest."],
-                     f"Set torch.set_num_threads({cpus}) (or OMP_NUM_THREADS={cpus}) to match the CPUs the process owns "
-                     "(taskset/cgroup limits included).")
-
-
-
-
 def gil_contention(res: dict, found: dict) -> dict | None:
     """The critical thread off-CPU while other threads of its process run Python (contention.gil)."""
     g = (res.get("contention") or {}).get("gil") or {}
@@ -874,7 +863,8 @@ def cpu_run_queue(res: dict, found: dict) -> dict | None:
     else:
         txt.append("No other thread of this process was busy: the cores went to other processes on the host.")
     if "cpu_oversubscription" in found:
-        txt.append("torch runs more intra-op threads than the process has CPUs (finding cpu_oversubscription).")
+        txt.append("More busy threads (torch intra-op threads, busy worker processes) than the process has CPUs "
+                   "(finding cpu_oversubscription).")
     return e.finding(
         "cpu_run_queue", "medium" if rq >= T.RUNQ_WAIT_MEDIUM_PCT else "low",
         "The inference thread waits for a CPU (run-queue delay)", txt,
@@ -1032,11 +1022,14 @@ def kernel_limiter(res: dict, found: dict) -> dict | None:
 
 
 # Order matters only where a rule reads an earlier one (framework_overhead after host_launch_bound).
+from .diagnosis_cpu import cpu_oversubscription, cpu_underuse  # noqa: E402 (reads Evidence above)
+
 RULES: list[Callable[[dict, dict], dict | None]] = [
     gpu_idle, sync_stall, pageable_copy, small_copies, launch_storm, dominant_kernel, warmup_in_window,
-    gpu_compute_bound, gpu_communication, cpu_preprocessing, host_launch_bound, framework_overhead, cpu_compute,
+    gpu_compute_bound, gpu_communication, cpu_preprocessing, host_launch_bound, framework_overhead,
+    cpu_oversubscription, cpu_underuse, cpu_compute,
     gil_contention, host_waiting, low_coverage, gpu_throttling, gpu_temperature, gpu_memory_pressure, gpu_util_counter,
-    numa_placement, cpu_oversubscription, page_fault_storm, cpu_run_queue, slow_steps,
+    numa_placement, page_fault_storm, cpu_run_queue, slow_steps,
     low_mfu, decode_low_mbu, latency_tail, kernel_limiter,
 ]
 FINDING_IDS = [r.__name__ for r in RULES]

@@ -10,14 +10,14 @@ Steps (one forward of the model) come from, in this order:
   * SGLang ``step[DECODE bs=N]`` / ``step[PREFILL|EXTEND bs=N]`` (unless inside an execute_ range);
   * ranges whose name is a phase by the phase rule (``phases.phase_matcher``: --phase-map whole words,
     or conventional whole names prefill/decode): a step of that kind with unknown batch and tokens.
-Requests: live ``hf.generate`` ranges, and ``scope(name, tokens=..., batch=...)`` ranges.  Token times of
+Requests: live ``hf.generate`` ranges, and ``scope(name, tokens=..., batch=...)`` ranges; one per outermost
+range (a generate() call or request scope inside a request scope is part of it: ``_requests``).  Token times of
 a request: ``inferscope.mark_token()`` marks in it when present; else the start of each forward after
 the first (the previous token was sampled and emitted before it) and the end of the request for the
 last one.  TTFT = first token time - request start; TPOT = gaps between consecutive token times.
 """
 from __future__ import annotations
 
-import json
 import re
 
 import numpy as np
@@ -25,6 +25,7 @@ import numpy as np
 from ..trace.kinds import SpanKind
 from ..trace.model import Trace
 from .efficiency import resolve_peaks
+from .llm_requests import detail as _detail, requests as _requests
 from .phases import phase_matcher
 from .window import Window
 
@@ -47,16 +48,6 @@ def stats(samples, what: str, warnings: list) -> dict:
     elif what:
         warnings.append(f"{what}: {len(a)} sample(s); percentiles need at least 2, so they are null")
     return out
-
-
-def _detail(strs: list, d: int) -> dict:
-    if d < 0:
-        return {}
-    try:
-        v = json.loads(strs[d])
-        return v if isinstance(v, dict) else {}
-    except (ValueError, TypeError):
-        return {}
 
 
 def forward_flops(m: dict, batch: int, seq: int, past: int = 0, logits_tokens: int | None = None) -> float | None:
@@ -176,44 +167,6 @@ def _steps(trace: Trace, window: Window, phase_map) -> list[dict]:
         r["gpu_ms"] = float(cum[i1] - cum[i0]) / 1e6 if trace.has_gpu else None
         r["gpu_span_ms"] = float(ge[i0:i1].max() - gs[i0:i1].min()) / 1e6 if i1 > i0 else (0.0 if trace.has_gpu else None)
         r["wall_ms"] = (r["end_ns"] - r["start_ns"]) / 1e6
-    return out
-
-
-def _requests(trace: Trace, window: Window, steps: list[dict]) -> list[dict]:
-    s = trace.spans
-    strs = trace.strings.as_list()
-    ann = np.flatnonzero((s.kind == SpanKind.ANNOTATION) & (s.start_ns >= window.start_ns) & (s.end_ns <= window.end_ns)
-                        & (s.detail >= 0))
-    if not len(ann):
-        return []
-    cats = s.cat[ann]
-    ok_cat = {i for i, x in enumerate(strs) if x in ("inferscope.llm", "inferscope.scope")}
-    ann = ann[np.isin(cats, np.fromiter(ok_cat, dtype=np.int64, count=len(ok_cat)))] if ok_cat else ann[:0]
-    marks = np.flatnonzero((s.kind == SpanKind.MARK) & (s.cat >= 0))
-    tok_cat = {i for i, x in enumerate(strs) if x == "inferscope.token"}
-    marks = marks[np.isin(s.cat[marks], np.fromiter(tok_cat, dtype=np.int64, count=len(tok_cat)))] if tok_cat else marks[:0]
-    out = []
-    for i in ann.tolist():
-        nm = strs[int(s.name[i])]
-        d = _detail(strs, int(s.detail[i]))
-        if nm == "hf.forward" or not (nm == "hf.generate" or d.get("request")):
-            continue
-        t0, t1, tr = int(s.start_ns[i]), int(s.end_ns[i]), int(s.track[i])
-        mk = marks[(s.track[marks] == tr) & (s.start_ns[marks] >= t0) & (s.start_ns[marks] <= t1)]
-        own = [r for r in steps if r["source"] == "hf" and r["track"] == tr and r["start_ns"] >= t0 and r["end_ns"] <= t1]
-        if len(mk):
-            times = np.sort(s.start_ns[mk]).astype(np.int64)
-            basis = "mark_token() marks"
-        elif own:
-            times = np.array([r["start_ns"] for r in own[1:]] + [t1], dtype=np.int64)
-            basis = "forward starts (token sampled before each) and the request end"
-        else:
-            times = np.zeros(0, dtype=np.int64)
-            basis = "no token times"
-        out.append({"name": nm, "start_ns": t0, "end_ns": t1, "batch": d.get("batch"),
-                    "prompt_tokens": d.get("prompt_tokens"), "generated_tokens": d.get("generated_tokens"),
-                    "model": d.get("model"), "token_times_ns": times, "basis": basis, "steps": own})
-    out.sort(key=lambda r: r["start_ns"])
     return out
 
 

@@ -1,19 +1,31 @@
 """Library API: scope(), mark(), save_report().
 
 ``with scope("name"):`` / ``@scope("name")`` records an ANNOTATION span on the calling thread
-(nestable, thread-safe: the open-scope stack is per thread), a torch ``record_function`` of the
-same name while InferScope's torch profiler runs (so it nests with the ops), and an NVTX range
-when the ``nvtx`` package is installed.  With INFERSCOPE_ENABLED=0 everything is a no-op.
+(nestable; the open-scope stack is per context, a ``contextvars.ContextVar`` holding an immutable tuple:
+per thread, and per asyncio task, so overlapping scopes in concurrent tasks on one event loop each
+close their own range), a torch ``record_function`` of the same name while InferScope's torch profiler
+runs (so it nests with the ops), and an NVTX range when the ``nvtx`` package is installed (a
+start/end range, not push/pop, so that overlapping tasks cannot pop each other's).  With
+INFERSCOPE_ENABLED=0 everything is a no-op.
+
+A request scope (``tokens=`` / ``batch=``) gets an id (``rid``) and the id of the request scope it is
+nested in, in this context (``parent``); ``mark_token()`` and the generate() hook record the innermost
+open request's id, so request accounting (analyze/llm.py) keeps one request per outermost range and
+each token mark with its own request, also when requests overlap on one thread.
 """
 from __future__ import annotations
 
+import contextvars
 import functools
+import itertools
+import sys
 import threading
 import time
 
 from . import session as _S
 
-_tls = threading.local()
+_open: contextvars.ContextVar = contextvars.ContextVar("inferscope_scopes", default=())
+_rids = itertools.count(1)
 _nvtx = None          # module, False when unavailable
 _ANN = 8    # SpanKind.ANNOTATION (no trace import here: importing inferscope must stay light)
 _MARK = 13  # SpanKind.MARK
@@ -43,15 +55,13 @@ class scope:
         if tokens is not None or batch is not None:
             t = None if tokens is None else int(tokens)
             b = None if batch is None else int(batch)
-            self.detail = f'{{"request":true,"generated_tokens":{"null" if t is None else t},"batch":{"null" if b is None else b}}}'
+            self.detail = f'"request":true,"generated_tokens":{"null" if t is None else t},"batch":{"null" if b is None else b}'
 
     def __enter__(self):
         s = _S._session or _S.get_or_start()
-        st = getattr(_tls, "stack", None)
-        if st is None:
-            st = _tls.stack = []
+        st = _open.get()
         if s is None or s.finalized:
-            st.append(None)
+            _open.set(st + ((self, None),))
             return self
         ident = threading.get_ident()
         names = s.scope_stacks.get(ident)
@@ -68,30 +78,50 @@ class scope:
             except Exception:
                 rf = None
         nv = _get_nvtx()
+        rng = None
         if nv:
             try:
-                nv.push_range(self.name)
+                if _in_task():
+                    rng = ("end", nv.start_range(self.name))
+                else:
+                    nv.push_range(self.name)
+                    rng = ("pop", None)
             except Exception:
-                nv = None
+                rng = None
+        detail, rid = self.detail, None
+        if detail is not None:
+            parent = current_request()
+            rid = next(_rids)
+            detail = f'{{{detail},"rid":{rid},"parent":{"null" if parent is None else parent}}}'
         names.append(self.name)
-        st.append((s, time.perf_counter_ns(), rf, bool(nv)))
+        _open.set(st + ((self, (s, time.perf_counter_ns(), rf, rng, detail, rid)),))
         return self
 
     def __exit__(self, et, ev, tb):
         t1 = time.perf_counter_ns()
-        st = getattr(_tls, "stack", None)
-        if not st:
+        st = _open.get()
+        k = len(st) - 1
+        while k >= 0 and st[k][0] is not self:      # this object's innermost open entry in this context
+            k -= 1
+        if k < 0:
             return False
-        ent = st.pop()
+        ent = st[k][1]
+        _open.set(st[:k] + st[k + 1:])
         if ent is None:
             return False
-        s, t0, rf, nv = ent
+        s, t0, rf, rng, detail, _ = ent
         names = s.scope_stacks.get(threading.get_ident())
-        if names:
-            names.pop()
-        if nv:
+        if names:        # the sampler's per-thread view: drop this name's last entry (tasks may close out of order)
+            for j in range(len(names) - 1, -1, -1):
+                if names[j] == self.name:
+                    del names[j]
+                    break
+        if rng is not None:
             try:
-                _nvtx.pop_range()
+                if rng[0] == "pop":
+                    _nvtx.pop_range()
+                else:
+                    _nvtx.end_range(rng[1])
             except Exception:
                 pass
         if rf is not None:
@@ -99,7 +129,7 @@ class scope:
                 rf.__exit__(None, None, None)
             except Exception:
                 pass
-        s.buffer.append((0, _ANN, threading.get_native_id(), t0, t1, self.name, self.detail, "inferscope.scope"))
+        s.buffer.append((0, _ANN, threading.get_native_id(), t0, t1, self.name, detail, "inferscope.scope"))
         m = s.metrics
         if m is not None:
             m.observe_scope(self.name, (t1 - t0) / 1e9)
@@ -118,6 +148,26 @@ class scope:
         return wrapper
 
 
+def current_request() -> int | None:
+    """The id of the innermost request scope open in this context (thread / asyncio task), else None."""
+    for _, ent in reversed(_open.get()):
+        if ent is not None and ent[5] is not None:
+            return ent[5]
+    return None
+
+
+def _in_task() -> bool:
+    """Inside a running asyncio task: NVTX push/pop is a per-thread stack that overlapping tasks would
+    pop out of order, so there a start/end range is used."""
+    aio = sys.modules.get("asyncio")
+    if aio is None:
+        return False
+    try:
+        return aio.current_task() is not None
+    except RuntimeError:
+        return False
+
+
 def mark(name: str) -> None:
     """Record an instant event (MARK) on the calling thread."""
     s = _S._session or _S.get_or_start()
@@ -134,7 +184,9 @@ def mark_token() -> None:
     if s is None or s.finalized:
         return
     t = time.perf_counter_ns()
-    s.buffer.append((0, _MARK, threading.get_native_id(), t, t, "token", None, "inferscope.token"))
+    rid = current_request()
+    s.buffer.append((0, _MARK, threading.get_native_id(), t, t, "token", None if rid is None else f'{{"rid":{rid}}}',
+                     "inferscope.token"))
 
 
 def save_report(path: str | None = None, format: str | None = None, trace_path: str | None = None) -> list:

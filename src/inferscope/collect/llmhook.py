@@ -2,7 +2,7 @@
 
 When the program imports ``transformers.generation.utils`` (or already has), ``GenerationMixin.generate``
 is wrapped: each call records one ANNOTATION ``hf.generate`` (a request; detail JSON: batch, prompt and
-generated tokens, model id) and, while it runs, every forward of that model one ANNOTATION ``hf.forward``
+generated tokens, model id, ``parent``: the id of the ``scope(..., tokens=/batch=)`` request it runs in, if any) and, while it runs, every forward of that model one ANNOTATION ``hf.forward``
 (a step; detail JSON: tokens in the step, batch, KV length before it).  The first forward is the prefill,
 the rest are decode steps.  Cost per step: two clock reads, one tuple appended to the ring buffer.
 The model's static description (``model_info``: parameters, bytes by dtype, config sizes, matmul weight
@@ -154,6 +154,11 @@ class LlmRecorder:
         if ids is None:
             ids = kwargs.get("inputs") if kwargs.get("inputs") is not None else kwargs.get("inputs_embeds")
         batch, prompt = _shape(ids, 0), _shape(ids, 1)
+        try:        # the user's request scope this call runs in (one request with it: analyze/llm.py)
+            from .api import current_request
+            parent = current_request()
+        except Exception:
+            parent = None
         key = id(model)
         if key not in self.models:
             try:
@@ -206,8 +211,8 @@ class LlmRecorder:
             kv += n or 0
         buf.append((0, _ANN, tid, t0, t1, GEN,
                     f'{{"batch":{batch if batch is not None else "null"},"prompt_tokens":{prompt if prompt is not None else "null"},'
-                    f'"generated_tokens":{gen if gen is not None else "null"},"forwards":{len(steps)},"model":{key % 1000003}}}',
-                    CAT))
+                    f'"generated_tokens":{gen if gen is not None else "null"},"forwards":{len(steps)},"model":{key % 1000003},'
+                    f'"parent":{parent if parent is not None else "null"}}}', CAT))
         return out
 
     def meta(self) -> list[dict]:

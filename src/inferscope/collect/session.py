@@ -302,6 +302,7 @@ class Session:
             "system_sampling_hz": self.cfg.system_sampling_hz,
             "torch_profiler": self.torch_state,
             "nvml": "on" if (self.nvml and self.nvml.ok) else "unavailable",
+            "follow_children": bool(getattr(self.cfg, "follow_children", True)),
             "flushes": self.flushes,
             "wall_start_unix_ns": self.wall_start_ns,
             # when the process started, on the trace's clock (/proc/self/stat starttime: 1/CLK_TCK s

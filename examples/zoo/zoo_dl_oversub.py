@@ -1,0 +1,42 @@
+"""Planted: thread oversubscription (issue 24 item 7).  The main process runs torch matmuls with as many
+intra-op threads as the CPUs it may use (sched_getaffinity), while a DataLoader(num_workers=2) keeps two
+worker processes busy with pure-Python preprocessing: threads + workers > CPUs (2 + 2 on a 2-core box).
+Truth (self-timed): the CPU count, torch threads, worker count and the workers' CPU time, one JSON line.
+"""
+import json
+import os
+import time
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from inferscope import scope
+
+
+class Items(Dataset):
+    def __len__(self):
+        return int(os.environ.get("ZOO_ITERS", "96")) * 4
+
+    def __getitem__(self, i):
+        c = time.process_time()
+        t0 = time.perf_counter()
+        x = 0
+        while time.perf_counter() - t0 < 0.008:      # ~8 ms of pure Python per item
+            x += sum(range(200))
+        return torch.full((64,), float(x % 7)), time.process_time() - c
+
+
+if __name__ == "__main__":
+    cpus = len(os.sched_getaffinity(0))
+    torch.set_num_threads(cpus)
+    w = torch.randn(384, 384)
+    worker_cpu = 0.0
+    t0 = time.perf_counter()
+    with scope("inference"), torch.inference_mode():
+        for xb, cpu in DataLoader(Items(), batch_size=4, num_workers=2):
+            worker_cpu += float(cpu.sum())
+            for _ in range(6):
+                w = torch.tanh(w @ w)
+    loop_s = time.perf_counter() - t0
+    print(json.dumps({"cpus": cpus, "torch_threads": torch.get_num_threads(), "workers": 2,
+                      "worker_cpu_s": worker_cpu, "loop_s": loop_s}))
