@@ -32,22 +32,34 @@ def _finding(rep, fid):
 def test_dataloader_workers_plus_torch_threads_oversubscribe(tmp_path):
     # torch threads = the CPUs the process may use, plus 2 busy DataLoader workers (forked, following off)
     rep, truth = _run(tmp_path, "zoo_dl_oversub.py", {"INFERSCOPE_FOLLOW_CHILDREN": "0"})
-    f = _finding(rep, "cpu_oversubscription")
-    assert f is not None, ([x["id"] for x in rep["findings"]], rep["children"])
-    ev = f["evidence"]
-    assert ev["torch_threads"] == truth["torch_threads"] and ev["process_cpus"] == truth["cpus"]
-    assert 1 <= ev["busy_workers"] <= truth["workers"] and ev["busy_threads"] == ev["torch_threads"] + ev["busy_workers"]
-    # the workers' CPU time in the window (/proc) against their self-timed CPU (1.85 vs 1.85 CPU-s, 2026-11-25)
     ch = rep["children"]
+    # the workers' CPU time in the window (/proc) against their self-timed CPU (1.85 vs 1.85 CPU-s, 2026-11-25)
     assert abs(ch["cpu_s_in_window"] - truth["worker_cpu_s"]) <= 0.25 * truth["worker_cpu_s"] + 0.2, (ch, truth)
-    want = max(1, truth["cpus"] - ev["busy_workers"])
-    assert f"torch.set_num_threads({want})" in f["suggestion"]
-    cc = _finding(rep, "cpu_compute")
-    assert cc is None or "cpu_oversubscription" in cc["suggestion"]
     # the workers were not followed: the warning says how to see them
     assert ch["following"] is False and ch["followed"] == 0
     w = next(x for x in rep["warnings"] if "child process(es) used" in x)
     assert "unset INFERSCOPE_FOLLOW_CHILDREN" in w and "fork" in w
+    # Busy workers, self-timed: each one's CPU over the program's loop.  Quiet box: ~0.5 each (the workers are the
+    # bottleneck).  When other jobs starve the main process's 2 torch threads (each parallel op waits for a
+    # preempted thread), the workers idle on a full prefetch queue (0.19 each seen): then the machine, not the
+    # workers, is the cause, and the run-queue finding must say so.
+    busy_frac = truth["worker_cpu_s"] / truth["workers"] / truth["loop_s"]
+    f = _finding(rep, "cpu_oversubscription")
+    ids = [x["id"] for x in rep["findings"]]
+    if busy_frac <= T.BUSY_WORKER_CPU_FRACTION - 0.05:
+        assert f is None or f["evidence"]["busy_workers"] == 0, (busy_frac, ids, ch)
+        assert "cpu_run_queue" in ids, (busy_frac, ids, rep["counters"].get("main_runq_pct"))
+        return
+    if busy_frac < T.BUSY_WORKER_CPU_FRACTION + 0.05:
+        return          # at the threshold: measured and self-timed CPU may fall either side of it
+    assert f is not None, (busy_frac, ids, ch)
+    ev = f["evidence"]
+    assert ev["torch_threads"] == truth["torch_threads"] and ev["process_cpus"] == truth["cpus"]
+    assert 1 <= ev["busy_workers"] <= truth["workers"] and ev["busy_threads"] == ev["torch_threads"] + ev["busy_workers"]
+    want = max(1, truth["cpus"] - ev["busy_workers"])
+    assert f"torch.set_num_threads({want})" in f["suggestion"]
+    cc = _finding(rep, "cpu_compute")
+    assert cc is None or "cpu_oversubscription" in cc["suggestion"]
 
 
 def test_one_torch_thread_on_idle_cores_is_under_use(tmp_path):

@@ -154,17 +154,15 @@ class LlmRecorder:
         if ids is None:
             ids = kwargs.get("inputs") if kwargs.get("inputs") is not None else kwargs.get("inputs_embeds")
         batch, prompt = _shape(ids, 0), _shape(ids, 1)
-        try:        # the user's request scope this call runs in (one request with it: analyze/llm.py)
-            from .api import current_request
-            parent = current_request()
+        # the user's request scope this call runs in (one request with it: analyze/llm_requests.py); scopes live
+        # in collect.api, so when the program never imported it none is open (importing it here cost the first
+        # request 3-5 ms of its TTFT)
+        api = sys.modules.get("inferscope.collect.api")
+        try:
+            parent = api.current_request() if api is not None else None
         except Exception:
             parent = None
         key = id(model)
-        if key not in self.models:
-            try:
-                self.models[key] = model_info(model)
-            except Exception as e:  # never break the program
-                self.models[key] = {"error": f"{type(e).__name__}: {e}"[:200]}
         steps: list = []
         had_fwd = "forward" in model.__dict__
         inner = model.forward
@@ -199,6 +197,11 @@ class LlmRecorder:
                     pass
             elif had_fwd:
                 model.forward = inner
+        if key not in self.models:   # after the call: walking the parameters is not part of the user's request
+            try:
+                self.models[key] = model_info(model)
+            except Exception as e:  # never break the program
+                self.models[key] = {"error": f"{type(e).__name__}: {e}"[:200]}
         seq = getattr(out, "sequences", out)
         total = _shape(seq, 1)
         gen = (total - prompt) if (total is not None and prompt is not None and not getattr(model.config, "is_encoder_decoder", False)) \
