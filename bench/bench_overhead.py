@@ -5,6 +5,8 @@
 Workloads (torch threads fixed to 1):
   demo     examples/llm_demo.py at default settings (tokenizer + random-weight Llama generate())
   tinyops  worst case: tens of thousands of tiny tensor ops from a Python loop
+  gil2     two pure-Python threads contending for the GIL (worst case for the sampler's short
+           switch interval)
   workers  2 spawn multiprocessing workers doing pure-Python work, the main process waiting on
            pool.map (child processes: followed by default, each with its own light sampler; the
            with-block terminates them, so their traces come from their crash journals)
@@ -53,6 +55,24 @@ for i in range(150000):
     a = torch.relu(c - 0.1)
     if i % 1000 == 0:
         acc += float(a.sum())
+print(f"workload_s {time.perf_counter() - t0:.4f}")
+'''
+
+# Two Python threads fighting for the GIL: the worst case for the sampler's shortened switch interval
+# (collect/sampler.py SWITCH_INTERVAL_S): they hand the GIL to each other that much more often.
+GIL2 = r'''
+import threading, time
+def spin(n):
+    acc = 0
+    for i in range(n):
+        acc += i % 7
+    return acc
+t0 = time.perf_counter()
+ts = [threading.Thread(target=spin, args=(3_000_000,)) for _ in range(2)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
 print(f"workload_s {time.perf_counter() - t0:.4f}")
 '''
 
@@ -205,10 +225,11 @@ def main(argv=None) -> int:
         (tmp / "settrace_wrap.py").write_text(SETTRACE)
         (tmp / "tinyops.py").write_text(TINYOPS)
         (tmp / "workers.py").write_text(WORKERS)
+        (tmp / "gil2.py").write_text(GIL2)
         (tmp / "workers_fork.py").write_text(WORKERS.replace('"spawn"', '"fork"').replace(
             "# CLOSE", "pool.close()\n        pool.join()"))
         scripts = {"demo": REPO / "examples" / "llm_demo.py", "tinyops": tmp / "tinyops.py", "workers": tmp / "workers.py",
-                   "workers-fork": tmp / "workers_fork.py"}
+                   "workers-fork": tmp / "workers_fork.py", "gil2": tmp / "gil2.py"}
         for wl in [w.strip() for w in args.workloads.split(",") if w.strip()]:
             script = scripts[wl]
             run_once("base", script, tmp, extra_env)  # warm the page cache

@@ -345,6 +345,7 @@ def test_frequent_voluntary_gil_releases_do_not_freeze_the_class(session):
     from inferscope import scope
     data = b"x" * 100_000
     with scope("phases"):
+        t0 = time.perf_counter_ns()
         t = time.perf_counter()
         while time.perf_counter() - t < 0.4:
             tokenize_words()                      # long pure-Python stretches: forced ticks
@@ -356,13 +357,16 @@ def test_frequent_voluntary_gil_releases_do_not_freeze_the_class(session):
     trace = session.finalize()
     s = trace.spans
     names = trace.names(np.arange(len(s)))
-    by, hashing = {}, {}
+    tok, hashing = {}, {}
     for i in np.flatnonzero(s.kind == SpanKind.CPU_SAMPLE):
-        by[names[i]] = by.get(names[i], 0) + int(s.end_ns[i] - s.start_ns[i])
-        ov = min(int(s.end_ns[i]), t2) - max(int(s.start_ns[i]), t1)
-        if ov > 0:
-            hashing[names[i]] = hashing.get(names[i], 0) + ov
-    assert by.get("tokenization", 0) > 0.2e9, by
+        for d, lo, hi in ((tok, t0, t1), (hashing, t1, t2)):
+            ov = min(int(s.end_ns[i]), hi) - max(int(s.start_ns[i]), lo)
+            if ov > 0:
+                d[names[i]] = d.get(names[i], 0) + ov
+    # the tokenization phase reads as tokenization: most of its on-CPU classes (quiet box: > 90 % of the
+    # 400 ms; beside other jobs the run queue took up to 354 ms of it, 2026-11-25) and a tenth of it at least
+    on_cpu = sum(v for k, v in tok.items() if k not in ("waiting", "run_queue"))
+    assert tok.get("tokenization", 0) > 0.6 * on_cpu and tok.get("tokenization", 0) > 0.1 * (t1 - t0), tok
     # not frozen on "tokenization": the hashing phase is not tokenization, and its user code shows.  Quiet
     # box: user code > 300 ms of the 600 ms phase.  With two CPU hogs on the 2 cores the thread gets
     # ~14 % of a core (schedstat: 80 ms CPU, 520 ms run queue) and the sampler, preempted while it

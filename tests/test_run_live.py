@@ -65,10 +65,11 @@ def other_work(sec):
     return x
 other_work(0.4)
 t0 = time.perf_counter()
+c0 = time.thread_time()
 if PLANT:
     while time.perf_counter() - t0 < 0.5:
         tokenize_text("the quick brown fox jumps over the lazy dog " * 20)
-print("planted_ms", (time.perf_counter() - t0) * 1e3)
+print("planted_ms", (time.thread_time() - c0) * 1e3)   # its CPU time: what runs as tokenization
 """
 
 
@@ -83,6 +84,8 @@ def test_planted_tokenization_rises_by_planted_amount(tmp_path):
         res[plant] = (breakdown(report_json(d)).get("cpu_preprocessing/tokenization", 0.0), planted)
     rise = res[1][0] - res[0][0]
     planted = res[1][1] - res[0][1]
+    # planted = the tokenizer's own CPU time (a quiet box: ~ its 500 ms of wall; beside other jobs its
+    # run-queue delay is not tokenization: wall-clock truth failed at 174 vs 502 ms under load 5)
     # tolerance: +-30 % of the planted time (sampling at the default 200 Hz on a noisy 2-vCPU machine)
     assert abs(rise - planted) <= 0.3 * planted, (res, rise, planted)
 

@@ -240,3 +240,70 @@ def test_fault_ticks_are_sparse_and_exact():
     assert pf[-2][4] <= c4 <= pf[-1][4] <= c5
     assert pf[-1][4] - pf[-2][4] >= 2       # the touched pages' faults (THP: ~1 per 2 MiB, else 2048)
     assert ks[-1][4] >= ks[-2][4] >= 0
+
+
+def post_process():        # plain user code, a second function of the same class as decode_loop
+    yield sys._getframe()
+
+
+def test_one_function_per_run_with_its_tick_count_and_line():
+    """Two user-code functions alternating in blocks: each block is its own run (split at the midpoint),
+    names its own function with its line, and carries the ticks that named it (issue 24 item 1: a run of
+    one class used to give all its time to its most frequent function; the samples column counted runs)."""
+    a = next(decode_loop())
+    b = next(post_process())
+    I = 5 * MS
+    buf = []
+    c = Clock([(a, True)] * 7 + [(b, True)] * 3 + [(a, True)] * 4, None)
+    s = SM.Sampler(buf, 200, {}, set(), clock=c.clock, sleep=c.sleep, frames=c.frames, cputime=c.cputime,
+                   getclk=lambda ident: "fake-clk" if ident == IDENT else 0)
+    c.stop = s._stop.set
+    s.use_perf = False
+    s._perf_maps = s._PerfIP = s._perf_main = None
+    s._run()
+    s._close_all()
+    runs = [e for e in buf if e[2] == IDENT]
+    # tick 1 opens the state; ticks 2..7 decode_loop (6), 8..10 post_process (3), 11..14 decode_loop (4)
+    # one class throughout (user_code; cpu_compute by the GIL heuristic once torch is imported in this process)
+    cls = runs[0][5]
+    assert [(e[5], e[3], e[4]) for e in runs] == [(cls, 1 * I, 7 * I + I // 2),
+                                                  (cls, 7 * I + I // 2, 10 * I + I // 2),
+                                                  (cls, 10 * I + I // 2, 14 * I)]
+    la, lb = a.f_lineno, b.f_lineno
+    assert [e[6].rsplit(":", 2)[1:] for e in runs] == [["decode_loop", str(la)], ["post_process", str(lb)],
+                                                       ["decode_loop", str(la)]]
+    assert [e[8] for e in runs] == [6, 3, 4]
+
+
+def test_switch_interval_short_only_while_one_python_thread_runs():
+    """The live sampler shortens the interpreter's switch interval while the program runs one Python thread
+    (a tick then waits <= 0.5 ms for the GIL instead of until the next GIL-releasing call), gives the
+    program's own back when a second thread appears, and restores it at stop."""
+    import threading
+    import time as _t
+    prev = sys.getswitchinterval()
+    # threads other tests of this process left behind are not the program's: skipped like InferScope's own
+    others = {t.ident for t in threading.enumerate() if t is not threading.main_thread()}
+    s = SM.Sampler([], 200, {}, others)
+    s.use_perf = False
+    s.start()
+
+    def spin_until(cond, limit_s=5.0):
+        t0 = _t.perf_counter()
+        while not cond() and _t.perf_counter() - t0 < limit_s:
+            sum(range(2000))
+        return cond()
+    try:
+        assert spin_until(lambda: sys.getswitchinterval() == pytest.approx(SM.SWITCH_INTERVAL_S))
+        stop = threading.Event()
+        th = threading.Thread(target=lambda: stop.wait(5))
+        th.start()
+        try:
+            assert spin_until(lambda: sys.getswitchinterval() == prev)
+        finally:
+            stop.set()
+            th.join()
+        assert spin_until(lambda: sys.getswitchinterval() == pytest.approx(SM.SWITCH_INTERVAL_S))
+    finally:
+        s.stop()
+    assert sys.getswitchinterval() == prev

@@ -30,6 +30,12 @@ def gap(expect: str | None) -> None:
     _META["gap"] = expect
 
 
+def functions(*names: str) -> None:
+    """Declare phases named after the function they run: the harness then checks the report's sampled
+    functions table against them (culprits, not only classes)."""
+    _META["functions"] = list(names)
+
+
 _TLS = threading.local()
 try:                                   # pread through PyDLL keeps the GIL: reading the truth must not
     import ctypes                      # hand the GIL to other threads (a file read that released it put
@@ -98,7 +104,7 @@ def _write() -> None:
         return
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
-        json.dump({"phases": _PHASES, "gap": _META["gap"], "pid": os.getpid()}, f)
+        json.dump({"phases": _PHASES, "gap": _META["gap"], "functions": _META.get("functions"), "pid": os.getpid()}, f)
     os.replace(tmp, path)
 
 

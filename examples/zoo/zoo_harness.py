@@ -156,9 +156,33 @@ def compare(paths: dict) -> dict:
         rows.append({"label": k, "truth_pct": tp, "measured_pct": mp, "diff_pts": mp - tp})
     truth_top = _top_category({k: v for k, v in t.items() if k != UNPLANTED})
     meas_top = _top_category({k: v for k, v in m.items() if "/" not in k})
+    if truth.get("functions"):     # culprit check (phases named after their functions)
+        rows += function_shares(rep, truth, truth["functions"])
     return {"window": w, "rows": rows, "truth_top": truth_top, "measured_top": meas_top,
             "ranking_ok": truth_top == meas_top, "verdict": rep["verdict"]["id"],
             "rate_hz": (rep.get("cpu_sampling") or {}).get("rate_hz")}
+
+
+def function_shares(rep: dict, truth: dict, names: list[str]) -> list[dict]:
+    """Culprit check for programs whose phases are named after the function they run: each function's
+    share of the main thread's own time (window minus run queue) in the truth vs the report's sampled
+    functions table (its rows of that function and of code nested in it, e.g. ``f.<locals>.<genexpr>``)."""
+    w = rep["window"]
+    lo, hi = int(w["start_ns"]), int(w["end_ns"])
+    rq_t = sum(min(p.get("runq_ns") or 0, p["end_ns"] - p["start_ns"]) for p in truth["phases"] if p.get("main", True))
+    own_t = max(1, hi - lo - rq_t)
+    waiting = next((b for b in rep["breakdown"] if b["category"] == "waiting"), {"parts": []})
+    rq_m = next((p["pct"] for p in waiting.get("parts", []) if p["name"] == "run_queue"), 0.0)
+    own_m = max(1e-9, 100.0 - rq_m)
+    rows = []
+    for n in names:
+        t_ns = sum(min(hi, p["end_ns"]) - max(lo, p["start_ns"]) - min(p.get("runq_ns") or 0, p["end_ns"] - p["start_ns"])
+                   for p in truth["phases"] if p["name"] == n and p["end_ns"] > lo and p["start_ns"] < hi)
+        m = sum(f["self_pct"] for f in rep["culprits"]["functions"]
+                if f["function"] == n or f["function"].startswith(n + ".<locals>."))
+        rows.append({"label": f"function {n}", "truth_pct": 100.0 * t_ns / own_t, "measured_pct": 100.0 * m / own_m,
+                     "diff_pts": 100.0 * m / own_m - 100.0 * t_ns / own_t})
+    return rows
 
 
 def format_rows(res: dict) -> str:

@@ -167,6 +167,7 @@ def noise_for(before: Side, after: Side) -> dict | None:
 # ---------------------------------------------------------------------------------------------
 def _named_from_trace(side: Side) -> dict[str, dict[str, tuple[float, int]]]:
     import numpy as np
+    from .analyze.sample_labels import function_of
     from .analyze.select import clipped_durations, group_sum, in_window
     from .trace.kinds import SpanKind
     t = side.trace
@@ -188,6 +189,8 @@ def _named_from_trace(side: Side) -> dict[str, dict[str, tuple[float, int]]]:
         uk, sums, cnt = group_sum(key[idx], d)
         lst = t.strings.as_list()
         names = [lst[int(k)] if k >= 0 else "" for k in uk.tolist()]
+        if label == "function":      # one row per function, whatever its hottest line ("file:func:line")
+            names = [function_of(n) for n in names]
         tab = out.setdefault(label, {})
         for nm, sm, c in zip(names, sums.tolist(), np.asarray(cnt).tolist()):
             if label == "range" and str(nm).startswith("ProfilerStep#"):

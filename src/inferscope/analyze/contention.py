@@ -30,7 +30,7 @@ import numpy as np
 from .. import thresholds as T
 from ..trace.kinds import SpanKind, TrackKind
 from ..trace.model import Trace
-from .culprits import _split_func
+from .sample_labels import function_keys, split_label
 from .intervals import clip, overlap_with_union, union
 from .threads import critical_tracks, native_thread_tracks
 
@@ -51,12 +51,13 @@ def _by_function(trace: Trace, idx: np.ndarray, us: np.ndarray, ue: np.ndarray, 
     idx, ov = idx[keep], ov[keep]
     if not len(idx):
         return []
-    key = np.stack((s.detail[idx].astype(np.int64), s.track[idx].astype(np.int64)), axis=1)
+    fkey, fnames, _ = function_keys(trace, s.detail[idx])
+    key = np.stack((fkey, s.track[idx].astype(np.int64)), axis=1)
     uk, inv = np.unique(key, axis=0, return_inverse=True)
     tot = np.bincount(inv.reshape(-1), weights=ov.astype(np.float64), minlength=len(uk))
     out = []
     for j in np.argsort(-tot, kind="stable")[:limit].tolist():
-        fn, f = _split_func(trace.strings[int(uk[j, 0])])
+        fn, f, _ = split_label(fnames[int(uk[j, 0])])
         out.append({"function": fn, "file": f, "thread": trace.track_label(int(uk[j, 1])), "ms": float(tot[j]) / 1e6})
     return out
 
@@ -137,12 +138,13 @@ def _kernel_by_function(trace: Trace, on: np.ndarray, fts: np.ndarray, fv: np.nd
     idx, kern = idx[keep], kern[keep]
     if not len(idx):
         return []
-    key = np.stack((s.detail[idx].astype(np.int64), s.track[idx].astype(np.int64)), axis=1)
+    fkey, fnames, _ = function_keys(trace, s.detail[idx])
+    key = np.stack((fkey, s.track[idx].astype(np.int64)), axis=1)
     uk, inv = np.unique(key, axis=0, return_inverse=True)
     tot = np.bincount(inv.reshape(-1), weights=kern, minlength=len(uk))
     out = []
     for j in np.argsort(-tot, kind="stable")[:limit].tolist():
-        fn, f = _split_func(trace.strings[int(uk[j, 0])])
+        fn, f, _ = split_label(fnames[int(uk[j, 0])])
         out.append({"function": fn, "file": f, "thread": trace.track_label(int(uk[j, 1])), "kernel_ms": float(tot[j])})
     return out
 

@@ -1,8 +1,9 @@
 """Culprit tables: the Python functions, framework ops and runtime/driver API calls that hold the
 window's time, by name, so a finding can say *what* to change.
 
-- functions: the live sampler's hottest function of every tick (CPU_SAMPLE ``detail``, "file:func";
-  sampled self time, by class and thread), and Python frames a profiler recorded (PYTHON spans,
+- functions: the live sampler's function of every tick (CPU_SAMPLE ``detail``, "file:func:line", one
+  function per run: sampled self time and sampler ticks, by class and thread; ``file`` is "path:line",
+  the line with the most sampled time - analyze/sample_labels.py), and Python frames a profiler recorded (PYTHON spans,
   Kineto with_stack: self time = the frame minus its recorded children, total = the whole frame);
 - ops: CPU ops (aten::...): self time (minus child ops), total, calls, and the GPU time of the
   kernels/copies launched from inside them (launch flows, attributed to the innermost op);
@@ -20,18 +21,11 @@ from .. import classes as CL
 from ..trace.kinds import GPU_WORK_KINDS, FlowKind, SpanKind
 from ..trace.model import Trace
 from .breakdown import python_self_intervals
+from .sample_labels import function_keys, sample_counts, split_label, top_line
 from .select import clipped_durations, in_window
 from .stats import fast_unique, grouped_stats
 
 _DOMAIN = {CL.TOK: "tokenization", CL.PRE: "preprocessing", CL.FW: "framework", CL.USER: "user_code"}
-
-
-def _split_func(label: str) -> tuple[str, str]:
-    """'pkg/file.py:Class.func' -> ('Class.func', 'pkg/file.py'); other labels: (label, '')."""
-    if ".py:" in label:
-        f, fn = label.rsplit(".py:", 1)
-        return fn, f + ".py"
-    return label, ""
 
 
 def _functions(trace: Trace, window, win_ns: int) -> list[dict]:
@@ -39,21 +33,23 @@ def _functions(trace: Trace, window, win_ns: int) -> list[dict]:
     rows: list[dict] = []
     smp = in_window(trace, (s.kind == SpanKind.CPU_SAMPLE) & (s.detail >= 0), window)
     if len(smp):
-        d = clipped_durations(trace, smp, window)
-        # key: (detail, class, thread)
-        key = np.stack((s.detail[smp].astype(np.int64), s.name[smp].astype(np.int64), s.track[smp].astype(np.int64)), axis=1)
-        uk, inv, cnt = np.unique(key, axis=0, return_inverse=True, return_counts=True)
+        d = clipped_durations(trace, smp, window).astype(np.float64)
+        fkey, fnames, line = function_keys(trace, s.detail[smp])
+        ticks = sample_counts(trace, smp)
+        # key: (function, class, thread); the line shown is the one with the most sampled time
+        key = np.stack((fkey, s.name[smp].astype(np.int64), s.track[smp].astype(np.int64)), axis=1)
+        uk, inv = np.unique(key, axis=0, return_inverse=True)
         inv = inv.reshape(-1)
-        tot = np.bincount(inv, weights=d.astype(np.float64), minlength=len(uk))
-        first = np.zeros(len(uk), dtype=np.int64)
-        first[inv[::-1]] = smp[::-1]
+        tot = np.bincount(inv, weights=d, minlength=len(uk))
+        cnt = np.bincount(inv, weights=ticks, minlength=len(uk))
+        lines = top_line(inv, line, d, len(uk))
         for j in range(len(uk)):
-            i = int(first[j])
-            label = trace.strings[int(s.detail[i])]
-            fn, f = _split_func(label)
-            rows.append({"function": fn, "file": f, "class": trace.strings[int(s.name[i])],
-                         "thread": trace.track_label(int(s.track[i])), "self_ms": tot[j] / 1e6, "total_ms": None,
-                         "samples": int(cnt[j]), "calls": None, "source": "sampler (hottest function per tick)"})
+            fn, f, _ = split_label(fnames[int(uk[j, 0])])
+            if f and lines[j] >= 0:
+                f = f"{f}:{int(lines[j])}"
+            rows.append({"function": fn, "file": f, "class": trace.strings[int(uk[j, 1])],
+                         "thread": trace.track_label(int(uk[j, 2])), "self_ms": tot[j] / 1e6, "total_ms": None,
+                         "samples": int(cnt[j]), "calls": None, "source": "sampler (function of each tick)"})
     py = s.kind == SpanKind.PYTHON
     if py.any():
         pst, pen, powner = python_self_intervals(trace)

@@ -31,6 +31,7 @@ from ..trace.kinds import GPU_WORK_KINDS, SpanKind
 from ..trace.model import Trace
 from .classify import launch_api_mask, sync_api_mask
 from .intervals import overlap_with_union, union
+from .sample_labels import function_of
 from .stats import fast_unique
 from .threads import child_process_tracks
 
@@ -208,7 +209,17 @@ def _top_items(trace: Trace, a: int, b: int, n: int = 5) -> list[dict]:
         uk, inv, cnt = fast_unique(keys, return_inverse=True, return_counts=True)
         tot = np.bincount(inv, weights=d, minlength=len(uk))
         for k, c, t in zip(uk.tolist(), cnt.tolist(), tot.tolist()):
-            rows.append({"name": prefix + trace.strings[int(k)], "count": int(c), "ms": t / 1e6})
+            nm = trace.strings[int(k)]
+            rows.append({"name": prefix + (function_of(nm) if key_col is s.detail else nm), "count": int(c), "ms": t / 1e6})
+    merged: dict[str, dict] = {}       # sampled functions: one row whatever their line
+    for r in rows:
+        m = merged.get(r["name"])
+        if m is None:
+            merged[r["name"]] = r
+        else:
+            m["count"] += r["count"]
+            m["ms"] += r["ms"]
+    rows = list(merged.values())
     rows.sort(key=lambda r: -r["ms"])
     return rows[:n]
 

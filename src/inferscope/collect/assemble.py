@@ -1,7 +1,8 @@
 """Collected events -> Trace columns (shared by the live session and the crash-journal reader).
 
 Events are the ring buffer's tuples (buffer.py):
-  span:    (0, span_kind, tid, start_ns, end_ns, name, detail, cat)
+  span:    (0, span_kind, tid, start_ns, end_ns, name, detail, cat[, ticks])  ticks: a CPU_SAMPLE run's sampler
+           ticks (stored in the span's correlation column)
   counter: (1, metric, device, ts_ns, value)
 Each thread gets one CPU_THREAD track (named "<thread name> (<tid>)", the main thread "main"),
 each (metric, device) one COUNTER track.  CPU_SAMPLE spans of threads never seen on CPU are
@@ -23,13 +24,13 @@ def add_events(b, events, *, pid: int, main_tid: int | None, thread_names: dict,
     tracks: dict = {}
     ctracks: dict = {}
     S = b.strings.intern
-    cols = {k: [] for k in ("start_ns", "end_ns", "track", "kind", "name", "detail", "cat")}
+    cols = {k: [] for k in ("start_ns", "end_ns", "track", "kind", "name", "detail", "cat", "correlation")}
     cnt = {"track": [], "ts_ns": [], "value": []}
     cs = int(SpanKind.CPU_SAMPLE)
     idle = set(idle_tids or ())
     for ev in events:
         if ev[0] == 0:
-            _, kind, tid, st, en, name, detail, cat = ev
+            _, kind, tid, st, en, name, detail, cat, *more = ev     # more: the sampler's tick count
             if kind == cs and tid in idle:
                 continue
             tr = tracks.get(tid)
@@ -43,6 +44,7 @@ def add_events(b, events, *, pid: int, main_tid: int | None, thread_names: dict,
             cols["name"].append(S(name))
             cols["detail"].append(S(detail) if detail else -1)
             cols["cat"].append(S(cat) if cat else -1)
+            cols["correlation"].append(more[0] if more and kind == cs else -1)
         else:
             _, metric, dev, ts, val = ev
             key = (metric, dev)

@@ -58,6 +58,13 @@ from .rawio import ProcFile
 
 CPU_SAMPLE = 11   # SpanKind.CPU_SAMPLE
 GIL_WAIT_NS = 250_000
+# The interpreter's switch interval while the program runs a single Python thread (with more, the
+# program's own: they would hand the GIL to each other ten times as often; restored at stop;
+# INFERSCOPE_SWITCH_INTERVAL_US overrides, 0 leaves it alone).  A tick waits for the GIL until the
+# running thread releases it (a numpy/torch call, I/O) or the switch interval forces a hand-over:
+# at Python's 5 ms the frame seen is nearly always the next release point, so pure Python between
+# GIL-releasing calls was never named (issue 24 item 1).
+SWITCH_INTERVAL_S = 0.0005
 # Sampling rate divisor while a module import is in progress (start-up is reported as one bucket
 # plus its slowest imports; 50 Hz at the default rate still gives ~200 samples over the demo's 4 s
 # of imports).  Every tick takes the GIL from the importing thread.
@@ -143,9 +150,20 @@ def _import_probe(module_locks):
     return importing_module
 
 
+def _switch_interval_s() -> float:
+    """The switch interval to use while one Python thread runs (SWITCH_INTERVAL_S, or
+    INFERSCOPE_SWITCH_INTERVAL_US; 0 = never change the program's)."""
+    import os
+    try:
+        us = float(os.environ.get("INFERSCOPE_SWITCH_INTERVAL_US", SWITCH_INTERVAL_S * 1e6))
+    except ValueError:
+        us = SWITCH_INTERVAL_S * 1e6
+    return max(0.0, us / 1e6)
+
+
 class _ThreadState:
-    __slots__ = ("clk", "cls", "counts", "cpu", "end", "last_fb", "native", "native_fresh", "native_tok", "pending", "perf", "prev_vol",
-                 "rq", "rq_at", "rq_t", "start", "t", "tid")
+    __slots__ = ("clk", "cls", "cpu", "end", "label", "last_fb", "lines", "n", "native", "native_fresh", "native_tok", "pending",
+                 "perf", "prev_vol", "rq", "rq_at", "rq_t", "start", "t", "tid")
 
     def __init__(self, tid, clk, cpu, t):
         self.tid = tid
@@ -154,7 +172,9 @@ class _ThreadState:
         self.t = t
         self.cls = None
         self.start = t
-        self.counts = {}
+        self.label = None  # the current run's function ("file:func"; one function per run)
+        self.n = 0         # ticks that named it
+        self.lines = {}    # its line at those ticks -> count
         self.rq = -1      # run-queue wait (ns) from /proc schedstat
         self.rq_t = None  # ProcFile of /proc/self/task/<tid>/schedstat
         self.rq_at = 0    # sample time of the rq reading
@@ -177,6 +197,8 @@ class Sampler:
         time.clock_gettime_ns and time.pthread_getcpuclockid; tests inject fakes to drive ticks
         deterministically."""
         self.buffer = buffer
+        self._switch = None     # (the program's switch interval, ours) while the sampler has set ours
+        self._live = frames is None     # the real interpreter (tests inject fakes: leave its switch interval)
         self._clock = clock or time.perf_counter_ns
         self._sleep = sleep or time.sleep
         self._frames = frames or sys._current_frames
@@ -247,11 +269,20 @@ class Sampler:
     def _native_ids(self) -> dict:
         return {t.ident: t.native_id for t in threading.enumerate()}
 
+    @staticmethod
+    def _detail(st: _ThreadState):
+        """The run's function as "file:func:line" (its most frequent line), "file:func" without one."""
+        if st.label is None:
+            return None
+        if st.lines:
+            return f"{st.label}:{max(st.lines, key=st.lines.get)}"
+        return st.label
+
     def _emit(self, st: _ThreadState) -> None:
         if st.cls is None or st.end <= st.start:
             return
-        detail = max(st.counts, key=st.counts.get) if st.counts else None
-        self.buffer.append((0, CPU_SAMPLE, st.tid, st.start, st.end, st.cls, detail, "sample"))
+        # 9th field: the ticks that named the run's function (the trace's correlation column of CPU_SAMPLE spans)
+        self.buffer.append((0, CPU_SAMPLE, st.tid, st.start, st.end, st.cls, self._detail(st), "sample", st.n))
         ct = self.class_totals
         if ct is not None:     # live /metrics (exporter.py): ns per class, summed over threads
             ct[st.cls] = ct.get(st.cls, 0) + (st.end - st.start)
@@ -260,13 +291,19 @@ class Sampler:
         """Spans for the runs still open (used by snapshots; not appended to the buffer)."""
         out = []
         for st in list(self.threads.values()):
-            cls, start, t, counts = st.cls, st.start, st.end, dict(st.counts)
+            cls, start, t = st.cls, st.start, st.end
             if cls is not None and t > start:
-                detail = max(counts, key=counts.get) if counts else None
-                out.append((0, CPU_SAMPLE, st.tid, start, t, cls, detail, "sample"))
+                out.append((0, CPU_SAMPLE, st.tid, start, t, cls, self._detail(st), "sample", st.n))
         return out
 
+    def _restore_switch(self) -> None:
+        sw = getattr(self, "_switch", None)
+        if sw is not None and sys.getswitchinterval() == sw[1]:   # the program did not set its own meanwhile
+            sys.setswitchinterval(sw[0])
+        self._switch = None
+
     def _close_all(self) -> None:
+        self._restore_switch()
         if self.native_threads is not None:
             if self._perf_maps is not None and self.follow_native:
                 try:                       # their last period
@@ -285,8 +322,12 @@ class Sampler:
         """Threads never seen on CPU (the main thread is always kept)."""
         return {tid for tid, n in self.oncpu_by_tid.items() if n == 0 and tid != self.main_tid}
 
-    def _apply(self, st: _ThreadState, t: int, cls: str, label, exact: bool = False) -> None:
-        """Add one classified tick to the thread's current run (a new run when the class changes).
+    def _apply(self, st: _ThreadState, t: int, cls: str, label, exact: bool = False, tick: bool = True) -> None:
+        """Add one classified tick to the thread's current run (a new run when the class or the
+        function changes: a run names one function, so the functions table sums each function's own
+        runs - a run of one class used to give all its time to its most frequent function).
+        ``label``: (function "file:func", line) of the tick, or None (no frame named: off-CPU parts,
+        kept ticks).
 
         The tick says what the thread does at ``t``; when that differs from the previous tick the
         change happened somewhere in between, so the interval is split at its midpoint (the
@@ -294,16 +335,21 @@ class Sampler:
         turned one delayed tick - the sampler waiting for the GIL or descheduled - into a long
         run of the wrong class).  ``exact``: the caller knows the boundary (the perf split).
         """
-        if cls is not st.cls:
+        fn = label[0] if label is not None else None
+        if cls is not st.cls or (fn is not None and st.label is not None and fn != st.label):
             if st.cls is not None and not exact and t > st.end:
                 st.end = (st.end + t) // 2
             self._emit(st)
             st.cls = cls
             st.start = st.end
-            st.counts = {}
-        if label is not None:
-            counts = st.counts
-            counts[label] = counts.get(label, 0) + 1
+            st.label, st.n, st.lines = None, 0, {}
+        if fn is not None:
+            st.label = fn
+            if tick:          # a tick split by class counts once (in its largest part)
+                st.n += 1
+            ln = label[1]
+            if ln:
+                st.lines[ln] = st.lines.get(ln, 0) + 1
         st.end = t
 
     def _resolve(self, st: _ThreadState) -> None:
@@ -393,20 +439,20 @@ class Sampler:
                 elif frac <= 0.0 and ftok <= 0.0:
                     cls = fallback
                 else:
-                    # compute first, then native tokenization, then the stack's class; the label
-                    # goes to the largest part
+                    # compute first, then native tokenization, then the stack's class; each part
+                    # names the tick's function (its time is the function's, whatever the class),
+                    # the tick is counted once, in the largest part
                     dt = end - prev
                     rest = 1.0 - frac - ftok
                     top = max(frac, ftok, rest)
                     a = prev + int(dt * frac)
                     b = a + int(dt * ftok)
                     if a > prev:
-                        self._apply(st, a, CLS_COMPUTE, label if frac == top else None, exact=True)
+                        self._apply(st, a, CLS_COMPUTE, label, exact=True, tick=frac == top)
                     if b > a:
-                        self._apply(st, b, CLS_TOKENIZATION, label if ftok == top and frac != top else None, exact=True)
+                        self._apply(st, b, CLS_TOKENIZATION, label, exact=True, tick=ftok == top and frac != top)
                     if end > b:
-                        self._apply(st, end, fallback, label if rest == top and frac != top and ftok != top else None,
-                                    exact=True)
+                        self._apply(st, end, fallback, label, exact=True, tick=rest == top and frac != top and ftok != top)
                     if t > end:
                         self._apply(st, t, CLS_WAITING, None, exact=True)
                     prev = t
@@ -500,6 +546,8 @@ class Sampler:
         perf_off = False        # perf sampling switched off (while importing)
         last_tick = 0
         forced_ns = int(sys.getswitchinterval() * 1e9 * 0.9)
+        short_s = _switch_interval_s()
+        manage_switch = self._live and 0 < short_s < sys.getswitchinterval()
         next_resolve = 0
         next_native, native_period = 0, 0
         setup_thread = self._perf_thread
@@ -641,7 +689,7 @@ class Sampler:
                 # in an import (this thread owns a module lock): library loading = framework
                 mod = importing_module(ident) if module_locks else None
                 if mod is not None:
-                    dom, label = FW, "import " + mod
+                    dom, label = FW, ("import " + mod, 0)
                 else:
                     # walk outwards until a framework/tokenization/preprocessing frame decides;
                     # user frames keep walking (an enclosing tokenizer wins)
@@ -656,7 +704,7 @@ class Sampler:
                         d = e[1]
                         if d and d != IMPORT:
                             if dom == 0:
-                                dom, label = d, e[2]
+                                dom, label, lf = d, e[2], f
                                 if d != USER:
                                     break
                             elif d == TOK or d == PRE:    # user code called by a tokenizer
@@ -664,6 +712,8 @@ class Sampler:
                                 break
                         f = f.f_back
                         depth += 1
+                    if label is not None:
+                        label = (label, lf.f_lineno or 0)
                     if dom == 0:
                         dom = USER
                     if dom == USER:
@@ -718,6 +768,23 @@ class Sampler:
                 else:
                     self._apply(st, t, cls, label)
                 self.samples += 1
+            if manage_switch:
+                # one Python thread of the program: the short switch interval (SWITCH_INTERVAL_S); more: the
+                # program's own - threads that fight for the GIL would hand it over ten times as often
+                # (zoo_gil: the main thread's GIL wait became run-queue time and gil_contention vanished)
+                cur = sys.getswitchinterval()
+                sw = self._switch
+                if sw is not None and cur != sw[1]:          # the program set its own: leave it alone
+                    manage_switch, self._switch = False, None
+                elif seen <= 1 and sw is None:
+                    self._switch = (cur, None)
+                    sys.setswitchinterval(short_s)
+                    self._switch = (cur, sys.getswitchinterval())
+                    forced_ns = int(self._switch[1] * 1e9 * 0.9)
+                elif seen > 1 and sw is not None:
+                    sys.setswitchinterval(sw[0])
+                    self._switch = None
+                    forced_ns = int(sw[0] * 1e9 * 0.9)
             # the budget paces the per-tick work; the periodic work below is per unit of time
             if not setup and cpu0 is not None:
                 try:

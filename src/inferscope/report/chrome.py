@@ -246,8 +246,8 @@ def iter_events(trace: Trace, result: dict | None = None):
         for j in range(hi - lo):
             k = kind_l[j]
             args = []
-            if corr_l[j] >= 0:
-                args.append(f'"correlation":{corr_l[j]}')
+            if corr_l[j] >= 0:     # a CPU_SAMPLE run keeps its sampler tick count there
+                args.append(f'"samples":{corr_l[j]}' if k == SpanKind.CPU_SAMPLE else f'"correlation":{corr_l[j]}')
             if ext_l[j] >= 0:
                 args.append(f'"external_id":{ext_l[j]}')
             if bytes_l[j] >= 0:

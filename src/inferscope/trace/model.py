@@ -30,7 +30,7 @@ SPAN_COLUMNS: dict[str, Any] = {
     "kind": np.uint8,         # SpanKind
     "name": np.int32,         # string id
     "cat": np.int32,          # string id: category as the source named it
-    "correlation": np.int64,  # launch correlation id (-1 none)
+    "correlation": np.int64,  # launch correlation id (-1 none); CPU_SAMPLE: the sampler ticks in the span (-1 unknown)
     "ext_id": np.int64,       # source's external/op id linking ops to API calls (-1 none)
     "bytes": np.int64,        # copy / memset size (-1 n/a)
     "copy_kind": np.uint8,    # CopyKind
