@@ -113,6 +113,14 @@ def _runq_ns(tid: int) -> int:
         return -1
 
 
+def _decides(co) -> bool:
+    """The code object is not transparent to the stack walk (not stdlib/unknown library/InferScope/import)."""
+    e = C.CODE_CACHE.get(id(co))
+    if e is None or e[0] is not co:
+        e = C.code_entry(co)
+    return bool(e[1]) and e[1] != C.IMPORT
+
+
 def _close(st) -> None:
     if st.perf is not None:
         st.perf.close()
@@ -208,6 +216,8 @@ class Sampler:
         self.per_tick = None     # fn(t_ns): cheap counters read on every tick (page faults)
         self.follow_native = True   # native (non-Python) threads by perf role (native_threads.py)
         self.native_threads = None
+        self.probe_blocking = True  # name the syscall/file/frame of off-CPU threads (blocking.py)
+        self.blocking = None
 
     # ---------------------------------------------------------------------
     def start(self) -> None:
@@ -234,6 +244,8 @@ class Sampler:
         if self._thread is not None:
             self._thread.join(timeout=2.0)
         self._close_all()
+        if self.blocking is not None:
+            self.blocking.close()
         if self._perf_main is not None:    # opened but the main thread was never sampled
             self._perf_main.close()
             self._perf_main = None
@@ -487,6 +499,14 @@ class Sampler:
         names = C.DOMAIN_NAMES
         schedstat = _runq_ns(threading.get_native_id()) >= 0
         periodic, period_ns = self.periodic or (None, 0)
+        probe = None
+        if self.probe_blocking:
+            try:
+                from .blocking import Probe
+                self.blocking = Probe(self.buffer.append, _decides)
+                probe = self.blocking.probe
+            except Exception:
+                probe = None
         next_periodic = 0
         per_tick = self.per_tick
         perf_maps = None        # set when the side thread has perf ready (_adopt_perf)
@@ -572,6 +592,8 @@ class Sampler:
                     self._resolve(st)
                     self._emit(st)
                     _close(st)
+                    if self.blocking is not None:
+                        self.blocking.forget(st.tid)
                     st = None
                 if st is None:
                     tid = tho._native_id if tho is not None else None
@@ -635,6 +657,13 @@ class Sampler:
                 else:
                     oncpu = True
                     off = rqn = 0
+                if probe is not None:
+                    # why it is off-CPU (collect/blocking.py): the syscall, file and frame it blocks in,
+                    # for threads mostly off-CPU since their previous tick; a mark when that changes
+                    try:
+                        probe(st.tid, st.t if not oncpu else st.t + max(off, 0), frame, not oncpu)
+                    except Exception:
+                        probe = None
                 st.t = t
                 label = None
                 fallback = None
@@ -757,6 +786,8 @@ class Sampler:
                     self._resolve(gone)
                     self._emit(gone)
                     _close(gone)
+                    if self.blocking is not None:
+                        self.blocking.forget(gone.tid)
             frames = frame = f = None
             self.busy_ns += clock() - t
         try:

@@ -1,0 +1,312 @@
+"""Why a sampled Python thread is off-CPU: the system call it is blocked in, the file, the Python frame.
+
+At a sampler tick where a thread was mostly off-CPU since its previous tick (the sampler's ``not
+oncpu``: it is blocked at the tick), ``Probe.probe`` reads ``/proc/self/task/<tid>/syscall`` (the
+system call number and its six arguments, or "running"; one pread of a file kept open per thread),
+decodes the number with the table of this machine's architecture (x86_64, aarch64), and names:
+  - the file of fd-taking calls (read/pread64/write/fsync/...: ``os.readlink('/proc/self/fd/<fd>')``,
+    cached per (fd, device, inode) from an fstat, so a reused fd number is not mistaken for the old
+    file), and the path argument of openat/newfstatat/statx/unlinkat (read from our own memory
+    through /proc/self/mem: a bad pointer is EIO, never a crash);
+  - for futex, whether the wait has a timeout (a lock/condition/queue without timeout is untimed;
+    CPython's GIL wait is always timed);
+  - the waiting Python frame: the innermost frame outside the standard library, unknown libraries
+    and InferScope (``file:line function``), and the innermost frame when that differs (``via``).
+Races (the fd closed meanwhile, the thread gone) and permission errors give a partial label, never
+an exception into the sampler.
+
+Recorded as a step function per thread, in the existing span columns: a MARK span (instant) with
+cat ``inferscope.offcpu``, name = the syscall (or ``running`` when the thread goes back on CPU) and
+detail = a JSON object {"path", "fd", "frame", "via", "timed"}.  A mark is appended only when a
+thread's label changes, at the start of the tick interval it describes (the previous tick: the
+interval a blocked thread's off-CPU part ends at this tick), so a thread blocked for seconds in one
+call costs one event, and the label at any instant is the last mark before it.  Interned strings:
+the same call site and file cost one string.  analyze/blocking.py charges the sampled ``waiting``
+time of each thread to the label in force.
+
+Cost (measured on the 2-vCPU VM): one pread of the syscall file ~3 us, fstat ~1 us, readlink ~5 us
+(cached); a thread whose syscall line did not change since its previous probe reuses its label.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+
+MARK = 13   # SpanKind.MARK
+CAT = "inferscope.offcpu"
+RUNNING = "running"
+
+# syscall number -> name, for the calls a blocked inference thread is seen in (I/O, locks, sleeps,
+# polls, process waits); others read "syscall_<nr>".  From the kernel's unistd tables.
+SYSCALLS = {
+    "x86_64": {
+        0: "read", 1: "write", 2: "open", 3: "close", 4: "stat", 5: "fstat", 6: "lstat", 7: "poll", 8: "lseek",
+        9: "mmap", 10: "mprotect", 11: "munmap", 12: "brk", 16: "ioctl", 17: "pread64", 18: "pwrite64", 19: "readv",
+        20: "writev", 21: "access", 23: "select", 24: "sched_yield", 26: "msync", 28: "madvise", 34: "pause",
+        35: "nanosleep", 40: "sendfile", 42: "connect", 43: "accept", 44: "sendto", 45: "recvfrom", 46: "sendmsg",
+        47: "recvmsg", 56: "clone", 57: "fork", 59: "execve", 61: "wait4", 65: "semop", 70: "msgrcv", 72: "fcntl",
+        73: "flock", 74: "fsync", 75: "fdatasync", 76: "truncate", 77: "ftruncate", 78: "getdents", 82: "rename",
+        83: "mkdir", 87: "unlink", 89: "readlink", 128: "rt_sigtimedwait", 130: "rt_sigsuspend", 162: "sync",
+        187: "readahead", 202: "futex", 208: "io_getevents", 209: "io_submit", 217: "getdents64", 220: "semtimedop",
+        221: "fadvise64", 230: "clock_nanosleep", 232: "epoll_wait", 243: "mq_timedreceive", 247: "waitid",
+        257: "openat", 262: "newfstatat", 263: "unlinkat", 270: "pselect6", 271: "ppoll", 275: "splice",
+        277: "sync_file_range", 281: "epoll_pwait", 285: "fallocate", 288: "accept4", 295: "preadv", 296: "pwritev",
+        299: "recvmmsg", 306: "syncfs", 307: "sendmmsg", 318: "getrandom", 326: "copy_file_range", 327: "preadv2",
+        328: "pwritev2", 332: "statx", 426: "io_uring_enter", 441: "epoll_pwait2", 449: "futex_waitv",
+    },
+    "aarch64": {
+        2: "io_submit", 4: "io_getevents", 22: "epoll_pwait", 25: "fcntl", 29: "ioctl", 32: "flock", 35: "unlinkat",
+        46: "ftruncate", 47: "fallocate", 56: "openat", 57: "close", 61: "getdents64", 62: "lseek", 63: "read",
+        64: "write", 65: "readv", 66: "writev", 67: "pread64", 68: "pwrite64", 69: "preadv", 70: "pwritev",
+        71: "sendfile", 72: "pselect6", 73: "ppoll", 76: "splice", 79: "newfstatat", 80: "fstat", 81: "sync",
+        82: "fsync", 83: "fdatasync", 84: "sync_file_range", 95: "waitid", 98: "futex", 101: "nanosleep",
+        115: "clock_nanosleep", 124: "sched_yield", 133: "rt_sigsuspend", 137: "rt_sigtimedwait",
+        183: "mq_timedreceive", 188: "msgrcv", 192: "semtimedop", 193: "semop", 202: "accept", 203: "connect",
+        206: "sendto", 207: "recvfrom", 211: "sendmsg", 212: "recvmsg", 213: "readahead", 215: "munmap",
+        220: "clone", 221: "execve", 222: "mmap", 223: "fadvise64", 226: "mprotect", 227: "msync", 233: "madvise",
+        242: "accept4", 243: "recvmmsg", 260: "wait4", 267: "syncfs", 269: "sendmmsg", 278: "getrandom",
+        285: "copy_file_range", 286: "preadv2", 287: "pwritev2", 291: "statx", 426: "io_uring_enter",
+        441: "epoll_pwait2", 449: "futex_waitv",
+    },
+}
+# calls whose first argument is a file descriptor
+FD_CALLS = frozenset((
+    "read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2", "pwritev2", "fsync",
+    "fdatasync", "sync_file_range", "syncfs", "ftruncate", "fallocate", "lseek", "fstat", "getdents", "getdents64",
+    "ioctl", "fcntl", "flock", "splice", "copy_file_range", "recvfrom", "sendto", "recvmsg", "sendmsg", "recvmmsg",
+    "sendmmsg", "accept", "accept4", "connect", "epoll_wait", "epoll_pwait", "epoll_pwait2", "io_uring_enter",
+    "fadvise64", "readahead", "close", "sendfile", "msync"))
+# calls whose argument i is a path (user pointer): i
+PATH_ARG = {"openat": 1, "open": 0, "newfstatat": 1, "statx": 1, "unlinkat": 1, "stat": 0, "lstat": 0, "unlink": 0,
+            "truncate": 0, "mkdir": 0, "access": 0}
+# what the analysis calls each: disk/file I/O, a lock (futex), a sleep, a poll on fds, anything else
+IO_CALLS = frozenset((
+    "read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2", "pwritev2", "fsync",
+    "fdatasync", "sync_file_range", "syncfs", "sync", "ftruncate", "fallocate", "truncate", "open", "openat", "close",
+    "stat", "lstat", "newfstatat", "statx", "fstat", "getdents", "getdents64", "unlink", "unlinkat", "rename", "mkdir",
+    "access", "readahead", "fadvise64", "copy_file_range", "sendfile", "splice", "msync", "io_getevents", "io_submit",
+    "io_uring_enter", "flock"))
+LOCK_CALLS = frozenset(("futex", "futex_waitv", "semop", "semtimedop"))
+SLEEP_CALLS = frozenset(("nanosleep", "clock_nanosleep", "pause", "sched_yield"))
+POLL_CALLS = frozenset(("poll", "ppoll", "select", "pselect6", "epoll_wait", "epoll_pwait", "epoll_pwait2"))
+AT_FDCWD = -100
+
+
+def arch_table(machine: str | None = None) -> dict:
+    m = (machine or platform.machine()).lower()
+    if m in ("amd64", "x64"):
+        m = "x86_64"
+    if m == "arm64":
+        m = "aarch64"
+    return SYSCALLS.get(m, {})
+
+
+def kind_of(name: str) -> str:
+    """io | lock | sleep | poll | other (syscall name)."""
+    if name in IO_CALLS:
+        return "io"
+    if name in LOCK_CALLS:
+        return "lock"
+    if name in SLEEP_CALLS:
+        return "sleep"
+    if name in POLL_CALLS:
+        return "poll"
+    return "other"
+
+
+def _s64(v: int) -> int:
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def decode(line: bytes | str, table: dict) -> tuple[str, list[int]] | None:
+    """One /proc/<pid>/task/<tid>/syscall line -> (name, args); None when the thread runs / no call.
+
+    Formats (proc(5)): "running"; "-1 sp pc" (blocked, not in a syscall); "nr a0 .. a5 sp pc"."""
+    if isinstance(line, bytes):
+        line = line.decode("ascii", "replace")
+    parts = line.split()
+    if not parts or parts[0] == RUNNING:
+        return None
+    try:
+        nr = int(parts[0])
+    except ValueError:
+        return None
+    if nr < 0:
+        return None
+    try:
+        args = [_s64(int(p, 16)) for p in parts[1:7]]
+    except ValueError:
+        args = []
+    return table.get(nr, f"syscall_{nr}"), args
+
+
+def clean_path(p: str, limit: int = 300) -> str:
+    """A path from /proc: control characters replaced, bounded (it is untrusted text)."""
+    p = "".join(c if c.isprintable() else "?" for c in p)
+    return p if len(p) <= limit else p[:limit - 3] + "..."
+
+
+class Probe:
+    """Per-thread probes for the sampler (one instance per sampler; called from its thread only)."""
+
+    def __init__(self, append, code_domain, machine: str | None = None) -> None:
+        """``append``: the ring buffer's append; ``code_domain(code) -> int`` (0 = transparent)."""
+        self.append = append
+        self.table = arch_table(machine)
+        self.code_domain = code_domain
+        self._files: dict = {}     # tid -> fd of its syscall file (None: unreadable)
+        self._last: dict = {}      # tid -> (raw line, name, detail)
+        self._cur: dict = {}       # tid -> (name, detail) of the last mark appended
+        self._paths: dict = {}     # (fd, dev, ino) -> path
+        self._mem = None           # fd of /proc/self/mem (-1: unreadable)
+        self.probes = 0
+        self.marks = 0
+        self.ns = 0                # time spent in probes (perf_counter_ns)
+
+    # --- reading ------------------------------------------------------------
+    def _read(self, tid: int) -> bytes | None:
+        fd = self._files.get(tid, -2)
+        if fd == -2:
+            try:
+                fd = os.open(f"/proc/self/task/{tid}/syscall", os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                fd = None
+            self._files[tid] = fd
+        if fd is None:
+            return None
+        try:
+            return os.pread(fd, 256, 0)
+        except OSError:
+            return None
+
+    def _fd_path(self, fd: int) -> str | None:
+        if fd < 0:
+            return None
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            return None
+        key = (fd, st.st_dev, st.st_ino)
+        p = self._paths.get(key)
+        if p is None:
+            try:
+                p = clean_path(os.readlink(f"/proc/self/fd/{fd}"))
+            except OSError:
+                return None
+            if len(self._paths) > 4096:
+                self._paths.clear()
+            self._paths[key] = p
+        return p
+
+    def _user_str(self, addr: int) -> str | None:
+        """A NUL-terminated string at ``addr`` in our own memory (/proc/self/mem: a bad address is an
+        error, not a fault)."""
+        if addr <= 0:
+            return None
+        if self._mem is None:
+            try:
+                self._mem = os.open("/proc/self/mem", os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                self._mem = -1
+        if self._mem < 0:
+            return None
+        try:
+            b = os.pread(self._mem, 512, addr)
+        except (OSError, OverflowError, ValueError):
+            return None
+        b = b.split(b"\0", 1)[0]
+        return clean_path(os.fsdecode(b)) if b else None
+
+    def _frame(self, frame) -> tuple[str | None, str | None]:
+        """(the innermost non-transparent frame, the innermost frame if different) as 'file:line func'."""
+        inner = None
+        f = frame
+        depth = 0
+        dom = self.code_domain
+        while f is not None and depth < 96:
+            co = f.f_code
+            lab = f"{os.path.basename(co.co_filename)}:{f.f_lineno} {co.co_name}"
+            if inner is None:
+                inner = lab
+            if dom(co):
+                return lab, (inner if inner != lab else None)
+            f = f.f_back
+            depth += 1
+        return inner, None
+
+    def label(self, tid: int, frame) -> tuple[str | None, str | None]:
+        """(name, detail JSON) of what the thread is blocked in now; (RUNNING, None) when it runs;
+        (None, None) when its syscall file cannot be read."""
+        raw = self._read(tid)
+        if raw is None:
+            return None, None
+        last = self._last.get(tid)
+        if last is not None and last[0] == raw and last[1] not in IO_CALLS:
+            # the same call at the same place (an idle pool thread's futex, a poll): same label; file
+            # calls are decoded again (a reused fd number with identical arguments is another file)
+            return last[1], last[2]
+        d = decode(raw, self.table)
+        if d is None:
+            name, detail = (RUNNING, None) if raw.startswith(b"running") else ("blocked", None)
+        else:
+            name, args = d
+            info = {}
+            if name in FD_CALLS and args:
+                info["fd"] = args[0]
+                p = self._fd_path(args[0])
+                if p is not None:
+                    info["path"] = p
+            elif name in PATH_ARG and len(args) > PATH_ARG[name]:
+                p = self._user_str(args[PATH_ARG[name]])
+                if p is not None:
+                    info["path"] = p
+            if name == "futex" and len(args) > 3:
+                info["timed"] = args[3] != 0
+            fr, via = self._frame(frame)
+            if fr:
+                info["frame"] = fr
+            if via:
+                info["via"] = via
+            detail = json.dumps(info, sort_keys=True) if info else None
+        self._last[tid] = (raw, name, detail)
+        return name, detail
+
+    # --- the sampler's hook -------------------------------------------------
+    def probe(self, tid: int, at_ns: int, frame, blocked: bool) -> None:
+        """One tick of one thread: ``blocked`` (mostly off-CPU since its previous tick) reads what it
+        waits in; otherwise it runs.  A mark is appended at ``at_ns`` when the label changed."""
+        if blocked:
+            self.probes += 1
+            name, detail = self.label(tid, frame)
+            if name is None:      # not readable (another process's tid, a thread gone): no mark
+                return
+        else:
+            if tid not in self._cur:
+                return
+            name, detail = RUNNING, None
+        cur = (name, detail)
+        if self._cur.get(tid) != cur:
+            self._cur[tid] = cur
+            self.append((0, MARK, tid, at_ns, at_ns, name, detail, CAT))
+            self.marks += 1
+
+    def forget(self, tid: int) -> None:
+        fd = self._files.pop(tid, None)
+        if fd is not None and fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._last.pop(tid, None)
+        self._cur.pop(tid, None)
+
+    def close(self) -> None:
+        for tid in list(self._files):
+            self.forget(tid)
+        if self._mem is not None and self._mem >= 0:
+            try:
+                os.close(self._mem)
+            except OSError:
+                pass
+        self._mem = None
