@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import sys
 
 MARK = 13   # SpanKind.MARK
 CAT = "inferscope.offcpu"
@@ -115,6 +116,33 @@ def kind_of(name: str) -> str:
     return "other"
 
 
+# calls whose third argument is a byte count
+SIZE_ARG = frozenset(("read", "write", "pread64", "pwrite64"))
+# calls with (fd, iovec array, count): the byte count is the sum of the iovecs' lengths (64-bit layout)
+IOV_CALLS = frozenset(("readv", "writev", "preadv", "pwritev", "preadv2", "pwritev2"))
+_FLAGS = [(n, getattr(os, n, 0)) for n in ("O_SYNC", "O_DSYNC", "O_DIRECT", "O_APPEND")]
+
+
+def flag_names(flags: int) -> list:
+    """Names of the open flags that change how I/O waits (O_SYNC includes O_DSYNC's bit)."""
+    out = []
+    for n, v in _FLAGS:
+        if v and flags & v == v and not (n == "O_DSYNC" and "O_SYNC" in out):
+            out.append(n)
+    return out
+
+
+def _open_flags(fd: int) -> list:
+    try:
+        with open(f"/proc/self/fdinfo/{fd}", "rb") as f:
+            for ln in f.read(512).splitlines():
+                if ln.startswith(b"flags:"):
+                    return flag_names(int(ln.split()[1], 8))
+    except (OSError, ValueError, IndexError):
+        pass
+    return []
+
+
 def _s64(v: int) -> int:
     return v - (1 << 64) if v >= 1 << 63 else v
 
@@ -180,7 +208,8 @@ class Probe:
         except OSError:
             return None
 
-    def _fd_path(self, fd: int) -> str | None:
+    def _fd_path(self, fd: int) -> tuple[str, list] | None:
+        """(path, [O_DIRECT/O_DSYNC/O_SYNC/O_APPEND flags it was opened with]) of one of our fds."""
         if fd < 0:
             return None
         try:
@@ -191,7 +220,7 @@ class Probe:
         p = self._paths.get(key)
         if p is None:
             try:
-                p = clean_path(os.readlink(f"/proc/self/fd/{fd}"))
+                p = (clean_path(os.readlink(f"/proc/self/fd/{fd}")), _open_flags(fd))
             except OSError:
                 return None
             if len(self._paths) > 4096:
@@ -202,14 +231,7 @@ class Probe:
     def _user_str(self, addr: int) -> str | None:
         """A NUL-terminated string at ``addr`` in our own memory (/proc/self/mem: a bad address is an
         error, not a fault)."""
-        if addr <= 0:
-            return None
-        if self._mem is None:
-            try:
-                self._mem = os.open("/proc/self/mem", os.O_RDONLY | os.O_CLOEXEC)
-            except OSError:
-                self._mem = -1
-        if self._mem < 0:
+        if addr <= 0 or self._mem_fd() < 0:
             return None
         try:
             b = os.pread(self._mem, 512, addr)
@@ -217,6 +239,27 @@ class Probe:
             return None
         b = b.split(b"\0", 1)[0]
         return clean_path(os.fsdecode(b)) if b else None
+
+    def _iov_bytes(self, addr: int, cnt: int) -> int | None:
+        """Total length of the first (up to 64) iovecs at ``addr`` in our own memory (readv/preadv2...)."""
+        if addr <= 0 or self._mem_fd() < 0:
+            return None
+        n = min(cnt, 64)
+        try:
+            b = os.pread(self._mem, 16 * n, addr)
+        except (OSError, OverflowError, ValueError):
+            return None
+        if len(b) < 16 * n:
+            return None
+        return sum(int.from_bytes(b[16 * i + 8:16 * i + 16], sys.byteorder) for i in range(n))
+
+    def _mem_fd(self) -> int:
+        if self._mem is None:
+            try:
+                self._mem = os.open("/proc/self/mem", os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                self._mem = -1
+        return self._mem
 
     def _frame(self, frame) -> tuple[str | None, str | None]:
         """(the innermost non-transparent frame, the innermost frame if different) as 'file:line func'."""
@@ -256,7 +299,15 @@ class Probe:
                 info["fd"] = args[0]
                 p = self._fd_path(args[0])
                 if p is not None:
-                    info["path"] = p
+                    info["path"] = p[0]
+                    if p[1]:
+                        info["flags"] = p[1]
+                if name in SIZE_ARG and len(args) > 2 and 0 <= args[2] < 1 << 40:
+                    info["size"] = args[2]
+                elif name in IOV_CALLS and len(args) > 2 and 0 < args[2] <= 1024:
+                    n = self._iov_bytes(args[1], args[2])
+                    if n is not None:
+                        info["size"] = n
             elif name in PATH_ARG and len(args) > PATH_ARG[name]:
                 p = self._user_str(args[PATH_ARG[name]])
                 if p is not None:
