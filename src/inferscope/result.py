@@ -624,7 +624,7 @@ class FaultStorms(_S):
 
 
 class BlockingCall(_S):
-    kind: str                      # io | lock | sleep | poll | other
+    kind: str                      # io | lock | gil | sleep | poll | other
     syscall: str                   # e.g. pread64, fsync, futex, clock_nanosleep
     frame: Optional[str]           # the waiting Python frame "file:line function" (innermost non-library)
     via: Optional[str]             # the innermost frame when it differs (a stdlib wrapper)
@@ -661,6 +661,7 @@ class Blocking(_S):
     lock_pct_of_window: float
     futex_ms: float
     python_overlap_ms: float
+    gil_ms: float                  # futex waits with a deadline within the switch interval (the GIL)
     sleep_ms: float
     poll_ms: float
     other_ms: float

@@ -12,7 +12,9 @@ Rules (over the window, the critical threads of analyze/threads.py):
 - kind of a call (collect/blocking.kind_of): io (read/write/pread64/fsync/openat/...), lock (futex),
   sleep, poll, other.  blocking_io = io time; rows by (syscall, frame, directory), the file with the
   most time named, with its open flags (O_DIRECT, O_DSYNC, O_SYNC) and the byte count of read/write.
-- lock: futex time; the part of it during which another thread of the process ran Python
+- gil: futex waits whose deadline was within the GIL switch interval at the tick (CPython's take_gil
+  waits one switch interval at a time): the GIL, not a lock; left out of lock.
+- lock: the other futex time; the part of it during which another thread of the process ran Python
   (contention.PYTHON_SAMPLE_CLASSES) is ``python_overlap_ms`` (GIL-like: that thread may hold the
   GIL or the lock; gil_contention covers it) and is left out of ``lock_ms``.  For the rest, what the
   other threads of the process were doing at the same time (their own labels: "off-CPU in
@@ -33,6 +35,15 @@ from ..trace.model import Trace
 from .threads import native_thread_tracks
 
 PY_CLASSES = ("tokenization", "preprocessing", "user_code", "framework")
+
+
+def _kind(label) -> str:
+    """io | lock | gil | sleep | poll | other: a futex wait with a deadline within the switch interval is
+    CPython's GIL wait (collect/blocking.Probe._short_timeout), not a lock."""
+    nm, info = label
+    if nm == "futex" and info.get("short_timeout"):
+        return "gil"
+    return kind_of(nm)
 
 
 def _labels(trace: Trace) -> tuple[dict, list]:
@@ -180,15 +191,15 @@ def blocking(trace: Trace, lo: int, hi: int, crit: np.ndarray) -> dict | None:
                 continue
             attributed += ns
             per_label[(t, x)] = per_label.get((t, x), 0) + ns
-        fl = np.array([x >= 0 and kind_of(labels[x][0]) == "lock" for x in lab.tolist()], bool)
+        fl = np.array([x >= 0 and _kind(labels[x]) == "lock" for x in lab.tolist()], bool)
         if fl.any():
             lock_pieces[t] = (a[fl], b[fl])
-    kinds = {"io": 0, "lock": 0, "sleep": 0, "poll": 0, "other": 0}
+    kinds = {"io": 0, "lock": 0, "gil": 0, "sleep": 0, "poll": 0, "other": 0}
     by_sys: dict = {}
     rows: dict = {}
     for (t, x), ns in per_label.items():
         nm, info = labels[x]
-        k = kind_of(nm)
+        k = _kind(labels[x])
         kinds[k] += ns
         by_sys[(nm, k)] = by_sys.get((nm, k), 0) + ns
         path = info.get("path")
@@ -240,7 +251,7 @@ def blocking(trace: Trace, lo: int, hi: int, crit: np.ndarray) -> dict | None:
         "io_ms": kinds["io"] / 1e6, "io_pct_of_window": 100.0 * kinds["io"] / win,
         "lock_ms": net_lock / 1e6, "lock_pct_of_window": 100.0 * net_lock / win,
         "futex_ms": lock_ns / 1e6, "python_overlap_ms": py_ns / 1e6,
-        "sleep_ms": kinds["sleep"] / 1e6, "poll_ms": kinds["poll"] / 1e6, "other_ms": kinds["other"] / 1e6,
+        "gil_ms": kinds["gil"] / 1e6, "sleep_ms": kinds["sleep"] / 1e6, "poll_ms": kinds["poll"] / 1e6, "other_ms": kinds["other"] / 1e6,
         "by_syscall": [{"syscall": n, "kind": k, "ms": ns / 1e6}
                        for (n, k), ns in sorted(by_sys.items(), key=lambda kv: (-kv[1], kv[0][0]))],
         "calls": calls[:12], "lock_others": lock_others,

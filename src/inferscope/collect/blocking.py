@@ -8,8 +8,9 @@ decodes the number with the table of this machine's architecture (x86_64, aarch6
     cached per (fd, device, inode) from an fstat, so a reused fd number is not mistaken for the old
     file), and the path argument of openat/newfstatat/statx/unlinkat (read from our own memory
     through /proc/self/mem: a bad pointer is EIO, never a crash);
-  - for futex, whether the wait has a timeout (a lock/condition/queue without timeout is untimed;
-    CPython's GIL wait is always timed);
+  - for futex, whether the wait has a timeout (a lock/condition/queue without timeout is untimed)
+    and whether that deadline is within the GIL switch interval (``short_timeout``: CPython's GIL wait,
+    one switch interval at a time; the deadline is read from our own memory);
   - the waiting Python frame: the innermost frame outside the standard library, unknown libraries
     and InferScope (``file:line function``), and the innermost frame when that differs (``via``).
 Races (the fd closed meanwhile, the thread gone) and permission errors give a partial label, never
@@ -33,6 +34,7 @@ import json
 import os
 import platform
 import sys
+import time
 
 MARK = 13   # SpanKind.MARK
 CAT = "inferscope.offcpu"
@@ -92,6 +94,8 @@ LOCK_CALLS = frozenset(("futex", "futex_waitv", "semop", "semtimedop"))
 SLEEP_CALLS = frozenset(("nanosleep", "clock_nanosleep", "pause", "sched_yield"))
 POLL_CALLS = frozenset(("poll", "ppoll", "select", "pselect6", "epoll_wait", "epoll_pwait", "epoll_pwait2"))
 AT_FDCWD = -100
+# a futex deadline this close (beyond the switch interval) or past marks a GIL wait (_short_timeout)
+SHORT_TIMEOUT_SLACK_NS = 2_000_000
 
 
 def arch_table(machine: str | None = None) -> dict:
@@ -253,6 +257,31 @@ class Probe:
             return None
         return sum(int.from_bytes(b[16 * i + 8:16 * i + 16], sys.byteorder) for i in range(n))
 
+    def _short_timeout(self, op: int, addr: int) -> bool:
+        """A futex wait whose deadline is at most the GIL switch interval (+ SHORT_TIMEOUT_SLACK_NS) away,
+        or already past: CPython's GIL wait (take_gil waits on its condition for one switch interval at a
+        time, 5 ms); a Lock/Condition/queue wait with a timeout has its own, usually longer, deadline.
+        FUTEX_WAIT (op 0) takes a relative timeout, FUTEX_WAIT_BITSET (9) an absolute one on
+        CLOCK_MONOTONIC, or CLOCK_REALTIME with FUTEX_CLOCK_REALTIME (256)."""
+        if self._mem_fd() < 0:
+            return False
+        try:
+            b = os.pread(self._mem, 16, addr)
+        except (OSError, OverflowError, ValueError):
+            return False
+        if len(b) < 16:
+            return False
+        v = int.from_bytes(b[:8], sys.byteorder, signed=True) * 1_000_000_000 + int.from_bytes(b[8:], sys.byteorder,
+                                                                                             signed=True)
+        cmd = op & 0x7f
+        if cmd == 0:
+            rem = v
+        elif cmd == 9:
+            rem = v - time.clock_gettime_ns(time.CLOCK_REALTIME if op & 256 else time.CLOCK_MONOTONIC)
+        else:
+            return False
+        return rem <= sys.getswitchinterval() * 1e9 + SHORT_TIMEOUT_SLACK_NS
+
     def _mem_fd(self) -> int:
         if self._mem is None:
             try:
@@ -314,6 +343,8 @@ class Probe:
                     info["path"] = p
             if name == "futex" and len(args) > 3:
                 info["timed"] = args[3] != 0
+                if args[3] and self._short_timeout(args[1], args[3]):
+                    info["short_timeout"] = True
             fr, via = self._frame(frame)
             if fr:
                 info["frame"] = fr
