@@ -327,8 +327,10 @@ def blocking_io(res: dict, found: dict) -> dict | None:
     i = b["calls"].index(rows[0])
     e.cite_all(f"contention.blocking.calls[{i}]", top_syscall="syscall", top_path="path", top_frame="frame", top_ms="ms")
     per = [x for x in b.get("by_syscall") or [] if x["kind"] == "io"]
-    txt = [f"The inference thread was blocked in file I/O system calls for {ms:,.1f} ms ({pct:.1f}% of the window; "
-           f"{waiting:,.1f} ms off-CPU in all): " + ", ".join(f"{x['syscall']} {x['ms']:,.1f} ms" for x in per[:6]) + "."]
+    att = e.cite("attributed_ms", "contention.blocking.attributed_ms")
+    txt = [f"The inference thread was blocked in file I/O system calls for {ms:,.1f} ms ({pct:.1f}% of the window): "
+           + ", ".join(f"{x['syscall']} {x['ms']:,.1f} ms" for x in per[:6]) + f". A lower bound: of its {waiting:,.1f} ms "
+           f"off-CPU, the sampler saw the call for {att:,.1f} ms ({100.0 * ms / att if att else 0:.0f}% of that in file I/O)."]
     for r in rows[:3]:
         txt.append(f"{r['ms']:,.1f} ms in {_desc(r)}.")
     return e.finding("blocking_io", "medium" if pct >= T.BLOCKING_IO_MEDIUM_PCT else "low",

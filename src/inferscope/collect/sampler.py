@@ -658,10 +658,11 @@ class Sampler:
                     oncpu = True
                     off = rqn = 0
                 if probe is not None:
-                    # why it is off-CPU (collect/blocking.py): the syscall, file and frame it blocks in,
-                    # for threads mostly off-CPU since their previous tick; a mark when that changes
+                    # why it is off-CPU (collect/blocking.py): the syscall, file and frame it blocks in at
+                    # this tick, for threads off-CPU for part of the interval since their previous tick
+                    # (the label covers that interval); a mark when it changes
                     try:
-                        probe(st.tid, st.t if not oncpu else st.t + max(off, 0), frame, not oncpu)
+                        probe(st.tid, st.t, frame, not oncpu or off != 0)
                     except Exception:
                         probe = None
                 st.t = t
