@@ -113,7 +113,7 @@ def test_probe_reads_paths_and_flags_of_files(tmp_path):
     try:
         path, flags = p._fd_path(fd)
         assert path == str(f) and flags == ["O_DSYNC"]
-        assert p._fd_path(fd) == (path, flags)                 # cached per (fd, dev, ino)
+        assert p._fd_path(fd) == (path, flags)                 # cached per (fd, mount, inode)
     finally:
         os.close(fd)
     import ctypes

@@ -162,6 +162,21 @@ def _other_states(trace: Trace, track: int, marks, labels: list, lo: int, hi: in
     on = np.flatnonzero((s.kind == SpanKind.CPU_SAMPLE) & (s.track == track) & (s.name != wid) & (s.end_ns > lo)
                         & (s.start_ns < hi))
     strs = trace.strings
+    if not len(a) and not len(on) and marks is not None:
+        # a thread never seen mostly on-CPU has no samples (assemble.py drops idle threads' runs) but
+        # keeps its marks: its state is their step function (a lock holder that sleeps 40 ms at a time)
+        mt, ml = marks
+        ends = np.append(mt[1:], hi)
+        A, B, keys = [], [], []
+        for x, y, k in zip(mt.tolist(), ends.tolist(), ml.tolist()):
+            x, y = max(x, lo), min(y, hi)
+            if y > x:
+                nm, info = labels[k]
+                A.append(x)
+                B.append(y)
+                keys.append("running" if nm == RUNNING else
+                            f"off-CPU in {nm}" + (f" at {info['frame']}" if info.get("frame") else ""))
+        return A, B, keys
     A = a.tolist() + np.clip(s.start_ns[on], lo, hi).tolist()
     B = b.tolist() + np.clip(s.end_ns[on], lo, hi).tolist()
     for n, d in zip(s.name[on].tolist(), s.detail[on].tolist()):

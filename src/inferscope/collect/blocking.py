@@ -27,14 +27,20 @@ time of each thread to the label in force.
 
 Cost (measured on the 2-vCPU VM): one pread of the syscall file ~3 us, fstat ~1 us, readlink ~5 us
 (cached); a thread whose syscall line did not change since its previous probe reuses its label.
+All reads but readlink keep the GIL held (rawio.py: a released GIL costs the sampler a hand-over,
+5-30 ms under GIL contention).
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import platform
 import sys
 import time
+
+from . import rawio
+from .rawio import ProcFile, read_small
 
 MARK = 13   # SpanKind.MARK
 CAT = "inferscope.offcpu"
@@ -136,15 +142,15 @@ def flag_names(flags: int) -> list:
     return out
 
 
-def _open_flags(fd: int) -> list:
-    try:
-        with open(f"/proc/self/fdinfo/{fd}", "rb") as f:
-            for ln in f.read(512).splitlines():
-                if ln.startswith(b"flags:"):
-                    return flag_names(int(ln.split()[1], 8))
-    except (OSError, ValueError, IndexError):
-        pass
-    return []
+def _pread_at(fd: int, n: int, off: int) -> bytes:
+    """pread(2) at an offset with the GIL held (rawio.py: a released GIL costs the sampler a hand-over)."""
+    if rawio._pread is None:
+        return os.pread(fd, n, off)
+    buf = ctypes.create_string_buffer(n)
+    r = rawio._pread(fd, buf, n, off)
+    if r < 0:
+        raise OSError(ctypes.get_errno(), "pread failed")
+    return buf.raw[:r]
 
 
 def _s64(v: int) -> int:
@@ -198,33 +204,44 @@ class Probe:
 
     # --- reading ------------------------------------------------------------
     def _read(self, tid: int) -> bytes | None:
-        fd = self._files.get(tid, -2)
-        if fd == -2:
+        f = self._files.get(tid, -2)
+        if f == -2:
             try:
-                fd = os.open(f"/proc/self/task/{tid}/syscall", os.O_RDONLY | os.O_CLOEXEC)
+                f = ProcFile(f"/proc/self/task/{tid}/syscall", 256)
             except OSError:
-                fd = None
-            self._files[tid] = fd
-        if fd is None:
+                f = None
+            self._files[tid] = f
+        if f is None:
             return None
         try:
-            return os.pread(fd, 256, 0)
+            return f.read()
         except OSError:
             return None
 
     def _fd_path(self, fd: int) -> tuple[str, list] | None:
-        """(path, [O_DIRECT/O_DSYNC/O_SYNC/O_APPEND flags it was opened with]) of one of our fds."""
+        """(path, [O_DIRECT/O_DSYNC/O_SYNC/O_APPEND flags it was opened with]) of one of our fds.
+        /proc/self/fdinfo/<fd> (read with the GIL held) gives the flags and the (mount, inode) key of
+        the cache; readlink (which releases the GIL) runs once per new file."""
         if fd < 0:
             return None
         try:
-            st = os.fstat(fd)
+            info = read_small(f"/proc/self/fdinfo/{fd}", 1024)
         except OSError:
             return None
-        key = (fd, st.st_dev, st.st_ino)
-        p = self._paths.get(key)
+        fields = {}
+        for ln in info.splitlines():
+            k, _, v = ln.partition(b":")
+            if k in (b"flags", b"mnt_id", b"ino"):
+                fields[k] = v.strip()
+        try:
+            flags = flag_names(int(fields.get(b"flags", b"0"), 8))
+        except ValueError:
+            flags = []
+        key = (fd, fields.get(b"mnt_id"), fields.get(b"ino"))
+        p = self._paths.get(key) if key[2] is not None else None
         if p is None:
             try:
-                p = (clean_path(os.readlink(f"/proc/self/fd/{fd}")), _open_flags(fd))
+                p = (clean_path(os.readlink(f"/proc/self/fd/{fd}")), flags)
             except OSError:
                 return None
             if len(self._paths) > 4096:
@@ -238,7 +255,7 @@ class Probe:
         if addr <= 0 or self._mem_fd() < 0:
             return None
         try:
-            b = os.pread(self._mem, 512, addr)
+            b = _pread_at(self._mem, 512, addr)
         except (OSError, OverflowError, ValueError):
             return None
         b = b.split(b"\0", 1)[0]
@@ -250,7 +267,7 @@ class Probe:
             return None
         n = min(cnt, 64)
         try:
-            b = os.pread(self._mem, 16 * n, addr)
+            b = _pread_at(self._mem, 16 * n, addr)
         except (OSError, OverflowError, ValueError):
             return None
         if len(b) < 16 * n:
@@ -266,7 +283,7 @@ class Probe:
         if self._mem_fd() < 0:
             return False
         try:
-            b = os.pread(self._mem, 16, addr)
+            b = _pread_at(self._mem, 16, addr)
         except (OSError, OverflowError, ValueError):
             return False
         if len(b) < 16:
@@ -374,12 +391,9 @@ class Probe:
             self.marks += 1
 
     def forget(self, tid: int) -> None:
-        fd = self._files.pop(tid, None)
-        if fd is not None and fd >= 0:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        f = self._files.pop(tid, None)
+        if f is not None and f != -2:
+            f.close()
         self._last.pop(tid, None)
         self._cur.pop(tid, None)
 
