@@ -94,6 +94,15 @@ def test_probe_names_syscall_file_and_frame(tmp_path):
         assert events[0][1] == B.MARK and events[0][2] == tid
         p.probe(999_999_999, 5, None, True)     # not our thread: nothing, no exception
         assert len(events) == 2
+        # back-off: blocked in the same call for BACKOFF_AFTER probes, then probed every BACKOFF_SKIP + 1 ticks
+        n0 = p.probes
+        for i in range(B.BACKOFF_AFTER + 1 + 2 * (B.BACKOFF_SKIP + 1)):
+            p.probe(tid, 400 + i, frames.get(ts[0].ident), True)
+        assert p.probes - n0 == B.BACKOFF_AFTER + 1 + 2
+        p.probe(tid, 500, None, False)              # it ran: probed again at its next blocked tick
+        n0 = p.probes
+        p.probe(tid, 501, frames.get(ts[0].ident), True)
+        assert p.probes == n0 + 1
     finally:
         os.write(w, b"x")
         lock.release()

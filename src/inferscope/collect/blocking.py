@@ -102,6 +102,15 @@ POLL_CALLS = frozenset(("poll", "ppoll", "select", "pselect6", "epoll_wait", "ep
 AT_FDCWD = -100
 # a futex deadline this close (beyond the switch interval) or past marks a GIL wait (_short_timeout)
 SHORT_TIMEOUT_SLACK_NS = 2_000_000
+# an fd's file (fdinfo: flags, mount, inode) is looked up again after this long: a loop of reads on one
+# fd costs one lookup per period, not one per tick; a closed and reused fd number is seen after it
+FD_RECHECK_NS = 50_000_000
+# a thread blocked in the same call for BACKOFF_AFTER probes in a row (an idle pool thread on its
+# futex, a poll loop) is probed on every (BACKOFF_SKIP + 1)-th tick only: a probe costs 3-30 us (the
+# kernel waits for the task to be off its CPU), 16 idle threads at 200 Hz would take 1-10 % of a core.
+# A change of its call is seen up to BACKOFF_SKIP ticks late (40 ms at 200 Hz); any tick it runs resets.
+BACKOFF_AFTER = 10
+BACKOFF_SKIP = 7
 
 
 def arch_table(machine: str | None = None) -> dict:
@@ -196,7 +205,10 @@ class Probe:
         self._files: dict = {}     # tid -> fd of its syscall file (None: unreadable)
         self._last: dict = {}      # tid -> (raw line, name, detail)
         self._cur: dict = {}       # tid -> (name, detail) of the last mark appended
-        self._paths: dict = {}     # (fd, dev, ino) -> path
+        self._paths: dict = {}     # (fd, mount, inode) -> (path, flags)
+        self._recent: dict = {}    # fd -> (monotonic ns of the last fdinfo check, (path, flags))
+        self._details: dict = {}   # label tuple -> its JSON (interned once)
+        self._backoff: dict = {}   # tid -> [probes with an unchanged label, ticks left to skip]
         self._mem = None           # fd of /proc/self/mem (-1: unreadable)
         self.probes = 0
         self.marks = 0
@@ -224,6 +236,17 @@ class Probe:
         the cache; readlink (which releases the GIL) runs once per new file."""
         if fd < 0:
             return None
+        now = time.monotonic_ns()
+        hit = self._recent.get(fd)
+        if hit is not None and now - hit[0] < FD_RECHECK_NS:
+            return hit[1]
+        r = self._fd_lookup(fd)
+        if len(self._recent) > 1024:
+            self._recent.clear()
+        self._recent[fd] = (now, r)
+        return r
+
+    def _fd_lookup(self, fd: int) -> tuple[str, list] | None:
         try:
             info = read_small(f"/proc/self/fdinfo/{fd}", 1024)
         except OSError:
@@ -331,9 +354,10 @@ class Probe:
         if raw is None:
             return None, None
         last = self._last.get(tid)
-        if last is not None and last[0] == raw and last[1] not in IO_CALLS:
-            # the same call at the same place (an idle pool thread's futex, a poll): same label; file
-            # calls are decoded again (a reused fd number with identical arguments is another file)
+        if last is not None and last[0] == raw:
+            # the same call with the same arguments at the same place (an idle pool thread's futex, a
+            # poll, a blocking read): same label (known limit: an fd number closed and reused for
+            # another file, with identical arguments, keeps the earlier file's name)
             return last[1], last[2]
         d = decode(raw, self.table)
         if d is None:
@@ -367,7 +391,15 @@ class Probe:
                 info["frame"] = fr
             if via:
                 info["via"] = via
-            detail = json.dumps(info, sort_keys=True) if info else None
+            if info:
+                key = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in info.items()))
+                detail = self._details.get(key)
+                if detail is None:
+                    if len(self._details) > 4096:
+                        self._details.clear()
+                    detail = self._details[key] = json.dumps(info, sort_keys=True)
+            else:
+                detail = None
         self._last[tid] = (raw, name, detail)
         return name, detail
 
@@ -376,15 +408,28 @@ class Probe:
         """One tick of one thread: ``blocked`` (mostly off-CPU since its previous tick) reads what it
         waits in; otherwise it runs.  A mark is appended at ``at_ns`` when the label changed."""
         if blocked:
+            b = self._backoff.get(tid)
+            if b is not None and b[1] > 0:     # blocked in the same call for a while: probe less often
+                b[1] -= 1
+                return
             self.probes += 1
             name, detail = self.label(tid, frame)
             if name is None:      # not readable (another process's tid, a thread gone): no mark
                 return
         else:
+            self._backoff.pop(tid, None)
             if tid not in self._cur:
                 return
             name, detail = RUNNING, None
         cur = (name, detail)
+        if blocked:
+            if self._cur.get(tid) == cur:
+                b = self._backoff.setdefault(tid, [0, 0])
+                b[0] += 1
+                if b[0] >= BACKOFF_AFTER:
+                    b[1] = BACKOFF_SKIP
+            else:
+                self._backoff.pop(tid, None)
         if self._cur.get(tid) != cur:
             self._cur[tid] = cur
             self.append((0, MARK, tid, at_ns, at_ns, name, detail, CAT))
@@ -396,6 +441,7 @@ class Probe:
             f.close()
         self._last.pop(tid, None)
         self._cur.pop(tid, None)
+        self._backoff.pop(tid, None)
 
     def close(self) -> None:
         for tid in list(self._files):
