@@ -134,6 +134,7 @@ class Session:
         log.info(f"Trace collection started (buffer_size_mb={cfg.trace_size_mb:g}, cpu_sampling_hz={cfg.cpu_sampling_frequency_hz:g})")
         self.sampler = Sampler(self.buffer, cfg.cpu_sampling_frequency_hz, self.scope_stacks, self.skip_idents)
         self.sampler.use_perf = cfg.perf_ip_sampling
+        self.sampler.probe_blocking = cfg.offcpu_probe
         self.system = SystemSampler(self.buffer.append)
         if self.system.warning:
             self._warn(self.system.warning)
