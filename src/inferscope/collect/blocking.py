@@ -9,8 +9,10 @@ decodes the number with the table of this machine's architecture (x86_64, aarch6
     file), and the path argument of openat/newfstatat/statx/unlinkat (read from our own memory
     through /proc/self/mem: a bad pointer is EIO, never a crash);
   - for futex, whether the wait has a timeout (a lock/condition/queue without timeout is untimed)
-    and whether that deadline is within the GIL switch interval (``short_timeout``: CPython's GIL wait,
-    one switch interval at a time; the deadline is read from our own memory);
+    and whether that deadline is within the GIL switch interval (CPython's GIL wait, one switch
+    interval at a time; the deadline is read from our own memory): such a probe writes no mark, the
+    previous label stays in force (a thread back from a blocking call waits for the GIL the sampler
+    holds during the tick: labelled as GIL, 50 ms of a disk-I/O loop's reads read as GIL waits);
   - the waiting Python frame: the innermost frame outside the standard library, unknown libraries
     and InferScope (``file:line function``), and the innermost frame when that differs (``via``).
 Races (the fd closed meanwhile, the thread gone) and permission errors give a partial label, never
@@ -105,7 +107,7 @@ SHORT_TIMEOUT_SLACK_NS = 2_000_000
 # an fd's file (fdinfo: flags, mount, inode) is looked up again after this long: a loop of reads on one
 # fd costs one lookup per period, not one per tick; a closed and reused fd number is seen after it
 FD_RECHECK_NS = 50_000_000
-# a thread blocked in the same call for BACKOFF_AFTER probes in a row (an idle pool thread on its
+# a thread blocked in the very same call (an unchanged syscall line) for BACKOFF_AFTER probes in a row (an idle pool thread on its
 # futex, a poll loop) is probed on every (BACKOFF_SKIP + 1)-th tick only: a probe costs 3-30 us (the
 # kernel waits for the task to be off its CPU), 16 idle threads at 200 Hz would take 1-10 % of a core.
 # A change of its call is seen up to BACKOFF_SKIP ticks late (40 ms at 200 Hz); any tick it runs resets.
@@ -208,7 +210,9 @@ class Probe:
         self._paths: dict = {}     # (fd, mount, inode) -> (path, flags)
         self._recent: dict = {}    # fd -> (monotonic ns of the last fdinfo check, (path, flags))
         self._details: dict = {}   # label tuple -> its JSON (interned once)
-        self._backoff: dict = {}   # tid -> [probes with an unchanged label, ticks left to skip]
+        self._backoff: dict = {}   # tid -> [probes in an unchanged call, ticks left to skip]
+        self._hit = False          # the last label() came from an unchanged syscall line
+        self._gil = False          # ... and was a GIL wait (futex deadline within the switch interval)
         self._mem = None           # fd of /proc/self/mem (-1: unreadable)
         self.probes = 0
         self.marks = 0
@@ -354,11 +358,14 @@ class Probe:
         if raw is None:
             return None, None
         last = self._last.get(tid)
-        if last is not None and last[0] == raw:
+        self._hit = last is not None and last[0] == raw
+        if self._hit:
             # the same call with the same arguments at the same place (an idle pool thread's futex, a
             # poll, a blocking read): same label (known limit: an fd number closed and reused for
             # another file, with identical arguments, keeps the earlier file's name)
+            self._gil = last[3]
             return last[1], last[2]
+        self._gil = False
         d = decode(raw, self.table)
         if d is None:
             name, detail = (RUNNING, None) if raw.startswith(b"running") else ("blocked", None)
@@ -386,6 +393,7 @@ class Probe:
                 info["timed"] = args[3] != 0
                 if args[3] and self._short_timeout(args[1], args[3]):
                     info["short_timeout"] = True
+                    self._gil = True
             fr, via = self._frame(frame)
             if fr:
                 info["frame"] = fr
@@ -400,7 +408,7 @@ class Probe:
                     detail = self._details[key] = json.dumps(info, sort_keys=True)
             else:
                 detail = None
-        self._last[tid] = (raw, name, detail)
+        self._last[tid] = (raw, name, detail, self._gil)
         return name, detail
 
     # --- the sampler's hook -------------------------------------------------
@@ -416,6 +424,11 @@ class Probe:
             name, detail = self.label(tid, frame)
             if name is None:      # not readable (another process's tid, a thread gone): no mark
                 return
+            if self._gil:
+                # waiting for the GIL (the sampler holds it during this very tick, or another thread):
+                # the thread came back from whatever blocked it; that label stays in force (the GIL
+                # wait itself is the gil_contention rule's, from the other threads' Python samples)
+                return
         else:
             self._backoff.pop(tid, None)
             if tid not in self._cur:
@@ -423,7 +436,9 @@ class Probe:
             name, detail = RUNNING, None
         cur = (name, detail)
         if blocked:
-            if self._cur.get(tid) == cur:
+            # back off only from a thread in the very same call (same syscall line: arguments, stack
+            # and program counters), never from one that comes and goes (an I/O loop, a running thread)
+            if self._hit and name != RUNNING and self._cur.get(tid) == cur:
                 b = self._backoff.setdefault(tid, [0, 0])
                 b[0] += 1
                 if b[0] >= BACKOFF_AFTER:
