@@ -8,7 +8,8 @@ Rules (over the window, the critical threads of analyze/threads.py):
   mark at or before each instant (a mark is written when the syscall/file/frame seen at a tick of a
   mostly-off-CPU thread changes, at the start of the interval it describes).  Waiting under a
   ``running`` mark (the off-CPU part of a mostly-on-CPU tick interval) or before any mark is
-  ``unattributed``.
+  ``unattributed``, and so is the last piece of a wait that runs past the window's end (its label was
+  read at a tick after the end: at exit, the join of a thread after the timed reads).
 - kind of a call (collect/blocking.kind_of): io (read/write/pread64/fsync/openat/...), lock (futex),
   sleep, poll, other.  blocking_io = io time; rows by (syscall, frame, directory), the file with the
   most time named, with its open flags (O_DIRECT, O_DSYNC, O_SYNC) and the byte count of read/write.
@@ -91,11 +92,12 @@ def _segments(trace: Trace, track: int, marks, lo: int, hi: int) -> tuple[np.nda
                        & (s.start_ns < hi))
     a = np.clip(s.start_ns[w], lo, hi)
     b = np.clip(s.end_ns[w], lo, hi)
+    past = (s.end_ns[w] > hi).tolist()
     if marks is None:
         return a, b, np.full(len(a), -1, np.int64)
     mt, ml = marks
     A, B, L = [], [], []
-    for x, y in zip(a.tolist(), b.tolist()):
+    for x, y, over in zip(a.tolist(), b.tolist(), past):
         if y <= x:
             continue
         j = int(np.searchsorted(mt, x, "right")) - 1
@@ -111,7 +113,9 @@ def _segments(trace: Trace, track: int, marks, lo: int, hi: int) -> tuple[np.nda
             cl = int(ml[i])
         A.append(cur)
         B.append(y)
-        L.append(cl)
+        # a wait running past the window's end: its last label was read at a tick after the end (the
+        # join at exit, not the reads before it): not charged to the window
+        L.append(-1 if over else cl)
     return np.asarray(A, np.int64), np.asarray(B, np.int64), np.asarray(L, np.int64)
 
 

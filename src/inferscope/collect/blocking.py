@@ -10,9 +10,12 @@ decodes the number with the table of this machine's architecture (x86_64, aarch6
     through /proc/self/mem: a bad pointer is EIO, never a crash);
   - for futex, whether the wait has a timeout (a lock/condition/queue without timeout is untimed)
     and whether that deadline is within the GIL switch interval (CPython's GIL wait, one switch
-    interval at a time; the deadline is read from our own memory): such a probe writes no mark, the
-    previous label stays in force (a thread back from a blocking call waits for the GIL the sampler
-    holds during the tick: labelled as GIL, 50 ms of a disk-I/O loop's reads read as GIL waits);
+    interval at a time; the deadline is read from our own memory): such a probe writes no mark when
+    it waits at the frame of the label in force (a thread back from its blocking call waits for the
+    GIL the sampler holds during the tick: labelled as GIL, 50 ms of a disk-I/O loop's reads read as
+    GIL waits); elsewhere it ends that label (``running``: unattributed).  So does an untimed
+    FUTEX_WAIT (op 0), glibc's mutex wait - the GIL's mutex -, while CPython's Lock/Condition/Event/
+    queue/join wait with FUTEX_WAIT_BITSET (op 9) and are lock waits;
   - the waiting Python frame: the innermost frame outside the standard library, unknown libraries
     and InferScope (``file:line function``), and the innermost frame when that differs (``via``).
 Races (the fd closed meanwhile, the thread gone) and permission errors give a partial label, never
@@ -213,6 +216,7 @@ class Probe:
         self._backoff: dict = {}   # tid -> [probes in an unchanged call, ticks left to skip]
         self._hit = False          # the last label() came from an unchanged syscall line
         self._gil = False          # ... and was a GIL wait (futex deadline within the switch interval)
+        self._gil_frame = None     # ... and the frame it waited at
         self._mem = None           # fd of /proc/self/mem (-1: unreadable)
         self.probes = 0
         self.marks = 0
@@ -363,9 +367,9 @@ class Probe:
             # the same call with the same arguments at the same place (an idle pool thread's futex, a
             # poll, a blocking read): same label (known limit: an fd number closed and reused for
             # another file, with identical arguments, keeps the earlier file's name)
-            self._gil = last[3]
+            self._gil, self._gil_frame = last[3], last[4]
             return last[1], last[2]
-        self._gil = False
+        self._gil, self._gil_frame = False, None
         d = decode(raw, self.table)
         if d is None:
             name, detail = (RUNNING, None) if raw.startswith(b"running") else ("blocked", None)
@@ -394,7 +398,15 @@ class Probe:
                 if args[3] and self._short_timeout(args[1], args[3]):
                     info["short_timeout"] = True
                     self._gil = True
+                elif not args[3] and args[1] & 0x7f == 0:
+                    # untimed FUTEX_WAIT: glibc's pthread_mutex_lock (lll_lock_wait), e.g. the GIL's own
+                    # mutex taken by every thread that wants the GIL; CPython's locks, conditions,
+                    # events, queues and joins wait on semaphores: FUTEX_WAIT_BITSET (op 9)
+                    info["mutex"] = True
+                    self._gil = True
             fr, via = self._frame(frame)
+            if self._gil:
+                self._gil_frame = fr
             if fr:
                 info["frame"] = fr
             if via:
@@ -408,7 +420,7 @@ class Probe:
                     detail = self._details[key] = json.dumps(info, sort_keys=True)
             else:
                 detail = None
-        self._last[tid] = (raw, name, detail, self._gil)
+        self._last[tid] = (raw, name, detail, self._gil, self._gil_frame)
         return name, detail
 
     # --- the sampler's hook -------------------------------------------------
@@ -426,9 +438,15 @@ class Probe:
                 return
             if self._gil:
                 # waiting for the GIL (the sampler holds it during this very tick, or another thread):
-                # the thread came back from whatever blocked it; that label stays in force (the GIL
-                # wait itself is the gil_contention rule's, from the other threads' Python samples)
-                return
+                # the thread came back from a call.  At the frame of the label in force (the same
+                # call site: an I/O loop's read just returned) that label stays; elsewhere the wait is
+                # no call of its own: unattributed (RUNNING).  The GIL wait itself is gil_contention's
+                # (from the other threads' Python samples).
+                cur = self._cur.get(tid)
+                if cur is not None and cur[0] != RUNNING and self._gil_frame and cur[1] and \
+                        f'"frame": {json.dumps(self._gil_frame)}' in cur[1]:
+                    return
+                name, detail = RUNNING, None
         else:
             self._backoff.pop(tid, None)
             if tid not in self._cur:
