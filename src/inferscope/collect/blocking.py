@@ -436,6 +436,14 @@ class Probe:
             name, detail = self.label(tid, frame)
             if name is None:      # not readable (another process's tid, a thread gone): no mark
                 return
+            if name == RUNNING and frame is not None:
+                # runnable at the tick (woke up, waiting for a CPU or for the GIL): same rule as a GIL
+                # wait below - at the frame of the label in force, it just returned from that call
+                cur = self._cur.get(tid)
+                if cur is not None and cur[0] != RUNNING and cur[1]:
+                    fr = self._frame(frame)[0]
+                    if fr and f'"frame": {json.dumps(fr)}' in cur[1]:
+                        return
             if self._gil:
                 # waiting for the GIL (the sampler holds it during this very tick, or another thread):
                 # the thread came back from a call.  At the frame of the label in force (the same
