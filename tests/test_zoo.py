@@ -248,21 +248,26 @@ def test_lock_wait_is_not_called_gil(tmp_path):
 
 
 def test_disk_io_names_syscall_file_and_frame(tmp_path):
-    """zoo_disk_io.py: blocking_io names the read call (preadv: preadv2 in glibc) on data.bin with its
-    O_DIRECT flag and the waiting line, and the O_DSYNC writes / fsync on their files (measured on ext4:
-    25-35 % of the window in preadv2, 4-13 % in O_DSYNC writes; fsync 3 ms each, seen in some runs)."""
+    """zoo_disk_io.py: contention.blocking names the read call (os.preadv: preadv2 in glibc) on data.bin
+    with its O_DIRECT flag, 64 KiB size and the waiting line, and the O_DSYNC writes / fsync on their
+    files (measured on ext4 under load 3-5: preadv2 4-36 ms, O_DSYNC writes 17-80 ms, fsync 0-20 ms)."""
     rep, _ = run_zoo(tmp_path, "zoo_disk_io.py", iters=12)
     b = rep["contention"]["blocking"]
     if b is None or b["io_ms"] < 1:
         pytest.skip(f"no blocking file I/O on this filesystem (tmpfs?): {b and b['by_syscall']}")
     ids = {x["id"]: x for x in rep["findings"]}
-    assert "blocking_io" in ids, b
+    # the named share is a lower bound (the call is seen at ticks): 6-24 % of the window under load 3-5,
+    # ~35 % idle; the finding follows its threshold
+    from inferscope import thresholds as T
+    assert b["io_pct_of_window"] >= 2.0, b
+    assert ("blocking_io" in ids) == (b["io_pct_of_window"] >= T.BLOCKING_IO_LOW_PCT), b
     calls = [c for c in b["calls"] if c["kind"] == "io"]
     rd = [c for c in calls if c["syscall"] in ("preadv2", "preadv", "pread64", "read")]
     assert rd and rd[0]["path"].endswith("/data.bin"), calls
     assert rd[0]["frame"] == f"zoo_disk_io.py:{_line('zoo_disk_io.py', 'os.preadv(')} <module>", rd[0]
     if rd[0]["flags"]:          # O_DIRECT where the filesystem supports it (else a plain read after fadvise)
-        assert rd[0]["flags"] == ["O_DIRECT"] and "O_DIRECT" in ids["blocking_io"]["suggestion"]
+        assert rd[0]["flags"] == ["O_DIRECT"] and rd[0]["size"] == 64 * 1024, rd[0]
+        assert "blocking_io" not in ids or "O_DIRECT" in ids["blocking_io"]["suggestion"]
     wr = [c for c in calls if (c["syscall"] == "write" and "O_DSYNC" in c["flags"] and "/w" in c["path"])
           or (c["syscall"] in ("fsync", "fdatasync") and "/f" in (c["path"] or ""))]
     assert wr, calls

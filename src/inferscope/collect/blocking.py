@@ -116,6 +116,12 @@ FD_RECHECK_NS = 50_000_000
 # A change of its call is seen up to BACKOFF_SKIP ticks late (40 ms at 200 Hz); any tick it runs resets.
 BACKOFF_AFTER = 10
 BACKOFF_SKIP = 7
+# a thread found runnable or waiting for the GIL (no call to name) IDLE_AFTER times in a row is probed on
+# every (IDLE_SKIP + 1)-th tick: under GIL contention every Python thread is off-CPU part of each interval
+# and each probe found nothing (zoo_threadpool.py: the sampler's steady rate fell from 55-66 to 29-32 Hz
+# through its GIL budget, probes at 60-70 us each under load)
+IDLE_AFTER = 4
+IDLE_SKIP = 3
 
 
 def arch_table(machine: str | None = None) -> dict:
@@ -404,6 +410,13 @@ class Probe:
                     # events, queues and joins wait on semaphores: FUTEX_WAIT_BITSET (op 9)
                     info["mutex"] = True
                     self._gil = True
+            if self._gil:
+                cur = self._cur.get(tid)
+                if cur is None or cur[0] == RUNNING:
+                    # a GIL wait with no call label in force: nothing to compare its frame with (the
+                    # common case under GIL contention: keep the probe cheap)
+                    self._last[tid] = (raw, name, None, True, None)
+                    return name, None
             fr, via = self._frame(frame)
             if self._gil:
                 self._gil_frame = fr
@@ -425,8 +438,16 @@ class Probe:
 
     # --- the sampler's hook -------------------------------------------------
     def probe(self, tid: int, at_ns: int, frame, blocked: bool) -> None:
-        """One tick of one thread: ``blocked`` (mostly off-CPU since its previous tick) reads what it
-        waits in; otherwise it runs.  A mark is appended at ``at_ns`` when the label changed."""
+        """One tick of one thread: ``blocked`` (off-CPU for part of the interval since its previous
+        tick) reads what it waits in; otherwise it runs.  A mark is appended at ``at_ns`` when the label
+        changed.  Its cost is added to ``ns``."""
+        t0 = time.perf_counter_ns()
+        try:
+            self._probe(tid, at_ns, frame, blocked)
+        finally:
+            self.ns += time.perf_counter_ns() - t0
+
+    def _probe(self, tid: int, at_ns: int, frame, blocked: bool) -> None:
         if blocked:
             b = self._backoff.get(tid)
             if b is not None and b[1] > 0:     # blocked in the same call for a while: probe less often
@@ -469,6 +490,13 @@ class Probe:
                 b[0] += 1
                 if b[0] >= BACKOFF_AFTER:
                     b[1] = BACKOFF_SKIP
+            elif name == RUNNING and self._cur.get(tid) == cur:
+                # nothing to name again (runnable, or waiting for the GIL: Python threads under GIL
+                # contention): probed on every (IDLE_SKIP + 1)-th tick after IDLE_AFTER such probes
+                b = self._backoff.setdefault(tid, [0, 0])
+                b[0] += 1
+                if b[0] >= IDLE_AFTER:
+                    b[1] = IDLE_SKIP
             else:
                 self._backoff.pop(tid, None)
         if self._cur.get(tid) != cur:
