@@ -122,6 +122,16 @@ BACKOFF_SKIP = 7
 # through its GIL budget, probes at 60-70 us each under load)
 IDLE_AFTER = 4
 IDLE_SKIP = 3
+# threads off the inference path (not main, no open scope) are read on every SIDE_EVERY-th blocked tick:
+# a probe costs 20-80 us of the sampler's CPU on a loaded 2-core host (the /proc read, decoding, the
+# frame walk), which its GIL budget turns into a lower tick rate (zoo_threadpool-like pool of 2 Python
+# threads: 70 -> 45 Hz probing every thread on every tick)
+SIDE_EVERY = 4
+# The probes' own budget: at most this fraction of wall time of the sampler thread's CPU (GIL held) per
+# second; the sampler's GIL_BUDGET (which paces its tick rate) leaves the probe's CPU out, so probing
+# costs at most this much more GIL time, not a lower sampling rate (paced together, a pool of Python
+# threads under GIL contention went from 70 to 45 Hz).
+PROBE_BUDGET = 0.005
 
 
 def arch_table(machine: str | None = None) -> dict:
@@ -223,10 +233,16 @@ class Probe:
         self._hit = False          # the last label() came from an unchanged syscall line
         self._gil = False          # ... and was a GIL wait (futex deadline within the switch interval)
         self._gil_frame = None     # ... and the frame it waited at
+        self._futex_gil: dict = {}  # futex address -> its timed waits are the GIL's
+        self._side: dict = {}      # tid -> blocked ticks of a side thread
         self._mem = None           # fd of /proc/self/mem (-1: unreadable)
         self.probes = 0
         self.marks = 0
-        self.ns = 0                # time spent in probes (perf_counter_ns)
+        self.ns = 0                # sampler CPU time spent in probes (thread_time_ns)
+        self.tick_cpu = 0          # ... since the sampler last reset it (its GIL budget leaves it out)
+        self.skipped = 0           # probes left out by PROBE_BUDGET
+        self._win_end = 0
+        self._win_cpu = 0
 
     # --- reading ------------------------------------------------------------
     def _read(self, tid: int) -> bytes | None:
@@ -310,6 +326,19 @@ class Probe:
         if len(b) < 16 * n:
             return None
         return sum(int.from_bytes(b[16 * i + 8:16 * i + 16], sys.byteorder) for i in range(n))
+
+    def _gil_futex(self, uaddr: int, op: int, addr: int) -> bool:
+        """A timed futex wait is the GIL's when its deadline is short (_short_timeout); decided once per
+        futex address (the GIL's condition variable has a fixed address; reading the deadline from
+        /proc/self/mem costs ~50-70 us of kernel CPU under GIL contention, which the sampler's GIL
+        budget turned into a 40 % lower tick rate)."""
+        k = self._futex_gil.get(uaddr)
+        if k is None:
+            k = self._short_timeout(op, addr)
+            if len(self._futex_gil) > 4096:
+                self._futex_gil.clear()
+            self._futex_gil[uaddr] = k
+        return k
 
     def _short_timeout(self, op: int, addr: int) -> bool:
         """A futex wait whose deadline is at most the GIL switch interval (+ SHORT_TIMEOUT_SLACK_NS) away,
@@ -401,7 +430,7 @@ class Probe:
                     info["path"] = p
             if name == "futex" and len(args) > 3:
                 info["timed"] = args[3] != 0
-                if args[3] and self._short_timeout(args[1], args[3]):
+                if args[3] and self._gil_futex(args[0], args[1], args[3]):
                     info["short_timeout"] = True
                     self._gil = True
                 elif not args[3] and args[1] & 0x7f == 0:
@@ -437,15 +466,34 @@ class Probe:
         return name, detail
 
     # --- the sampler's hook -------------------------------------------------
-    def probe(self, tid: int, at_ns: int, frame, blocked: bool) -> None:
+    def probe(self, tid: int, at_ns: int, frame, blocked: bool, side: bool = False) -> None:
         """One tick of one thread: ``blocked`` (off-CPU for part of the interval since its previous
         tick) reads what it waits in; otherwise it runs.  A mark is appended at ``at_ns`` when the label
-        changed.  Its cost is added to ``ns``."""
-        t0 = time.perf_counter_ns()
+        changed.  ``side``: a thread that is not on the inference path (not the main thread, no open
+        scope()): its blocked ticks are read every SIDE_EVERY-th time only (its labels only describe
+        what other threads did during a lock wait).  Its cost is added to ``ns``."""
+        if side and blocked:
+            n = self._side.get(tid, 0) + 1
+            self._side[tid] = n
+            if n % SIDE_EVERY:
+                return
+        if blocked:
+            # own budget (PROBE_BUDGET of the sampler thread's CPU per wall second); beyond it the probe
+            # pauses until the next second (the labels in force stay)
+            if at_ns >= self._win_end:
+                self._win_end = at_ns + 1_000_000_000
+                self._win_cpu = 0
+            elif self._win_cpu > PROBE_BUDGET * 1e9:
+                self.skipped += 1
+                return
+        c0 = time.thread_time_ns()
         try:
             self._probe(tid, at_ns, frame, blocked)
         finally:
-            self.ns += time.perf_counter_ns() - t0
+            d = time.thread_time_ns() - c0
+            self.ns += d
+            self.tick_cpu += d
+            self._win_cpu += d
 
     def _probe(self, tid: int, at_ns: int, frame, blocked: bool) -> None:
         if blocked:
@@ -511,6 +559,7 @@ class Probe:
         self._last.pop(tid, None)
         self._cur.pop(tid, None)
         self._backoff.pop(tid, None)
+        self._side.pop(tid, None)
 
     def close(self) -> None:
         for tid in list(self._files):

@@ -500,6 +500,7 @@ class Sampler:
         schedstat = _runq_ns(threading.get_native_id()) >= 0
         periodic, period_ns = self.periodic or (None, 0)
         probe = None
+        main_tid = self.main_tid
         if self.probe_blocking:
             try:
                 from .blocking import Probe
@@ -662,7 +663,8 @@ class Sampler:
                     # this tick, for threads off-CPU for part of the interval since their previous tick
                     # (the label covers that interval); a mark when it changes
                     try:
-                        probe(st.tid, st.t, frame, not oncpu or off != 0)
+                        probe(st.tid, st.t, frame, not oncpu or off != 0,
+                              st.tid != main_tid and not scope_stacks.get(ident))
                     except Exception:
                         probe = None
                 st.t = t
@@ -749,9 +751,12 @@ class Sampler:
                     self._apply(st, t, cls, label)
                 self.samples += 1
             # the budget paces the per-tick work; the periodic work below is per unit of time
+            pcpu = 0
+            if probe is not None:          # the off-CPU probe has its own budget (blocking.PROBE_BUDGET)
+                pcpu, self.blocking.tick_cpu = self.blocking.tick_cpu, 0
             if not setup and cpu0 is not None:
                 try:
-                    ema_busy += (cputime(my_clk) - cpu0 - ema_busy) * 0.05
+                    ema_busy += (cputime(my_clk) - cpu0 - pcpu - ema_busy) * 0.05
                 except OSError:
                     pass
             if t >= next_resolve:

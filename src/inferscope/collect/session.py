@@ -298,6 +298,7 @@ class Session:
             "offcpu_probes": smp.blocking.probes if smp and smp.blocking is not None else None,
             "offcpu_marks": smp.blocking.marks if smp and smp.blocking is not None else None,
             "offcpu_probe_ms": round(smp.blocking.ns / 1e6, 3) if smp and smp.blocking is not None else None,
+            "offcpu_probes_over_budget": smp.blocking.skipped if smp and smp.blocking is not None else None,
             # achieved rate outside module imports (what the analysis window usually sees)
             "cpu_sampling_hz_steady": round(1e9 * smp.steady_ticks / smp.steady_ns, 1) if smp and smp.steady_ns else None,
             # wall time the sampler held the GIL: a lower bound on what it cost a Python-bound thread
