@@ -235,6 +235,7 @@ class Probe:
         self._gil_frame = None     # ... and the frame it waited at
         self._futex_gil: dict = {}  # futex address -> its timed waits are the GIL's
         self._side: dict = {}      # tid -> blocked ticks of a side thread
+        self._iovs: dict = {}      # (iovec address, count) -> (monotonic ns, total bytes)
         self._mem = None           # fd of /proc/self/mem (-1: unreadable)
         self.probes = 0
         self.marks = 0
@@ -421,7 +422,16 @@ class Probe:
                 if name in SIZE_ARG and len(args) > 2 and 0 <= args[2] < 1 << 40:
                     info["size"] = args[2]
                 elif name in IOV_CALLS and len(args) > 2 and 0 < args[2] <= 1024:
-                    n = self._iov_bytes(args[1], args[2])
+                    # the same iovec array (a loop reusing its buffers) is read once per FD_RECHECK_NS
+                    now = time.monotonic_ns()
+                    hit = self._iovs.get((args[1], args[2]))
+                    if hit is not None and now - hit[0] < FD_RECHECK_NS:
+                        n = hit[1]
+                    else:
+                        n = self._iov_bytes(args[1], args[2])
+                        if len(self._iovs) > 256:
+                            self._iovs.clear()
+                        self._iovs[(args[1], args[2])] = (now, n)
                     if n is not None:
                         info["size"] = n
             elif name in PATH_ARG and len(args) > PATH_ARG[name]:
