@@ -576,6 +576,65 @@ def case_kernel_limiter():
     assert D.kernel_limiter(res, {}) is None
 
 
+
+def _offcpu_trace(marks, waiting=(200, 1000), other=None):
+    """Main thread: Python 0-200 us, off-CPU ``waiting``; off-CPU marks [(t_us, syscall, info)] on it
+    (collect/blocking.py); ``other``: (track name, [(cls, a, b)], marks) of a second thread of the process."""
+    import json
+    from inferscope.collect.blocking import CAT
+    t = Synth()
+    S = t.b.strings.intern
+    t.span(SpanKind.CPU_SAMPLE, "user_code", 0, waiting[0], detail=S("app.py:handle"))
+    t.span(SpanKind.CPU_SAMPLE, "waiting", waiting[0], waiting[1], detail=S("app.py:handle"))
+
+    def mark(tr, at, name, info):
+        t.span(SpanKind.MARK, name, at, at, track=tr, cat=S(CAT), detail=S(json.dumps(info)) if info else -1)
+    for at, name, info in marks:
+        mark(t.cpu, at, name, info)
+    if other:
+        tr = t.b.track(TrackKind.CPU_THREAD, pid=100, tid=101, name=other[0])
+        for cls, a, b in other[1]:
+            t.span(SpanKind.CPU_SAMPLE, cls, a, b, track=tr, detail=S("app.py:holder"))
+        for at, name, info in other[2]:
+            mark(tr, at, name, info)
+    return t
+
+
+def case_blocking_io():
+    rd = {"fd": 3, "path": "/data/shard`0|<b>.bin", "flags": ["O_DIRECT"], "size": 4096, "frame": "app.py:12 load"}
+    res = run(_offcpu_trace([(200, "pread64", rd), (700, "fsync", {"fd": 4, "path": "/out/log.bin", "frame": "app.py:20 save"}),
+                             (900, "running", None)]))
+    f = finding(res, "blocking_io")
+    b = res["contention"]["blocking"]
+    assert b["io_ms"] == pytest.approx(0.7) and b["attributed_ms"] == pytest.approx(0.7) and b["waiting_ms"] == pytest.approx(0.8)
+    assert f["severity"] == "medium" and f["evidence"]["io_pct"] == pytest.approx(70.0)
+    assert f["evidence"]["top_syscall"] == "pread64" and f["evidence"]["top_frame"] == "app.py:12 load"
+    assert "O_DIRECT reads (4 KiB each)" in f["suggestion"] and "fsync per write" in f["suggestion"].lower()
+    assert any("4,096 bytes per call" in x and "/data/shard" in x for x in f["evidence_text"])
+    # sleeping is not I/O; a lock is not I/O; I/O below the threshold is no finding
+    assert finding(run(_offcpu_trace([(200, "clock_nanosleep", {"frame": "app.py:5 main"})])), "blocking_io") is None
+    low = run(_offcpu_trace([(200, "clock_nanosleep", {}), (1000 - 10 * T.BLOCKING_IO_LOW_PCT / 2, "read", {"fd": 3})]))
+    assert finding(low, "blocking_io") is None and low["contention"]["blocking"]["io_ms"] > 0
+
+
+def case_lock_wait():
+    fut = {"frame": "app.py:30 infer", "timed": False}
+    holder = ("holder", [("user_code", 0, 150), ("waiting", 150, 1000)],
+              [(150, "clock_nanosleep", {"frame": "app.py:44 holder"})])
+    res = run(_offcpu_trace([(200, "futex", fut)], other=holder))
+    f = finding(res, "lock_wait")
+    assert f["severity"] == "medium" and f["evidence"]["lock_ms"] == pytest.approx(0.8)
+    assert f["evidence"]["top_frame"] == "app.py:30 infer"
+    assert f["evidence"]["other_thread"] == "holder" and f["evidence"]["other_state"] == "off-CPU in clock_nanosleep at app.py:44 holder"
+    assert "untimed" in " ".join(f["evidence_text"]) and "likely holder" in " ".join(f["evidence_text"])
+    # the other thread runs Python meanwhile: GIL-like, not a lock wait (gil_contention's territory)
+    busy = ("spinner", [("user_code", 0, 1000)], [])
+    r = run(_offcpu_trace([(200, "futex", fut)], other=busy))
+    assert finding(r, "lock_wait") is None and r["contention"]["blocking"]["python_overlap_ms"] == pytest.approx(0.8)
+    # a futex whose deadline is within the switch interval is the GIL
+    r = run(_offcpu_trace([(200, "futex", {"frame": "app.py:30 infer", "timed": True, "short_timeout": True})]))
+    assert finding(r, "lock_wait") is None and r["contention"]["blocking"]["gil_ms"] == pytest.approx(0.8)
+
 CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

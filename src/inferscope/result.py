@@ -624,10 +624,59 @@ class FaultStorms(_S):
     ranked_by: str = "ms"          # "kernel_ms" when the tick-level kernel time series was recorded
 
 
+class BlockingCall(_S):
+    kind: str                      # io | lock | gil | sleep | poll | other
+    syscall: str                   # e.g. pread64, fsync, futex, clock_nanosleep
+    frame: Optional[str]           # the waiting Python frame "file:line function" (innermost non-library)
+    via: Optional[str]             # the innermost frame when it differs (a stdlib wrapper)
+    thread: str
+    ms: float
+    pct_of_window: float
+    path: Optional[str]            # the file with the most time (fd calls; openat's path argument)
+    files: int                     # distinct files of this call site in that directory
+    flags: list[str]               # open flags that make I/O wait: O_DIRECT, O_DSYNC, O_SYNC, O_APPEND
+    size: Optional[int]            # most common byte count of read/write/pread64/pwrite64
+    timed: Optional[bool]          # futex: the wait had a timeout
+
+
+class BlockingOther(_S):
+    thread: str
+    state: str                     # "off-CPU in <syscall> at <frame>" | "running <class> (<function>)" | "off-CPU"
+    ms: float                      # its time in that state during the critical thread's lock waits
+    pct_of_lock_wait: float
+
+
+class BlockingSyscall(_S):
+    syscall: str
+    kind: str
+    ms: float
+
+
+class Blocking(_S):
+    """Live runs: the critical thread's off-CPU time by system call, file and frame (analyze/blocking.py)."""
+    waiting_ms: float
+    attributed_ms: float
+    io_ms: float
+    io_pct_of_window: float
+    lock_ms: float                 # futex waits while no other thread of the process ran Python
+    lock_pct_of_window: float
+    futex_ms: float
+    python_overlap_ms: float
+    gil_ms: float                  # futex waits with a deadline within the switch interval (the GIL)
+    sleep_ms: float
+    poll_ms: float
+    other_ms: float
+    by_syscall: list[BlockingSyscall]
+    calls: list[BlockingCall]
+    lock_others: list[BlockingOther]
+    basis: str
+
+
 class Contention(_S):
-    """Live runs: the GIL and page-fault storms (analyze/contention.py)."""
+    """Live runs: the GIL, page-fault storms and blocking calls (analyze/contention.py, analyze/blocking.py)."""
     gil: Optional[GilWait]
     page_faults: Optional[FaultStorms]
+    blocking: Optional[Blocking] = None
 
 
 class Finding(_S):

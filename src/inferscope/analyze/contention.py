@@ -1,6 +1,7 @@
 """Contention on the host: what the critical thread lost to other threads' Python (the GIL) and
 which functions ran while the process took page faults at a high rate.  Live runs (the sampler's
-CPU_SAMPLE spans and /proc counters); None elsewhere.  The findings (gil_contention,
+CPU_SAMPLE spans and /proc counters); None elsewhere.  ``blocking``: the system calls, files and
+Python frames the critical thread was blocked in (analyze/blocking.py; findings blocking_io, lock_wait).  The findings (gil_contention,
 page_fault_storm, cpu_run_queue in diagnosis.py) read this section and the counters.
 
 Rules (exact, over the window):
@@ -188,4 +189,6 @@ def contention(trace: Trace, window) -> dict | None:
         return None
     lo, hi = int(window.start_ns), int(window.end_ns)
     crit, _ = critical_tracks(trace)
-    return {"gil": gil_wait(trace, lo, hi, crit), "page_faults": fault_storms(trace, lo, hi, crit)}
+    from .blocking import blocking
+    return {"gil": gil_wait(trace, lo, hi, crit), "page_faults": fault_storms(trace, lo, hi, crit),
+            "blocking": blocking(trace, lo, hi, crit)}

@@ -24,6 +24,7 @@ import re
 from typing import Any, Callable
 
 from .. import thresholds as T
+from .blocking import blocking_io, lock_wait
 from .kernels import short_kernel_name
 
 _OVERRIDES: dict = {}    # alert levels from the configuration while findings_for runs
@@ -1029,7 +1030,7 @@ RULES: list[Callable[[dict, dict], dict | None]] = [
     gpu_compute_bound, gpu_communication, cpu_preprocessing, host_launch_bound, framework_overhead,
     cpu_oversubscription, cpu_underuse, cpu_compute,
     gil_contention, host_waiting, low_coverage, gpu_throttling, gpu_temperature, gpu_memory_pressure, gpu_util_counter,
-    numa_placement, page_fault_storm, cpu_run_queue, slow_steps,
+    numa_placement, page_fault_storm, cpu_run_queue, blocking_io, lock_wait, slow_steps,
     low_mfu, decode_low_mbu, latency_tail, kernel_limiter,
 ]
 FINDING_IDS = [r.__name__ for r in RULES]

@@ -120,6 +120,14 @@ def _runq_ns(tid: int) -> int:
         return -1
 
 
+def _decides(co) -> bool:
+    """The code object is not transparent to the stack walk (not stdlib/unknown library/InferScope/import)."""
+    e = C.CODE_CACHE.get(id(co))
+    if e is None or e[0] is not co:
+        e = C.code_entry(co)
+    return bool(e[1]) and e[1] != C.IMPORT
+
+
 def _close(st) -> None:
     if st.perf is not None:
         st.perf.close()
@@ -230,6 +238,8 @@ class Sampler:
         self.per_tick = None     # fn(t_ns): cheap counters read on every tick (page faults)
         self.follow_native = True   # native (non-Python) threads by perf role (native_threads.py)
         self.native_threads = None
+        self.probe_blocking = True  # name the syscall/file/frame of off-CPU threads (blocking.py)
+        self.blocking = None
 
     # ---------------------------------------------------------------------
     def start(self) -> None:
@@ -256,6 +266,8 @@ class Sampler:
         if self._thread is not None:
             self._thread.join(timeout=2.0)
         self._close_all()
+        if self.blocking is not None:
+            self.blocking.close()
         if self._perf_main is not None:    # opened but the main thread was never sampled
             self._perf_main.close()
             self._perf_main = None
@@ -533,6 +545,15 @@ class Sampler:
         names = C.DOMAIN_NAMES
         schedstat = _runq_ns(threading.get_native_id()) >= 0
         periodic, period_ns = self.periodic or (None, 0)
+        probe = None
+        main_tid = self.main_tid
+        if self.probe_blocking:
+            try:
+                from .blocking import Probe
+                self.blocking = Probe(self.buffer.append, _decides)
+                probe = self.blocking.probe
+            except Exception:
+                probe = None
         next_periodic = 0
         per_tick = self.per_tick
         perf_maps = None        # set when the side thread has perf ready (_adopt_perf)
@@ -620,6 +641,8 @@ class Sampler:
                     self._resolve(st)
                     self._emit(st)
                     _close(st)
+                    if self.blocking is not None:
+                        self.blocking.forget(st.tid)
                     st = None
                 if st is None:
                     tid = tho._native_id if tho is not None else None
@@ -683,6 +706,15 @@ class Sampler:
                 else:
                     oncpu = True
                     off = rqn = 0
+                if probe is not None:
+                    # why it is off-CPU (collect/blocking.py): the syscall, file and frame it blocks in at
+                    # this tick, for threads off-CPU for part of the interval since their previous tick
+                    # (the label covers that interval); a mark when it changes
+                    try:
+                        probe(st.tid, st.t, frame, not oncpu or off != 0,
+                              st.tid != main_tid and not scope_stacks.get(ident))
+                    except Exception:
+                        probe = None
                 st.t = t
                 label = None
                 fallback = None
@@ -786,9 +818,12 @@ class Sampler:
                     self._switch = None
                     forced_ns = int(sw[0] * 1e9 * 0.9)
             # the budget paces the per-tick work; the periodic work below is per unit of time
+            pcpu = 0
+            if probe is not None:          # the off-CPU probe has its own budget (blocking.PROBE_BUDGET)
+                pcpu, self.blocking.tick_cpu = self.blocking.tick_cpu, 0
             if not setup and cpu0 is not None:
                 try:
-                    ema_busy += (cputime(my_clk) - cpu0 - ema_busy) * 0.05
+                    ema_busy += (cputime(my_clk) - cpu0 - pcpu - ema_busy) * 0.05
                 except OSError:
                     pass
             if t >= next_resolve:
@@ -824,6 +859,8 @@ class Sampler:
                     self._resolve(gone)
                     self._emit(gone)
                     _close(gone)
+                    if self.blocking is not None:
+                        self.blocking.forget(gone.tid)
             frames = frame = f = None
             self.busy_ns += clock() - t
         try:

@@ -134,6 +134,7 @@ class Session:
         log.info(f"Trace collection started (buffer_size_mb={cfg.trace_size_mb:g}, cpu_sampling_hz={cfg.cpu_sampling_frequency_hz:g})")
         self.sampler = Sampler(self.buffer, cfg.cpu_sampling_frequency_hz, self.scope_stacks, self.skip_idents)
         self.sampler.use_perf = cfg.perf_ip_sampling
+        self.sampler.probe_blocking = cfg.offcpu_probe
         self.system = SystemSampler(self.buffer.append)
         if self.system.warning:
             self._warn(self.system.warning)
@@ -293,6 +294,11 @@ class Session:
             "cpu_sampling_hz": self.cfg.cpu_sampling_frequency_hz,
             "cpu_sampling_hz_achieved": round(smp.achieved_hz, 1) if smp else 0.0,
             "cpu_samples": smp.samples if smp else 0,
+            # the off-CPU probe (collect/blocking.py): syscall reads, marks written, time spent (in ticks)
+            "offcpu_probes": smp.blocking.probes if smp and smp.blocking is not None else None,
+            "offcpu_marks": smp.blocking.marks if smp and smp.blocking is not None else None,
+            "offcpu_probe_ms": round(smp.blocking.ns / 1e6, 3) if smp and smp.blocking is not None else None,
+            "offcpu_probes_over_budget": smp.blocking.skipped if smp and smp.blocking is not None else None,
             # achieved rate outside module imports (what the analysis window usually sees)
             "cpu_sampling_hz_steady": round(1e9 * smp.steady_ticks / smp.steady_ns, 1) if smp and smp.steady_ns else None,
             # wall time the sampler held the GIL: a lower bound on what it cost a Python-bound thread

@@ -1,0 +1,150 @@
+"""Off-CPU probes (collect/blocking.py): syscall decoding, the live probe on our own blocked threads, and
+the blocking_io / lock_wait findings rendered with escaping."""
+import os
+import sys
+import threading
+import time
+
+import pytest
+
+from inferscope.collect import blocking as B
+
+linux = pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs Linux /proc")
+
+
+def test_decode_x86_64():
+    t = B.arch_table("x86_64")
+    # pread64(fd 5, buf, 4096, off 0), then sp and pc
+    assert B.decode(b"17 0x5 0x7f00 0x1000 0x0 0x0 0x0 0x7ffd 0x7f01\n", t) == ("pread64", [5, 0x7f00, 4096, 0, 0, 0])
+    assert B.decode("74 0x3 0x0 0x0 0x0 0x0 0x0 0x1 0x2", t)[0] == "fsync"
+    assert B.decode("202 0x55 0x80 0x0 0x0 0x0 0x0 0x1 0x2", t)[0] == "futex"
+    name, args = B.decode("257 0xffffffffffffff9c 0x7f00 0x0 0x0 0x0 0x0 0x1 0x2", t)
+    assert name == "openat" and args[0] == B.AT_FDCWD            # signed: AT_FDCWD
+    assert B.decode("running\n", t) is None and B.decode("-1 0x7ffd 0x7f01", t) is None and B.decode("", t) is None
+    assert B.decode("9999 0x0 0x0 0x0 0x0 0x0 0x0 0x0 0x0", t)[0] == "syscall_9999"
+    assert B.decode("garbage", t) is None
+
+
+def test_decode_aarch64_and_kinds():
+    t = B.arch_table("arm64")
+    assert t is B.SYSCALLS["aarch64"]
+    assert [B.decode(f"{n} 0x3 0x0 0x0 0x0 0x0 0x0 0x0 0x0", t)[0] for n in (63, 64, 67, 82, 83, 56, 98, 115)] == [
+        "read", "write", "pread64", "fsync", "fdatasync", "openat", "futex", "clock_nanosleep"]
+    assert B.arch_table("sparc") == {}
+    assert [B.kind_of(n) for n in ("pread64", "fsync", "openat", "futex", "clock_nanosleep", "epoll_wait", "wait4")] == [
+        "io", "io", "io", "lock", "sleep", "poll", "other"]
+    # every name the tables produce has a kind and the fd/io sets use only known names
+    names = set(B.SYSCALLS["x86_64"].values()) | set(B.SYSCALLS["aarch64"].values())
+    assert B.FD_CALLS <= names and B.IO_CALLS <= names | {"sync"} and B.LOCK_CALLS <= names
+
+
+def test_flags_and_paths():
+    if hasattr(os, "O_DIRECT"):
+        assert B.flag_names(os.O_WRONLY | os.O_DIRECT) == ["O_DIRECT"]
+    assert B.flag_names(os.O_DSYNC) == ["O_DSYNC"]
+    assert B.flag_names(os.O_SYNC) == ["O_SYNC"]                   # O_SYNC includes O_DSYNC's bit: named once
+    assert B.clean_path("/a\nb\x1b[31m") == "/a?b?[31m"
+    assert len(B.clean_path("x" * 1000)) == 300
+
+
+@linux
+def test_probe_names_syscall_file_and_frame(tmp_path):
+    """Our own threads: one blocked reading a pipe, one on a held Lock; marks only when the label changes."""
+    events = []
+    from inferscope.collect.sampler import _decides
+    p = B.Probe(events.append, _decides)
+    r, w = os.pipe()
+    lock = threading.Lock()
+    lock.acquire()
+
+    def reader():
+        os.read(r, 1)
+
+    def locker():
+        with lock:
+            pass
+    ts = [threading.Thread(target=reader), threading.Thread(target=locker)]
+    for t in ts:
+        t.start()
+    try:
+        labels = {}
+        for _ in range(200):           # until both are blocked in their calls (a loaded host may be slow)
+            frames = sys._current_frames()
+            labels = {t.name: p.label(t.native_id, frames.get(t.ident)) for t in ts}
+            if labels[ts[0].name][0] == "read" and labels[ts[1].name][0] == "futex":
+                break
+            time.sleep(0.01)
+        import json
+        name, det = labels[ts[0].name]
+        info = json.loads(det)
+        assert name == "read" and info["fd"] == r and info["path"].startswith("pipe:[") and info["size"] == 1
+        assert info["frame"].startswith("test_blocking.py:") and info["frame"].endswith(" reader")
+        name, det = labels[ts[1].name]
+        info = json.loads(det)
+        assert name == "futex" and info["timed"] is False and "short_timeout" not in info
+        assert info["frame"].endswith(" locker")
+        # the step function: one mark per change
+        tid = ts[0].native_id
+        frames = sys._current_frames()
+        for i in range(3):
+            p.probe(tid, 100 + i, frames.get(ts[0].ident), True)
+        p.probe(tid, 200, None, False)
+        p.probe(tid, 300, None, False)
+        assert [(e[3], e[5], e[7]) for e in events] == [(100, "read", B.CAT), (200, B.RUNNING, B.CAT)]
+        assert events[0][1] == B.MARK and events[0][2] == tid
+        p.probe(999_999_999, 5, None, True)     # not our thread: nothing, no exception
+        assert len(events) == 2
+        # back-off: blocked in the same call for BACKOFF_AFTER probes, then probed every BACKOFF_SKIP + 1 ticks
+        n0 = p.probes
+        for i in range(B.BACKOFF_AFTER + 1 + 2 * (B.BACKOFF_SKIP + 1)):
+            p.probe(tid, 400 + i, frames.get(ts[0].ident), True)
+        assert p.probes - n0 == B.BACKOFF_AFTER + 1 + 2
+        p.probe(tid, 500, None, False)              # it ran: probed again at its next blocked tick
+        n0 = p.probes
+        p.probe(tid, 501, frames.get(ts[0].ident), True)
+        assert p.probes == n0 + 1
+    finally:
+        os.write(w, b"x")
+        lock.release()
+        for t in ts:
+            t.join(5)
+        os.close(r)
+        os.close(w)
+        p.close()
+
+
+@linux
+def test_probe_reads_paths_and_flags_of_files(tmp_path):
+    """openat's path argument is read from our own memory; an fd's open flags from fdinfo; a bad pointer is no crash."""
+    p = B.Probe(lambda e: None, lambda co: True)
+    f = tmp_path / "o_dsync.bin"
+    fd = os.open(f, os.O_WRONLY | os.O_CREAT | os.O_DSYNC, 0o600)
+    try:
+        path, flags = p._fd_path(fd)
+        assert path == str(f) and flags == ["O_DSYNC"]
+        assert p._fd_path(fd) == (path, flags)                 # cached per (fd, mount, inode)
+    finally:
+        os.close(fd)
+    import ctypes
+    s = ctypes.create_string_buffer(b"/some/where.bin")
+    assert p._user_str(ctypes.addressof(s)) == "/some/where.bin"
+    assert p._user_str(8) is None and p._iov_bytes(8, 2) is None
+    p.close()
+
+
+def test_findings_render_escaped():
+    """A hostile file path and frame reach the markdown and HTML reports escaped."""
+    from inferscope.report.html import build_html
+    from inferscope.report.markdown import render_markdown
+    from test_rules import _offcpu_trace, finding, run
+    t = _offcpu_trace([(200, "pread64", {"fd": 3, "path": "/d/<script>alert(1)</script>|`x`.bin",
+                                         "frame": "evil<img src=x>.py:1 f"})])
+    trace = t.done()
+    from inferscope.analyze.options import AnalyzeOptions
+    from inferscope.analyze.pipeline import analyze
+    res = analyze(trace, AnalyzeOptions())
+    assert finding(res, "blocking_io") is not None
+    md = render_markdown(res)
+    assert "blocking_io" in md and "<script>" not in md and "&lt;script&gt;" in md and "<img" not in md
+    html = build_html(res, trace)
+    assert "blocking_io" in html and "<script>alert" not in html and "<img" not in html
