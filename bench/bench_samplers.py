@@ -1,0 +1,306 @@
+"""Sampler choice (issue 23 item 2): InferScope's live sampler vs py-spy on the planted zoo.
+
+    python bench/bench_samplers.py [--repeats 3] [--programs numpy_mlp,gil,...] [--rate 200]
+                                   [--pyspy PATH] [--workdir DIR]
+
+Per program and repeat, in an interleaved order (every mode of every program once, then again):
+  plain     the program alone (through the window wrapper below, no sampler);
+  inferscope  ``inferscope run`` as today (examples/zoo/zoo_harness.py: report window, breakdown shares);
+  py-spy    ``py-spy record --native --threads --full-filenames -r RATE -f raw -- python <wrapper> prog``
+            (py-spy is the parent: no attach permission needed).  Its main-thread stacks are classified
+            with InferScope's own rules (collect/pyspy.py: perfip.role_of for native frames,
+            classify._file_domain + name_domain for Python frames); a stack is in the window when the
+            program's module-level frame is on a line of its ``with scope(...)`` block; idle samples
+            are dropped by py-spy (no ``--idle``), so waiting = the window's expected samples
+            (RATE x |W|) not seen active.
+The wrapper (``--wrap``) records the outermost ``inferscope.scope()`` window (perf_counter_ns) and runs
+the program with runpy.  Truth: the program's self-timed phases (examples/zoo/_truth.py) over each
+sampler's own window (InferScope: the report window; py-spy/plain: the scope window).
+Overhead: |window| under the sampler / |window| of the plain runs (median), i.e. the slowdown of the
+program's measured part.  Prints the load average before and after (shared 2-core machine).
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import runpy
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ZOO = ROOT / "examples" / "zoo"
+
+PROGRAMS = {
+    "py_between_ops_1.7ms": ("zoo_python_between_ops.py", ["--gap-ms", "1.7"]),
+    "numpy_mlp": ("zoo_numpy_mlp.py", []),
+    "tokenizers_serial": ("zoo_tokenizers.py", []),
+    "gil_contention": ("zoo_gil.py", []),
+    "tokenize_bound": ("tokenize_bound.py", []),
+    "compute_bound": ("compute_bound.py", []),
+    "disk_io": ("zoo_disk_io.py", []),
+}
+# programs without a self-timed truth: the planted top category (examples/zoo/README.md)
+PLANTED_TOP = {"tokenize_bound": "cpu_preprocessing", "compute_bound": "cpu_compute"}
+
+
+# ---------------------------------------------------------------------------------------------
+def _wrap(argv: list[str]) -> None:
+    """Run a program as __main__, recording the outermost scope() window to $BENCH_WINDOW."""
+    import contextlib
+
+    import inferscope
+    prog = argv[0]
+    win: dict = {}
+    depth = [0]
+
+    @contextlib.contextmanager
+    def scope(name=None, *a, **k):
+        if depth[0] == 0:
+            win.setdefault("start_ns", time.perf_counter_ns())
+        depth[0] += 1
+        try:
+            yield
+        finally:
+            depth[0] -= 1
+            if depth[0] == 0:
+                win["end_ns"] = time.perf_counter_ns()
+
+    inferscope.scope = scope
+    sys.argv = list(argv)
+    sys.path.insert(0, str(Path(prog).resolve().parent))
+    try:
+        runpy.run_path(prog, run_name="__main__")
+    finally:
+        out = os.environ.get("BENCH_WINDOW")
+        if out:
+            Path(out).write_text(json.dumps(win))
+
+
+def scope_lines(script: Path) -> tuple[int, int]:
+    """Line range of the module-level ``with scope(...)`` block of a zoo program."""
+    tree = ast.parse(script.read_text())
+    for node in tree.body:
+        if isinstance(node, ast.With):
+            for it in node.items:
+                c = it.context_expr
+                if isinstance(c, ast.Call) and getattr(c.func, "id", getattr(c.func, "attr", "")) == "scope":
+                    return node.lineno, node.end_lineno
+    raise ValueError(f"{script}: no module-level with scope(...)")
+
+
+def _env(truth: Path, window: Path | None = None) -> dict:
+    e = dict(os.environ, ZOO_TRUTH=str(truth),
+             PYTHONPATH=os.pathsep.join([str(ZOO), str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
+    if window is not None:
+        e["BENCH_WINDOW"] = str(window)
+    return e
+
+
+def run_plain(script, args, wd: Path, tag: str) -> dict:
+    tru, win = wd / f"{tag}.truth.json", wd / f"{tag}.win.json"
+    cmd = [sys.executable, __file__, "--wrap", str(ZOO / script), *args]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=_env(tru, win), cwd=str(wd), timeout=600)
+    if r.returncode:
+        raise RuntimeError(r.stderr[-2000:])
+    w = json.loads(win.read_text())
+    return {"window_ns": w["end_ns"] - w["start_ns"]}
+
+
+def run_inferscope(script, args, wd: Path, tag: str) -> dict:
+    sys.path.insert(0, str(ZOO))
+    import zoo_harness as H
+    p = H.run_program(script, wd, args, tag=tag)
+    rep = json.loads(Path(p["report"]).read_text())
+    w = rep["window"]
+    from inferscope.analyze.window import Window
+    from inferscope.ingest import load_trace
+    window = Window(int(w["start_ns"]), int(w["end_ns"]), w["label"], w["kind"])
+    m = H.measured_shares(load_trace(p["trace"]), window)
+    truth = json.loads(Path(p["truth"]).read_text()) if Path(p["truth"]).exists() else None
+    t = H.truth_shares(truth, window.start_ns, window.end_ns) if truth and truth["phases"] else None
+    return {"window_ns": window.end_ns - window.start_ns, "shares": m, "truth": t,
+            "rate_hz": (rep.get("cpu_sampling") or {}).get("rate_hz")}
+
+
+def run_pyspy(pyspy: str, rate: int, script, args, wd: Path, tag: str) -> dict:
+    from inferscope.collect import pyspy as P
+    sys.path.insert(0, str(ZOO))
+    import zoo_harness as H
+    tru, win, raw = wd / f"{tag}.truth.json", wd / f"{tag}.win.json", wd / f"{tag}.raw"
+    for f in (tru, win, raw):
+        f.unlink(missing_ok=True)
+    prog = ZOO / script
+    cmd = [pyspy, "record", "--native", "--threads", "--full-filenames", "-r", str(rate), "-f", "raw",
+           "-o", str(raw), "--", sys.executable, __file__, "--wrap", str(prog), *args]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=_env(tru, win), cwd=str(wd), timeout=600)
+    if r.returncode or not raw.exists():
+        raise RuntimeError(f"py-spy rc={r.returncode}: {r.stdout[-1000:]} {r.stderr[-1000:]}")
+    w = json.loads(win.read_text())
+    lo, hi = scope_lines(prog)
+    progs = {str(prog), os.path.realpath(prog)}
+
+    def keep(frames):
+        for name, fn, line in reversed(frames):     # outermost first: the program's module frame
+            if fn in progs and name == "<module>":
+                return lo <= line <= hi
+        return False
+
+    # the main thread: the stacks whose outermost Python frame is the program's module frame
+    counts: dict[str, int] = {}
+    with open(raw, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            rr = P.parse_raw_line(line)
+            if rr is None or not keep(rr[1]):
+                continue
+            k = P.classify_stack(rr[1])
+            counts[k] = counts.get(k, 0) + rr[2]
+    dur = w["end_ns"] - w["start_ns"]
+    expected = rate * dur / 1e9
+    active = sum(counts.values())
+    denom = max(expected, active, 1)
+    shares: dict[str, float] = {}
+    for cls, n in counts.items():
+        lab = P.CLASS_LABEL[cls]
+        shares[lab] = shares.get(lab, 0.0) + 100.0 * n / denom
+    if expected > active:
+        shares["waiting/off_cpu"] = shares.get("waiting/off_cpu", 0.0) + 100.0 * (expected - active) / denom
+    for k in list(shares):
+        if "/" in k:
+            c = k.split("/")[0]
+            shares[c] = shares.get(c, 0.0) + shares[k]
+    truth = json.loads(tru.read_text()) if tru.exists() else None
+    t = H.truth_shares(truth, w["start_ns"], w["end_ns"]) if truth and truth["phases"] else None
+    return {"window_ns": dur, "shares": shares, "truth": t, "rate_hz": active / (dur / 1e9) if dur else 0,
+            "expected": expected, "active": active}
+
+
+def _top(shares: dict) -> str:
+    cats: dict[str, float] = {}
+    for k, v in shares.items():
+        if "/" not in k and k != "unplanted":
+            cats[k] = cats.get(k, 0.0) + v
+    if not cats:   # truth rows may be parts only
+        for k, v in shares.items():
+            if k != "unplanted":
+                c = k.split("/")[0]
+                cats[c] = cats.get(c, 0.0) + v
+    return max(cats, key=cats.get) if cats else ""
+
+
+def _truth_rows(t: dict) -> dict:
+    out = dict(t)
+    if "waiting/run_queue" in t and "waiting" in t:
+        out["waiting"] = t["waiting"] + t["waiting/run_queue"]
+        out.pop("waiting/run_queue")
+    return out
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--wrap":
+        _wrap(argv[1:])
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--programs", default=",".join(PROGRAMS))
+    ap.add_argument("--rate", type=int, default=200, help="py-spy rate (InferScope's default is 200 Hz)")
+    ap.add_argument("--pyspy", default=None)
+    ap.add_argument("--workdir", default=None)
+    a = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT / "src"))
+    from inferscope.collect.pyspy import find_pyspy
+    pyspy = a.pyspy or find_pyspy()
+    if not pyspy:
+        print("bench_samplers: py-spy not found (pip install py-spy, or --pyspy PATH / $INFERSCOPE_PYSPY)",
+              file=sys.stderr)
+        return 2
+    names = [n.strip() for n in a.programs.split(",") if n.strip()]
+    wd = Path(a.workdir or tempfile.mkdtemp(prefix="bench_samplers_"))
+    wd.mkdir(parents=True, exist_ok=True)
+    ver = subprocess.run([pyspy, "--version"], capture_output=True, text=True).stdout.strip()
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} CPUs; "
+          f"repeats {a.repeats}; {ver} at {a.rate} Hz; workdir {wd}", flush=True)
+    res: dict = {n: {"plain": [], "inferscope": [], "py-spy": []} for n in names}
+    for r in range(a.repeats):
+        for n in names:
+            script, args = PROGRAMS[n]
+            modes = [("plain", lambda: run_plain(script, args, wd, f"{n}_plain_{r}")),
+                     ("inferscope", lambda: run_inferscope(script, args, wd, f"{n}_is_{r}")),
+                     ("py-spy", lambda: run_pyspy(pyspy, a.rate, script, args, wd, f"{n}_pyspy_{r}"))]
+            if r % 2:
+                modes.reverse()
+            for mode, fn in modes:
+                try:
+                    res[n][mode].append(fn())
+                except Exception as e:
+                    print(f"{n} {mode} run {r + 1}: FAILED: {str(e).strip().splitlines()[-1] if str(e).strip() else e}",
+                          flush=True)
+            print(f"  done {n} repeat {r + 1}", flush=True)
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print()
+    print("| program | class | truth % | InferScope % (median, min-max) | py-spy % (median, min-max) |")
+    print("|---|---|---|---|---|")
+
+    def fmt(vals):
+        if not vals:
+            return "-"
+        return f"{statistics.median(vals):.1f} ({min(vals):.1f}-{max(vals):.1f})"
+
+    summary = []
+    for n in names:
+        R = res[n]
+        tr = [x["truth"] for x in R["inferscope"] + R["py-spy"] if x.get("truth")]
+        truth = _truth_rows(tr[0]) if tr else {}
+        labels = [k for k in truth if k != "unplanted"]
+        # measured labels >= 3 % in either sampler that the truth did not plant
+        for mode in ("inferscope", "py-spy"):
+            for x in R[mode]:
+                for k, v in x["shares"].items():
+                    if v >= 3.0 and k not in labels and (("/" in k) or not any(l.startswith(k + "/") for l in labels)):
+                        if "/" in k and k.split("/")[0] in labels:
+                            continue
+                        labels.append(k)
+        labels = list(dict.fromkeys(labels))
+        err = {"inferscope": [], "py-spy": []}
+        for k in labels:
+            tv = [(_truth_rows(x["truth"]).get(k, 0.0)) for x in R["inferscope"] + R["py-spy"] if x.get("truth")]
+            tcell = f"{statistics.median(tv):.1f}" if tv else (f"top: {PLANTED_TOP.get(n, '?')}" if k == labels[0] else "")
+            cells = []
+            for mode in ("inferscope", "py-spy"):
+                vals = [x["shares"].get(k, 0.0) for x in R[mode]]
+                cells.append(fmt(vals))
+                if tv and vals and ("/" in k or not any(l.startswith(k + "/") for l in labels)):
+                    err[mode].append(abs(statistics.median(vals) - statistics.median(tv)))
+            print(f"| {n} | {k} | {tcell} | {cells[0]} | {cells[1]} |")
+        tops = {}
+        for mode in ("inferscope", "py-spy"):
+            want = _top(truth) if truth else PLANTED_TOP.get(n)
+            ok = [(_top(x["shares"]) == want) for x in R[mode]]
+            tops[mode] = f"{sum(ok)}/{len(ok)}"
+        pl = [x["window_ns"] for x in R["plain"]]
+        ov = {}
+        for mode in ("inferscope", "py-spy"):
+            w = [x["window_ns"] for x in R[mode]]
+            ov[mode] = (statistics.median(w) / statistics.median(pl)) if w and pl else float("nan")
+        hz = {m: statistics.median([x["rate_hz"] or 0 for x in R[m]]) if R[m] else 0 for m in ("inferscope", "py-spy")}
+        summary.append((n, {m: max(err[m]) if err[m] else float("nan") for m in err}, tops, ov, hz,
+                        statistics.median(pl) / 1e6 if pl else float("nan")))
+    print()
+    print("| program | plain window ms | max abs err pts InferScope / py-spy | top category right InferScope / py-spy "
+          "| window ratio InferScope / py-spy | achieved Hz InferScope / py-spy (main thread, active) |")
+    print("|---|---|---|---|---|---|")
+    for n, e, tops, ov, hz, plms in summary:
+        print(f"| {n} | {plms:.0f} | {e['inferscope']:.1f} / {e['py-spy']:.1f} | {tops['inferscope']} / {tops['py-spy']} "
+              f"| {ov['inferscope']:.3f} / {ov['py-spy']:.3f} | {hz['inferscope']:.0f} / {hz['py-spy']:.0f} |")
+    (wd / "results.json").write_text(json.dumps(res, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
