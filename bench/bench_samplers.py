@@ -115,7 +115,16 @@ def run_plain(script, args, wd: Path, tag: str) -> dict:
 def run_inferscope(script, args, wd: Path, tag: str) -> dict:
     sys.path.insert(0, str(ZOO))
     import zoo_harness as H
-    p = H.run_program(script, wd, args, tag=tag)
+    if "_truth" in (ZOO / script).read_text():
+        p = H.run_program(script, wd, args, tag=tag)
+    else:   # no self-timed truth (tokenize_bound, compute_bound): the harness would require one
+        stem = f"{Path(script).stem}_{tag}"
+        p = {"report": wd / f"{stem}.json", "trace": wd / f"{stem}.iscope", "truth": wd / f"{stem}.truth.json"}
+        cmd = [sys.executable, "-m", "inferscope", "run", "--format", "json", "--report", str(p["report"]),
+               "--trace", str(p["trace"]), "--", sys.executable, str(ZOO / script), *args]
+        r = subprocess.run(cmd, capture_output=True, text=True, env=_env(p["truth"]), cwd=str(wd), timeout=600)
+        if r.returncode or not p["report"].exists():
+            raise RuntimeError(r.stderr[-2000:])
     rep = json.loads(Path(p["report"]).read_text())
     w = rep["window"]
     from inferscope.analyze.window import Window
@@ -170,14 +179,62 @@ def run_pyspy(pyspy: str, rate: int, script, args, wd: Path, tag: str) -> dict:
         shares[lab] = shares.get(lab, 0.0) + 100.0 * n / denom
     if expected > active:
         shares["waiting/off_cpu"] = shares.get("waiting/off_cpu", 0.0) + 100.0 * (expected - active) / denom
-    for k in list(shares):
-        if "/" in k:
-            c = k.split("/")[0]
-            shares[c] = shares.get(c, 0.0) + shares[k]
+    _add_categories(shares)
     truth = json.loads(tru.read_text()) if tru.exists() else None
     t = H.truth_shares(truth, w["start_ns"], w["end_ns"]) if truth and truth["phases"] else None
     return {"window_ns": dur, "shares": shares, "truth": t, "rate_hz": active / (dur / 1e9) if dur else 0,
             "expected": expected, "active": active}
+
+
+def _add_categories(shares: dict) -> dict:
+    for k in list(shares):
+        if "/" in k:
+            c = k.split("/")[0]
+            shares[c] = shares.get(c, 0.0) + shares[k]
+    return shares
+
+
+def run_austin(austin: str, rate: int, script, args, wd: Path, tag: str) -> dict:
+    """``austin -f -i 1/RATE`` (full mode: per-sample wall time and idle flag; Python frames only);
+    time-weighted shares of the window's main-thread samples, idle samples -> waiting/off_cpu."""
+    from inferscope.collect import pyspy as P
+    sys.path.insert(0, str(ZOO))
+    import zoo_harness as H
+    tru, win, out = wd / f"{tag}.truth.json", wd / f"{tag}.win.json", wd / f"{tag}.austin"
+    for f in (tru, win, out):
+        f.unlink(missing_ok=True)
+    prog = ZOO / script
+    cmd = [austin, "-f", "-i", f"{int(1e6 / rate)}us", "-o", str(out),
+           sys.executable, __file__, "--wrap", str(prog), *args]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=_env(tru, win), cwd=str(wd), timeout=600)
+    if r.returncode or not out.exists():
+        raise RuntimeError(f"austin rc={r.returncode}: {r.stdout[-500:]} {r.stderr[-500:]}")
+    w = json.loads(win.read_text())
+    lo, hi = scope_lines(prog)
+    progs = {str(prog), os.path.realpath(prog)}
+    by: dict[str, int] = {}
+    n = 0
+    with open(out, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            rr = P.parse_austin_line(line)
+            if rr is None:
+                continue
+            _pid, _tid, frames, t_us, idle = rr
+            mod = [ln for name, fn, ln in frames if fn in progs and name == "<module>"]
+            if not mod or not lo <= mod[-1] <= hi:
+                continue
+            k = "waiting" if idle else P.classify_stack(frames)
+            by[k] = by.get(k, 0) + t_us
+            n += 1
+    tot = max(1, sum(by.values()))
+    shares: dict[str, float] = {}
+    for cls, v in by.items():
+        lab = P.CLASS_LABEL[cls]
+        shares[lab] = shares.get(lab, 0.0) + 100.0 * v / tot
+    dur = w["end_ns"] - w["start_ns"]
+    truth = json.loads(tru.read_text()) if tru.exists() else None
+    t = H.truth_shares(truth, w["start_ns"], w["end_ns"]) if truth and truth["phases"] else None
+    return {"window_ns": dur, "shares": _add_categories(shares), "truth": t, "rate_hz": n / (dur / 1e9) if dur else 0}
 
 
 def _top(shares: dict) -> str:
@@ -211,11 +268,13 @@ def main(argv=None) -> int:
     ap.add_argument("--programs", default=",".join(PROGRAMS))
     ap.add_argument("--rate", type=int, default=200, help="py-spy rate (InferScope's default is 200 Hz)")
     ap.add_argument("--pyspy", default=None)
+    ap.add_argument("--austin", default=None, help="austin executable (3.6: glibc 2.17+); default PATH")
     ap.add_argument("--workdir", default=None)
     a = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))
-    from inferscope.collect.pyspy import find_pyspy
+    from inferscope.collect.pyspy import find_austin, find_pyspy
     pyspy = a.pyspy or find_pyspy()
+    austin = a.austin or find_austin()
     if not pyspy:
         print("bench_samplers: py-spy not found (pip install py-spy, or --pyspy PATH / $INFERSCOPE_PYSPY)",
               file=sys.stderr)
@@ -226,15 +285,17 @@ def main(argv=None) -> int:
     ver = subprocess.run([pyspy, "--version"], capture_output=True, text=True).stdout.strip()
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} CPUs; "
           f"repeats {a.repeats}; {ver} at {a.rate} Hz; workdir {wd}", flush=True)
-    res: dict = {n: {"plain": [], "inferscope": [], "py-spy": []} for n in names}
+    SAMPLERS = ["inferscope", "py-spy"] + (["austin"] if austin else [])
+    res: dict = {n: {m: [] for m in ["plain"] + SAMPLERS} for n in names}
     for r in range(a.repeats):
         for n in names:
             script, args = PROGRAMS[n]
             modes = [("plain", lambda: run_plain(script, args, wd, f"{n}_plain_{r}")),
                      ("inferscope", lambda: run_inferscope(script, args, wd, f"{n}_is_{r}")),
                      ("py-spy", lambda: run_pyspy(pyspy, a.rate, script, args, wd, f"{n}_pyspy_{r}"))]
-            if r % 2:
-                modes.reverse()
+            if austin:
+                modes.append(("austin", lambda: run_austin(austin, a.rate, script, args, wd, f"{n}_austin_{r}")))
+            modes = modes[r % len(modes):] + modes[:r % len(modes)]
             for mode, fn in modes:
                 try:
                     res[n][mode].append(fn())
@@ -244,8 +305,9 @@ def main(argv=None) -> int:
             print(f"  done {n} repeat {r + 1}", flush=True)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print()
-    print("| program | class | truth % | InferScope % (median, min-max) | py-spy % (median, min-max) |")
-    print("|---|---|---|---|---|")
+    hdr = " | ".join(f"{m} % (median, min-max)" for m in SAMPLERS)
+    print(f"| program | class | truth % | {hdr} |")
+    print("|---|---|---|" + "---|" * len(SAMPLERS))
 
     def fmt(vals):
         if not vals:
@@ -255,49 +317,51 @@ def main(argv=None) -> int:
     summary = []
     for n in names:
         R = res[n]
-        tr = [x["truth"] for x in R["inferscope"] + R["py-spy"] if x.get("truth")]
+        runs = [x for m in SAMPLERS for x in R[m]]
+        tr = [x["truth"] for x in runs if x.get("truth")]
         truth = _truth_rows(tr[0]) if tr else {}
         labels = [k for k in truth if k != "unplanted"]
-        # measured labels >= 3 % in either sampler that the truth did not plant
-        for mode in ("inferscope", "py-spy"):
-            for x in R[mode]:
-                for k, v in x["shares"].items():
-                    if v >= 3.0 and k not in labels and (("/" in k) or not any(l.startswith(k + "/") for l in labels)):
-                        if "/" in k and k.split("/")[0] in labels:
-                            continue
-                        labels.append(k)
+        # measured labels >= 3 % in any sampler that the truth did not plant
+        for x in runs:
+            for k, v in x["shares"].items():
+                if v < 3.0 or k in labels:
+                    continue
+                if "/" in k and k.split("/")[0] in labels:
+                    continue
+                if "/" not in k and any(lb.startswith(k + "/") for lb in labels):
+                    continue
+                if "/" not in k and any(kk.startswith(k + "/") and vv >= 3.0 for kk, vv in x["shares"].items()):
+                    continue
+                labels.append(k)
         labels = list(dict.fromkeys(labels))
-        err = {"inferscope": [], "py-spy": []}
+        err = {m: [] for m in SAMPLERS}
         for k in labels:
-            tv = [(_truth_rows(x["truth"]).get(k, 0.0)) for x in R["inferscope"] + R["py-spy"] if x.get("truth")]
+            tv = [_truth_rows(x["truth"]).get(k, 0.0) for x in runs if x.get("truth")]
             tcell = f"{statistics.median(tv):.1f}" if tv else (f"top: {PLANTED_TOP.get(n, '?')}" if k == labels[0] else "")
             cells = []
-            for mode in ("inferscope", "py-spy"):
+            for mode in SAMPLERS:
                 vals = [x["shares"].get(k, 0.0) for x in R[mode]]
                 cells.append(fmt(vals))
-                if tv and vals and ("/" in k or not any(l.startswith(k + "/") for l in labels)):
+                if tv and vals:
                     err[mode].append(abs(statistics.median(vals) - statistics.median(tv)))
-            print(f"| {n} | {k} | {tcell} | {cells[0]} | {cells[1]} |")
-        tops = {}
-        for mode in ("inferscope", "py-spy"):
-            want = _top(truth) if truth else PLANTED_TOP.get(n)
-            ok = [(_top(x["shares"]) == want) for x in R[mode]]
-            tops[mode] = f"{sum(ok)}/{len(ok)}"
+            print(f"| {n} | {k} | {tcell} | {' | '.join(cells)} |")
+        want = _top(truth) if truth else PLANTED_TOP.get(n)
+        tops = {m: f"{sum(_top(x['shares']) == want for x in R[m])}/{len(R[m])}" for m in SAMPLERS}
         pl = [x["window_ns"] for x in R["plain"]]
-        ov = {}
-        for mode in ("inferscope", "py-spy"):
-            w = [x["window_ns"] for x in R[mode]]
-            ov[mode] = (statistics.median(w) / statistics.median(pl)) if w and pl else float("nan")
-        hz = {m: statistics.median([x["rate_hz"] or 0 for x in R[m]]) if R[m] else 0 for m in ("inferscope", "py-spy")}
-        summary.append((n, {m: max(err[m]) if err[m] else float("nan") for m in err}, tops, ov, hz,
-                        statistics.median(pl) / 1e6 if pl else float("nan")))
+        ov = {m: (statistics.median([x["window_ns"] for x in R[m]]) / statistics.median(pl)) if R[m] and pl
+              else float("nan") for m in SAMPLERS}
+        hz = {m: statistics.median([x["rate_hz"] or 0 for x in R[m]]) if R[m] else 0 for m in SAMPLERS}
+        summary.append((n, {m: max(err[m]) if err[m] else float("nan") for m in SAMPLERS}, tops, ov, hz,
+                        statistics.median(pl) / 1e6 if pl else float("nan"), want))
     print()
-    print("| program | plain window ms | max abs err pts InferScope / py-spy | top category right InferScope / py-spy "
-          "| window ratio InferScope / py-spy | achieved Hz InferScope / py-spy (main thread, active) |")
+    sl = " / ".join(SAMPLERS)
+    print(f"| program | plain window ms | max abs err pts {sl} | top category ({sl}) right | window ratio {sl} "
+          f"| Hz {sl} |")
     print("|---|---|---|---|---|---|")
-    for n, e, tops, ov, hz, plms in summary:
-        print(f"| {n} | {plms:.0f} | {e['inferscope']:.1f} / {e['py-spy']:.1f} | {tops['inferscope']} / {tops['py-spy']} "
-              f"| {ov['inferscope']:.3f} / {ov['py-spy']:.3f} | {hz['inferscope']:.0f} / {hz['py-spy']:.0f} |")
+    for n, e, tops, ov, hz, plms, want in summary:
+        print(f"| {n} | {plms:.0f} | {' / '.join(f'{e[m]:.1f}' for m in SAMPLERS)} | {want}: "
+              f"{' / '.join(tops[m] for m in SAMPLERS)} | {' / '.join(f'{ov[m]:.2f}' for m in SAMPLERS)} "
+              f"| {' / '.join(f'{hz[m]:.0f}' for m in SAMPLERS)} |")
     (wd / "results.json").write_text(json.dumps(res, default=str))
     return 0
 

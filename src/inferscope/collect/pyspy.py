@@ -62,6 +62,8 @@ def find_pyspy() -> str | None:
 
 
 def _is_native(filename: str, line: int) -> bool:
+    if not filename:
+        return True
     base = os.path.basename(filename)
     return line == 0 and (base.endswith(".so") or ".so." in base or filename.startswith("/") and not
                           filename.endswith(".py"))
@@ -151,3 +153,55 @@ def raw_class_counts(path, tid: int | None = None, keep=None) -> dict[str, int]:
             k = classify_stack(frames)
             out[k] = out.get(k, 0) + count
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# austin (https://github.com/P403n1x87/austin, ``austin -f``: full mode): one line per sample, in
+# order, ``P<pid>;T<iid>:<tid>;file:function:line;... <time_us>,<idle 0|1>,<mem>`` (root frame
+# first; the time is the wall time the sample stands for).  Python frames only (``austinp`` adds
+# native frames as ``native@ADDR:symbol:line`` with no shared-object name, so perfip.role_of cannot
+# classify them).  Measured beside py-spy in bench/bench_samplers.py.
+def find_austin() -> str | None:
+    """Path of the austin executable ($INFERSCOPE_AUSTIN, then PATH), or None."""
+    p = os.environ.get("INFERSCOPE_AUSTIN")
+    if p and os.access(p, os.X_OK):
+        return p
+    return shutil.which("austin")
+
+
+def parse_austin_line(line: str):
+    """One sample of ``austin -f``: (pid, tid, frames innermost first as (name, file, line),
+    time_us, idle); None for a header, a blank or a malformed line."""
+    line = line.rstrip("\n")
+    if not line or line.startswith("#") or not line.startswith("P"):
+        return None
+    stack, _, metrics = line.rpartition(" ")
+    m = metrics.split(",")
+    try:
+        t_us = int(m[0])
+        idle = len(m) > 1 and m[1] == "1"
+    except ValueError:
+        return None
+    parts = stack.split(";")
+    if len(parts) < 2 or not parts[1].startswith("T"):
+        return None
+    try:
+        pid = int(parts[0][1:])
+        tid = int(parts[1].rsplit(":", 1)[-1], 0)
+    except ValueError:
+        return None
+    frames = []
+    for p in parts[2:]:
+        f = p.rsplit(":", 2)
+        if len(f) != 3:
+            continue
+        fn, name, ln = f
+        if fn.startswith("native@"):
+            frames.append((name, "", 0))     # no shared object: transparent here
+            continue
+        try:
+            frames.append((name, fn, int(ln)))
+        except ValueError:
+            frames.append((name, fn, 0))
+    frames.reverse()
+    return pid, tid, frames, t_us, idle
