@@ -78,3 +78,23 @@ def test_pyspy_live_record(tmp_path):
         pytest.skip(f"py-spy could not record here: {(r.stdout + r.stderr).strip()[-300:]}")
     counts = P.raw_class_counts(out)
     assert counts.get("cpu_compute", 0) > 0 and counts.get("user_code", 0) > 0
+
+
+def test_vendored_austin_full_mode():
+    """tests/data/pyspy/mixed_full.austin: ``austin -f -i 5ms`` (austin 3.6.0) of the same program (importlib
+    samples left out, paths rewritten).  Per-sample wall time and idle flag: the sleep (line 22) is idle,
+    the matmul (line 9) user code - austin sees Python frames only."""
+    by: dict = {}
+    for line in open(DATA / "mixed_full.austin", encoding="utf-8"):
+        r = P.parse_austin_line(line)
+        if r is None:
+            continue
+        _pid, _tid, frames, t_us, idle = r
+        mod = [ln for name, fn, ln in frames if fn == "/app/mixed.py" and name == "<module>"]
+        k = (mod[-1] if mod else None, "waiting" if idle else P.classify_stack(frames))
+        by[k] = by.get(k, 0) + t_us
+    assert 0.4e6 < by[(22, "waiting")] < 0.6e6
+    assert 0.8e6 < by[(21, "user_code")] < 1.3e6
+    assert 0.8e6 < by[(9, "user_code")] < 1.3e6 and (9, "cpu_compute") not in by
+    assert P.parse_austin_line("# austin: 3.6.0") is None
+    assert P.parse_austin_line("P1;T0:1;/a.py:f:3;native@7f00:memcpy:0 10,1,0") == (1, 1, [("f", "/a.py", 3)], 10, True)

@@ -77,7 +77,7 @@ def classify_stack(frames) -> str:
     seen_python = False
     for name, filename, line in frames:
         if _is_native(filename, line):
-            if not seen_python and not native_role:
+            if not seen_python and not native_role and filename:   # (no file: nothing to go by)
                 r = role_of(filename)
                 if r in (COMPUTE, TOKENIZER):
                     native_role = r
@@ -197,8 +197,7 @@ def parse_austin_line(line: str):
             continue
         fn, name, ln = f
         if fn.startswith("native@"):
-            frames.append((name, "", 0))     # no shared object: transparent here
-            continue
+            continue                         # austinp's native frame: no shared object, transparent
         try:
             frames.append((name, fn, int(ln)))
         except ValueError:
