@@ -25,6 +25,7 @@ import argparse
 import ast
 import json
 import os
+import resource
 import runpy
 import statistics
 import subprocess
@@ -92,6 +93,11 @@ def scope_lines(script: Path) -> tuple[int, int]:
                 if isinstance(c, ast.Call) and getattr(c.func, "id", getattr(c.func, "attr", "")) == "scope":
                     return node.lineno, node.end_lineno
     raise ValueError(f"{script}: no module-level with scope(...)")
+
+
+def _child_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def _env(truth: Path, window: Path | None = None) -> dict:
@@ -317,7 +323,12 @@ def main(argv=None) -> int:
             modes = modes[r % len(modes):] + modes[:r % len(modes)]
             for mode, fn in modes:
                 try:
-                    res[n][mode].append(fn())
+                    c0 = _child_cpu_s()
+                    out = fn()
+                    # CPU of every process of the run (program + external sampler; inferscope: incl. its
+                    # report generation)
+                    out["cpu_s"] = _child_cpu_s() - c0
+                    res[n][mode].append(out)
                 except Exception as e:
                     print(f"{n} {mode} run {r + 1}: FAILED: {str(e).strip().splitlines()[-1] if str(e).strip() else e}",
                           flush=True)
@@ -401,6 +412,9 @@ def report(res: dict, names: list, SAMPLERS: list) -> None:
         ov = {m: (statistics.median([x["window_ns"] for x in R[m]]) / statistics.median(pl)) if R[m] and pl
               else float("nan") for m in SAMPLERS}
         hz = {m: statistics.median([x["rate_hz"] or 0 for x in R[m]]) if R[m] else 0 for m in SAMPLERS}
+        cpu = {m: statistics.median([x["cpu_s"] for x in R[m]]) - statistics.median([x["cpu_s"] for x in R["plain"]])
+               if R[m] and R["plain"] and all("cpu_s" in x for x in R[m] + R["plain"]) else float("nan")
+               for m in SAMPLERS}
         # py-spy / austin have no run-queue notion (a runnable thread is active): their error against the
         # truth with each phase's run-queue delay left in the phase's class
         errq = {}
@@ -412,17 +426,18 @@ def report(res: dict, names: list, SAMPLERS: list) -> None:
             ks = set().union(*(a for a, _ in pairs), *(b for _, b in pairs))
             errq[m] = max(abs(statistics.median([a.get(k, 0.0) - b.get(k, 0.0) for a, b in pairs])) for k in ks)
         summary.append((n, {m: max(err[m]) if err[m] else float("nan") for m in SAMPLERS}, tops, ov, hz,
-                        statistics.median(pl) / 1e6 if pl else float("nan"), want, errq))
+                        statistics.median(pl) / 1e6 if pl else float("nan"), want, errq, cpu))
     print()
     sl = " / ".join(SAMPLERS)
     print(f"| program | plain window ms | max abs err pts, by part: {sl} | max abs err pts, by category (py-spy, austin: "
-          f"run queue in the phases' classes): {sl} | top category ({sl}) right | window ratio {sl} | Hz {sl} |")
-    print("|---|---|---|---|---|---|---|")
-    for n, e, tops, ov, hz, plms, want, errq in summary:
+          f"run queue in the phases' classes): {sl} | top category ({sl}) right | window ratio {sl} | Hz {sl} "
+          f"| extra CPU s vs plain {sl} |")
+    print("|---|---|---|---|---|---|---|---|")
+    for n, e, tops, ov, hz, plms, want, errq, cpu in summary:
         print(f"| {n} | {plms:.0f} | {' / '.join(f'{e[m]:.1f}' for m in SAMPLERS)} | "
               f"{' / '.join(f'{errq[m]:.1f}' if m in errq else '-' for m in SAMPLERS)} | {want}: "
               f"{' / '.join(tops[m] for m in SAMPLERS)} | {' / '.join(f'{ov[m]:.2f}' for m in SAMPLERS)} "
-              f"| {' / '.join(f'{hz[m]:.0f}' for m in SAMPLERS)} |")
+              f"| {' / '.join(f'{hz[m]:.0f}' for m in SAMPLERS)} | {' / '.join(f'{cpu[m]:.2f}' for m in SAMPLERS)} |")
 
 
 if __name__ == "__main__":
