@@ -1,7 +1,8 @@
-"""Sampler choice (issue 23 item 2): InferScope's live sampler vs py-spy on the planted zoo.
+"""Sampler choice (issue 23 item 2): InferScope's live sampler vs py-spy and austin on the planted zoo.
 
-    python bench/bench_samplers.py [--repeats 3] [--programs numpy_mlp,gil,...] [--rate 200]
-                                   [--pyspy PATH] [--workdir DIR]
+    python bench/bench_samplers.py [--repeats 3] [--programs numpy_mlp,gil_contention,...] [--rate 200]
+                                   [--pyspy PATH] [--austin PATH] [--workdir DIR]
+    python bench/bench_samplers.py --from-results DIR/results.json     # re-print a run's tables
 
 Per program and repeat, in an interleaved order (every mode of every program once, then again):
   plain     the program alone (through the window wrapper below, no sampler);
@@ -13,11 +14,16 @@ Per program and repeat, in an interleaved order (every mode of every program onc
             program's module-level frame is on a line of its ``with scope(...)`` block; idle samples
             are dropped by py-spy (no ``--idle``), so waiting = the window's expected samples
             (RATE x |W|) not seen active.
+  austin    ``austin -f -i 1/RATE`` as parent (when found: --austin, $INFERSCOPE_AUSTIN, PATH): per-sample
+            wall time and idle flag, Python frames only; time-weighted shares, idle -> waiting.
 The wrapper (``--wrap``) records the outermost ``inferscope.scope()`` window (perf_counter_ns) and runs
 the program with runpy.  Truth: the program's self-timed phases (examples/zoo/_truth.py) over each
 sampler's own window (InferScope: the report window; py-spy/plain: the scope window).
+Errors are paired with each run's own truth; py-spy and austin (no run-queue notion) are also compared by
+category with the truth whose run-queue delay stays in the phases' classes.
 Overhead: |window| under the sampler / |window| of the plain runs (median), i.e. the slowdown of the
-program's measured part.  Prints the load average before and after (shared 2-core machine).
+program's measured part, and the CPU seconds of all processes of a run beyond the plain run's.
+Prints the load average before and after (shared 2-core machine).
 """
 from __future__ import annotations
 
