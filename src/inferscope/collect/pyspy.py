@@ -1,4 +1,4 @@
-"""py-spy as an external sampler: locate it, and classify its stacks with InferScope's own rules.
+"""External samplers (py-spy, austin): locate them, parse their samples, classify their stacks with InferScope's own rules.
 
 Optional (issue 23 item 2, measured in bench/bench_samplers.py; figures in bench/README.md "Sampler
 choice"): py-spy is never required and never imported (it is a binary); :func:`find_pyspy` locates
