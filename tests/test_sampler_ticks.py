@@ -276,9 +276,9 @@ def test_one_function_per_run_with_its_tick_count_and_line():
 
 
 def test_switch_interval_short_only_while_one_python_thread_runs():
-    """The live sampler shortens the interpreter's switch interval while the program runs one Python thread
+    """The live sampler shortens the interpreter's switch interval while one thread of the program is on CPU
     (a tick then waits <= 0.5 ms for the GIL instead of until the next GIL-releasing call), gives the
-    program's own back when a second thread appears, and restores it at stop."""
+    program's own back when a second busy thread appears (an idle one does not count), and restores it at stop."""
     import threading
     import time as _t
     prev = sys.getswitchinterval()
@@ -296,13 +296,22 @@ def test_switch_interval_short_only_while_one_python_thread_runs():
     try:
         assert spin_until(lambda: sys.getswitchinterval() == pytest.approx(SM.SWITCH_INTERVAL_S))
         stop = threading.Event()
-        th = threading.Thread(target=lambda: stop.wait(5))
+        idle = threading.Thread(target=lambda: stop.wait(5))      # an idle thread (an executor's) changes nothing
+        idle.start()
+        spin_until(lambda: False, 0.2)
+        assert sys.getswitchinterval() == pytest.approx(SM.SWITCH_INTERVAL_S)
+
+        def busy():
+            while not stop.is_set():
+                sum(range(2000))
+        th = threading.Thread(target=busy)                         # a second busy Python thread: the program's own
         th.start()
         try:
             assert spin_until(lambda: sys.getswitchinterval() == prev)
         finally:
             stop.set()
             th.join()
+            idle.join()
         assert spin_until(lambda: sys.getswitchinterval() == pytest.approx(SM.SWITCH_INTERVAL_S))
     finally:
         s.stop()

@@ -58,7 +58,7 @@ from .rawio import ProcFile
 
 CPU_SAMPLE = 11   # SpanKind.CPU_SAMPLE
 GIL_WAIT_NS = 250_000
-# The interpreter's switch interval while the program runs a single Python thread (with more, the
+# The interpreter's switch interval while one thread of the program is on CPU (with more, the
 # program's own: they would hand the GIL to each other ten times as often; restored at stop;
 # INFERSCOPE_SWITCH_INTERVAL_US overrides, 0 leaves it alone).  A tick waits for the GIL until the
 # running thread releases it (a numpy/torch call, I/O) or the switch interval forces a hand-over:
@@ -628,6 +628,7 @@ class Sampler:
             self.torch_seen = torch_seen
             frames = getframes()
             seen = 0
+            running = 0         # the program's threads on CPU in this tick's interval
             for ident, frame in frames.items():
                 if ident in skip:
                     continue
@@ -759,6 +760,7 @@ class Sampler:
                 else:
                     if oncpu:
                         oncpu_by_tid[st.tid] += 1
+                        running += 1
                     if mod is not None:
                         cls = CLS_FRAMEWORK
                     elif gil_free and label is None and dom == USER and st.perf is None and st.cls is not None:
@@ -801,19 +803,20 @@ class Sampler:
                     self._apply(st, t, cls, label)
                 self.samples += 1
             if manage_switch:
-                # one Python thread of the program: the short switch interval (SWITCH_INTERVAL_S); more: the
+                # one thread of the program on CPU: the short switch interval (SWITCH_INTERVAL_S); more: the
                 # program's own - threads that fight for the GIL would hand it over ten times as often
-                # (zoo_gil: the main thread's GIL wait became run-queue time and gil_contention vanished)
+                # (zoo_gil: the main thread's GIL wait became run-queue time and gil_contention vanished).
+                # Idle threads (an executor's, a queue listener) do not count.
                 cur = sys.getswitchinterval()
                 sw = self._switch
                 if sw is not None and cur != sw[1]:          # the program set its own: leave it alone
                     manage_switch, self._switch = False, None
-                elif seen <= 1 and sw is None:
+                elif running <= 1 and sw is None:
                     self._switch = (cur, None)
                     sys.setswitchinterval(short_s)
                     self._switch = (cur, sys.getswitchinterval())
                     forced_ns = int(self._switch[1] * 1e9 * 0.9)
-                elif seen > 1 and sw is not None:
+                elif running > 1 and sw is not None:
                     sys.setswitchinterval(sw[0])
                     self._switch = None
                     forced_ns = int(sw[0] * 1e9 * 0.9)
