@@ -44,6 +44,7 @@ import re
 import sys
 import time
 import zlib
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -403,6 +404,20 @@ def _int_col(values: list) -> np.ndarray:
         return np.fromiter((_to_int_slow(v) for v in values), dtype=np.int64, count=len(values))
 
 
+def _int_col_of(seq: list, get, n: int) -> np.ndarray:
+    """``_int_col(list(map(get, seq)))`` without the list when every value converts as is
+    (np.fromiter converts exactly as np.array does, and raises where it raises)."""
+    try:
+        return np.fromiter(map(get, seq), dtype=np.int64, count=n)
+    except (TypeError, ValueError, OverflowError):
+        return _int_col(list(map(get, seq)))
+
+
+_GET = {f: attrgetter(f) for f in ("ts", "dur", "args", "correlation", "ext_id", "device", "stream", "bytes",
+                                    "kind", "input_dims", "input_type", "concrete")}
+_A0 = _Args()
+
+
 def _factorize(values: list) -> tuple[np.ndarray, list]:
     """codes (int32) and the distinct values in first-seen order (dict-based)."""
     uniq = list(dict.fromkeys(values))
@@ -758,6 +773,29 @@ class _Cols:
             out.append(lut[codes])
         return out
 
+    def _shape_codes(self, al: list, ops: np.ndarray) -> np.ndarray:
+        """Code of each event's record_shapes detail in ``self.shapes`` (-1: none); ``ops``: the CPU-op
+        events (the only ones whose details are read). The (dims, types, concrete) triples are factorised
+        in C-level passes; the detail text is built once per distinct triple, in first-seen order."""
+        shape = np.full(len(al), -1, np.int32)
+        oa = list(map(al.__getitem__, ops.tolist()))
+        if not any(map(_GET["input_dims"], oa)):    # no record_shapes (empty Raw = missing key)
+            return shape
+        keys = list(zip(*(map(bytes, map(_GET[f], oa)) for f in ("input_dims", "input_type", "concrete"))))
+        del oa
+        sd = self.shapes
+        kc: dict = {}
+        for key in dict.fromkeys(keys):
+            d = key[0]
+            if d and d != b"null":
+                raw_shape = (b'{"dims":' + d + b',"types":' + (key[1] or b"null")
+                             + b',"concrete":' + (key[2] or b"null") + b"}")
+                kc[key] = sd.setdefault(raw_shape, len(sd))
+            else:
+                kc[key] = -1
+        shape[ops] = np.fromiter(map(kc.__getitem__, keys), dtype=np.int32, count=len(keys))
+        return shape
+
     def exact_ok(self) -> bool:
         return not self.outer_ts and all(x is not None for x in self.parts["ts_x"])
 
@@ -773,9 +811,10 @@ class _Cols:
         for k in ("pid", "tid"):
             if float in set(map(type, D[k])) and raw is not None:
                 raise _Fallback
-        ts_l = [e.ts for e in events]
-        ts_f = np.array(ts_l, dtype=np.float64)  # None -> nan
-        dur_f = np.array([e.dur for e in events], dtype=np.float64)
+        # C-level passes (map + attrgetter + fromiter: the values np.array would make of the lists)
+        ts_l = list(map(_GET["ts"], events))
+        ts_f = np.fromiter(ts_l, dtype=np.float64, count=n)  # None -> nan
+        dur_f = np.fromiter(map(_GET["dur"], events), dtype=np.float64, count=n)
         # Times beyond these cannot be real and would overflow int64 nanoseconds downstream:
         # |ts| < 4e15 us (year ~2096 on an epoch clock), 0 <= dur < 1e12 us (11.6 days).
         insane = (~np.isnan(ts_f) & ~(np.abs(ts_f) < _TS_MAX_US)) | (~np.isnan(dur_f) & ~(np.abs(dur_f) < _DUR_MAX_US))
@@ -806,43 +845,20 @@ class _Cols:
             x = np.zeros(0, np.int64)
         P["ts_x"].append(x)
         P["dur_f"].append(dur_f)
-        A0 = _Args()
-        args_l = [e.args for e in events]
-        al = [a or A0 for a in args_l]
-        P["corr"].append(_int_col([a.correlation for a in al]))
-        P["ext"].append(_int_col([a.ext_id for a in al]))
-        P["device"].append(_int_col([a.device for a in al]))
-        P["stream"].append(_int_col([a.stream for a in al]))
-        P["bytes"].append(_int_col([a.bytes for a in al]))
-        kinds = [a.kind for a in al]
+        args_l = list(map(_GET["args"], events))
+        al = [a or _A0 for a in args_l] if None in args_l else args_l
+        for k, f in (("corr", "correlation"), ("ext", "ext_id"), ("device", "device"), ("stream", "stream"),
+                     ("bytes", "bytes")):
+            P[k].append(_int_col_of(al, _GET[f], n))
+        kinds = list(map(_GET["kind"], al))
         if kinds.count(None) != n:      # args.kind is rare (AMD memcpy): skip the scan without one
             for i in [i for i, k in enumerate(kinds) if k is not None]:
                 self.kind[n0 + i] = kinds[i]
+        del kinds
         # record_shapes details are read for CPU_OP spans only (_shape_details): look at ops only
         op_cat = np.array([_CAT_KIND.get(c.strip().lower().replace(" ", "_") if isinstance(c, str) else "",
                                          (None,))[0] == SpanKind.CPU_OP for c in D["cat"]], dtype=bool)
-        sidx = [i for i in np.flatnonzero(op_cat[P["cat"][-1]]).tolist() if al[i].input_dims]
-        shape = np.full(n, -1, np.int32)
-        if sidx:
-            sd = self.shapes
-            kc: dict = {}      # (dims, types, concrete) -> code: the detail text is built once per distinct triple
-            pos, codes = [], []
-            for i in sidx:
-                a = al[i]
-                d = bytes(a.input_dims)
-                if d != b"null":
-                    key = (d, bytes(a.input_type), bytes(a.concrete))
-                    c = kc.get(key)
-                    if c is None:
-                        raw_shape = (b'{"dims":' + d + b',"types":' + (key[1] or b"null")
-                                     + b',"concrete":' + (key[2] or b"null") + b"}")
-                        c = kc[key] = sd.setdefault(raw_shape, len(sd))
-                    pos.append(i)
-                    codes.append(c)
-            del kc
-            if pos:
-                shape[pos] = codes
-        P["shape"].append(shape)
+        P["shape"].append(self._shape_codes(al, np.flatnonzero(op_cat[P["cat"][-1]])))
         ph_codes = P["ph"][-1]
         lut = np.array([v in self._KEEP_ARGS for v in D["ph"]], dtype=bool)
         for i in np.flatnonzero(lut[ph_codes]).tolist():
