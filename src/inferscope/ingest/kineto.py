@@ -418,6 +418,18 @@ _GET = {f: attrgetter(f) for f in ("ts", "dur", "args", "correlation", "ext_id",
 _A0 = _Args()
 
 
+def _first_seen_codes(d: dict, keys, n: int) -> np.ndarray:
+    """Codes of ``n`` hashable ``keys`` (an iterable) in first-seen order; ``d`` (empty) receives the
+    distinct keys in that order.  One C-level dict pass: each key is hashed once."""
+    first = np.fromiter(map(d.setdefault, keys, range(n)), dtype=np.int64, count=n)  # index of its first event
+    lut = np.empty(n, dtype=np.int32)
+    lut[np.fromiter(d.values(), dtype=np.int64, count=len(d))] = np.arange(len(d), dtype=np.int32)
+    return lut[first]
+
+
+_KEY5 = attrgetter("ph", "cat", "name", "pid", "tid")
+
+
 def _factorize(values: list) -> tuple[np.ndarray, list]:
     """codes (int32) and the distinct values in first-seen order (dict-based)."""
     uniq = list(dict.fromkeys(values))
@@ -755,17 +767,13 @@ class _Cols:
         (ph, cat, name, pid, tid) tuples, then each field's codes from the few distinct tuples. A
         field value is first seen in the first distinct tuple holding it, so every field's dict
         fills in the same first-seen order (and merges the same Python-equal values) as per field."""
-        keys = [(e.ph, e.cat, e.name, e.pid, e.tid) for e in events]
         cd: dict = {}
-        for c in dict.fromkeys(keys):
-            cd[c] = len(cd)
-        codes = np.fromiter(map(cd.__getitem__, keys), dtype=np.int32, count=len(keys))
-        del keys
+        codes = _first_seen_codes(cd, map(_KEY5, events), len(events))
         out = []
         for j, k in enumerate(self._KEYS):
             d = self.d[k]
             lut = np.empty(len(cd), dtype=np.int32)
-            for c, ci in cd.items():
+            for ci, c in enumerate(cd):
                 v = c[j]
                 if v not in d:
                     d[v] = len(d)
@@ -781,19 +789,17 @@ class _Cols:
         oa = list(map(al.__getitem__, ops.tolist()))
         if not any(map(_GET["input_dims"], oa)):    # no record_shapes (empty Raw = missing key)
             return shape
-        keys = list(zip(*(map(bytes, map(_GET[f], oa)) for f in ("input_dims", "input_type", "concrete"))))
+        kc: dict = {}
+        codes = _first_seen_codes(kc, zip(*(map(bytes, map(_GET[f], oa)) for f in ("input_dims", "input_type",
+                                                                                   "concrete"))), len(oa))
         del oa
         sd = self.shapes
-        kc: dict = {}
-        for key in dict.fromkeys(keys):
-            d = key[0]
+        lut = np.full(len(kc), -1, np.int32)
+        for j, (d, t, c) in enumerate(kc):
             if d and d != b"null":
-                raw_shape = (b'{"dims":' + d + b',"types":' + (key[1] or b"null")
-                             + b',"concrete":' + (key[2] or b"null") + b"}")
-                kc[key] = sd.setdefault(raw_shape, len(sd))
-            else:
-                kc[key] = -1
-        shape[ops] = np.fromiter(map(kc.__getitem__, keys), dtype=np.int32, count=len(keys))
+                lut[j] = sd.setdefault(b'{"dims":' + d + b',"types":' + (t or b"null")
+                                       + b',"concrete":' + (c or b"null") + b"}", len(sd))
+        shape[ops] = lut[codes]
         return shape
 
     def exact_ok(self) -> bool:
@@ -847,17 +853,26 @@ class _Cols:
         P["dur_f"].append(dur_f)
         args_l = list(map(_GET["args"], events))
         al = [a or _A0 for a in args_l] if None in args_l else args_l
-        for k, f in (("corr", "correlation"), ("ext", "ext_id"), ("device", "device"), ("stream", "stream"),
-                     ("bytes", "bytes")):
+        for k, f in (("corr", "correlation"), ("ext", "ext_id")):
             P[k].append(_int_col_of(al, _GET[f], n))
-        kinds = list(map(_GET["kind"], al))
-        if kinds.count(None) != n:      # args.kind is rare (AMD memcpy): skip the scan without one
-            for i in [i for i, k in enumerate(kinds) if k is not None]:
-                self.kind[n0 + i] = kinds[i]
-        del kinds
+        cat_kind = [_CAT_KIND.get(c.strip().lower().replace(" ", "_") if isinstance(c, str) else "", (None, 0))
+                    for c in D["cat"]]
+        # device, stream, bytes and args.kind are read for GPU-side spans only (_build): -1 / absent elsewhere
+        gpu = np.flatnonzero(np.array([side == _GPU for _k, side in cat_kind], dtype=bool)[P["cat"][-1]])
+        ga = list(map(al.__getitem__, gpu.tolist())) if len(gpu) < n else al
+        for k in ("device", "stream", "bytes"):
+            col = _int_col_of(ga, _GET[k], len(ga))
+            if len(gpu) < n:
+                col, col_g = np.full(n, -1, dtype=np.int64), col
+                col[gpu] = col_g
+            P[k].append(col)
+        kinds = list(map(_GET["kind"], ga))
+        if kinds.count(None) != len(kinds):      # args.kind is rare (AMD memcpy): skip the scan without one
+            for j in [j for j, k in enumerate(kinds) if k is not None]:
+                self.kind[n0 + int(gpu[j])] = kinds[j]
+        del kinds, ga
         # record_shapes details are read for CPU_OP spans only (_shape_details): look at ops only
-        op_cat = np.array([_CAT_KIND.get(c.strip().lower().replace(" ", "_") if isinstance(c, str) else "",
-                                         (None,))[0] == SpanKind.CPU_OP for c in D["cat"]], dtype=bool)
+        op_cat = np.array([k == SpanKind.CPU_OP for k, _side in cat_kind], dtype=bool)
         P["shape"].append(self._shape_codes(al, np.flatnonzero(op_cat[P["cat"][-1]])))
         ph_codes = P["ph"][-1]
         lut = np.array([v in self._KEEP_ARGS for v in D["ph"]], dtype=bool)
