@@ -121,28 +121,43 @@ def startup_calls(trace: Trace, lo: int, hi: int) -> np.ndarray:
     return cand
 
 
-def _outlier_calls(trace: Trace, lo: int, hi: int, limit: int) -> np.ndarray:
-    """Indices of host calls that are outliers against their own name, starting in [lo, limit)."""
+def _outlier_base(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """(indices of the host calls, whether each is an outlier against its own name), whatever the window:
+    computed once per trace (run_phases and one_off_host_calls ask with different windows)."""
+    cache = trace.__dict__.setdefault("_mask_cache", {})
+    v = cache.get("startup_outlier_base")
+    if v is not None and v[0] == len(trace.spans):
+        return v[1], v[2]
     s = trace.spans
     m = np.isin(s.kind, [int(k) for k in HOST_CALL_KINDS]) & ~sync_api_mask(trace) & (s.end_ns > s.start_ns)
     idx = np.flatnonzero(m)
+    out = np.zeros(0, dtype=bool)
+    if len(idx):
+        dur = (s.end_ns[idx] - s.start_ns[idx]).astype(np.int64)
+        names = s.name[idx]
+        uk, inv, cnt = fast_unique(names, return_inverse=True, return_counts=True)
+        o = np.lexsort((dur, inv))
+        starts = np.concatenate(([0], np.cumsum(cnt)[:-1]))
+        med = dur[o][starts + (cnt - 1) // 2].astype(np.float64)  # lower median per name
+        n = cnt[inv]
+        t_lo, t_hi = trace.bounds_ns()
+        total = max(1, t_hi - t_lo)     # relative to the trace, so every window applies the same thresholds
+        recurring = (n >= T.ONE_OFF_RECURRING_MIN_CALLS) & (dur >= T.STARTUP_CALL_OUTLIER_FACTOR * med[inv]) \
+            & (dur >= T.STARTUP_CALL_OUTLIER_MIN_MS * 1e6)
+        single = (n < T.ONE_OFF_RECURRING_MIN_CALLS) & (dur >= T.ONE_OFF_CALL_MIN_MS * 1e6) \
+            & (dur >= total * T.ONE_OFF_CALL_MIN_PCT / 100.0)
+        out = recurring | single
+    cache["startup_outlier_base"] = (len(s), idx, out)
+    return idx, out
+
+
+def _outlier_calls(trace: Trace, lo: int, hi: int, limit: int) -> np.ndarray:
+    """Indices of host calls that are outliers against their own name, starting in [lo, limit)."""
+    s = trace.spans
+    idx, outlier = _outlier_base(trace)
     if len(idx) == 0:
-        return idx
-    dur = (s.end_ns[idx] - s.start_ns[idx]).astype(np.int64)
-    names = s.name[idx]
-    uk, inv, cnt = fast_unique(names, return_inverse=True, return_counts=True)
-    o = np.lexsort((dur, inv))
-    starts = np.concatenate(([0], np.cumsum(cnt)[:-1]))
-    med = dur[o][starts + (cnt - 1) // 2].astype(np.float64)  # lower median per name
-    n = cnt[inv]
-    t_lo, t_hi = trace.bounds_ns()
-    total = max(1, t_hi - t_lo)     # relative to the trace, so every window applies the same thresholds
-    recurring = (n >= T.ONE_OFF_RECURRING_MIN_CALLS) & (dur >= T.STARTUP_CALL_OUTLIER_FACTOR * med[inv]) \
-        & (dur >= T.STARTUP_CALL_OUTLIER_MIN_MS * 1e6)
-    single = (n < T.ONE_OFF_RECURRING_MIN_CALLS) & (dur >= T.ONE_OFF_CALL_MIN_MS * 1e6) \
-        & (dur >= total * T.ONE_OFF_CALL_MIN_PCT / 100.0)
-    sel = (recurring | single) & (s.start_ns[idx] >= lo) & (s.start_ns[idx] < limit)
-    cand = idx[sel]
+        return idx.copy()
+    cand = idx[outlier & (s.start_ns[idx] >= lo) & (s.start_ns[idx] < limit)]
     # inside a step the first_step rule decides (a long call in a typical step is steady work); serving
     # engines' step ranges (vLLM execute_..., SGLang step[...], analyze/llm.py) are steps too
     from .llm import EXEC_RE, SGL_RE

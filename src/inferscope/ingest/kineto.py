@@ -44,6 +44,7 @@ import re
 import sys
 import time
 import zlib
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -403,6 +404,32 @@ def _int_col(values: list) -> np.ndarray:
         return np.fromiter((_to_int_slow(v) for v in values), dtype=np.int64, count=len(values))
 
 
+def _int_col_of(seq: list, get, n: int) -> np.ndarray:
+    """``_int_col(list(map(get, seq)))`` without the list when every value converts as is
+    (np.fromiter converts exactly as np.array does, and raises where it raises)."""
+    try:
+        return np.fromiter(map(get, seq), dtype=np.int64, count=n)
+    except (TypeError, ValueError, OverflowError):
+        return _int_col(list(map(get, seq)))
+
+
+_GET = {f: attrgetter(f) for f in ("ts", "dur", "args", "correlation", "ext_id", "device", "stream", "bytes",
+                                    "kind", "input_dims", "input_type", "concrete")}
+_A0 = _Args()
+
+
+def _first_seen_codes(d: dict, keys, n: int) -> np.ndarray:
+    """Codes of ``n`` hashable ``keys`` (an iterable) in first-seen order; ``d`` (empty) receives the
+    distinct keys in that order.  One C-level dict pass: each key is hashed once."""
+    first = np.fromiter(map(d.setdefault, keys, range(n)), dtype=np.int64, count=n)  # index of its first event
+    lut = np.empty(n, dtype=np.int32)
+    lut[np.fromiter(d.values(), dtype=np.int64, count=len(d))] = np.arange(len(d), dtype=np.int32)
+    return lut[first]
+
+
+_KEY5 = attrgetter("ph", "cat", "name", "pid", "tid")
+
+
 def _factorize(values: list) -> tuple[np.ndarray, list]:
     """codes (int32) and the distinct values in first-seen order (dict-based)."""
     uniq = list(dict.fromkeys(values))
@@ -740,23 +767,40 @@ class _Cols:
         (ph, cat, name, pid, tid) tuples, then each field's codes from the few distinct tuples. A
         field value is first seen in the first distinct tuple holding it, so every field's dict
         fills in the same first-seen order (and merges the same Python-equal values) as per field."""
-        keys = [(e.ph, e.cat, e.name, e.pid, e.tid) for e in events]
         cd: dict = {}
-        for c in dict.fromkeys(keys):
-            cd[c] = len(cd)
-        codes = np.fromiter(map(cd.__getitem__, keys), dtype=np.int32, count=len(keys))
-        del keys
+        codes = _first_seen_codes(cd, map(_KEY5, events), len(events))
         out = []
         for j, k in enumerate(self._KEYS):
             d = self.d[k]
             lut = np.empty(len(cd), dtype=np.int32)
-            for c, ci in cd.items():
+            for ci, c in enumerate(cd):
                 v = c[j]
                 if v not in d:
                     d[v] = len(d)
                 lut[ci] = d[v]
             out.append(lut[codes])
         return out
+
+    def _shape_codes(self, al: list, ops: np.ndarray) -> np.ndarray:
+        """Code of each event's record_shapes detail in ``self.shapes`` (-1: none); ``ops``: the CPU-op
+        events (the only ones whose details are read). The (dims, types, concrete) triples are factorised
+        in C-level passes; the detail text is built once per distinct triple, in first-seen order."""
+        shape = np.full(len(al), -1, np.int32)
+        oa = list(map(al.__getitem__, ops.tolist()))
+        if not any(map(_GET["input_dims"], oa)):    # no record_shapes (empty Raw = missing key)
+            return shape
+        kc: dict = {}
+        codes = _first_seen_codes(kc, zip(*(map(bytes, map(_GET[f], oa)) for f in ("input_dims", "input_type",
+                                                                                   "concrete"))), len(oa))
+        del oa
+        sd = self.shapes
+        lut = np.full(len(kc), -1, np.int32)
+        for j, (d, t, c) in enumerate(kc):
+            if d and d != b"null":
+                lut[j] = sd.setdefault(b'{"dims":' + d + b',"types":' + (t or b"null")
+                                       + b',"concrete":' + (c or b"null") + b"}", len(sd))
+        shape[ops] = lut[codes]
+        return shape
 
     def exact_ok(self) -> bool:
         return not self.outer_ts and all(x is not None for x in self.parts["ts_x"])
@@ -773,9 +817,10 @@ class _Cols:
         for k in ("pid", "tid"):
             if float in set(map(type, D[k])) and raw is not None:
                 raise _Fallback
-        ts_l = [e.ts for e in events]
-        ts_f = np.array(ts_l, dtype=np.float64)  # None -> nan
-        dur_f = np.array([e.dur for e in events], dtype=np.float64)
+        # C-level passes (map + attrgetter + fromiter: the values np.array would make of the lists)
+        ts_l = list(map(_GET["ts"], events))
+        ts_f = np.fromiter(ts_l, dtype=np.float64, count=n)  # None -> nan
+        dur_f = np.fromiter(map(_GET["dur"], events), dtype=np.float64, count=n)
         # Times beyond these cannot be real and would overflow int64 nanoseconds downstream:
         # |ts| < 4e15 us (year ~2096 on an epoch clock), 0 <= dur < 1e12 us (11.6 days).
         insane = (~np.isnan(ts_f) & ~(np.abs(ts_f) < _TS_MAX_US)) | (~np.isnan(dur_f) & ~(np.abs(dur_f) < _DUR_MAX_US))
@@ -806,43 +851,29 @@ class _Cols:
             x = np.zeros(0, np.int64)
         P["ts_x"].append(x)
         P["dur_f"].append(dur_f)
-        A0 = _Args()
-        args_l = [e.args for e in events]
-        al = [a or A0 for a in args_l]
-        P["corr"].append(_int_col([a.correlation for a in al]))
-        P["ext"].append(_int_col([a.ext_id for a in al]))
-        P["device"].append(_int_col([a.device for a in al]))
-        P["stream"].append(_int_col([a.stream for a in al]))
-        P["bytes"].append(_int_col([a.bytes for a in al]))
-        kinds = [a.kind for a in al]
-        if kinds.count(None) != n:      # args.kind is rare (AMD memcpy): skip the scan without one
-            for i in [i for i, k in enumerate(kinds) if k is not None]:
-                self.kind[n0 + i] = kinds[i]
+        args_l = list(map(_GET["args"], events))
+        al = [a or _A0 for a in args_l] if None in args_l else args_l
+        for k, f in (("corr", "correlation"), ("ext", "ext_id")):
+            P[k].append(_int_col_of(al, _GET[f], n))
+        cat_kind = [_CAT_KIND.get(c.strip().lower().replace(" ", "_") if isinstance(c, str) else "", (None, 0))
+                    for c in D["cat"]]
+        # device, stream, bytes and args.kind are read for GPU-side spans only (_build): -1 / absent elsewhere
+        gpu = np.flatnonzero(np.array([side == _GPU for _k, side in cat_kind], dtype=bool)[P["cat"][-1]])
+        ga = list(map(al.__getitem__, gpu.tolist())) if len(gpu) < n else al
+        for k in ("device", "stream", "bytes"):
+            col = _int_col_of(ga, _GET[k], len(ga))
+            if len(gpu) < n:
+                col, col_g = np.full(n, -1, dtype=np.int64), col
+                col[gpu] = col_g
+            P[k].append(col)
+        kinds = list(map(_GET["kind"], ga))
+        if kinds.count(None) != len(kinds):      # args.kind is rare (AMD memcpy): skip the scan without one
+            for j in [j for j, k in enumerate(kinds) if k is not None]:
+                self.kind[n0 + int(gpu[j])] = kinds[j]
+        del kinds, ga
         # record_shapes details are read for CPU_OP spans only (_shape_details): look at ops only
-        op_cat = np.array([_CAT_KIND.get(c.strip().lower().replace(" ", "_") if isinstance(c, str) else "",
-                                         (None,))[0] == SpanKind.CPU_OP for c in D["cat"]], dtype=bool)
-        sidx = [i for i in np.flatnonzero(op_cat[P["cat"][-1]]).tolist() if al[i].input_dims]
-        shape = np.full(n, -1, np.int32)
-        if sidx:
-            sd = self.shapes
-            kc: dict = {}      # (dims, types, concrete) -> code: the detail text is built once per distinct triple
-            pos, codes = [], []
-            for i in sidx:
-                a = al[i]
-                d = bytes(a.input_dims)
-                if d != b"null":
-                    key = (d, bytes(a.input_type), bytes(a.concrete))
-                    c = kc.get(key)
-                    if c is None:
-                        raw_shape = (b'{"dims":' + d + b',"types":' + (key[1] or b"null")
-                                     + b',"concrete":' + (key[2] or b"null") + b"}")
-                        c = kc[key] = sd.setdefault(raw_shape, len(sd))
-                    pos.append(i)
-                    codes.append(c)
-            del kc
-            if pos:
-                shape[pos] = codes
-        P["shape"].append(shape)
+        op_cat = np.array([k == SpanKind.CPU_OP for k, _side in cat_kind], dtype=bool)
+        P["shape"].append(self._shape_codes(al, np.flatnonzero(op_cat[P["cat"][-1]])))
         ph_codes = P["ph"][-1]
         lut = np.array([v in self._KEEP_ARGS for v in D["ph"]], dtype=bool)
         for i in np.flatnonzero(lut[ph_codes]).tolist():
