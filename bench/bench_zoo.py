@@ -42,6 +42,7 @@ PROGRAMS = {
     "py_between_ops_1.7ms": ("zoo_python_between_ops.py", ["--gap-ms", "1.7"]),
     "py_between_ops_5ms": ("zoo_python_between_ops.py", ["--gap-ms", "5"]),
     "mixed_culprit": ("zoo_mixed_culprit.py", []),
+    "asyncio_server": ("zoo_asyncio_server.py", []),
 }
 TOL_PTS = 5.0
 

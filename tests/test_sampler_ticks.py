@@ -316,3 +316,33 @@ def test_switch_interval_short_only_while_one_python_thread_runs():
     finally:
         s.stop()
     assert sys.getswitchinterval() == prev
+
+
+def test_thread_ticks_count_rate_per_thread():
+    """Per-thread achieved rate (issue 23 item 5): ticks that saw the thread outside imports and the
+    time they covered; the registering tick only opens the thread's state."""
+    tok = next(tokenize_text())
+    buf = []
+    c = Clock([(tok, True)] * 21, None)
+    s = SM.Sampler(buf, 200, {}, set(), clock=c.clock, sleep=c.sleep, frames=c.frames, cputime=c.cputime,
+                   getclk=lambda ident: "fake-clk" if ident == IDENT else 0)
+    c.stop = s._stop.set
+    s.use_perf = False
+    s._perf_maps = s._PerfIP = s._perf_main = None
+    s._run()
+    s._close_all()
+    (n, ns), = s.thread_ticks.values()
+    assert n == 20 and ns == 20 * 5 * MS                # 200 Hz on this thread
+
+
+def test_low_rate_warning_names_the_thread():
+    from types import SimpleNamespace
+    from inferscope.collect.session import sampling_rate_warning, thread_rates
+    smp = SimpleNamespace(steady_ticks=400, steady_ns=2_000_000_000, main_tid=10,      # 200 Hz overall
+                          thread_ticks={10: [400, 2_000_000_000], 11: [60, 1_000_000_000], 12: [5, 100_000_000]})
+    rows = thread_rates(smp, {11: "model_0", 12: "short"})
+    assert [(r["name"], r["hz"]) for r in rows] == [("main", 200.0), ("model_0", 60.0), ("short", 50.0)]
+    w = sampling_rate_warning(smp, 200, {11: "model_0", 12: "short"})
+    assert "model_0 (60 Hz)" in w and "short" not in w and "main" not in w      # 0.1 s: too short to judge
+    smp.thread_ticks[11] = [150, 1_000_000_000]
+    assert sampling_rate_warning(smp, 200, {11: "model_0"}) is None

@@ -54,3 +54,16 @@ def test_fewer_than_one_sample_reports_no_interval():
     res = analyze(tr)
     assert res["cpu_sampling"]["samples_est"] == 0.4 and res["cpu_sampling"]["ci95_pts_at_50pct"] is None
     assert not any("samples in the window" in x for x in res["limitations"])
+
+
+def test_per_thread_rates_flag_low_threads():
+    """Issue 23 item 5: the achieved rate per thread is in the report, low below half the setting."""
+    tr = _live(200.0)
+    tr.meta["collection"].update(cpu_sampling_hz=200, cpu_sampling_threads=[
+        {"tid": 1, "name": "main", "ticks": 380, "steady_ms": 2000.0, "hz": 190.0},
+        {"tid": 2, "name": "model_0", "ticks": 120, "steady_ms": 2000.0, "hz": 60.0},
+        {"tid": 3, "name": "brief", "ticks": 2, "steady_ms": 40.0, "hz": 50.0}])
+    out = cpu_sampling(tr, Window(start_ns=0, end_ns=1_000_000_000, label="w", kind="range"))
+    assert [(t["name"], t["low"]) for t in out["threads"]] == [("main", False), ("model_0", True), ("brief", False)]
+    res = analyze(tr)
+    assert any("model_0 (60 Hz)" in n for n in res["limitations"])

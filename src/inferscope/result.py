@@ -469,12 +469,23 @@ class Children(_S):
     following: Optional[bool] = None  # live runs: child following was on (config follow_children); None: not recorded
 
 
+class SamplingThread(_S):
+    """The sampler's achieved rate on one thread outside imports (live runs)."""
+    tid: int
+    name: str
+    ticks: int                  # ticks that saw the thread
+    steady_ms: float            # the time those ticks covered (its lifetime outside imports)
+    hz: Num                     # ticks / steady_ms
+    low: bool                   # below half cpu_sampling_hz over >= 0.5 s (warned at collection)
+
+
 class CpuSampling(_S):
     sampled_ms: float
     rate_hz: Num
     samples_est: Num
     ci95_pts_at_50pct: Num
     ci95_pts_at_10pct: Num
+    threads: list[SamplingThread] = []
 
 
 class CollectionCost(_S):

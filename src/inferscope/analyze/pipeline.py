@@ -101,6 +101,11 @@ def _limitations(trace: Trace, res: dict) -> list[str]:
                    f"a share near 50 % is uncertain by about ±{cs['ci95_pts_at_50pct']:.1f} points and one near 10 % by "
                    f"±{cs['ci95_pts_at_10pct']:.1f} (95 %, binomial estimate). Longer runs or a higher "
                    "cpu_sampling_frequency_hz narrow it (at a higher overhead).")
+    low = [t for t in (cs or {}).get("threads") or [] if t.get("low")]
+    if low:
+        out.append("The sampler achieved less than half its rate on thread(s) " +
+                   ", ".join(f"{t['name']} ({t['hz']:.0f} Hz)" for t in low[:4]) +
+                   ": their CPU classes and culprits rest on fewer samples (host load or an expensive tick).")
     out.append("The breakdown is an exclusive partition (categories in priority order: " + ", ".join(B.CATEGORIES) +
                "); time where several things overlap goes to the highest-priority one.")
     return out

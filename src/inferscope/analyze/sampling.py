@@ -22,6 +22,25 @@ def half_width_pts(p: float, n: float) -> float:
     return 100.0 * 1.96 * math.sqrt(p * (1.0 - p) / n) if n > 0 else float("nan")
 
 
+def thread_rates(coll: dict) -> list[dict]:
+    """Per thread, the sampler's achieved rate outside imports (live meta ``cpu_sampling_threads``: ticks
+    that saw the thread / the time they covered), with ``low``: below half the setting over >= 0.5 s."""
+    setting = coll.get("cpu_sampling_hz")
+    setting = setting if isinstance(setting, (int, float)) else None
+    rows = []
+    given = coll.get("cpu_sampling_threads")
+    for r in given if isinstance(given, list) else []:
+        try:
+            hz, ms = r.get("hz"), float(r.get("steady_ms") or 0)
+            hz = None if hz is None else float(hz)
+            rows.append({"tid": int(r["tid"]), "name": str(r.get("name") or r["tid"]), "ticks": int(r.get("ticks") or 0),
+                         "steady_ms": ms, "hz": hz,
+                         "low": bool(hz is not None and setting and ms >= 500.0 and hz < 0.5 * float(setting))})
+        except (TypeError, ValueError, KeyError, AttributeError):
+            continue
+    return rows
+
+
 def cpu_sampling(trace, window: Window) -> dict | None:
     s = trace.spans
     m = s.kind == SpanKind.CPU_SAMPLE
@@ -33,7 +52,7 @@ def cpu_sampling(trace, window: Window) -> dict | None:
     coll = trace.meta.get("collection") or {}
     rate = coll.get("cpu_sampling_hz_steady") or coll.get("cpu_sampling_hz_achieved")
     out = {"sampled_ms": round(covered_ns / 1e6, 3), "rate_hz": rate, "samples_est": None,
-           "ci95_pts_at_50pct": None, "ci95_pts_at_10pct": None}
+           "ci95_pts_at_50pct": None, "ci95_pts_at_10pct": None, "threads": thread_rates(coll)}
     if rate:
         n = covered_ns / 1e9 * float(rate)
         out["samples_est"] = round(n, 1)

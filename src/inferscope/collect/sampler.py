@@ -218,6 +218,8 @@ class Sampler:
         self.class_totals: dict | None = None   # set by the live metrics exporter
         self.threads: dict[int, _ThreadState] = {}
         self.oncpu_by_tid: dict[int, int] = {}
+        # tid -> [ticks that saw it outside imports, wall ns those ticks covered]: its achieved rate
+        self.thread_ticks: dict[int, list[int]] = {}
         self.main_tid = threading.main_thread().native_id
         self._stop = threading.Event()
         self._running = threading.Event()   # cleared by pause(): the thread blocks, no GIL traffic
@@ -535,6 +537,7 @@ class Sampler:
         code_entry = C.code_entry
         threads = self.threads
         oncpu_by_tid = self.oncpu_by_tid
+        thread_ticks = self.thread_ticks
         scope_stacks = self.scope_stacks
         skip = self.skip
         idmap = self._native_ids()
@@ -667,6 +670,7 @@ class Sampler:
                     if perf_maps is not None:
                         self._open_perf(st, perf_off)
                     oncpu_by_tid.setdefault(tid, 0)
+                    thread_ticks.setdefault(tid, [0, 0])
                     setup = True
                     continue
                 if st.clk is not None:
@@ -716,6 +720,10 @@ class Sampler:
                               st.tid != main_tid and not scope_stacks.get(ident))
                     except Exception:
                         probe = None
+                if not module_locks:    # per-thread achieved rate outside imports: [ticks, ns since the previous]
+                    tt = thread_ticks[st.tid]
+                    tt[0] += 1
+                    tt[1] += t - st.t
                 st.t = t
                 label = None
                 fallback = None

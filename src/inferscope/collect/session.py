@@ -301,6 +301,8 @@ class Session:
             "offcpu_probes_over_budget": smp.blocking.skipped if smp and smp.blocking is not None else None,
             # achieved rate outside module imports (what the analysis window usually sees)
             "cpu_sampling_hz_steady": round(1e9 * smp.steady_ticks / smp.steady_ns, 1) if smp and smp.steady_ns else None,
+            # per thread: ticks that saw it outside imports over the time they covered (its lifetime there)
+            "cpu_sampling_threads": thread_rates(smp, self.thread_names),
             # wall time the sampler held the GIL: a lower bound on what it cost a Python-bound thread
             "sampler_gil_held_ms": round(smp.busy_ns / 1e6, 1) if smp else 0.0,
             "cpu_compute_source": ("perf_event task-clock IP samples" if smp and smp.perf_active
@@ -562,7 +564,8 @@ class Session:
                     kpath = None
             if self.torch is not None and self.torch.error and self.torch.error not in self.warnings:
                 self.warnings.append(self.torch.error)
-            low = sampling_rate_warning(self.sampler, self.cfg.cpu_sampling_frequency_hz)
+            self._refresh_thread_names()
+            low = sampling_rate_warning(self.sampler, self.cfg.cpu_sampling_frequency_hz, self.thread_names)
             if low:
                 self._warn(low)
             if self.gpu_count == 0 or (self.gpu_count is None and not (self.nvml and self.nvml.ok)):
@@ -600,16 +603,44 @@ class Session:
             return trace
 
 
-def sampling_rate_warning(sampler, setting_hz: float) -> str | None:
+RATE_MIN_STEADY_NS = 500_000_000     # a rate is judged over at least this much steady time
+
+
+def thread_rates(sampler, names: dict | None = None) -> list[dict]:
+    """Per sampled thread: {tid, name, ticks, steady_ms, hz} outside imports (collect/sampler.py
+    ``thread_ticks``); the main thread is named "main"; ``names``: tid -> name of threads seen (ended ones)."""
+    if sampler is None:
+        return []
+    names = dict(names or {})
+    names.update({t.native_id: t.name for t in threading.enumerate()})
+    out = []
+    for tid, (n, ns) in sorted(dict(getattr(sampler, "thread_ticks", None) or {}).items()):
+        name = "main" if tid == getattr(sampler, "main_tid", None) else names.get(tid, f"tid {tid}")
+        out.append({"tid": int(tid), "name": name, "ticks": int(n), "steady_ms": round(ns / 1e6, 1),
+                    "hz": round(1e9 * n / ns, 1) if ns > 0 else None})
+    return out
+
+
+def sampling_rate_warning(sampler, setting_hz: float, names: dict | None = None) -> str | None:
     """One line when the sampler achieved less than half its rate outside imports (host load, a
-    descheduled sampler, the GIL budget binding); judged only over >= 0.5 s of steady ticks."""
-    if sampler is None or not setting_hz or sampler.steady_ns < 500_000_000:
+    descheduled sampler, the GIL budget binding), naming the threads below half (each judged over
+    >= 0.5 s of its steady ticks); the sampler as a whole judged likewise."""
+    if sampler is None or not setting_hz:
         return None
-    hz = 1e9 * sampler.steady_ticks / sampler.steady_ns
-    if hz >= 0.5 * setting_hz:
+    low = [r for r in thread_rates(sampler, names)
+           if r["hz"] is not None and r["steady_ms"] * 1e6 >= RATE_MIN_STEADY_NS and r["hz"] < 0.5 * setting_hz]
+    whole = (1e9 * sampler.steady_ticks / sampler.steady_ns
+             if sampler.steady_ns >= RATE_MIN_STEADY_NS else None)
+    if not low and (whole is None or whole >= 0.5 * setting_hz):
         return None
-    return (f"CPU sampling achieved {hz:.0f} Hz of the {setting_hz:g} Hz set (host load or an expensive "
-            "tick): CPU class shares rest on fewer samples, see their 95 % interval")
+    who = ""
+    if low:
+        who = " on thread(s) " + ", ".join(f"{r['name']} ({r['hz']:.0f} Hz)" for r in low[:4])
+        if len(low) > 4:
+            who += f" and {len(low) - 4} more"
+    hz = whole if whole is not None else min(r["hz"] for r in low)
+    return (f"CPU sampling achieved {hz:.0f} Hz of the {setting_hz:g} Hz set{who}, below half (host load or an "
+            "expensive tick): CPU class shares rest on fewer samples, see their 95 % interval")
 
 
 def cuda_version_mismatch(expected: str | None, actual: str | None) -> str | None:

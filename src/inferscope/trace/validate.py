@@ -102,8 +102,9 @@ def _clean_meta(meta: dict) -> None:
             continue
         clean = {}
         for kk, vv in list(v.items())[:256]:
-            if isinstance(vv, list):      # short lists of scalars (e.g. clock_sources)
-                items = [_scalar(x) for x in vv[:64]]
+            if isinstance(vv, list):      # short lists of scalars (clock_sources) or flat records (cpu_sampling_threads)
+                items = [{str(a)[:64]: _scalar(b) for a, b in list(x.items())[:16]} if isinstance(x, dict) else _scalar(x)
+                         for x in vv[:64]]
                 clean[str(kk)[:64]] = [x for x in items if x is not None]
                 continue
             sv = _scalar(vv)
