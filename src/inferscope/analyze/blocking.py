@@ -333,7 +333,7 @@ def _desc(r: dict) -> str:
 
 
 def blocking_io(res: dict, found: dict) -> dict | None:
-    from .diagnosis import Evidence
+    from .evidence import Evidence
     b = (res.get("contention") or {}).get("blocking") or {}
     pct = float(b.get("io_pct_of_window") or 0.0)
     if pct < T.BLOCKING_IO_LOW_PCT:
@@ -358,7 +358,7 @@ def blocking_io(res: dict, found: dict) -> dict | None:
 
 
 def lock_wait(res: dict, found: dict) -> dict | None:
-    from .diagnosis import Evidence
+    from .evidence import Evidence
     b = (res.get("contention") or {}).get("blocking") or {}
     pct = float(b.get("lock_pct_of_window") or 0.0)
     if pct < T.LOCK_WAIT_LOW_PCT:

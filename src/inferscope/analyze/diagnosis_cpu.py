@@ -11,7 +11,7 @@ Evidence: ``counters.numa.torch_threads`` (torch.get_num_threads() at the end of
 from __future__ import annotations
 
 from .. import thresholds as T
-from .diagnosis import Evidence, _pct
+from .evidence import Evidence, _pct
 
 
 def _busy_workers(res: dict) -> list[tuple[int, dict]]:
