@@ -54,12 +54,30 @@ def nsys_params():
     return [pytest.param(p, id=p.name.split(".")[0]) for p in ts]
 
 
+def _sigint_os_state() -> tuple[bool, bool]:
+    """(ignored, blocked) for SIGINT at the OS level (/proc/self/status SigIgn, SigBlk of this thread): a
+    library's native code (Ray's core worker, gRPC) can change it behind Python's back, and children inherit it."""
+    import signal
+    bit = 1 << (signal.SIGINT - 1)
+    ign = blk = False
+    try:
+        with open("/proc/thread-self/status") as f:
+            for ln in f:
+                if ln.startswith("SigIgn:"):
+                    ign = bool(int(ln.split()[1], 16) & bit)
+                elif ln.startswith("SigBlk:"):
+                    blk = bool(int(ln.split()[1], 16) & bit)
+    except OSError:
+        pass
+    return ign, blk
+
+
 @pytest.fixture(autouse=True)
 def _sigint_disposition_restored():
-    """Every test leaves SIGINT as it found it.  A test that leaves it ignored makes every later
-    subprocess inherit SIG_IGN (Python then keeps it: Ctrl-C tests of children fail) and later in-process
-    Ctrl-C tests see nothing - seen once in a full run under load (2026-11-25).  Restored here, and the
-    test that changed it is named in a warning so the leak can be found."""
+    """Every test leaves SIGINT as it found it, for Python and for the OS.  A test that leaves it ignored or
+    blocked makes every later subprocess inherit that (Python then keeps ignoring it: Ctrl-C tests of
+    children fail) and later in-process Ctrl-C tests see nothing - seen in full runs under load
+    (2026-11-25).  Restored here, and the test that changed it is named in a warning so the leak can be found."""
     import signal
     import threading
     import warnings
@@ -67,8 +85,13 @@ def _sigint_disposition_restored():
         yield
         return
     before = signal.getsignal(signal.SIGINT)
+    os_before = _sigint_os_state()
     yield
     after = signal.getsignal(signal.SIGINT)
-    if after is not before:
-        signal.signal(signal.SIGINT, before)
-        warnings.warn(f"the test left SIGINT's handler changed ({after!r}); restored")
+    os_after = _sigint_os_state()
+    if after is not before or os_after != os_before:
+        signal.signal(signal.SIGINT, before)          # also re-installs the OS-level handler
+        if os_after[1] and not os_before[1]:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        warnings.warn(f"the test left SIGINT changed (handler {after!r}, OS ignored/blocked {os_after} vs "
+                      f"{os_before}); restored")

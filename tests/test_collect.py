@@ -185,8 +185,17 @@ def test_scope_mark_sampler_in_process(session):
     diag = f"classes (ns) {by}, sampler started +{(smp.started_ns - session.start_ns) / 1e6:.1f} ms, {smp.ticks} ticks"
     # the busy loop inside scope("tokenize") (30 ticks long) is tokenization, not user code; part of
     # it can be spent blocked on the GIL while the sampler is descheduled (counted as waiting)
-    tok_ns = int(s.end_ns[ann["tokenize"]] - s.start_ns[ann["tokenize"]])
-    assert by.get("tokenization", 0) > 0.5 * tok_ns, diag
+    lo, hi = int(s.start_ns[ann["tokenize"]]), int(s.end_ns[ann["tokenize"]])
+    tok_ns = hi - lo
+    inside = {}
+    for i in samp:
+        ov = min(int(s.end_ns[i]), hi) - max(int(s.start_ns[i]), lo)
+        if ov > 0:
+            inside[names[i]] = inside.get(names[i], 0) + ov
+    # quiet box: > 90 % of the range; beside other jobs (load 4-5) the run queue and GIL waits behind a
+    # preempted sampler took most of it (tokenization 152 of 440 ms, 2026-11-25): judged on the on-CPU classes
+    on_cpu = sum(v for k, v in inside.items() if k not in ("waiting", "run_queue"))
+    assert inside.get("tokenization", 0) > 0.6 * on_cpu and inside.get("tokenization", 0) > 0.15 * tok_ns, (inside, diag)
     assert by.get("waiting", 0) > 0.08e9, diag      # time.sleep
     # a thread started after the perf set-up thread ended (glibc reuses its pthread_t, the Python
     # ident) is sampled: the ident was left in the skip set once

@@ -299,3 +299,23 @@ def test_diff_work_falls_back_to_requests_and_needs_both_sides():
     # equal throughput within the minimum change: within_noise, even though the window doubled
     ra3 = dict(base, e2e_ms=200.0, llm={"tokens_per_s": {"generated": None, "prompt": None}, "requests_per_s": 10.5})
     assert diff_sides(Side("a.json", rb), Side("b.json", ra3))["change"]["id"] == "within_noise"
+
+
+def test_largest_change_leaves_the_run_queue_out():
+    """A busy host's run-queue wait is not the program: the category that grew/shrank most is judged without
+    waiting's run_queue part (the category rows still carry the whole change)."""
+    from inferscope.compare import diff_sides
+
+    def rep(pre, off, rq):
+        return {"e2e_ms": pre + off + rq, "breakdown": [
+            {"category": "cpu_preprocessing", "ms": pre, "pct": 0.0, "parts": [{"name": "tokenization", "ms": pre, "pct": 0.0}]},
+            {"category": "waiting", "ms": off + rq, "pct": 0.0,
+             "parts": [{"name": "off_cpu", "ms": off, "pct": 0.0}, {"name": "run_queue", "ms": rq, "pct": 0.0}]}]}
+    # tokenization -120 ms; waiting -300 ms, of which -280 ms run queue (the other run had a busier host)
+    d = diff_sides(Side("b", rep(400.0, 100.0, 300.0)), Side("a", rep(280.0, 80.0, 20.0)))
+    w = next(c for c in d["categories"] if c["category"] == "waiting")
+    assert w["delta_ms"] == pytest.approx(-300.0)
+    assert d["largest_decrease"] == "cpu_preprocessing"
+    # the program's own off-CPU wait grew: that counts
+    d = diff_sides(Side("b", rep(400.0, 100.0, 300.0)), Side("a", rep(380.0, 260.0, 0.0)))
+    assert d["largest_increase"] == "waiting" and d["largest_decrease"] == "cpu_preprocessing"

@@ -345,8 +345,14 @@ def diff_sides(before: Side, after: Side, min_change_pct: float | None = None) -
                           "delta_pp": (100 * pam / ea if ea else 0.0) - (100 * pbm / eb if eb else 0.0)})
         cats.append({"category": c, "label": a.get("label") or b.get("label") or c, "before_ms": bms, "after_ms": ams,
                      "delta_ms": ams - bms, "before_pct": bp, "after_pct": ap, "delta_pp": ap - bp, "parts": parts})
-    grew = max(cats, key=lambda r: r["delta_ms"]) if cats else None
-    shrank = min(cats, key=lambda r: r["delta_ms"]) if cats else None
+    # which category grew / shrank most is judged without waiting's run-queue part: time runnable but
+    # waiting for a CPU follows the host's other load, not the program (two runs of the same program beside
+    # other jobs differed most in it: "waiting shrank most" for a tokenizer change, 2026-11-25)
+    def program_delta(r):
+        rq = next((p["delta_ms"] for p in r["parts"] if p["name"] == "run_queue"), 0.0) if r["category"] == "waiting" else 0.0
+        return r["delta_ms"] - rq
+    grew = max(cats, key=program_delta) if cats else None
+    shrank = min(cats, key=program_delta) if cats else None
     vb, va = rb.get("verdict") or {}, ra.get("verdict") or {}
     nb, nb_basis = named(before)
     na, na_basis = named(after)
@@ -358,8 +364,8 @@ def diff_sides(before: Side, after: Side, min_change_pct: float | None = None) -
         "before": _source_line(before), "after": _source_line(after),
         "e2e": e2e,
         "categories": cats,
-        "largest_increase": grew["category"] if grew and grew["delta_ms"] > 0 else None,
-        "largest_decrease": shrank["category"] if shrank and shrank["delta_ms"] < 0 else None,
+        "largest_increase": grew["category"] if grew and program_delta(grew) > 0 else None,
+        "largest_decrease": shrank["category"] if shrank and program_delta(shrank) < 0 else None,
         "verdict_before": {"id": vb.get("id"), "title": vb.get("title"), "confidence": vb.get("confidence")},
         "verdict_after": {"id": va.get("id"), "title": va.get("title"), "confidence": va.get("confidence")},
         "verdict_changed": vb.get("id") != va.get("id"),
