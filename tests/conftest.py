@@ -95,3 +95,21 @@ def _sigint_disposition_restored():
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         warnings.warn(f"the test left SIGINT changed (handler {after!r}, OS ignored/blocked {os_after} vs "
                       f"{os_before}); restored")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _sigint_not_ignored():
+    """A suite started in the background by a non-interactive shell (`bash .ci/run &`, nohup) inherits SIGINT
+    ignored, and Python keeps it ignored: every Ctrl-C test (in-process, and in the children it spawns, which
+    inherit the disposition) then sees nothing - the cause of this session's 'SIGINT had no effect' CI
+    failures.  The suite runs as from a terminal: Python's default handler."""
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
