@@ -1,0 +1,179 @@
+"""Kernel-mode CPU time of sampled threads: page faults and system-call CPU, per thread and tick.
+
+perf_event samples the threads' instruction pointers in user space only (perf_event_paranoid 2),
+so a thread's CPU time in the kernel - page faults of a numpy/torch loop touching fresh memory, the
+CPU part of an O_DSYNC write or fsync - gets no IP sample, and the sampler's perf resolver used to
+give it the thread's previous verdict.  This module measures it, cheaply, for the sampler:
+
+  gate()        one getrusage(RUSAGE_SELF) per tick: did the process's fault count or kernel
+                time move since the previous tick?  If not, no thread had any, and the per-thread
+                files are not read (a pure-Python or compute-bound tick costs ~1 us).
+  ThreadStat    /proc/self/task/<tid>/stat kept open (rawio.ProcFile: one pread, GIL held, ~12 us
+                with the parse on the 2-vCPU VM): minflt+majflt (exact) and stime (the kernel's
+                tick sampling at CONFIG_HZ, scaled to the thread's exact runtime, printed in 10 ms
+                units: unbiased when accumulated, too coarse for one 5 ms tick - the resolver uses
+                it as a carry).
+
+The classification rules and their rationale are in thresholds.py (KERNEL_*); ``kernel_class``
+applies them.  Faults and the kernel time so placed are counted by ``Totals`` and recorded as
+cumulative counters (``proc.kernel_fault_cpu_s``, ``proc.kernel_faults``, ``proc.kernel_io_cpu_s``).
+"""
+from __future__ import annotations
+
+import os
+
+from .. import thresholds as T
+from .rawio import ProcFile
+
+try:
+    _CLK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+except (ValueError, OSError, AttributeError):
+    _CLK_NS = 10_000_000
+
+try:
+    import resource as _resource
+    _RUSAGE_SELF = _resource.RUSAGE_SELF
+except ImportError:       # not Linux/Unix: the gate stays open, ThreadStat fails to open
+    _resource = None
+
+
+def parse_stat(b: bytes) -> tuple[int, int]:
+    """(minflt + majflt, stime ns) from a /proc/<pid>/task/<tid>/stat line (fields after the
+    parenthesised command, which may itself hold spaces and parentheses)."""
+    r = b[b.rindex(b")") + 2:].split()
+    # r[0] = state (field 3): minflt field 10, majflt 12, utime 14, stime 15
+    return int(r[7]) + int(r[9]), int(r[12]) * _CLK_NS
+
+
+class Gate:
+    """Process-wide: did any thread fault or spend kernel time since the previous call?"""
+
+    __slots__ = ("last",)
+
+    def __init__(self) -> None:
+        self.last = None
+
+    def __call__(self) -> bool:
+        if _resource is None:
+            return True
+        try:
+            ru = _resource.getrusage(_RUSAGE_SELF)
+        except OSError:
+            return True
+        cur = (ru.ru_minflt + ru.ru_majflt, ru.ru_stime)
+        moved = cur != self.last
+        self.last = cur
+        return moved
+
+
+def carry_step(carry: int, sys_ns: int, cpu_ns: int, waiting: bool) -> tuple[int, int]:
+    """Place a thread's kernel time of one interval without faults: (new carry, kernel ns of the
+    interval).  ``sys_ns``: its stime delta (10 ms units, so late by up to one unit); ``cpu_ns``: its
+    CPU clock delta (exact); ``waiting``: off-CPU for nearly all of it (the interval is waiting as a
+    whole: its kernel time is used up, 0 returned).  The carry holds reported kernel time not yet
+    placed (negative: placed by the fault estimate before stime reported it), within
+    +-KERNEL_CARRY_MAX_NS; an interval takes up to its CPU time of it.  The resolver uses the
+    returned time only where a rule applies (``kernel_class``: blocked)."""
+    c = min(T.KERNEL_CARRY_MAX_NS, carry + max(0, sys_ns))
+    if c <= 0:
+        return max(c, -T.KERNEL_CARRY_MAX_NS), 0
+    use = min(c, max(0, cpu_ns))
+    return c - use, (0 if waiting else use)
+
+
+class ThreadStat:
+    """One thread's page faults and kernel time per tick interval (``step``)."""
+
+    __slots__ = ("f", "flt", "sys", "carry", "fsys", "fflt", "ksum", "csum")
+
+    def __init__(self, tid: int, path: str | None = None) -> None:
+        self.f = ProcFile(path or f"/proc/self/task/{tid}/stat", 512)
+        self.flt, self.sys = parse_stat(self.f.read())
+        self.carry = 0     # kernel time reported, not yet placed (carry_step)
+        self.fsys = 0      # kernel time and faults of the intervals with faults: the thread's cost per
+        self.fflt = 0      # fault (fault_cost)
+        self.ksum = 0.0    # decaying sums of its stime and CPU time: its recent kernel share (kernel_share)
+        self.csum = 0.0
+
+    def delta(self) -> tuple[int, int]:
+        """(faults, kernel ns) since the previous call; OSError/ValueError when unreadable."""
+        flt, sys_ns = parse_stat(self.f.read())
+        d = (flt - self.flt, sys_ns - self.sys)
+        self.flt, self.sys = flt, sys_ns
+        return d
+
+    def fault_cost(self) -> float:
+        """Kernel ns per fault of this thread: its stime over its faults in intervals with faults, with
+        KERNEL_FAULT_NS_PRIOR weighing as KERNEL_FAULT_PRIOR_N faults (the cost varies ~10x with the
+        page size: 4 KiB vs transparent huge pages)."""
+        n = T.KERNEL_FAULT_PRIOR_N
+        return (self.fsys + T.KERNEL_FAULT_NS_PRIOR * n) / (self.fflt + n)
+
+    def kernel_share(self) -> float:
+        """The thread's recent kernel share of its CPU time (stime over CPU clock, decaying sums)."""
+        return min(1.0, self.ksum / self.csum) if self.csum > 0 else 0.0
+
+    def step(self, cpu_ns: int, waiting: bool) -> tuple[int, int]:
+        """(faults, kernel ns) of the interval since the previous step; ``cpu_ns`` its CPU clock delta.
+        With faults the kernel time is faults x fault_cost (exact count, learnt cost: stime alone
+        comes in 10 ms units, late); without, it comes from the carry (carry_step)."""
+        kf, ks = self.delta()
+        d = T.KERNEL_SHARE_DECAY
+        self.ksum = self.ksum * d + max(0, ks)
+        self.csum = self.csum * d + max(0, cpu_ns)
+        if kf > 0:
+            # stime reported since the last step (and any carry) belongs with these faults
+            self.fsys += max(0, ks) + max(0, self.carry)
+            self.fflt += kf
+            k = min(max(0, cpu_ns), int(kf * self.fault_cost()))
+            self.carry = 0
+            return kf, (0 if waiting else k)
+        self.carry, k = carry_step(self.carry, ks, cpu_ns, waiting)
+        return 0, k
+
+    def close(self) -> None:
+        self.f.close()
+
+
+FAULTS = "faults"    # kernel_class verdict kinds (Totals keys)
+IO = "io"
+
+
+def kernel_class(faults: int, blocked: bool, native: bool, fallback: str, compute: str, waiting: str):
+    """The class of an interval's kernel-mode CPU time that perf left undecided (thresholds.py):
+    (class, kind) or None (no kernel context: the usual rule holds).
+    ``faults``: page faults of the thread in the interval; ``blocked``: it was off-CPU for part of
+    it; ``native``: it ran native code (the GIL was free at the tick, or its last user-space IP
+    samples were in numeric libraries); ``fallback``: the class of its Python stack."""
+    if faults >= T.KERNEL_FAULTS_MIN:
+        return (compute if native else fallback), FAULTS
+    if blocked:
+        return waiting, IO
+    return None
+
+
+class Totals:
+    """Cumulative kernel time placed by the rules, per kind, and the faults of those intervals."""
+
+    __slots__ = ("fault_ns", "faults", "io_ns", "dirty")
+
+    def __init__(self) -> None:
+        self.fault_ns = self.faults = self.io_ns = 0
+        self.dirty = False
+
+    def add(self, kind: str, ns: int, faults: int) -> None:
+        if kind == FAULTS:
+            self.fault_ns += ns
+            self.faults += faults
+        else:
+            self.io_ns += ns
+        self.dirty = True
+
+    def flush(self, append, ts: int) -> None:
+        """Counter samples (cumulative) when something was added since the last flush."""
+        if not self.dirty:
+            return
+        self.dirty = False
+        append((1, "proc.kernel_fault_cpu_s", -1, ts, self.fault_ns / 1e9))
+        append((1, "proc.kernel_faults", -1, ts, float(self.faults)))
+        append((1, "proc.kernel_io_cpu_s", -1, ts, self.io_ns / 1e9))
