@@ -32,6 +32,11 @@ Per sample and thread:
                GIL, as torch ops do.  The fallback is biased (measured on the demo's generate():
                87 % cpu_compute vs 64 % inside ops by the torch profiler) because the main thread
                hands the GIL over at the next op entry.
+  kernel       kernel-mode CPU (no IP sample: perf samples user space) is not inherited from the
+               previous verdict: kernel_time.py reads the thread's page faults and stime per tick;
+               an interval with faults is the memory work of the code that faulted (native ->
+               cpu_compute, the interpreter -> the stack's class; the on-CPU time its user samples
+               leave uncovered is that work), the kernel CPU of a blocking call is ``waiting``.
 Cost (bench/README.md): with cold caches on a VM one tick holds the GIL ~90-120 us and costs the
 sampler thread ~200-250 us of CPU including the kernel's wake-ups; while a module import runs the
 rate drops by IMPORT_RATE_DIVISOR.  System counters (system.py) are read on the same ticks.
@@ -781,11 +786,11 @@ class Sampler:
                     kf = kns = 0
                     kblk = st.kblk                      # blocked in the previous interval
                     st.kblk = not oncpu or off != 0
-                    if st.kst is not None and dcpu > 0 and kgate:
-                        # kernel-mode CPU (kernel_time.py): the thread's faults and kernel time since its
-                        # previous read; read only when the process's counters moved since the last tick
+                    if st.kst is not None and dcpu > 0:
+                        # kernel-mode CPU (kernel_time.py): the thread's page faults (perf counter) and,
+                        # where the I/O rule may apply and the process's counters moved, its kernel time
                         try:
-                            kf, kns = st.kst.step(dcpu, not oncpu and not off)
+                            kf, kns = st.kst.step(dcpu, not oncpu and not off, kblk or st.kblk, kgate)
                         except (OSError, ValueError, IndexError):
                             st.kst.close()
                             st.kst = None
