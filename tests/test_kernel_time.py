@@ -135,6 +135,17 @@ def test_blocking_call_cpu_is_waiting():
     dur, s = _resolve([], [(10 * MS, None, LBL, "user_code", False, 6 * MS, 0, 0, 3 * MS, True)], native=0.0)
     assert dur == {"waiting": 9 * MS, "user_code": 1 * MS}
     assert s.kernel_totals.io_ns == 3 * MS
+    # stime not reported yet (10 ms units): the on-CPU time the user-space samples leave uncovered is the
+    # call's CPU when the wait was an I/O call (blocking.py probe: kb=2) ...
+    dur, _ = _resolve([], [(10 * MS, None, LBL, "user_code", False, 6 * MS, 0, 0, 0, 2)], native=0.0)
+    assert dur == {"waiting": 10 * MS}
+    # ... with a user-space sample it covers 4 ms: nothing left for the kernel
+    dur, _ = _resolve([(9 * MS, P.PYTHON)], [(10 * MS, None, LBL, "user_code", False, 6 * MS, 0, 0, 0, 2)],
+                      native=0.0)
+    assert dur == {"waiting": 6 * MS, "user_code": 4 * MS}
+    # ... and a lock/GIL wait (kb=1) scales it by the thread's kernel share (0 here: no stat reads)
+    dur, _ = _resolve([], [(10 * MS, None, LBL, "user_code", False, 6 * MS, 0, 0, 0, 1)], native=0.0)
+    assert dur == {"waiting": 6 * MS, "user_code": 4 * MS}
     # not blocked (no wait in this interval or the previous one): no I/O rule
     dur, _ = _resolve([], [(10 * MS, None, LBL, "user_code", False, 0, 0, 0, 3 * MS, False)], native=0.0)
     assert dur == {"user_code": 10 * MS}
@@ -153,6 +164,9 @@ class FakeStat:
 
     def kernel_share(self):
         return 1.0
+
+    def add_counter(self, tid):
+        pass
 
     def close(self):
         pass

@@ -361,10 +361,11 @@ PAGE_FAULT_KERNEL_PCT = 10.0
 # thread's on-CPU time spent in the kernel gets no sample, and used to keep the thread's previous
 # verdict - zoo_pagefault.py's page-touching phase read 23-41 % user code after a Python phase
 # (truth: numpy's memory work, cpu_compute), zoo_disk_io.py's kernel CPU in O_DSYNC writes/fsync/
-# O_DIRECT reads 17 % user code (truth: waiting).  Per thread and tick the sampler reads
-# /proc/self/task/<tid>/stat (minflt+majflt: exact per tick; stime: tick-sampled at CONFIG_HZ and
-# printed in 10 ms units, so it is only used accumulated, as a carry) when the process's own fault
-# count or kernel time moved (one getrusage per tick gates the per-thread reads, ~12 us each).
+# O_DIRECT reads 17 % user code (truth: waiting).  Per thread and tick the sampler reads its user-mode
+# page faults from a perf counting event (exact, ~2 us), and /proc/self/task/<tid>/stat (stime:
+# tick-sampled at CONFIG_HZ and printed in 10 ms units, so only used accumulated, as a carry; ~40-85 us
+# with the tick's cold caches) only where the I/O rule may apply and one getrusage per tick says the
+# process's fault count or kernel time moved (without perf: the stat file's faults, on every such tick).
 # The rules, for an on-CPU interval that perf left undecided (no user-space sample in a classified
 # library or the interpreter):
 #  - page faults in the interval (>= KERNEL_FAULTS_MIN): the CPU went to the kernel's memory work
@@ -380,8 +381,10 @@ KERNEL_FAULTS_MIN = 1
 # starting from this prior (ns per fault, weighing as KERNEL_FAULT_PRIOR_N faults): 12-13 us measured
 # on the VM for numpy writes to fresh arrays (see PAGE_FAULT_STORM_PER_S).
 #  The I/O rule also counts the on-CPU time the interval's user-space IP samples leave uncovered (each
-#  sample stands for the perf period) as kernel time, scaled by the thread's recent kernel share
-#  (stime / CPU time, sums decaying by KERNEL_SHARE_DECAY per read): an O_CREAT openat or a write's
+#  sample stands for the perf period) as kernel time - all of it when the thread's blocking call was
+#  an I/O call (read/write/fsync/..., blocking.py's probe), else scaled by its recent kernel share
+#  (stime / CPU time, sums decaying by KERNEL_SHARE_DECAY per read; stime is too coarse in a short
+#  run: zoo_disk_io's 130 ms window read 78 % waiting in 1 run of 4 with the share alone): an O_CREAT openat or a write's
 #  submission is all of a short on-CPU part, before stime reports it, while a thread that wakes from
 #  a lock to run Python (kernel share ~0) keeps its Python time.
 KERNEL_SHARE_DECAY = 0.9

@@ -5,14 +5,18 @@ so a thread's CPU time in the kernel - page faults of a numpy/torch loop touchin
 CPU part of an O_DSYNC write or fsync - gets no IP sample, and the sampler's perf resolver used to
 give it the thread's previous verdict.  This module measures it, cheaply, for the sampler:
 
-  gate()        one getrusage(RUSAGE_SELF) per tick: did the process's fault count or kernel
-                time move since the previous tick?  If not, no thread had any, and the per-thread
-                files are not read (a pure-Python or compute-bound tick costs ~1 us).
-  ThreadStat    /proc/self/task/<tid>/stat kept open (rawio.ProcFile: one pread, GIL held, ~12 us
-                with the parse on the 2-vCPU VM): minflt+majflt (exact) and stime (the kernel's
-                tick sampling at CONFIG_HZ, scaled to the thread's exact runtime, printed in 10 ms
-                units: unbiased when accumulated, too coarse for one 5 ms tick - the resolver uses
-                it as a carry).
+  FaultCounter  a counting perf_event per thread (PERF_COUNT_SW_PAGE_FAULTS, user-mode faults:
+                allowed at perf_event_paranoid 2): the thread's faults per tick, exact, one read(2)
+                of 8 bytes (~2 us).
+  ThreadStat    per thread: the FaultCounter, and /proc/self/task/<tid>/stat kept open (rawio.ProcFile:
+                one pread, GIL held; ~9 us hot, ~40-85 us with the tick's cold caches): stime (the
+                kernel's tick sampling at CONFIG_HZ, scaled to the thread's exact runtime, printed in
+                10 ms units: unbiased when accumulated, too coarse for one 5 ms tick - used as a
+                carry), read only where the I/O rule may apply (the thread blocked in the interval or
+                the one before) and ``Gate`` opened; without perf, the stat file's minflt+majflt.
+  Gate          one getrusage(RUSAGE_SELF) per tick: did the process's fault count or kernel time
+                move since the previous tick?  If not, no thread had any (a pure-Python spin: open
+                at 3 % of 200 Hz ticks).
 
 The classification rules and their rationale are in thresholds.py (KERNEL_*); ``kernel_class``
 applies them.  Faults and the kernel time so placed are counted by ``Totals`` and recorded as
@@ -154,9 +158,9 @@ class ThreadStat:
     file (stime) is read only where the I/O rule may apply (blocked in the interval or the one before)
     or without a counter, and only when the process's counters moved (Gate)."""
 
-    __slots__ = ("f", "fc", "flt", "sys", "carry", "fsys", "fflt", "ksum", "csum", "synced")
+    __slots__ = ("f", "fc", "flt", "sys", "carry", "fsys", "fflt", "ksum", "csum", "cpend")
 
-    def __init__(self, tid: int, path: str | None = None, counter: bool = True) -> None:
+    def __init__(self, tid: int, path: str | None = None, counter: bool = False) -> None:
         self.f = ProcFile(path or f"/proc/self/task/{tid}/stat", 512)
         self.flt, self.sys = parse_stat(self.f.read())
         self.fc = FaultCounter.open(tid) if counter else None
@@ -165,7 +169,15 @@ class ThreadStat:
         self.fflt = 0      # fault (fault_cost)
         self.ksum = 0.0    # decaying sums of its stime and CPU time: its recent kernel share (kernel_share)
         self.csum = 0.0
-        self.synced = True  # the stat file was read at the previous step (else its delta is stale)
+        self.cpend = 0      # CPU time of the steps since the last stat read (kernel_share)
+
+    def add_counter(self, tid: int) -> None:
+        """Open the perf fault counter (the sampler calls this once perf is set up for the thread: the
+        process's first perf_event_open costs the kernel 20-35 ms, paid by the perf set-up thread)."""
+        if self.fc is None:
+            self.fc = FaultCounter.open(tid)
+            if self.fc is not None:      # from here faults come from the counter
+                self.flt, self.sys = parse_stat(self.f.read())
 
     def delta(self) -> tuple[int, int]:
         """(faults, kernel ns) since the previous read of the stat file; OSError/ValueError when unreadable."""
@@ -197,21 +209,23 @@ class ThreadStat:
             kf = fc.delta()
             if not (blocked and gate):
                 # no stat read: its stime (and faults) go to the next read's delta; the fault counter
-                # is the count (the stat file's fault delta is not used where a counter runs)
-                self.synced = False
+                # is the count (the stat file's fault delta is not used where a counter runs); the
+                # kernel time placed for its faults is a debt the stime reported later pays first
+                self.cpend += max(0, cpu_ns)
                 if kf > 0:
-                    return kf, (0 if waiting else min(max(0, cpu_ns), int(kf * self.fault_cost())))
+                    k = min(max(0, cpu_ns), int(kf * self.fault_cost()))
+                    self.carry = max(-T.KERNEL_CARRY_MAX_NS, self.carry - k)
+                    return kf, (0 if waiting else k)
                 return 0, 0
             _, ks = self.delta()
-            if not self.synced:          # stime of the steps without a read: not this interval's
-                ks, self.synced = 0, True
         elif gate:
             kf, ks = self.delta()
         else:
             return 0, 0
         d = T.KERNEL_SHARE_DECAY
         self.ksum = self.ksum * d + max(0, ks)
-        self.csum = self.csum * d + max(0, cpu_ns)
+        self.csum = self.csum * d + max(0, cpu_ns) + self.cpend    # (the stime covers the skipped steps too)
+        self.cpend = 0
         if kf > 0:
             # stime reported since the last step (and any carry) belongs with these faults
             self.fsys += max(0, ks) + max(0, self.carry)

@@ -180,7 +180,7 @@ def _switch_interval_s() -> float:
 
 class _ThreadState:
     __slots__ = ("clk", "cls", "cpu", "end", "label", "last_fb", "lines", "n", "native", "native_fresh", "native_tok", "pending",
-                 "kblk", "kst", "perf", "prev_vol", "rq", "rq_at", "rq_t", "start", "t", "tid")
+                 "kblk", "kio", "kst", "perf", "prev_vol", "rq", "rq_at", "rq_t", "start", "t", "tid")
 
     def __init__(self, tid, clk, cpu, t):
         self.tid = tid
@@ -195,6 +195,7 @@ class _ThreadState:
         self.rq = -1      # run-queue wait (ns) from /proc schedstat
         self.rq_t = None  # ProcFile of /proc/self/task/<tid>/schedstat
         self.kblk = False  # its previous interval was (partly) off-CPU: kernel CPU after a wake-up is the call's
+        self.kio = False  # its last blocking call (blocking.py probe) was an I/O call
         self.kst = None   # kernel_time.ThreadStat (faults, kernel time) of /proc/self/task/<tid>/stat
         self.rq_at = 0    # sample time of the rq reading
         self.perf = None  # PerfIP of this thread (perf_event task-clock IP samples)
@@ -424,18 +425,19 @@ class Sampler:
             kf = more[1] if len(more) > 1 else 0     # page faults of the interval (kernel_time.py)
             kns = more[2] if len(more) > 2 else 0    # its kernel-mode CPU time (stime carry)
             kx = False                               # a kernel part was placed: exact boundaries
-            kb = len(more) > 3 and more[3]           # blocked in this interval or the previous one
+            kb = more[3] if len(more) > 3 else 0      # blocked in this interval or the previous one (2: in I/O)
             kr = K.kernel_class(kf, kb, False, fallback, CLS_COMPUTE, CLS_WAITING)
             if kr is not None and kr[1] == K.IO and end > prev and st.perf is not None:
                 # the on-CPU time the interval's user-space IP samples leave uncovered (each stands for
-                # PERF_PERIOD_NS) is kernel time too, at the thread's recent kernel share (thresholds.
+                # PERF_PERIOD_NS) is kernel time too - all of it when the thread's blocking call was an
+                # I/O call (blocking.py probe), else at its recent kernel share (thresholds.
                 # KERNEL_SHARE_DECAY): a system call's CPU (openat O_CREAT, a write's submission) is
                 # often all of a short on-CPU part, before stime reports it
                 j = i
                 while j < n and samples[j][0] <= t:
                     j += 1
-                if st.kst is not None:
-                    kns = max(kns, int((end - prev - (j - i) * PERF_PERIOD_NS) * st.kst.kernel_share()))
+                share = 1.0 if kb == 2 else (st.kst.kernel_share() if st.kst is not None else 0.0)
+                kns = max(kns, int((end - prev - (j - i) * PERF_PERIOD_NS) * share))
             if kr is not None and kr[1] == K.IO and end > prev and kns > 0:
                 # blocked, no faults: the kernel CPU of the call it waited in is part of the I/O wait
                 # (thresholds.KERNEL_*), next to the off-CPU part - after it (off > 0), or before it
@@ -584,6 +586,11 @@ class Sampler:
             try:
                 st.perf.enable(False)
             except OSError:
+                pass
+        if st.perf is not None and st.kst is not None:
+            try:                          # its page faults from a perf counter from now on (kernel_time.py)
+                st.kst.add_counter(st.tid)
+            except (OSError, ValueError, IndexError):
                 pass
 
     def _adopt_perf(self, off: bool) -> None:
@@ -786,18 +793,11 @@ class Sampler:
                     kf = kns = 0
                     kblk = st.kblk                      # blocked in the previous interval
                     st.kblk = not oncpu or off != 0
-                    if st.kst is not None and dcpu > 0:
-                        # kernel-mode CPU (kernel_time.py): the thread's page faults (perf counter) and,
-                        # where the I/O rule may apply and the process's counters moved, its kernel time
-                        try:
-                            kf, kns = st.kst.step(dcpu, not oncpu and not off, kblk or st.kblk, kgate)
-                        except (OSError, ValueError, IndexError):
-                            st.kst.close()
-                            st.kst = None
+                    kstep = st.kst is not None and dcpu > 0
                 else:
                     oncpu = True
                     off = rqn = kf = kns = 0
-                    kblk = False
+                    kblk = kstep = False
                 if probe is not None:
                     # why it is off-CPU (collect/blocking.py): the syscall, file and frame it blocks in at
                     # this tick, for threads off-CPU for part of the interval since their previous tick
@@ -807,6 +807,19 @@ class Sampler:
                               st.tid != main_tid and not scope_stacks.get(ident))
                     except Exception:
                         probe = None
+                    else:
+                        if not oncpu or off:
+                            st.kio = self.blocking.io_wait(st.tid)
+                if kstep:
+                    # kernel-mode CPU (kernel_time.py): the thread's page faults (perf counter) and, where
+                    # the I/O rule may apply and the process's counters moved, its kernel time (after the
+                    # off-CPU probe: the stat read holds the GIL ~40-85 us, and a thread back from its I/O
+                    # call waiting for it was probed in futex - the GIL - instead of its preadv)
+                    try:
+                        kf, kns = st.kst.step(dcpu, not oncpu and not off, kblk or st.kblk, kgate)
+                    except (OSError, ValueError, IndexError):
+                        st.kst.close()
+                        st.kst = None
                 st.t = t
                 label = None
                 fallback = None
@@ -883,14 +896,16 @@ class Sampler:
                 else:
                     st.last_fb = fallback if cls is None else None
                 st.prev_vol = vol
-                if cls is KEEP and kf and fallback is not None and st.perf is not None:
-                    # page faults in the interval: its kernel time is not the previous class's - the
-                    # kernel rule decides (perf resolver, kernel_time.kernel_class)
+                if cls is KEEP and (kf or kblk or off) and fallback is not None and st.perf is not None:
+                    # page faults in the interval, or it follows / contains a wait (an I/O call releases
+                    # the GIL: the tick is voluntary): its kernel time is not the previous class's - the
+                    # kernel rules decide (perf resolver, kernel_time.kernel_class)
                     cls = None
                 if not oncpu and not off:
                     rqn = 0
                 if st.pending or cls is None or off or rqn:
-                    st.pending.append((t, cls, label, fallback, gil_free, off if oncpu else -off, rqn, kf, kns, kblk or off != 0))
+                    st.pending.append((t, cls, label, fallback, gil_free, off if oncpu else -off, rqn, kf, kns,
+                                       (2 if st.kio else 1) if (kblk or off != 0) else 0))
                 elif cls is KEEP:
                     self._apply(st, t, st.cls, None)
                 else:
