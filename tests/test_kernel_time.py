@@ -57,6 +57,9 @@ def test_rules():
     # faults: native code -> cpu_compute, the interpreter -> its stack's class
     assert K.kernel_class(5, False, True, "user_code", "cpu_compute", "waiting") == ("cpu_compute", K.FAULTS)
     assert K.kernel_class(5, True, False, "user_code", "cpu_compute", "waiting") == ("user_code", K.FAULTS)
+    # a page or two faulted by an I/O call's buffer is not memory work: the I/O rule holds
+    assert K.kernel_class(2, True, False, "user_code", "cpu_compute", "waiting", io=True) == ("waiting", K.IO)
+    assert K.kernel_class(50, True, True, "user_code", "cpu_compute", "waiting", io=True) == ("cpu_compute", K.FAULTS)
     # no faults, blocked: the system call's CPU is part of the wait; neither: no rule
     assert K.kernel_class(0, True, False, "user_code", "cpu_compute", "waiting") == ("waiting", K.IO)
     assert K.kernel_class(0, False, True, "user_code", "cpu_compute", "waiting") is None

@@ -376,6 +376,10 @@ PAGE_FAULT_KERNEL_PCT = 10.0
 #    waits): the kernel time of the interval (stime carry, at most its on-CPU part) is the I/O
 #    call's own CPU -> waiting, like the wait itself; the rest follows the usual rule.
 KERNEL_FAULTS_MIN = 1
+# ... in an interval where the thread also blocked in an I/O call (or in the one before; blocking.py's
+# probe), a page or two faulted by the call's buffer is not a fault storm (~12 us each): the I/O rule holds below this
+# many (zoo_disk_io: one fault turned a 3 ms interval of O_DIRECT reads into user code).
+KERNEL_FAULTS_BLOCKED_MIN = 8
 # Kernel time of an interval with faults = its faults x the thread's cost per fault, learnt from its
 # stime over its faults (ThreadStat.fault_cost) - the fault count is exact per tick, stime is not -
 # starting from this prior (ns per fault, weighing as KERNEL_FAULT_PRIOR_N faults): 12-13 us measured

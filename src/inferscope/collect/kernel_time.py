@@ -247,13 +247,15 @@ FAULTS = "faults"    # kernel_class verdict kinds (Totals keys)
 IO = "io"
 
 
-def kernel_class(faults: int, blocked: bool, native: bool, fallback: str, compute: str, waiting: str):
+def kernel_class(faults: int, blocked: bool, native: bool, fallback: str, compute: str, waiting: str,
+                 io: bool = False):
     """The class of an interval's kernel-mode CPU time that perf left undecided (thresholds.py):
     (class, kind) or None (no kernel context: the usual rule holds).
     ``faults``: page faults of the thread in the interval; ``blocked``: it was off-CPU for part of
     it; ``native``: it ran native code (the GIL was free at the tick, or its last user-space IP
-    samples were in numeric libraries); ``fallback``: the class of its Python stack."""
-    if faults >= T.KERNEL_FAULTS_MIN:
+    samples were in numeric libraries); ``fallback``: the class of its Python stack; ``io``: the call
+    it blocked in was an I/O call (blocking.py probe): a few faults there are its buffer's."""
+    if faults >= (T.KERNEL_FAULTS_BLOCKED_MIN if (blocked and io) else T.KERNEL_FAULTS_MIN):
         return (compute if native else fallback), FAULTS
     if blocked:
         return waiting, IO

@@ -426,7 +426,7 @@ class Sampler:
             kns = more[2] if len(more) > 2 else 0    # its kernel-mode CPU time (stime carry)
             kx = False                               # a kernel part was placed: exact boundaries
             kb = more[3] if len(more) > 3 else 0      # blocked in this interval or the previous one (2: in I/O)
-            kr = K.kernel_class(kf, kb, False, fallback, CLS_COMPUTE, CLS_WAITING)
+            kr = K.kernel_class(kf, bool(kb), False, fallback, CLS_COMPUTE, CLS_WAITING, kb == 2)
             if kr is not None and kr[1] == K.IO and end > prev and st.perf is not None:
                 # the on-CPU time the interval's user-space IP samples leave uncovered (each stands for
                 # PERF_PERIOD_NS) is kernel time too - all of it when the thread's blocking call was an
@@ -483,7 +483,9 @@ class Sampler:
                     # GIL was free at the tick, or its last verdict was compute
                     native = (nc > 0 or gil_free or (i < n and samples[i][1] == COMPUTE)
                               or (st.native_fresh and (st.native or 0) >= 0.5))
-                    kc = K.kernel_class(kf, off != 0, native, fallback, CLS_COMPUTE, CLS_WAITING)
+                    kc = K.kernel_class(kf, bool(kb), native, fallback, CLS_COMPUTE, CLS_WAITING, kb == 2)
+                    if kc is not None and kc[1] != K.FAULTS:
+                        kc = None                      # (the I/O part was placed above)
                     if tot and kc is not None:
                         # user-space samples too: the kernel part (stime carry) first, by the rule; the
                         # rest below by the samples
