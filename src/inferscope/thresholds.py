@@ -364,7 +364,7 @@ PAGE_FAULT_KERNEL_PCT = 10.0
 # O_DIRECT reads 17 % user code (truth: waiting).  Per thread and tick the sampler reads its user-mode
 # page faults from a perf counting event (exact, ~2 us), and /proc/self/task/<tid>/stat (stime:
 # tick-sampled at CONFIG_HZ and printed in 10 ms units, so only used accumulated, as a carry; ~40-85 us
-# with the tick's cold caches) only where the I/O rule may apply and one getrusage per tick says the
+# with the tick's cold caches) only after a wait in an I/O call and when one getrusage per tick says the
 # process's fault count or kernel time moved (without perf: the stat file's faults, on every such tick).
 # The rules, for an on-CPU interval that perf left undecided (no user-space sample in a classified
 # library or the interpreter):

@@ -12,8 +12,8 @@ give it the thread's previous verdict.  This module measures it, cheaply, for th
                 one pread, GIL held; ~9 us hot, ~40-85 us with the tick's cold caches): stime (the
                 kernel's tick sampling at CONFIG_HZ, scaled to the thread's exact runtime, printed in
                 10 ms units: unbiased when accumulated, too coarse for one 5 ms tick - used as a
-                carry), read only where the I/O rule may apply (the thread blocked in the interval or
-                the one before) and ``Gate`` opened; without perf, the stat file's minflt+majflt.
+                carry), read only after a wait in an I/O call (the thread blocked in one in the interval
+                or the one before: blocking.py's probe) and ``Gate`` opened; without perf, the stat file's minflt+majflt.
   Gate          one getrusage(RUSAGE_SELF) per tick: did the process's fault count or kernel time
                 move since the previous tick?  If not, no thread had any (a pure-Python spin: open
                 at 3 % of 200 Hz ticks).
@@ -155,8 +155,8 @@ class FaultCounter:
 class ThreadStat:
     """One thread's page faults and kernel time per tick interval (``step``): faults from its perf
     FaultCounter where it opened (every tick, cheap), else from /proc/self/task/<tid>/stat; the stat
-    file (stime) is read only where the I/O rule may apply (blocked in the interval or the one before)
-    or without a counter, and only when the process's counters moved (Gate)."""
+    file (stime) is read only after a wait in an I/O call (in the interval or the one before: the
+    sampler's ``blocked``) or without a counter, and only when the process's counters moved (Gate)."""
 
     __slots__ = ("f", "fc", "flt", "sys", "carry", "fsys", "fflt", "ksum", "csum", "cpend")
 
