@@ -162,7 +162,7 @@ class FakeStat:
     def __init__(self, tid, path=None):
         pass
 
-    def step(self, cpu_ns, waiting, blocked=True, gate=True, proc_faults=None):
+    def step(self, cpu_ns, waiting, blocked=True, gate=True):
         return FakeStat.script(FakeStat.clock.now, cpu_ns)
 
     def kernel_share(self):
@@ -213,12 +213,7 @@ def test_ticks_page_fault_phase_after_python_phase(monkeypatch):
     FakePerfIP.python_until = 21 * I
     FakeStat.script = staticmethod(lambda now, cpu: (0, 0) if now <= 21 * I else (300, cpu))
     monkeypatch.setattr(K, "ThreadStat", FakeStat)
-    class Gate:
-        faults = 0
-
-        def __call__(self):
-            return True
-    monkeypatch.setattr(K, "Gate", Gate)
+    monkeypatch.setattr(K, "Gate", lambda: (lambda: True))
     buf = []
     s = SM.Sampler(buf, 200, {}, set(), clock=c.clock, sleep=c.sleep, frames=c.frames, cputime=c.cputime,
                    getclk=lambda ident: "fake-clk" if ident == IDENT else 0)

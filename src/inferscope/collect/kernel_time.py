@@ -7,9 +7,7 @@ give it the thread's previous verdict.  This module measures it, cheaply, for th
 
   FaultCounter  a counting perf_event per thread (PERF_COUNT_SW_PAGE_FAULTS, user-mode faults:
                 allowed at perf_event_paranoid 2): the thread's faults per tick, exact, one read(2)
-                of 8 bytes (~2 us in a loop; ~45 us in the tick when the thread runs on another CPU:
-                the kernel reads the count there with an IPI).  While the program has one sampled
-                (Python) thread, its faults are the process's, from Gate's getrusage (no read).
+                of 8 bytes (~2 us).
   ThreadStat    per thread: the FaultCounter, and /proc/self/task/<tid>/stat kept open (rawio.ProcFile:
                 one pread, GIL held; ~9 us hot, ~40-85 us with the tick's cold caches): stime (the
                 kernel's tick sampling at CONFIG_HZ, scaled to the thread's exact runtime, printed in
@@ -54,11 +52,10 @@ def parse_stat(b: bytes) -> tuple[int, int]:
 class Gate:
     """Process-wide: did any thread fault or spend kernel time since the previous call?"""
 
-    __slots__ = ("last", "faults")
+    __slots__ = ("last",)
 
     def __init__(self) -> None:
         self.last = None
-        self.faults = 0     # the process's page faults since the previous call
 
     def __call__(self) -> bool:
         if _resource is None:
@@ -68,7 +65,6 @@ class Gate:
         except OSError:
             return True
         cur = (ru.ru_minflt + ru.ru_majflt, ru.ru_stime)
-        self.faults = cur[0] - self.last[0] if self.last is not None else 0
         moved = cur != self.last
         self.last = cur
         return moved
@@ -162,7 +158,7 @@ class ThreadStat:
     file (stime) is read only after a wait in an I/O call (in the interval or the one before: the
     sampler's ``blocked``) or without a counter, and only when the process's counters moved (Gate)."""
 
-    __slots__ = ("f", "fc", "flt", "sys", "carry", "fsys", "fflt", "ksum", "csum", "cpend", "solo")
+    __slots__ = ("f", "fc", "flt", "sys", "carry", "fsys", "fflt", "ksum", "csum", "cpend")
 
     def __init__(self, tid: int, path: str | None = None, counter: bool = False) -> None:
         self.f = ProcFile(path or f"/proc/self/task/{tid}/stat", 512)
@@ -174,7 +170,6 @@ class ThreadStat:
         self.ksum = 0.0    # decaying sums of its stime and CPU time: its recent kernel share (kernel_share)
         self.csum = 0.0
         self.cpend = 0      # CPU time of the steps since the last stat read (kernel_share)
-        self.solo = False   # the last step took the process's faults (the counter's delta is stale)
 
     def add_counter(self, tid: int) -> None:
         """Open the perf fault counter (the sampler calls this once perf is set up for the thread: the
@@ -203,8 +198,7 @@ class ThreadStat:
         the intervals where the stat file was read)."""
         return min(1.0, self.ksum / self.csum) if self.csum > 0 else 0.0
 
-    def step(self, cpu_ns: int, waiting: bool, blocked: bool = True, gate: bool = True,
-             proc_faults: int | None = None) -> tuple[int, int]:
+    def step(self, cpu_ns: int, waiting: bool, blocked: bool = True, gate: bool = True) -> tuple[int, int]:
         """(faults, kernel ns) of the interval since the previous step; ``cpu_ns`` its CPU clock delta;
         ``blocked``: the thread was off-CPU in it or the one before (the I/O rule may apply);
         ``gate``: the process's faults or kernel time moved since the previous tick.
@@ -212,15 +206,7 @@ class ThreadStat:
         comes in 10 ms units, late); without, it comes from the carry (carry_step)."""
         fc = self.fc
         if fc is not None:
-            if proc_faults is not None:
-                # the only sampled thread: the process's fault count (Gate's getrusage) stands for its
-                # own - reading the counter of a running thread costs an IPI to its CPU (~45 us per
-                # tick measured in zoo_pagefault, the stat file as much)
-                kf, self.solo = max(0, proc_faults), True
-            else:
-                kf = fc.delta()
-                if self.solo:            # counted meanwhile by the process's count
-                    kf, self.solo = 0, False
+            kf = fc.delta()
             if not (blocked and gate):
                 # no stat read: its stime (and faults) go to the next read's delta; the fault counter
                 # is the count (the stat file's fault delta is not used where a counter runs); the

@@ -818,8 +818,7 @@ class Sampler:
                     # off-CPU probe: the stat read holds the GIL ~40-85 us, and a thread back from its I/O
                     # call waiting for it was probed in futex - the GIL - instead of its preadv)
                     try:
-                        kf, kns = st.kst.step(dcpu, not oncpu and not off, (kblk or st.kblk) and st.kio, kgate,
-                                              kgate_fn.faults if len(threads) == 1 else None)
+                        kf, kns = st.kst.step(dcpu, not oncpu and not off, (kblk or st.kblk) and st.kio, kgate)
                     except (OSError, ValueError, IndexError):
                         st.kst.close()
                         st.kst = None
