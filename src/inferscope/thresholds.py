@@ -356,6 +356,47 @@ PAGE_FAULT_STORM_PER_S = 1000.0
 # faults at a storm rate are worth a finding (low; medium at twice it).  zoo_pagefault.py: 38-62 %
 # at 29-39k faults/s; the pure-Python and lock-wait programs: 0-2 %.
 PAGE_FAULT_KERNEL_PCT = 10.0
+# Kernel-mode CPU time of a sampled thread (collect/kernel_time.py, used by the sampler's perf
+# resolver).  perf_event IP samples are user space only (perf_event_paranoid 2): an interval of a
+# thread's on-CPU time spent in the kernel gets no sample, and used to keep the thread's previous
+# verdict - zoo_pagefault.py's page-touching phase read 23-41 % user code after a Python phase
+# (truth: numpy's memory work, cpu_compute), zoo_disk_io.py's kernel CPU in O_DSYNC writes/fsync/
+# O_DIRECT reads 17 % user code (truth: waiting).  Per thread and tick the sampler reads its user-mode
+# page faults from a perf counting event (exact, ~2 us), and /proc/self/task/<tid>/stat (stime:
+# tick-sampled at CONFIG_HZ and printed in 10 ms units, so only used accumulated, as a carry; ~40-85 us
+# with the tick's cold caches) only after a wait in an I/O call and when one getrusage per tick says the
+# process's fault count or kernel time moved (without perf: the stat file's faults, on every such tick).
+# The rules, for an on-CPU interval that perf left undecided (no user-space sample in a classified
+# library or the interpreter):
+#  - page faults in the interval (>= KERNEL_FAULTS_MIN): the CPU went to the kernel's memory work
+#    on behalf of the code that faulted.  Native code (the thread had released the GIL - a numpy/
+#    torch loop; or the last user-space samples were in numeric libraries) -> cpu_compute; the
+#    interpreter (it held the GIL) -> the stack's class.
+#  - no faults, and the thread was blocked for part of the interval (off-CPU: a system call that
+#    waits): the kernel time of the interval (stime carry, at most its on-CPU part) is the I/O
+#    call's own CPU -> waiting, like the wait itself; the rest follows the usual rule.
+KERNEL_FAULTS_MIN = 1
+# ... in an interval where the thread also blocked in an I/O call (or in the one before; blocking.py's
+# probe), a page or two faulted by the call's buffer is not a fault storm (~12 us each): the I/O rule holds below this
+# many (zoo_disk_io: one fault turned a 3 ms interval of O_DIRECT reads into user code).
+KERNEL_FAULTS_BLOCKED_MIN = 8
+# Kernel time of an interval with faults = its faults x the thread's cost per fault, learnt from its
+# stime over its faults (ThreadStat.fault_cost) - the fault count is exact per tick, stime is not -
+# starting from this prior (ns per fault, weighing as KERNEL_FAULT_PRIOR_N faults): 12-13 us measured
+# on the VM for numpy writes to fresh arrays (see PAGE_FAULT_STORM_PER_S).
+#  The I/O rule also counts the on-CPU time the interval's user-space IP samples leave uncovered (each
+#  sample stands for the perf period) as kernel time - all of it when the thread's blocking call was
+#  an I/O call (read/write/fsync/..., blocking.py's probe), else scaled by its recent kernel share
+#  (stime / CPU time, sums decaying by KERNEL_SHARE_DECAY per read; stime is too coarse in a short
+#  run: zoo_disk_io's 130 ms window read 78 % waiting in 1 run of 4 with the share alone): an O_CREAT openat or a write's
+#  submission is all of a short on-CPU part, before stime reports it, while a thread that wakes from
+#  a lock to run Python (kernel share ~0) keeps its Python time.
+KERNEL_SHARE_DECAY = 0.9
+KERNEL_FAULT_NS_PRIOR = 12_000
+KERNEL_FAULT_PRIOR_N = 200
+# The stime carry (kernel time reported by /proc but not yet placed in an interval) is capped: its
+# 10 ms units arrive late, never more than ~2 units after the time they measure.
+KERNEL_CARRY_MAX_NS = 20_000_000
 # The main thread runnable but not running (/proc/self/schedstat run-queue delay), % of the window:
 # a tenth lost to CPU contention is a finding (low), a quarter medium.  zoo_omp_oversub.py (8 torch
 # threads on 2 cores): 36-47 %; zoo_pagefault.py (1 thread): 0.3-3 %.

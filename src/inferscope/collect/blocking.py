@@ -562,6 +562,12 @@ class Probe:
             self.append((0, MARK, tid, at_ns, at_ns, name, detail, CAT))
             self.marks += 1
 
+    def io_wait(self, tid: int) -> bool:
+        """The thread's current label is an I/O system call (kind_of: read/write/fsync/...); used by the
+        sampler's kernel-time rule (kernel_time.py: the call's own CPU is part of the wait)."""
+        cur = self._cur.get(tid)
+        return cur is not None and cur[0] is not None and kind_of(cur[0]) == "io"
+
     def forget(self, tid: int) -> None:
         f = self._files.pop(tid, None)
         if f is not None and f != -2:

@@ -32,6 +32,11 @@ Per sample and thread:
                GIL, as torch ops do.  The fallback is biased (measured on the demo's generate():
                87 % cpu_compute vs 64 % inside ops by the torch profiler) because the main thread
                hands the GIL over at the next op entry.
+  kernel       kernel-mode CPU (no IP sample: perf samples user space) is not inherited from the
+               previous verdict: kernel_time.py reads the thread's page faults and stime per tick;
+               an interval with faults is the memory work of the code that faulted (native ->
+               cpu_compute, the interpreter -> the stack's class; the on-CPU time its user samples
+               leave uncovered is that work), the kernel CPU of a blocking call is ``waiting``.
 Cost (bench/README.md): with cold caches on a VM one tick holds the GIL ~90-120 us and costs the
 sampler thread ~200-250 us of CPU including the kernel's wake-ups; while a module import runs the
 rate drops by IMPORT_RATE_DIVISOR.  System counters (system.py) are read on the same ticks.
@@ -53,6 +58,7 @@ import threading
 import time
 
 from . import classify as C
+from . import kernel_time as K
 from .perfip import COMPUTE, OTHER, TOKENIZER
 from .rawio import ProcFile
 
@@ -135,6 +141,9 @@ def _close(st) -> None:
     if st.rq_t is not None:
         st.rq_t.close()
         st.rq_t = None
+    if st.kst is not None:
+        st.kst.close()
+        st.kst = None
 
 
 def _import_probe(module_locks):
@@ -171,7 +180,7 @@ def _switch_interval_s() -> float:
 
 class _ThreadState:
     __slots__ = ("clk", "cls", "cpu", "end", "label", "last_fb", "lines", "n", "native", "native_fresh", "native_tok", "pending",
-                 "perf", "prev_vol", "rq", "rq_at", "rq_t", "start", "t", "tid")
+                 "kblk", "kio", "kst", "perf", "prev_vol", "rq", "rq_at", "rq_t", "start", "t", "tid")
 
     def __init__(self, tid, clk, cpu, t):
         self.tid = tid
@@ -185,6 +194,9 @@ class _ThreadState:
         self.lines = {}    # its line at those ticks -> count
         self.rq = -1      # run-queue wait (ns) from /proc schedstat
         self.rq_t = None  # ProcFile of /proc/self/task/<tid>/schedstat
+        self.kblk = False  # its previous interval was (partly) off-CPU: kernel CPU after a wake-up is the call's
+        self.kio = False  # its last blocking call (blocking.py probe) was an I/O call
+        self.kst = None   # kernel_time.ThreadStat (faults, kernel time) of /proc/self/task/<tid>/stat
         self.rq_at = 0    # sample time of the rq reading
         self.perf = None  # PerfIP of this thread (perf_event task-clock IP samples)
         self.native = None  # last perf verdict: fraction of IP samples in numeric libraries (role COMPUTE)
@@ -241,6 +253,9 @@ class Sampler:
         self.follow_native = True   # native (non-Python) threads by perf role (native_threads.py)
         self.native_threads = None
         self.probe_blocking = True  # name the syscall/file/frame of off-CPU threads (blocking.py)
+        # classify kernel-mode CPU on its own (kernel_time.py; INFERSCOPE_KERNEL_TIME=0: off, the A/B switch)
+        self.kernel_time = __import__("os").environ.get("INFERSCOPE_KERNEL_TIME", "1") != "0"
+        self.kernel_totals = K.Totals()
         self.blocking = None
 
     # ---------------------------------------------------------------------
@@ -331,6 +346,7 @@ class Sampler:
             st.cls = None
             _close(st)
         self.threads.clear()
+        self.kernel_totals.flush(self.buffer.append, self._clock())
 
     def idle_tids(self) -> set:
         """Threads never seen on CPU (the main thread is always kept)."""
@@ -408,6 +424,38 @@ class Sampler:
             if 0 < rq < end - prev:
                 prev = prev + rq
                 self._apply(st, prev, CLS_RUNQ, None, exact=True)
+            kf = more[1] if len(more) > 1 else 0     # page faults of the interval (kernel_time.py)
+            kns = more[2] if len(more) > 2 else 0    # its kernel-mode CPU time (stime carry)
+            kx = False                               # a kernel part was placed: exact boundaries
+            kb = more[3] if len(more) > 3 else 0      # blocked in this interval or the previous one (2: in I/O)
+            kr = K.kernel_class(kf, bool(kb), False, fallback, CLS_COMPUTE, CLS_WAITING, kb == 2)
+            if kr is not None and kr[1] == K.IO and end > prev and st.perf is not None:
+                # the on-CPU time the interval's user-space IP samples leave uncovered (each stands for
+                # PERF_PERIOD_NS) is kernel time too - all of it when the thread's blocking call was an
+                # I/O call (blocking.py probe), else at its recent kernel share (thresholds.
+                # KERNEL_SHARE_DECAY): a system call's CPU (openat O_CREAT, a write's submission) is
+                # often all of a short on-CPU part, before stime reports it
+                j = i
+                while j < n and samples[j][0] <= t:
+                    j += 1
+                share = 1.0 if kb == 2 else (st.kst.kernel_share() if st.kst is not None else 0.0)
+                kns = max(kns, int((end - prev - (j - i) * PERF_PERIOD_NS) * share))
+            if kr is not None and kr[1] == K.IO and end > prev and kns > 0:
+                # blocked, no faults: the kernel CPU of the call it waited in is part of the I/O wait
+                # (thresholds.KERNEL_*), next to the off-CPU part - after it (off > 0), or before it
+                # (off < 0: the tail below)
+                k = min(kns, end - prev)
+                self.kernel_totals.add(K.IO, k, 0)
+                if off < 0:
+                    end -= k
+                else:
+                    prev += k
+                    self._apply(st, prev, CLS_WAITING, None, exact=True)
+                if end <= prev:
+                    if t > prev:
+                        self._apply(st, t, CLS_WAITING, None, exact=True)
+                    prev = t
+                    continue
             if cls is None:
                 # samples in libc / the loader / unknown extensions (OTHER) are helpers of whatever
                 # runs (a Rust tokenizer's malloc/memcpy: 316 of 1011 samples measured): they follow
@@ -424,7 +472,36 @@ class Sampler:
                         tot -= 1
                     tot += 1
                     i += 1
-                if tot:
+                kc = None
+                if kf and st.perf is not None:
+                    # each user-space IP sample stands for PERF_PERIOD_NS of user time: the on-CPU time
+                    # they leave uncovered is kernel time too (unbiased on average; per interval the
+                    # larger of the two estimates - faults x cost comes from a learnt mean cost)
+                    kns = max(kns, end - prev - (tot + no) * PERF_PERIOD_NS)
+                if kf and (not tot or kns > 0):
+                    # page faults: the kernel's memory work for the code that faulted (kernel_time.kernel_class,
+                    # thresholds.KERNEL_*), not the previous verdict.  Native code faulted when the interval
+                    # or the thread's next user-space sample (drained with it) is in numeric libraries, the
+                    # GIL was free at the tick, or its last verdict was compute
+                    native = (nc > 0 or gil_free or (i < n and samples[i][1] == COMPUTE)
+                              or (st.native_fresh and (st.native or 0) >= 0.5))
+                    kc = K.kernel_class(kf, bool(kb), native, fallback, CLS_COMPUTE, CLS_WAITING, kb == 2)
+                    if kc is not None and kc[1] != K.FAULTS:
+                        kc = None                      # (the I/O part was placed above)
+                    if tot and kc is not None:
+                        # user-space samples too: the kernel part (stime carry) first, by the rule; the
+                        # rest below by the samples
+                        k = min(kns, end - prev)
+                        self.kernel_totals.add(kc[1], k, kf)
+                        if k > 0:
+                            prev += k
+                            kx = True
+                            self._apply(st, prev, kc[0], label, exact=True, tick=False)
+                        kc = None
+                if kc is not None:
+                    self.kernel_totals.add(kc[1], end - prev, kf)
+                    frac, ftok = (1.0 if kc[0] == CLS_COMPUTE else 0.0), 0.0
+                elif tot:
                     frac, ftok = nc / tot, nk / tot
                     st.native, st.native_tok = frac, ftok
                     st.native_fresh = True
@@ -471,7 +548,7 @@ class Sampler:
                         self._apply(st, t, CLS_WAITING, None, exact=True)
                     prev = t
                     continue
-            self._apply(st, end, cls, label, exact=bool(off) or rq > 0)
+            self._apply(st, end, cls, label, exact=bool(off) or rq > 0 or kx)
             if t > end:
                 self._apply(st, t, CLS_WAITING, None, exact=True)
             prev = t
@@ -513,6 +590,11 @@ class Sampler:
             try:
                 st.perf.enable(False)
             except OSError:
+                pass
+        if st.perf is not None and st.kst is not None:
+            try:                          # its page faults from a perf counter from now on (kernel_time.py)
+                st.kst.add_counter(st.tid)
+            except (OSError, ValueError, IndexError):
                 pass
 
     def _adopt_perf(self, off: bool) -> None:
@@ -573,6 +655,7 @@ class Sampler:
         short_s = _switch_interval_s()
         manage_switch = self._live and 0 < short_s < sys.getswitchinterval()
         next_resolve = 0
+        kgate_fn = K.Gate() if (self.kernel_time and schedstat) else None
         next_native, native_period = 0, 0
         setup_thread = self._perf_thread
         active_get = threading._active.get     # ident -> Thread (its native id tells a reused ident)
@@ -632,6 +715,7 @@ class Sampler:
             frames = getframes()
             seen = 0
             running = 0         # the program's threads on CPU in this tick's interval
+            kgate = kgate_fn is not None and kgate_fn()
             for ident, frame in frames.items():
                 if ident in skip:
                     continue
@@ -667,6 +751,11 @@ class Sampler:
                             st.rq, st.rq_at = int(st.rq_t.read().split()[1]), t
                         except (OSError, ValueError, IndexError):
                             _close(st)
+                    if kgate_fn is not None:
+                        try:
+                            st.kst = K.ThreadStat(tid)
+                        except (OSError, ValueError, IndexError):
+                            st.kst = None
                     if perf_maps is not None:
                         self._open_perf(st, perf_off)
                     oncpu_by_tid.setdefault(tid, 0)
@@ -708,9 +797,14 @@ class Sampler:
                     off = dt - busy if dt > 0 else 0
                     if off < dt * SPLIT_MIN_FRACTION or off > dt - dt * SPLIT_MIN_FRACTION:
                         off = 0
+                    kf = kns = 0
+                    kblk = st.kblk                      # blocked in the previous interval
+                    st.kblk = not oncpu or off != 0
+                    kstep = st.kst is not None and dcpu > 0
                 else:
                     oncpu = True
-                    off = rqn = 0
+                    off = rqn = kf = kns = 0
+                    kblk = kstep = False
                 if probe is not None:
                     # why it is off-CPU (collect/blocking.py): the syscall, file and frame it blocks in at
                     # this tick, for threads off-CPU for part of the interval since their previous tick
@@ -720,10 +814,23 @@ class Sampler:
                               st.tid != main_tid and not scope_stacks.get(ident))
                     except Exception:
                         probe = None
+                    else:
+                        if not oncpu or off:
+                            st.kio = self.blocking.io_wait(st.tid)
                 if not module_locks:    # per-thread achieved rate outside imports: [ticks, ns since the previous]
                     tt = thread_ticks[st.tid]
                     tt[0] += 1
                     tt[1] += t - st.t
+                if kstep:
+                    # kernel-mode CPU (kernel_time.py): the thread's page faults (perf counter) and, where
+                    # the I/O rule may apply and the process's counters moved, its kernel time (after the
+                    # off-CPU probe: the stat read holds the GIL ~40-85 us, and a thread back from its I/O
+                    # call waiting for it was probed in futex - the GIL - instead of its preadv)
+                    try:
+                        kf, kns = st.kst.step(dcpu, not oncpu and not off, (kblk or st.kblk) and st.kio, kgate)
+                    except (OSError, ValueError, IndexError):
+                        st.kst.close()
+                        st.kst = None
                 st.t = t
                 label = None
                 fallback = None
@@ -801,10 +908,17 @@ class Sampler:
                 else:
                     st.last_fb = fallback if cls is None else None
                 st.prev_vol = vol
+                if cls is KEEP and (kf or ((kblk or off) and st.kio)) and fallback is not None and st.perf is not None:
+                    # page faults in the interval, or it follows / contains a wait in an I/O call (which
+                    # releases the GIL: the tick is voluntary): its kernel time is not the previous
+                    # class's - the kernel rules decide (perf resolver, kernel_time.kernel_class).  Not
+                    # after GIL/lock waits: zoo_mixed_culprit's clean_rows read 0 % in 2 runs of 6
+                    cls = None
                 if not oncpu and not off:
                     rqn = 0
                 if st.pending or cls is None or off or rqn:
-                    st.pending.append((t, cls, label, fallback, gil_free, off if oncpu else -off, rqn))
+                    st.pending.append((t, cls, label, fallback, gil_free, off if oncpu else -off, rqn, kf, kns,
+                                       (2 if st.kio else 1) if (kblk or off != 0) else 0))
                 elif cls is KEEP:
                     self._apply(st, t, st.cls, None)
                 else:
@@ -842,6 +956,7 @@ class Sampler:
                 for st in threads.values():
                     if st.pending:
                         self._resolve(st)
+                self.kernel_totals.flush(self.buffer.append, t)
             if t >= next_native and perf_maps is not None and not perf_off and self.follow_native:
                 if self.native_threads is None:
                     from .native_threads import NATIVE_PERIOD_NS, NativeThreads
