@@ -415,7 +415,7 @@ class CulpritApi(_S):
 
 
 class Culprits(_S):
-    """The top Python functions (sampled hottest function; profiler Python frames), CPU ops and
+    """The top Python functions (the sampled function of each tick; profiler Python frames), CPU ops and
     runtime/driver APIs in the window (analyze/culprits.py); tables/top_*.csv hold every row."""
     functions: list[CulpritFunction]
     ops: list[CulpritOp]

@@ -375,8 +375,8 @@ class Sampler:
             st.label, st.n, st.lines = None, 0, {}
         if fn is not None:
             st.label = fn
-            if tick:          # a tick split by class counts once (in its largest part)
-                st.n += 1
+            if tick:          # a tick split by class counts in each part (the ticks whose interval holds
+                st.n += 1     # this class of the function; a part without one read "0 samples" beside its ms)
             ln = label[1]
             if ln:
                 st.lines[ln] = st.lines.get(ln, 0) + 1
@@ -496,7 +496,7 @@ class Sampler:
                         if k > 0:
                             prev += k
                             kx = True
-                            self._apply(st, prev, kc[0], label, exact=True, tick=False)
+                            self._apply(st, prev, kc[0], label, exact=True)
                         kc = None
                 if kc is not None:
                     self.kernel_totals.add(kc[1], end - prev, kf)
@@ -531,19 +531,18 @@ class Sampler:
                     cls = fallback
                 else:
                     # compute first, then native tokenization, then the stack's class; each part
-                    # names the tick's function (its time is the function's, whatever the class),
-                    # the tick is counted once, in the largest part
+                    # names the tick's function (its time is the function's, whatever the class)
                     dt = end - prev
                     rest = 1.0 - frac - ftok
                     top = max(frac, ftok, rest)
                     a = prev + int(dt * frac)
                     b = a + int(dt * ftok)
                     if a > prev:
-                        self._apply(st, a, CLS_COMPUTE, label, exact=True, tick=frac == top)
+                        self._apply(st, a, CLS_COMPUTE, label, exact=True)
                     if b > a:
-                        self._apply(st, b, CLS_TOKENIZATION, label, exact=True, tick=ftok == top and frac != top)
+                        self._apply(st, b, CLS_TOKENIZATION, label, exact=True)
                     if end > b:
-                        self._apply(st, end, fallback, label, exact=True, tick=rest == top and frac != top and ftok != top)
+                        self._apply(st, end, fallback, label, exact=True)
                     if t > end:
                         self._apply(st, t, CLS_WAITING, None, exact=True)
                     prev = t

@@ -179,7 +179,7 @@ TABLE_TITLES = [
     ("llm_requests", "LLM requests (TTFT and TPOT per request)"),
     ("llm_steps", "LLM generation steps (prefill / decode)"),
     ("efficiency_by_op", "FLOPs, bytes and achieved throughput per op (from recorded shapes)"),
-    ("top_python_functions", "Top Python functions (self time; sampled hottest function or recorded frames)"),
+    ("top_python_functions", "Top Python functions (self time; the sampled function of each tick, or recorded frames)"),
     ("top_ops", "Top framework ops (self CPU time; device time of the work they launched)"),
     ("top_apis", "Top runtime / driver API calls (by total time)"),
     ("kernels", "Top GPU kernels (by total time)"),
