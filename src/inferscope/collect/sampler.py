@@ -488,6 +488,13 @@ class Sampler:
                     kc = K.kernel_class(kf, bool(kb), native, fallback, CLS_COMPUTE, CLS_WAITING, kb == 2)
                     if kc is not None and kc[1] != K.FAULTS:
                         kc = None                      # (the I/O part was placed above)
+                    elif kc is not None and kc[0] == CLS_COMPUTE and (
+                            nk > nc or (i < n and samples[i][1] == TOKENIZER)
+                            or (not nc and st.native_fresh and (st.native_tok or 0) >= 0.5)):
+                        # the native code that faulted is a tokenizer's (a Rust tokenizer runs with the GIL
+                        # free): its memory work is tokenization (zoo_tokenizers serial read 75-79 % vs 91 %
+                        # true when it went to cpu_compute)
+                        kc = (CLS_TOKENIZATION, kc[1])
                     if tot and kc is not None:
                         # user-space samples too: the kernel part (stime carry) first, by the rule; the
                         # rest below by the samples
