@@ -54,7 +54,8 @@ class Clock:
         return self.cpu if clk == "fake-clk" else 0
 
 
-def run_script(script, scopes=None):
+def drive(script, scopes=None):
+    """Run the sampler loop in this thread over ``script``: (sampler, its buffer)."""
     buf = []
     c = Clock(script, None)
     s = SM.Sampler(buf, 200, scopes or {}, set(), clock=c.clock, sleep=c.sleep, frames=c.frames, cputime=c.cputime,
@@ -64,6 +65,11 @@ def run_script(script, scopes=None):
     s._perf_maps = s._PerfIP = s._perf_main = None     # what start() sets before the thread runs
     s._run()                                            # the sampler loop, in this thread
     s._close_all()
+    return s, buf
+
+
+def run_script(script, scopes=None):
+    _, buf = drive(script, scopes)
     return [(e[5], e[3], e[4]) for e in buf if e[2] == IDENT]
 
 
@@ -253,15 +259,7 @@ def test_one_function_per_run_with_its_tick_count_and_line():
     a = next(decode_loop())
     b = next(post_process())
     I = 5 * MS
-    buf = []
-    c = Clock([(a, True)] * 7 + [(b, True)] * 3 + [(a, True)] * 4, None)
-    s = SM.Sampler(buf, 200, {}, set(), clock=c.clock, sleep=c.sleep, frames=c.frames, cputime=c.cputime,
-                   getclk=lambda ident: "fake-clk" if ident == IDENT else 0)
-    c.stop = s._stop.set
-    s.use_perf = False
-    s._perf_maps = s._PerfIP = s._perf_main = None
-    s._run()
-    s._close_all()
+    _, buf = drive([(a, True)] * 7 + [(b, True)] * 3 + [(a, True)] * 4)
     runs = [e for e in buf if e[2] == IDENT]
     # tick 1 opens the state; ticks 2..7 decode_loop (6), 8..10 post_process (3), 11..14 decode_loop (4)
     # one class throughout (user_code; cpu_compute by the GIL heuristic once torch is imported in this process)
@@ -322,15 +320,7 @@ def test_thread_ticks_count_rate_per_thread():
     """Per-thread achieved rate (issue 23 item 5): ticks that saw the thread outside imports and the
     time they covered; the registering tick only opens the thread's state."""
     tok = next(tokenize_text())
-    buf = []
-    c = Clock([(tok, True)] * 21, None)
-    s = SM.Sampler(buf, 200, {}, set(), clock=c.clock, sleep=c.sleep, frames=c.frames, cputime=c.cputime,
-                   getclk=lambda ident: "fake-clk" if ident == IDENT else 0)
-    c.stop = s._stop.set
-    s.use_perf = False
-    s._perf_maps = s._PerfIP = s._perf_main = None
-    s._run()
-    s._close_all()
+    s, _ = drive([(tok, True)] * 21)
     (n, ns), = s.thread_ticks.values()
     assert n == 20 and ns == 20 * 5 * MS                # 200 Hz on this thread
 
