@@ -135,7 +135,8 @@ def test_session_flush_appends_only_new_events_and_final_trace_removes_journal(t
         assert 0 < n1 < s.journal.events
         events, _, n = journal.read(journal.path_for(out))
         assert n == 4                                         # two (ev, meta) pairs
-        assert len(events) == s.journal.events == len(s.buffer)   # no event written twice
+        # no event written twice (the sampler thread may append to the buffer after the flush: <=)
+        assert len(events) == s.journal.events <= len(s.buffer)
         names = _names(journal.load(journal.path_for(out)))
         assert names.count("first") == 1 and names.count("second") == 1
         s.finalize()
