@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from inferscope.analyze.intervals import active_at, active_at_sorted, clip, coverage_on_bounds, gaps, overlap_with_union, total, union
+from inferscope.analyze.intervals import (active_at, active_at_sorted, clip, coverage_on_bounds, gaps, overlap_with_union,
+                                         summed_until, total, union)
 
 
 def brute_cover(starts, ends, lo, hi):
@@ -39,3 +40,16 @@ def test_union_total_and_overlap_match_brute_force(seed):
 def test_clip_drops_empty():
     s, e = clip(np.array([0, 10, 50]), np.array([5, 20, 60]), 8, 55)
     assert s.tolist() == [10, 50] and e.tolist() == [20, 55]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_summed_until_counts_overlapping_intervals_each(seed):
+    """summed_until(x) = summed length of the intervals before x, overlaps counted once per interval: a
+    recount per point from a per-interval loop."""
+    rng = np.random.default_rng(seed)
+    s = rng.integers(0, 5000, 300)
+    e = s + rng.integers(0, 400, 300)
+    x = np.sort(rng.integers(-100, 6000, 80))
+    want = [int(sum(min(max(xi - a, 0), b - a) for a, b in zip(s.tolist(), e.tolist()))) for xi in x.tolist()]
+    assert summed_until(s, e, x).tolist() == want
+    assert summed_until(s[:0], e[:0], x).tolist() == [0] * len(x)

@@ -64,6 +64,26 @@ def test_lock_wait(tmp_path):
                      "on/off-CPU threshold, issue 16 item 3")
 
 
+def test_gil_contention_main_thread(tmp_path):
+    """zoo_gil.py: the main loop's pure Python beside 3 spinning Python threads.  Truth from the OS: the
+    loop's thread CPU time is user code, its run-queue delay waiting/run_queue, the rest off-CPU waiting
+    for the GIL (waiting/off_cpu).  Measured 2026-11-25 (bench_zoo, 3 runs, load ~1): user code +4.4,
+    run queue -2.4, off-CPU -3.7 points; before the truth split the loop's wall time was planted as user
+    code and read -62 points.  The GIL is named: gil_contention, with the spinners' function."""
+    # 25 iterations (~1 s): at the 20-40 Hz the sampler gets beside 3 spinners, the two tick intervals
+    # that straddle the window's edges are 5-10 % of a 10-iteration window (+12.5 points once)
+    res, rows = _run(tmp_path, "zoo_gil.py", env={"ZOO_ITERS": "25"})
+    rep = json.loads((Path(tmp_path) / "zoo_gil.json").read_text())
+    _within(rows["cpu_preprocessing/user_code"])
+    # waiting as a whole (off-CPU + run queue): which of the two a hand-over delay lands in depends on
+    # whether the thread was runnable at the tick (both are waiting)
+    off, rq = rows["waiting/off_cpu"], rows.get("waiting/run_queue", {"truth_pct": 0.0, "measured_pct": 0.0})
+    assert abs(off["measured_pct"] + rq["measured_pct"] - off["truth_pct"] - rq["truth_pct"]) <= TOL_PTS, (off, rq)
+    ids = {f["id"]: f for f in rep["findings"]}
+    assert "gil_contention" in ids, (list(ids), rep["contention"]["gil"])
+    assert ids["gil_contention"]["evidence"]["culprit"] == "spinner"
+
+
 def test_warmup_scope(tmp_path):
     """scope("step") x13, the first a 0.35 s warm-up (planted as a sleep) vs ~40 ms steps: the window
     starts at the second call (thresholds.SCOPE_WARMUP_FACTOR) and the label says so with both durations."""

@@ -68,7 +68,11 @@ def _runq_ns() -> int:
 
 
 @contextmanager
-def phase(name: str, expect: str):
+def phase(name: str, expect: str, off_cpu: str | None = None):
+    """Time one phase on this thread.  ``off_cpu``: the class of the phase's off-CPU time (wall less its
+    thread CPU time and run-queue delay, both from the OS), for a phase whose thread is planted to block
+    for part of it (waiting for the GIL beside busy Python threads): the harness then splits the phase
+    into ``expect`` (its CPU time) and ``off_cpu`` (the rest)."""
     q0 = _runq_ns()
     t0 = time.perf_counter_ns()
     c0 = time.thread_time_ns()
@@ -80,7 +84,7 @@ def phase(name: str, expect: str):
         q1 = _runq_ns()
         with _LOCK:
             _PHASES.append({"name": name, "expect": expect, "start_ns": t0, "end_ns": t1, "cpu_ns": c1 - c0,
-                            "runq_ns": (q1 - q0) if q0 >= 0 and q1 >= 0 else None,
+                            "runq_ns": (q1 - q0) if q0 >= 0 and q1 >= 0 else None, "off_cpu": off_cpu,
                             "tid": threading.get_native_id(), "main": threading.current_thread() is threading.main_thread()})
 
 

@@ -1,6 +1,7 @@
 """Planted: GIL contention -- 3 Python threads spin while the main thread runs a Python loop.
-Truth (main thread): its wall time is user code; the share of it spent waiting for the GIL is
-printed from thread CPU time (cpu_ns/wall), since self-timing cannot say more."""
+Truth (main thread): its CPU time in the loop (time.thread_time_ns) is user code; the rest of the loop's
+wall time, less its run-queue delay (schedstat), it is off-CPU waiting for the GIL: waiting/off_cpu
+(the OS's own accounting, independent of InferScope; gil_contention names the cause)."""
 import os
 import threading
 
@@ -30,6 +31,6 @@ for t in threads:
 gap("framework_overhead/framework_python")
 with scope("inference"):
     for _ in range(int(os.environ.get("ZOO_ITERS", "10"))):
-        with phase("python", expect="cpu_preprocessing/user_code"):
+        with phase("python", expect="cpu_preprocessing/user_code", off_cpu="waiting/off_cpu"):
             spin(100_000)
 stop.set()

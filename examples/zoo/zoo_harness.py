@@ -67,30 +67,41 @@ def truth_shares(truth: dict, lo: int, hi: int) -> dict[str, float]:
         a, b = max(lo, p["start_ns"]), min(hi, p["end_ns"])
         if b > a:
             by.setdefault(p["expect"], []).append((a, b))
-    # the run-queue delay measured inside each phase (a busy host) is waiting/run_queue, not the phase's class
-    rq_frac: dict[str, list[int]] = {}
+    # the run-queue delay measured inside each phase (a busy host) is waiting/run_queue, not the phase's
+    # class; a phase declared with off_cpu=CLASS moves its off-CPU time (wall - CPU - run queue) there
+    moved_frac: dict[str, dict[str, int]] = {}
+    tot_ns: dict[str, int] = {}
     for p in truth["phases"]:
-        if p.get("main", True) and p.get("runq_ns") is not None and p["end_ns"] > p["start_ns"]:
-            f = rq_frac.setdefault(p["expect"], [0, 0])
-            f[0] += min(p["runq_ns"], p["end_ns"] - p["start_ns"])
-            f[1] += p["end_ns"] - p["start_ns"]
+        if not p.get("main", True) or p["end_ns"] <= p["start_ns"]:
+            continue
+        wall = p["end_ns"] - p["start_ns"]
+        tot_ns[p["expect"]] = tot_ns.get(p["expect"], 0) + wall
+        f = moved_frac.setdefault(p["expect"], {})
+        q = min(p["runq_ns"], wall) if p.get("runq_ns") is not None else 0
+        f[RUNQ] = f.get(RUNQ, 0) + q
+        if p.get("off_cpu"):
+            off = max(0, wall - q - min(p.get("cpu_ns") or 0, wall))
+            f[p["off_cpu"]] = f.get(p["off_cpu"], 0) + off
     out = {}
     covered = []
-    rq_pct = 0.0
+    extra: dict[str, float] = {}
     for k, iv in by.items():
         u = _union(iv)
         covered += u
         pct = 100.0 * sum(b - a for a, b in u) / dur
-        q, tot = rq_frac.get(k, (0, 0))
-        moved = pct * q / tot if tot else 0.0
-        out[k] = pct - moved
-        rq_pct += moved
+        tot = tot_ns.get(k, 0)
+        out[k] = out.get(k, 0.0) + pct
+        for dst, ns in moved_frac.get(k, {}).items():
+            moved = pct * ns / tot if tot else 0.0
+            out[k] -= moved
+            extra[dst] = extra.get(dst, 0.0) + moved
     rest = 100.0 - 100.0 * sum(b - a for a, b in _union(covered)) / dur
     if rest > 0.05:
         key = truth.get("gap") or UNPLANTED
         out[key] = out.get(key, 0.0) + rest
-    if rq_pct > 0.05:
-        out[RUNQ] = out.get(RUNQ, 0.0) + rq_pct
+    for dst, pct in extra.items():
+        if pct > 0.05:
+            out[dst] = out.get(dst, 0.0) + pct
     return out
 
 

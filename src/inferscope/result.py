@@ -615,6 +615,7 @@ class GilWait(_S):
     python_threads: int
     threads: list[GilThread]
     basis: str
+    bin_ms: Optional[float] = None  # waiting and Python matched per bin of this width (live: two sampler ticks)
 
 
 class FaultFunction(_S):

@@ -104,3 +104,19 @@ def overlap_with_union(starts: np.ndarray, ends: np.ndarray, us: np.ndarray, ue:
         return part
 
     return covered_until(ends) - covered_until(starts)
+
+
+def summed_until(starts: np.ndarray, ends: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """For each point x: the summed length of the (possibly overlapping) intervals before it,
+    sum_i clip(x - start_i, 0, end_i - start_i).  Differences over bin edges give each bin's summed
+    coverage (two threads in one bin count twice).  Pass times relative to a nearby origin: the sums
+    are int64 products of counts and offsets."""
+    x = np.asarray(x, dtype=I64)
+    if len(starts) == 0:
+        return np.zeros(len(x), dtype=I64)
+    s, e = np.sort(np.asarray(starts, dtype=I64)), np.sort(np.asarray(ends, dtype=I64))
+    cs = np.concatenate(([0], np.cumsum(s)))
+    ce = np.concatenate(([0], np.cumsum(e)))
+    ks = np.searchsorted(s, x, side="left")
+    ke = np.searchsorted(e, x, side="left")
+    return (ks * x - cs[ks]) - (ke * x - ce[ke])
