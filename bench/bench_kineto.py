@@ -245,8 +245,9 @@ PROCESS_TARGET_X = 3.0   # issue 26: the whole `inferscope analyze` command <= 3
 def _floor_process_code(src: Path) -> str:
     """A child that reads, inflates and decodes the file into the importer's own typed Structs and
     exits: the decode-floor *process* (interpreter + msgspec only; the Struct definitions are taken
-    from ingest/kineto.py's source, so they are the importer's, without importing numpy)."""
-    text = (src / "inferscope" / "ingest" / "kineto.py").read_text()
+    from ingest/kineto/decode.py's source, so they are the importer's, without importing numpy)."""
+    k = src / "inferscope" / "ingest" / "kineto"
+    text = (k / "decode.py" if k.is_dir() else k.with_suffix(".py")).read_text()
     a = text.index("class _Args(")
     b = text.index("_TOP_DEC = ")
     b = text.index("\n", b) + 1

@@ -76,7 +76,7 @@ class Config:
     offcpu_probe: bool = True              # name the syscall/file/frame off-CPU threads block in (collect/blocking.py)
     follow_children: bool = True           # `inferscope run` samples Python child processes too (collect/bootstrap.py)
     # cap on decompressed input (.json.gz, .iscope members); None: 50x the compressed size,
-    # at least 64 MB, at most 4096 MB (ingest/kineto.py decompress_limit)
+    # at least 64 MB, at most 4096 MB (ingest/kineto/__init__.py decompress_limit)
     max_decompressed_mb: float | None = None
     metrics_port: int = -1                 # Prometheus /metrics endpoint in the profiled process; -1 off, 0 a free port
     metrics_host: str = "127.0.0.1"

@@ -1,7 +1,7 @@
 """Achieved FLOPs from recorded shapes, device peaks, MFU and MBU (issue 11).
 
 Shapes: CPU_OP spans carry ``{"dims", "types", "concrete"}`` (Kineto ``record_shapes``: ``Input Dims``,
-``Input type``, ``Concrete Inputs``) as a string id in ``detail`` (ingest/kineto.py).
+``Input type``, ``Concrete Inputs``) as a string id in ``detail`` (ingest/kineto/build.py).
 
 Counting rules (each op counted once, nested calls never twice):
   * GEMM family (``aten::mm``, ``addmm``, ``bmm``, ``baddbmm``, ``matmul``, ``linear``): only the innermost

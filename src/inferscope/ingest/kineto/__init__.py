@@ -1,0 +1,237 @@
+"""PyTorch profiler (Kineto) Chrome-trace importer: ``load(path) -> Trace``.
+
+Accepts ``.json`` and ``.json.gz`` written by ``torch.profiler`` (export_chrome_trace,
+tensorboard_trace_handler), current and legacy categories, and a bare top-level JSON list
+of events (legacy Chrome format).  The input file is only ever opened for reading.
+
+Speed: the JSON is decoded by ``msgspec`` straight into small typed Structs that name only
+the fields we use (everything else, including big ``args`` payloads and all top-level
+metadata we do not whitelist, is skipped by the decoder without building Python objects).
+After the decode, each field becomes one numpy column and everything else (kinds, tracks,
+timestamps, copy kinds, the launch join) is vectorised; per-*distinct*-string work (names,
+categories) is done once per string, not per event.
+
+Modules, one idea each (none imports this package, so there is no import cycle):
+  decode.py      typed decode targets (msgspec Structs) and the whole-file decode with its repairs
+  stream.py      the streamed decode: traceEvents cut into batches, each reduced to columns at once
+  columns.py     ``_Cols``: compact per-event columns (factorised strings, numbers, kept args)
+  timestamps.py  ts/dur -> exact int64 ns
+  categories.py  category -> span kind and side, flow categories, ProfilerStep and memcpy names
+  build.py       columns -> Trace (``_build``)
+  tracks.py      metadata names, span rows -> tracks, memory counters
+  flows.py       launch flows (correlation join) and fwdbwd flows
+  meta.py        top-level metadata -> ``Trace.meta`` (devices, versions, config, distributedInfo)
+This module reads the input (decompression caps, gzip in bounded steps), drives the streamed or
+whole-file decode and draws the progress line.
+"""
+from __future__ import annotations
+
+import gc
+import sys
+import time
+import zlib
+from pathlib import Path
+
+from ...errors import InputError
+from .._files import read_input
+from ...trace.model import Trace
+from .build import _build
+from .columns import _Cols
+from .decode import _TOP_DEC, _Fallback, _one_line, decode_events  # noqa: F401  (_TOP_DEC: bench_kineto)
+from .stream import STREAM_BATCH_BYTES, stream_decode
+
+__all__ = ["load", "decode_events"]
+
+# --------------------------------------------------------------------------------------
+# reading
+# --------------------------------------------------------------------------------------
+# Decompression caps (a 1 MB gzip bomb must not take gigabytes): by default the output may
+# be at most DECOMPRESS_RATIO x the compressed size (real Kineto traces compress 7-22x),
+# with a floor of DECOMPRESS_FLOOR and an absolute DEFAULT_MAX_DECOMPRESSED; an explicit
+# --max-decompressed-mb replaces all three.
+DECOMPRESS_RATIO = 50
+DECOMPRESS_FLOOR = 64 << 20
+DEFAULT_MAX_DECOMPRESSED = 4096 << 20
+
+
+def decompress_limit(compressed: int, explicit: int | None) -> int:
+    if explicit is not None:
+        return int(explicit)
+    return min(DEFAULT_MAX_DECOMPRESSED, max(DECOMPRESS_FLOOR, DECOMPRESS_RATIO * compressed))
+
+
+def _read_bytes(p: Path, max_decompressed: int | None = None) -> bytes:
+    out = [c for c in _iter_bytes(p, max_decompressed, whole=True) if c]
+    return out[0] if len(out) == 1 else b"".join(out)
+
+
+def _iter_bytes(p: Path, max_decompressed: int | None = None, whole: bool = False, step: int = 1 << 24):
+    """The (inflated) content of ``p`` in chunks of at most ``step`` bytes; the decompression caps
+    and gzip errors raise InputError as soon as they are seen.  whole=True reads the file at once
+    (the compressed size is what the caps are relative to)."""
+    if whole:
+        data = read_input(p, expected="a PyTorch profiler trace")
+        size = len(data)
+    else:
+        head = read_input(p, 2, expected="a PyTorch profiler trace")
+        size = p.stat().st_size
+        data = None
+    if (data if data is not None else head)[:2] != b"\x1f\x8b":
+        if data is not None:
+            yield data
+            return
+        with open(p, "rb") as f:
+            while True:
+                c = f.read(step)
+                if not c:
+                    return
+                yield c
+    limit = decompress_limit(size, max_decompressed)
+    f = None if data is not None else open(p, "rb")
+    try:
+        total = 0
+        d = zlib.decompressobj(47)
+        buf = data if data is not None else f.read(step)
+        try:
+            while True:
+                while True:   # bounded steps: never more than `limit` bytes held
+                    if not buf and f is not None:
+                        buf = f.read(step)
+                    chunk = d.decompress(buf, step)
+                    buf = d.unconsumed_tail
+                    total += len(chunk)
+                    if total > limit:
+                        raise InputError(
+                            f"{p.name}: decompresses to more than {limit >> 20} MB "
+                            f"({size >> 10} KB compressed); if the trace is genuine, raise the limit with "
+                            "--max-decompressed-mb or INFERSCOPE_MAX_DECOMPRESSED_MB")
+                    if chunk:
+                        yield chunk
+                    if d.eof:
+                        break
+                    if not buf and (f is None or not (buf := f.read(step))):
+                        break
+                if not d.eof:
+                    raise InputError(f"{p.name}: truncated gzip file (compressed stream ends early)")
+                buf = d.unused_data
+                while f is not None and not buf.lstrip(b"\x00"):  # trailing NUL padding: to EOF
+                    more = f.read(step)
+                    if not more:
+                        break
+                    buf += more
+                if not buf or not buf.lstrip(b"\x00"):
+                    break
+                d = zlib.decompressobj(47)  # concatenated gzip members
+        except zlib.error as e:
+            raise InputError(f"{p.name}: corrupt gzip file ({e})") from None
+    finally:
+        if f is not None:
+            f.close()
+
+
+# --------------------------------------------------------------------------------------
+# load
+# --------------------------------------------------------------------------------------
+# Progress line on stderr: only when stderr is a terminal and the file is at least this big on disk.
+PROGRESS_MIN_BYTES = 32 << 20
+PROGRESS_EVERY_S = 0.5
+
+
+def _progress_line(p: Path):
+    """(show(bytes_read, events), erase()) writing one self-overwriting line to a TTY stderr; None otherwise."""
+    err = sys.stderr
+    try:
+        if not err.isatty() or p.stat().st_size < PROGRESS_MIN_BYTES:
+            return None
+    except (OSError, ValueError, AttributeError):
+        return None
+    state = {"t": float("-inf"), "shown": False}
+
+    def show(nbytes: int, nevents: int) -> None:
+        now = time.monotonic()
+        if now - state["t"] < PROGRESS_EVERY_S:
+            return
+        state["t"] = now
+        state["shown"] = True
+        err.write(f"\r\x1b[K{p.name[:60]}: {nbytes / 1e6:,.0f} MB read, {nevents:,d} events decoded")
+        err.flush()
+
+    def erase() -> None:
+        if state["shown"]:
+            err.write("\r\x1b[K")
+            err.flush()
+    return show, erase
+
+
+def load(path, max_decompressed: int | None = None, batch_bytes: int | None = None) -> Trace:
+    """Import a PyTorch profiler (Kineto) Chrome trace; raises InputError on bad input.
+
+    batch_bytes: size of the streamed traceEvents batches (default STREAM_BATCH_BYTES); 0 decodes
+    the whole file at once (the path every anomaly falls back to)."""
+    enabled = gc.isenabled()
+    gc.disable()  # millions of short-lived objects: the cyclic GC only costs time here
+    prog = _progress_line(Path(path))
+    try:
+        return _load(path, max_decompressed, batch_bytes, prog[0] if prog else None)
+    except InputError:
+        raise
+    except (ValueError, TypeError, OverflowError, AttributeError, IndexError, KeyError, RecursionError) as e:
+        # Backstop: a value combination the checks above did not foresee is still bad input
+        # (one line, exit 2); INFERSCOPE_DEBUG=1 shows where it came from.
+        import os
+        if os.environ.get("INFERSCOPE_DEBUG"):
+            raise
+        raise InputError(f"{Path(path).name}: unsupported or damaged trace content "
+                         f"({type(e).__name__}: {_one_line(e)[:160]})") from None
+    finally:
+        if prog:
+            prog[1]()
+        if enabled:
+            gc.enable()
+
+
+# Below this much (inflated) input the heap freed by the batches is small and the next allocations
+# reuse it: trimming would only cost time (~10 ms on a 35 MB trace, issue 26) and page faults.
+_TRIM_MIN_BYTES = 4 * (16 << 20)
+
+
+def _trim_heap() -> None:
+    """Give the heap freed by the decoded batches (Structs, strings) back to the OS before the
+    columns are built: glibc keeps ~70 MB of it on a 2M-event trace, which would add to the peak
+    RSS of the build. glibc only; a no-op elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _load(path, max_decompressed=None, batch_bytes: int | None = None, progress=None) -> Trace:
+    p = Path(path)
+    name = p.name
+    batch_bytes = STREAM_BATCH_BYTES if batch_bytes is None else batch_bytes
+    if batch_bytes > 0:
+        try:
+            cols = _Cols()
+            top = _stream_decode(p, max_decompressed, batch_bytes, cols, progress)
+            if cols.nread >= _TRIM_MIN_BYTES:
+                _trim_heap()
+            return _build(cols, top, [], name, None)
+        except (_Fallback, ValueError, TypeError, OverflowError, AttributeError, IndexError, KeyError,
+                RecursionError):
+            pass  # the whole-file decode below gives the exact result, repairs and messages
+        finally:
+            cols = None
+    data = _read_bytes(p, max_decompressed)
+    top, events, warnings = decode_events(data, name)
+    cols = _Cols()
+    cols.add(events)
+    del events
+    return _build(cols, top, warnings, name, data)
+
+
+def _stream_decode(p: Path, max_decompressed, batch_bytes: int, cols: _Cols, progress):
+    """``stream_decode`` of the (inflated) content of ``p``; returns the top-level metadata."""
+    return stream_decode(_iter_bytes(p, max_decompressed), batch_bytes, cols, progress)

@@ -1,0 +1,145 @@
+"""Streamed Kineto decode: ``traceEvents`` cut into batches, each decoded in place and reduced to
+columns at once; anything unusual raises ``_Fallback`` (the whole-file decode takes over)."""
+from __future__ import annotations
+
+import re
+
+import msgspec
+
+from .decode import _Fallback, _LIST_DEC, _TOP_DEC
+from .timestamps import _TS_RE
+
+# Streaming decode: traceEvents is cut into batches of about this many bytes.
+STREAM_BATCH_BYTES = 16 << 20
+_STREAM_TRIES = 8                  # candidate cuts tried per batch before giving up (-> whole-file decode)
+_STREAM_PREFIX_MAX = 64 << 20      # top-level content before traceEvents kept at most
+_CUT_RE = re.compile(rb"\s*,\s*\{")
+_KEY_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
+
+
+def stream_decode(chunks, batch_bytes: int, cols, progress):
+    """Feed ``cols`` (a ``columns._Cols``) batch by batch from ``chunks`` (the inflated file, as
+    ``bytes`` pieces); returns the top-level metadata.
+    Raises _Fallback for anything unusual (a list at top level, a BOM, invalid or damaged JSON,
+    malformed events, a cut that cannot be confirmed): the whole-file decode then handles it
+    exactly as before, with its repairs and messages."""
+    buf = bytearray()
+    eof = False
+    nread = 0
+
+    def more() -> bool:
+        nonlocal eof, nread
+        if eof:
+            return False
+        c = next(chunks, None)
+        if c is None:
+            eof = True
+            return False
+        buf.extend(c)
+        nread += len(c)
+        return True
+
+    # ---- prefix up to and including '"traceEvents": [' -------------------------------
+    while True:
+        m = _KEY_RE.search(buf)
+        if m:
+            break
+        if len(buf) > _STREAM_PREFIX_MAX or not more():
+            raise _Fallback
+    if bytes(buf[:m.start()]).lstrip(b" \t\r\n")[:1] != b"{":
+        raise _Fallback
+    prefix = bytes(buf[:m.start()])
+    # buf[0] is kept as the '[' in front of the next event, so a batch is decoded in place
+    # (buf[:k + 2] with the ',' after its last event turned into ']' for the moment): no copy
+    del buf[:m.end() - 1]
+    # ---- the array, batch by batch ------------------------------------------------------------
+    tail = None
+    while tail is None:
+        while len(buf) - 1 < batch_bytes and more():
+            pass
+        if eof:
+            tail = buf
+            break
+        # candidate cuts: '}' followed by ',' and '{' (whitespace allowed), latest first
+        hi = len(buf)
+        for _ in range(_STREAM_TRIES):
+            k = buf.rfind(b"}", 0, hi)
+            while k >= 0:
+                mm = _CUT_RE.match(buf, k + 1)
+                if mm and mm.end() < len(buf):
+                    break
+                k = buf.rfind(b"}", 0, k)
+            if k < 0:
+                break
+            sep = buf[k + 1]
+            buf[k + 1] = 0x5D   # ']'
+            try:
+                evs, raw = _decode_in_place(buf, k + 2)
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, ValueError):
+                buf[k + 1] = sep
+                hi = k
+                continue
+            cols.add(evs, raw)
+            del evs
+            _release(raw)
+            del buf[:mm.end() - 2]
+            buf[0] = 0x5B       # '['
+            if progress is not None:
+                progress(nread, cols.n)
+            break
+        else:
+            raise _Fallback
+        if k < 0:
+            if len(buf) - 1 > 4 * batch_bytes + (64 << 20):
+                raise _Fallback  # one huge event (or no cut at all): let the whole decode judge it
+            if not more():
+                continue
+    # ---- last events, the closing ']' and the rest of the top-level object --------------------
+    hi = len(tail)
+    for _ in range(_STREAM_TRIES * 4):
+        r = tail.rfind(b"]", 0, hi)
+        if r < 0:
+            raise _Fallback
+        hi = r
+        try:
+            evs, raw = _decode_in_place(tail, r + 1)     # tail[0] is '[', tail[r] is ']'
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, ValueError):
+            continue
+        rest = prefix + b'"traceEvents":[]' + bytes(memoryview(tail)[r + 1:])
+        try:
+            top = _TOP_DEC.decode(rest)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, ValueError):
+            raise _Fallback from None
+        if top.traceEvents:  # a second traceEvents key: the whole decode decides which one counts
+            raise _Fallback
+        cols.add(evs, raw)
+        del evs
+        _release(raw)
+        cols.outer_ts = bool(_TS_RE.search(rest))
+        cols.nread = nread
+        if cols.n == 0:
+            raise _Fallback
+        if progress is not None:
+            progress(nread, cols.n)
+        return top
+    raise _Fallback
+
+
+def _decode_in_place(buf: bytearray, end: int):
+    """(events of ``buf[:end]``, the view they were decoded from) without copying the batch; the
+    view must be given to ``_release`` once the events are dropped (msgspec.Raw fields point into it)."""
+    view = memoryview(buf)[:end]
+    try:
+        return _LIST_DEC.decode(view), view
+    except BaseException:
+        view.release()
+        raise
+
+
+def _release(view: memoryview) -> None:
+    """Release a batch view so ``buf`` can be cut again; a Raw still alive in kept args (never in
+    a normal trace) leaves it exported: the whole-file decode takes over."""
+    try:
+        view.release()
+    except BufferError:
+        raise _Fallback from None
