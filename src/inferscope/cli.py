@@ -60,11 +60,14 @@ def _say(args, *lines) -> None:
 
 def cmd_analyze(args) -> int:
     if isinstance(args.trace, list):
-        from .batch import cli_analyze_many, is_many
-        if is_many(args.trace) or args.engine != "local" or args.address:
-            if getattr(args, "ncu", None):
-                raise InputError("--ncu joins one Nsight Compute capture to one trace; give a single trace")
-            return cli_analyze_many(args)
+        # one existing file on the local engine (is_many is False for it): batch.py is not imported
+        one_file = len(args.trace) == 1 and Path(args.trace[0]).is_file()
+        if not one_file or args.engine != "local" or args.address:
+            from .batch import cli_analyze_many, is_many
+            if is_many(args.trace) or args.engine != "local" or args.address:
+                if getattr(args, "ncu", None):
+                    raise InputError("--ncu joins one Nsight Compute capture to one trace; give a single trace")
+                return cli_analyze_many(args)
         args.trace = args.trace[0]
     # one trace, one short-lived command: the cyclic GC off throughout, as the importers and the
     # analyses already run (its full collections while numpy and the analyses are imported cost

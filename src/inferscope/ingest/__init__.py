@@ -40,8 +40,7 @@ def detect_format(path: str | os.PathLike) -> str:
 def _ncu_head(p: Path, gz: bool) -> bool:
     """Does the file (inflated: its first 64 KB at most) start like ``ncu --csv`` output?"""
     import zlib
-    from ._files import read_input
-    from .ncu import sniff
+    from ._files import ncu_sniff as sniff, read_input
     raw = read_input(p, 65536)
     if gz:
         try:

@@ -1,6 +1,8 @@
-"""Reading an input file with one-line errors (shared by format detection and the importers)."""
+"""Reading an input file with one-line errors (shared by format detection and the importers), and
+the ncu CSV header sniff (format detection must not import an importer it does not use)."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ..errors import InputError
@@ -17,3 +19,15 @@ def read_input(p: Path, n: int = -1, expected: str = "a trace file") -> bytes:
             return f.read(n)
     except OSError as e:
         raise InputError(f"{p}: cannot read ({e.strerror or e})") from None
+
+
+NCU_HEADER = re.compile(r'^\s*"?ID"?\s*,\s*"?Process ID"?\s*,')
+
+
+def ncu_sniff(head_text: str) -> bool:
+    """True when the text starts (after ncu's ``==PROF==``/``==WARNING==`` lines) with the CSV header."""
+    for line in head_text.splitlines():
+        if not line.strip() or line.startswith("=="):
+            continue
+        return bool(NCU_HEADER.match(line))
+    return False

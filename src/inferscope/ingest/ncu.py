@@ -21,13 +21,12 @@ import zlib
 from pathlib import Path
 
 from ..errors import InputError
-from ._files import read_input
+from ._files import NCU_HEADER as _HEADER, read_input
 
 MAX_BYTES = 256 << 20         # decompressed text; a 40-launch --set full raw page is ~0.5 MB
 MAX_LAUNCHES = 100_000
 MAX_RULES_PER_LAUNCH = 32
 MAX_RULE_CHARS = 600
-_HEADER = re.compile(r'^\s*"?ID"?\s*,\s*"?Process ID"?\s*,')
 
 # canonical metric -> raw-page probes: exact names (a tuple = sum of its parts), then a regex
 RAW = {
@@ -139,15 +138,6 @@ def _text(path: Path, max_bytes: int) -> str:
     if len(raw) > max_bytes:
         raise InputError(f"{path}: more than {max_bytes >> 20} MB of ncu CSV (raise --max-decompressed-mb)")
     return raw.decode("utf-8", errors="replace")
-
-
-def sniff(head_text: str) -> bool:
-    """True when the text starts (after ncu's ``==PROF==``/``==WARNING==`` lines) with the CSV header."""
-    for line in head_text.splitlines():
-        if not line.strip() or line.startswith("=="):
-            continue
-        return bool(_HEADER.match(line))
-    return False
 
 
 def _rows(path: Path, text: str) -> tuple[list[str], list[list[str]]]:
