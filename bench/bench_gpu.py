@@ -87,8 +87,11 @@ def run_tests(art: Path) -> int:
 
 
 VARIANTS = {   # name -> (bench_overhead mode, extra environment for the inferscope mode)
-    "inferscope": ("inferscope", {}),
-    "inferscope-noprof": ("inferscope", {"INFERSCOPE_TORCH_PROFILER": "off"}),
+    "inferscope": ("inferscope", {}),                                            # default: CUPTI when cupti-python is there
+    "inferscope-ops": ("inferscope", {"INFERSCOPE_TORCH_PROFILER": "on"}),      # torch.profiler op tables (CPU ops + CUDA)
+    "inferscope-apiall": ("inferscope", {"INFERSCOPE_CUPTI_API": "all"}),      # CUPTI with every CUDA API call recorded
+    "inferscope-kernelonly": ("inferscope", {"INFERSCOPE_CUPTI_API": "none"}),  # CUPTI GPU records, no API records
+    "inferscope-noprof": ("inferscope", {"INFERSCOPE_TORCH_PROFILER": "off", "INFERSCOPE_CUPTI": "0"}),  # no GPU source
     "torchprof-cuda": ("torchprof-cuda", {}),          # plain torch.profiler, CPU + CUDA activities
     "torchprof-cudaonly": ("torchprof-cudaonly", {}),  # plain torch.profiler, CUDA activities only
 }

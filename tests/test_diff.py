@@ -319,3 +319,22 @@ def test_largest_change_leaves_the_run_queue_out():
     # the program's own off-CPU wait grew: that counts
     d = diff_sides(Side("b", rep(400.0, 100.0, 300.0)), Side("a", rep(380.0, 260.0, 0.0)))
     assert d["largest_increase"] == "waiting" and d["largest_decrease"] == "cpu_preprocessing"
+
+
+def test_waiting_without_listed_parts_is_off_cpu():
+    """A report lists waiting's parts only when the run queue has time; compared with one that lists them,
+    its waiting is all off-CPU (a live tokenizer diff read off_cpu -299 ms, 'vanished', as the largest part
+    decrease when the faster run had no run-queue time)."""
+    from inferscope.compare import diff_sides
+
+    def rep(tok, off, rq):
+        wait = {"category": "waiting", "ms": off + rq, "pct": 0.0, "parts": []}
+        if rq:
+            wait["parts"] = [{"name": "off_cpu", "ms": off, "pct": 0.0}, {"name": "run_queue", "ms": rq, "pct": 0.0}]
+        return {"e2e_ms": tok + off + rq, "breakdown": [
+            {"category": "cpu_preprocessing", "ms": tok, "pct": 0.0, "parts": [{"name": "tokenization", "ms": tok, "pct": 0.0}]},
+            wait]}
+    d = diff_sides(Side("b", rep(197.2, 299.3, 2.8)), Side("a", rep(53.3, 300.1, 0.0)))
+    parts = {p["name"]: p for c in d["categories"] for p in c["parts"]}
+    assert parts["off_cpu"]["after_ms"] == pytest.approx(300.1) and parts["off_cpu"]["delta_ms"] == pytest.approx(0.8)
+    assert min(parts.values(), key=lambda p: p["delta_ms"])["name"] == "tokenization"

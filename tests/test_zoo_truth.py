@@ -105,10 +105,13 @@ def test_warmup_scope(tmp_path):
 
 def test_rust_tokenizer_serial(tmp_path):
     """HF tokenizers' encode_batch (Rust): its perf IP samples fall in tokenizers.abi3.so (role TOKENIZER)
-    and libc (following the interval's mix).  Measured 87 % tokenization vs 92 % truth (was 0 %)."""
+    and libc (following the interval's mix).  Measured 87 % tokenization vs 92 % truth (was 0 %) on
+    2026-11-25; on 2026-11-26 the same code read 80.0-88.5 % (3 runs) and the suite's run 78.7 %, with
+    signal frames 69.8-90.9 % (12 runs; the Python glue between calls reads user code, 5-15 %).  Band:
+    20 points (the 0 % of the bug fails it; the 12 points used before failed about 1 run in 3)."""
     res, rows = _run(tmp_path, "zoo_tokenizers.py", env={"ZOO_ITERS": "8"})
     _needs_perf(tmp_path, "zoo_tokenizers")
-    _within(rows["cpu_preprocessing/tokenization"])
+    _within(rows["cpu_preprocessing/tokenization"], tol=20.0)
 
 
 def test_rust_tokenizer_parallel_native_threads(tmp_path):
@@ -198,14 +201,15 @@ def test_culprit_next_to_gil_releasing_calls(tmp_path):
     (numpy_features): the sampler must name clean_rows, not only the call where the GIL is released, and
     give its file:line (issue 24 item 1).  With Python's 5 ms switch interval clean_rows read 0-3 % (every
     tick waited for the next release point, inside numpy_features); the sampler's shorter switch interval
-    brings it to 11-46 % of the own time on this loaded 2-core box (13 single runs, 2026-11-25; the low end
-    in a CI run beside other tests).  Band: clean_rows at least 9 points (0-8.2 % before), numpy_features
-    below 85 %."""
+    brought it to 11-46 % on this loaded 2-core box (13 runs, 2026-11-25).  The main thread's function at
+    a timer signal (collect/sigframes.py) reads 54.7-70.9 % for 63 % true with a CPU hog beside it (3 runs,
+    2026-11-26; numpy_features 23-43 % for 35 %).  Band: clean_rows >= 35 % (the GIL-point bias's
+    11-34 % fails), numpy_features < 60 %."""
     res, rows = _run(tmp_path, "zoo_mixed_culprit.py", env={"ZOO_ITERS": "300"})
     clean, feats = rows["function clean_rows"], rows["function numpy_features"]
     assert clean["truth_pct"] > 40, clean             # the planted split holds
-    assert clean["measured_pct"] >= 9, (clean, feats)
-    assert feats["measured_pct"] < 85, (clean, feats)
+    assert clean["measured_pct"] >= 35, (clean, feats)
+    assert feats["measured_pct"] < 60, (clean, feats)
     rep = json.loads((Path(tmp_path) / "zoo_mixed_culprit.json").read_text())
     fn = [f for f in rep["culprits"]["functions"] if f["function"] in ("clean_rows", "numpy_features")]
     assert fn and all(f["file"].split(":")[0].endswith("zoo_mixed_culprit.py") and f["file"].split(":")[1].isdigit()

@@ -322,6 +322,16 @@ def _source_line(side: Side) -> dict:
             "devices": [d.get("name") for d in src.get("devices") or [] if isinstance(d, dict)]}
 
 
+def _parts(category: str, row: dict) -> dict:
+    """A category's parts by name.  A report lists waiting's parts only when its run queue has time
+    (analyze/breakdown.py): without them all of waiting is off-CPU, and a side compared with one that
+    lists them must say so (else off_cpu reads as vanished: -299 ms in a tokenizer diff)."""
+    parts = {p["name"]: p for p in row.get("parts") or []}
+    if category == "waiting" and not parts and float(row.get("ms", 0.0)) > 0:
+        parts = {"off_cpu": {"name": "off_cpu", "ms": float(row["ms"])}}
+    return parts
+
+
 def diff_sides(before: Side, after: Side, min_change_pct: float | None = None) -> dict:
     rb, ra = before.report, after.report
     eb, ea = float(rb["e2e_ms"]), float(ra["e2e_ms"])
@@ -332,8 +342,7 @@ def diff_sides(before: Side, after: Side, min_change_pct: float | None = None) -
         b, a = cb.get(c, {}), ca.get(c, {})
         bms, ams = float(b.get("ms", 0.0)), float(a.get("ms", 0.0))
         bp, ap = float(b.get("pct", 0.0)), float(a.get("pct", 0.0))
-        pb = {p["name"]: p for p in b.get("parts") or []}
-        pa = {p["name"]: p for p in a.get("parts") or []}
+        pb, pa = _parts(c, b), _parts(c, a)
         parts = []
         for pn in list(pb) + [x for x in pa if x not in pb]:
             x, y = pb.get(pn, {}), pa.get(pn, {})

@@ -2,7 +2,7 @@
 
 Keys (seed 001): enabled, log_level, trace_size_mb, sync_error_margin_us, report_format,
 report_path, cuda_version, cpu_sampling_frequency_hz.  InferScope additions:
-system_sampling_hz, torch_profiler (auto|on|off), flush_interval_s, perf_ip_sampling, offcpu_probe.
+system_sampling_hz, torch_profiler (auto|on|off), cupti, flush_interval_s, perf_ip_sampling, offcpu_probe.
 A bad value raises ConfigError (one line; the CLI exits 2).
 """
 from __future__ import annotations
@@ -27,6 +27,7 @@ ENV = {
     "cpu_sampling_frequency_hz": "INFERSCOPE_CPU_SAMPLING_FREQUENCY_HZ",
     "system_sampling_hz": "INFERSCOPE_SYSTEM_SAMPLING_HZ",
     "torch_profiler": "INFERSCOPE_TORCH_PROFILER",
+    "cupti": "INFERSCOPE_CUPTI",
     "flush_interval_s": "INFERSCOPE_FLUSH_INTERVAL_S",
     "perf_ip_sampling": "INFERSCOPE_PERF_IP_SAMPLING",
     "offcpu_probe": "INFERSCOPE_OFFCPU_PROBE",
@@ -70,7 +71,10 @@ class Config:
     # which op-heavy code pays for on every GIL release; 500 Hz cost +6-9 % on generate()/tiny ops
     cpu_sampling_frequency_hz: float = 200.0
     system_sampling_hz: float = 20.0
-    torch_profiler: str = "auto"           # auto: on when the workload imports torch and CUDA is available
+    # auto: on when the workload imports torch, CUDA is available and CUPTI (below) is not used;
+    # on: always (torch op tables; records every op on the host: 2.6x on a launch-bound loop)
+    torch_profiler: str = "auto"
+    cupti: bool = True                     # GPU activity from CUPTI (cupti-python) when CUDA is used (collect/gpu_activity.py)
     flush_interval_s: float = 2.0
     perf_ip_sampling: bool = True          # perf_event IP samples decide cpu_compute vs framework (Linux)
     offcpu_probe: bool = True              # name the syscall/file/frame off-CPU threads block in (collect/blocking.py)
@@ -142,7 +146,7 @@ def _validate(key: str, v, where: str):
         return _num(v, where, 0, 1 << 20, positive=True)
     if key == "system_sampling_hz":
         return _num(v, where, 0, 1000)
-    if key in ("perf_ip_sampling", "follow_children", "offcpu_probe"):
+    if key in ("perf_ip_sampling", "follow_children", "offcpu_probe", "cupti"):
         return _bool(v, where)
     if key == "flush_interval_s":
         return _num(v, where, 0.1, 3600)

@@ -489,14 +489,16 @@ class CpuSampling(_S):
 
 
 class CollectionCost(_S):
-    """Live runs with torch.profiler: the estimated observer effect in the window."""
-    profiler_host_events: int
+    """Live runs with CUPTI or torch.profiler: the estimated observer effect in the window."""
+    profiler_host_events: int   # events that cost: torch.profiler's ops + API calls, or CUPTI's GPU activity records
     cost_per_event_us: float
     estimated_ms: float
     estimated_ms_range: list[float]
     pct_of_window: float
     finalize_ms: Num
     basis: str
+    source: str = "torch.profiler"      # which collector: "CUPTI" or "torch.profiler"
+    what: str = "ops and CUDA API calls"
 
 
 class CounterSeries(_S):

@@ -141,6 +141,14 @@ PROFILER_COST_RANGE_US = (2.2, 5.0)
 # Above this estimated share of the window, the report warns that host-side categories
 # (framework/launch overhead) are inflated by the collection itself.
 PROFILER_COST_WARN_PCT = 10.0
+# What CUPTI activity tracing (collect/gpu_activity.py, the default GPU source) adds to the launching
+# thread per recorded GPU activity (kernel, copy, memset), measured on an H100 (driver 580.159.04,
+# CUDA 13.0, Firecracker VM, bench/README.md "CUPTI collector"): a 30k-launch x.add_() loop ran
+# 1.53-1.63x its plain time with CUPTI vs 0.92-1.09x with the sampler alone (medians of 5-8
+# interleaved pairs), i.e. 4.7-6.3 us per kernel launch; API records (one per launch) add little
+# (1.59 vs 1.53 without them).  Used only for the labelled estimate.
+CUPTI_COST_PER_GPU_RECORD_US = 5.0
+CUPTI_COST_RANGE_US = (4.7, 6.3)
 
 # --- GPU counters (NVML): temperature, memory, utilisation ----------------------
 # Source: seed 002 (monitoring chapter, "Alert Configuration"): warning alerts at GPU utilisation

@@ -163,8 +163,8 @@ def _analyze_report(trace: Trace, options: AnalyzeOptions | None) -> Report:
         warnings.append(cw)
     cc = res["collection_cost"]
     if cc and cc["pct_of_window"] >= T.PROFILER_COST_WARN_PCT:
-        warnings.append(f"Collection cost (estimate): torch.profiler recorded {cc['profiler_host_events']:,} ops and CUDA API "
-                        f"calls in the window, ~{cc['estimated_ms']:.1f} ms at ~{cc['cost_per_event_us']:g} us each "
+        warnings.append(f"Collection cost (estimate): {cc['source']} recorded {cc['profiler_host_events']:,} {cc['what']} "
+                        f"in the window, ~{cc['estimated_ms']:.1f} ms at ~{cc['cost_per_event_us']:g} us each "
                         f"({cc['estimated_ms_range'][0]:.1f}-{cc['estimated_ms_range'][1]:.1f} ms over the per-event costs measured "
                         f"on an H100 host; ~{cc['pct_of_window']:.0f}% of the window): host-side framework/launch time is inflated by about "
                         "that much; GPU kernel times are not. Without InferScope the loop runs faster, and host-bound "

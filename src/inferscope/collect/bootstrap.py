@@ -162,7 +162,7 @@ def _start_child(out: str, forked: bool = False, cfg=None) -> None:
             cfg = Config.from_json(cj) if cj else load_config()
         # a lower sampling rate keeps a child's cost small.  No SIGTERM handler: a handler that
         # raises or writes at an arbitrary point of a worker hung 2 of ~10 test runs
-        cfg = dataclasses.replace(cfg, torch_profiler="off", system_sampling_hz=0.0, perf_ip_sampling=False,
+        cfg = dataclasses.replace(cfg, torch_profiler="off", cupti=False, system_sampling_hz=0.0, perf_ip_sampling=False,
                                   cpu_sampling_frequency_hz=min(cfg.cpu_sampling_frequency_hz, CHILD_SAMPLING_HZ),
                                   flush_interval_s=CHILD_FLUSH_S, metrics_port=-1)
         if cfg.log_level not in ("debug",):

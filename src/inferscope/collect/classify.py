@@ -100,3 +100,38 @@ def scope_domain(names) -> int:
         if d != NEUTRAL:
             return d
     return NEUTRAL
+
+
+def walk(frame, scope_names=None, max_depth: int = 96) -> tuple[int, tuple | None]:
+    """(domain, (label, line) or None) of a thread's stack, the sampler's rule: walk outwards until a
+    framework / tokenization / preprocessing frame decides; user frames keep walking (an enclosing
+    tokenizer wins: user code called by a tokenizer is tokenization); transparent frames (stdlib,
+    unknown libraries, InferScope, imports) are skipped.  The label is the innermost deciding frame's.
+    All-transparent stacks are USER; USER inside a scope() named like tokenization / preprocessing
+    takes the scope's domain."""
+    get = CODE_CACHE.get
+    dom, label, lf, depth = 0, None, None, 0
+    f = frame
+    while f is not None and depth < max_depth:
+        co = f.f_code
+        e = get(id(co))
+        if e is None or e[0] is not co:
+            e = code_entry(co)
+        d = e[1]
+        if d and d != IMPORT:
+            if dom == 0:
+                dom, label, lf = d, e[2], f
+                if d != USER:
+                    break
+            elif d == TOK or d == PRE:
+                dom = d
+                break
+        f = f.f_back
+        depth += 1
+    if dom == 0:
+        dom = USER
+    if dom == USER and scope_names:
+        sd = scope_domain(scope_names)
+        if sd:
+            dom = sd
+    return dom, ((label, lf.f_lineno or 0) if label is not None else None)

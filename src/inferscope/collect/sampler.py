@@ -103,7 +103,6 @@ RESOLVE_NS = 100_000_000
 # between 30 ms waits on Rayon threads read as 5-12 ms cpu_compute (a whole 5 ms tick interval or
 # a delayed one), 2x the truth.  Below 10 % the part is noise (GIL hand-overs to the sampler).
 SPLIT_MIN_FRACTION = 0.1
-MAX_DEPTH = 96
 CLS_WAITING = "waiting"
 # Runnable but not running (schedstat run-queue delay): the thread waits for a CPU, not for I/O or a
 # lock.  Its own class (a part of the breakdown's waiting), placed right before the interval's on-CPU
@@ -257,6 +256,8 @@ class Sampler:
         self.kernel_time = __import__("os").environ.get("INFERSCOPE_KERNEL_TIME", "1") != "0"
         self.kernel_totals = K.Totals()
         self.blocking = None
+        self.signal_frames = True   # the main thread's frame from a timer signal (sigframes.py)
+        self._sig = None
 
     # ---------------------------------------------------------------------
     def start(self) -> None:
@@ -267,6 +268,12 @@ class Sampler:
         # perf hooks); there it runs while the workload goes on instead of delaying its start.
         self._perf_maps = self._PerfIP = None
         self._perf_main = None
+        if self._live and self.signal_frames:
+            # the main thread's frame at a timer signal (sigframes.py); needs the main thread here
+            from .sigframes import SignalFrames
+            ss, ident = self.scope_stacks, threading.main_thread().ident
+            self._sig = SignalFrames(self.interval_ns, lambda frame: C.walk(frame, ss.get(ident)), self._clock)
+            self._sig.start()
         self._thread = threading.Thread(target=self._run, name="inferscope-sampler", daemon=True)
         self._thread.start()
 
@@ -278,6 +285,8 @@ class Sampler:
         self._running.set()
 
     def stop(self) -> None:
+        if self._sig is not None:
+            self._sig.stop()
         self._stop.set()
         self._running.set()
         if self._thread is not None:
@@ -540,8 +549,6 @@ class Sampler:
                     # compute first, then native tokenization, then the stack's class; each part
                     # names the tick's function (its time is the function's, whatever the class)
                     dt = end - prev
-                    rest = 1.0 - frac - ftok
-                    top = max(frac, ftok, rest)
                     a = prev + int(dt * frac)
                     b = a + int(dt * ftok)
                     if a > prev:
@@ -621,8 +628,9 @@ class Sampler:
         clock = self._clock
         cputime = self._cputime
         getclk = self._getclk
-        code_get = C.CODE_CACHE.get
-        code_entry = C.code_entry
+        walk = C.walk
+        sig = self._sig if (self._sig is not None and self._sig.active) else None
+        main_ident = threading.main_thread().ident
         threads = self.threads
         oncpu_by_tid = self.oncpu_by_tid
         thread_ticks = self.thread_ticks
@@ -632,7 +640,7 @@ class Sampler:
         stop = self._stop
         sleep = self._sleep
         self.started_ns = clock()
-        USER, FW, TOK, PRE, IMPORT = C.USER, C.FW, C.TOK, C.PRE, C.IMPORT
+        USER, FW = C.USER, C.FW
         names = C.DOMAIN_NAMES
         schedstat = _runq_ns(threading.get_native_id()) >= 0
         periodic, period_ns = self.periodic or (None, 0)
@@ -837,45 +845,25 @@ class Sampler:
                     except (OSError, ValueError, IndexError):
                         st.kst.close()
                         st.kst = None
-                st.t = t
+                prev_t, st.t = st.t, t
                 label = None
                 fallback = None
+                fair = False        # the frame was taken at a uniform moment (signal), not at a GIL release
                 # in an import (this thread owns a module lock): library loading = framework
                 mod = importing_module(ident) if module_locks else None
                 if mod is not None:
                     dom, label = FW, ("import " + mod, 0)
                 else:
-                    # walk outwards until a framework/tokenization/preprocessing frame decides;
-                    # user frames keep walking (an enclosing tokenizer wins)
-                    f = frame
-                    dom = 0
-                    depth = 0
-                    while f is not None and depth < MAX_DEPTH:
-                        co = f.f_code
-                        e = code_get(id(co))
-                        if e is None or e[0] is not co:
-                            e = code_entry(co)
-                        d = e[1]
-                        if d and d != IMPORT:
-                            if dom == 0:
-                                dom, label, lf = d, e[2], f
-                                if d != USER:
-                                    break
-                            elif d == TOK or d == PRE:    # user code called by a tokenizer
-                                dom = d
-                                break
-                        f = f.f_back
-                        depth += 1
-                    if label is not None:
-                        label = (label, lf.f_lineno or 0)
-                    if dom == 0:
-                        dom = USER
-                    if dom == USER:
-                        ss = scope_stacks.get(ident)
-                        if ss:
-                            sd = C.scope_domain(ss)
-                            if sd:
-                                dom = sd
+                    dom, label = walk(frame, scope_stacks.get(ident))
+                    rec = sig.latest if (ident == main_ident and sig is not None) else None
+                    if rec is not None and rec[1] is not None and rec[0] > prev_t and rec[1][0] == dom:
+                        # the main thread's function at a signal in this interval (sigframes.py): taken
+                        # at a uniform moment, not where the thread let the sampler have the GIL.  Only
+                        # the function (culprit tables): the class stays the sampler's rule's (perf IP
+                        # samples split the interval) - taking the class too moved 8 points of a Rust
+                        # tokenizer's time to cpu_compute and added noise (bench/README.md)
+                        label = rec[1][1]
+                        fair = True
                 if not oncpu and not off:
                     cls = CLS_WAITING
                 else:
@@ -910,7 +898,7 @@ class Sampler:
                     if st.last_fb is not None:    # the previous tick was split by perf: so is this
                         cls, label, fallback = None, None, st.last_fb
                     else:
-                        cls, label = KEEP, None
+                        cls, label = KEEP, (label if fair else None)   # a signal's function still names it
                 else:
                     st.last_fb = fallback if cls is None else None
                 st.prev_vol = vol
@@ -926,7 +914,7 @@ class Sampler:
                     st.pending.append((t, cls, label, fallback, gil_free, off if oncpu else -off, rqn, kf, kns,
                                        (2 if st.kio else 1) if (kblk or off != 0) else 0))
                 elif cls is KEEP:
-                    self._apply(st, t, st.cls, None)
+                    self._apply(st, t, st.cls, label if fair else None)
                 else:
                     self._apply(st, t, cls, label)
                 self.samples += 1
@@ -993,7 +981,7 @@ class Sampler:
                     _close(gone)
                     if self.blocking is not None:
                         self.blocking.forget(gone.tid)
-            frames = frame = f = None
+            frames = frame = None
             self.busy_ns += clock() - t
         try:
             self.cpu_ns = cputime(my_clk)

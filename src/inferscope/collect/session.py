@@ -106,6 +106,8 @@ class Session:
         self.torch_hook = None
         self.llm = None
         self.torch_state = "not imported"
+        self.gpu_act = None          # gpu_activity.CuptiCollector once CUDA is used (cupti on)
+        self._gpu_hooks: list = []
         self._stop = threading.Event()
         self._hk: threading.Thread | None = None
         self._hk_clk = None
@@ -156,6 +158,8 @@ class Session:
                 self.torch_hook.install()
         else:
             self.torch_state = "off (config)"
+        if cfg.cupti and cfg.torch_profiler != "on":
+            self._hook_cuda_modules()
         try:
             from .llmhook import LlmRecorder
             self.llm = LlmRecorder(self)
@@ -206,7 +210,12 @@ class Session:
                 cuda = bool(torch.cuda.is_available())
             except Exception:
                 cuda = False
-            if not cuda:
+            if cuda and self._start_cupti():
+                # CUPTI records kernels, copies, syncs and CUDA API calls in C: torch.profiler's
+                # per-op host recording (2.6x on a launch-bound loop, bench/README.md) stays off
+                self.torch = None
+                self.torch_state = "off (auto: CUPTI records GPU activity; INFERSCOPE_TORCH_PROFILER=on records torch ops)"
+            elif not cuda:
                 # measured (bench/README.md): on CPU-only runs the profiler's post-processing costs
                 # ~15 us per recorded op after the run (650k ops: 11 s); the sampler already splits
                 # CPU time into framework / cpu_compute.  INFERSCOPE_TORCH_PROFILER=on forces it.
@@ -223,6 +232,67 @@ class Session:
             log.error(self.single_gpu_error)
             self.finalize(exit_reason="multi_gpu")
             os._exit(2)
+
+    # ------------------------------------------------------------ CUPTI
+    def _hook_cuda_modules(self) -> None:
+        """Start CUPTI when a CUDA library other than torch is (or gets) imported (torch: _on_torch_import)."""
+        from .gpu_activity import CUDA_MODULES, available
+        if not available():
+            return
+        from .importhook import ModuleImportHook
+        if any(m in sys.modules for m in CUDA_MODULES):
+            self._start_cupti()
+            return
+        for m in CUDA_MODULES:
+            h = ModuleImportHook(m, self._start_cupti)
+            h.install()
+            self._gpu_hooks.append(h)
+
+    def _start_cupti(self) -> bool:
+        if self.gpu_act is not None:
+            return self.gpu_act.active
+        if not (self.cfg.cupti and self.cfg.torch_profiler != "on") or self.finalized:
+            return False
+        from .gpu_activity import CuptiCollector, available
+        if not available():
+            return False
+        for h in self._gpu_hooks:
+            h.remove()
+        self.gpu_act = CuptiCollector(log, max_records=self.buffer.capacity)
+        if self.gpu_act.start():
+            log.debug(f"CUPTI activity collection started ({', '.join(self.gpu_act.enabled)})")
+            return True
+        log.debug(self.gpu_act.error or "CUPTI did not start")
+        return False
+
+    def _merge_cupti(self, b, n_own: int, meta: dict, warnings: list) -> int:
+        """CUPTI records -> spans + flows (gpu_records.py); returns the records dropped."""
+        from .gpu_records import add_to
+        snap = self.gpu_act.snapshot()
+        r = add_to(b, snap, room=max(0, self.buffer.capacity - n_own))
+        warnings.extend(r["warnings"])
+        st = snap["stats"]
+        meta["clock_sync_error_us"] = None if snap["clock_error_us"] is None else round(snap["clock_error_us"], 3)
+        # flat keys (trace meta keeps scalars and short lists only)
+        meta["gpu_source"] = "cupti"
+        meta.update({f"cupti_{k}": v for k, v in st.items()})
+        meta.update(cupti_spans=r["spans"], cupti_launch_flows=r["flows"], cupti_host_api_calls=r["host_api_calls"])
+        # CUPTI's own cost on the launching thread: per GPU activity record (thresholds.py, measured on an H100)
+        from .. import thresholds as T
+        n_gpu = sum(len(snap["rows"].get(k) or []) for k in ("kernel", "memcpy", "memset"))
+        est_ms = n_gpu * T.CUPTI_COST_PER_GPU_RECORD_US / 1e3
+        meta["cupti_estimated_cost_ms"] = round(est_ms, 1)
+        proc_ms = (time.process_time_ns() - self.cpu_start_ns) / 1e6
+        own_ms = (self.thread_cpu_ns() + self.gpu_act.callback_cpu_ns) / 1e6
+        if proc_ms > 0:
+            meta["estimated_overhead_pct"] = round(min(100.0, 100.0 * (own_ms + est_ms) / proc_ms), 2)
+            meta["overhead_basis"] = (
+                "(CPU time of InferScope's sampler + housekeeping threads + CUPTI buffer callbacks + CUPTI tracing "
+                f"estimated as {n_gpu} GPU activity records x {T.CUPTI_COST_PER_GPU_RECORD_US:g} us, measured on an "
+                "H100 host) / CPU time of the whole process; an estimate: the per-record cost depends on the CPU and driver")
+        if self.gpu_act.error:
+            warnings.append(self.gpu_act.error)
+        return r["dropped"] + st["dropped_records"]
 
     # ---------------------------------------------------------- housekeeping
     def _housekeeping(self) -> None:
@@ -280,6 +350,8 @@ class Session:
     def _collection_meta(self, end_ns: int, complete: bool) -> dict:
         proc_cpu = time.process_time_ns() - self.cpu_start_ns
         own = self.thread_cpu_ns()   # the housekeeping thread's CPU clock includes its flushes
+        if self.gpu_act is not None:   # + CUPTI's buffer callbacks (record copies, on CUPTI's thread)
+            own += self.gpu_act.callback_cpu_ns
         smp = self.sampler
         dur_ms = (end_ns - self.start_ns) / 1e6
         return {
@@ -288,7 +360,9 @@ class Session:
             "events": 0, "dropped_events": int(self.buffer.dropped),
             "clock_sync_error_us": None,
             "estimated_overhead_pct": round(100.0 * own / proc_cpu, 2) if proc_cpu > 0 else None,
-            "overhead_basis": "CPU time of InferScope's sampler + housekeeping threads (incl. periodic flushes) / CPU time of the whole process",
+            "overhead_basis": ("CPU time of InferScope's sampler + housekeeping threads (incl. periodic flushes)"
+                               + (" + CUPTI buffer callbacks" if self.gpu_act is not None else "")
+                               + " / CPU time of the whole process"),
             "buffer_capacity_events": self.buffer.capacity, "bytes_per_event_estimate": BYTES_PER_EVENT,
             "trace_size_mb": self.cfg.trace_size_mb,
             "cpu_sampling_hz": self.cfg.cpu_sampling_frequency_hz,
@@ -370,9 +444,16 @@ class Session:
                 warnings.append(f"clock sync error {err_us:.0f} us exceeds the margin of "
                                 f"{self.cfg.sync_error_margin_us:g} us (INFERSCOPE_SYNC_ERROR_MARGIN_US): "
                                 "torch op times may be misaligned with CPU samples by that much")
-        if meta["clock_sync_error_us"] is None and not kineto_path:
+        cupti = self.gpu_act is not None and bool(self.gpu_act.clock_start)
+        if cupti:
+            dropped_extra += self._merge_cupti(b, len(events), meta, warnings)
+            if meta["clock_sync_error_us"] is not None and meta["clock_sync_error_us"] > self.cfg.sync_error_margin_us:
+                warnings.append(f"CUPTI clock sync error {meta['clock_sync_error_us']:.0f} us exceeds the margin of "
+                                f"{self.cfg.sync_error_margin_us:g} us (INFERSCOPE_SYNC_ERROR_MARGIN_US)")
+        if meta["clock_sync_error_us"] is None and not kineto_path and not cupti:
             meta["clock_sync_error_us"] = 0.0   # one clock only (perf_counter): nothing to align
-        meta["clock_sources"] = ["perf_counter_ns", "torch_profiler"] if kineto_path else ["perf_counter_ns"]
+        meta["clock_sources"] = (["perf_counter_ns"] + (["torch_profiler"] if kineto_path else [])
+                                 + (["cupti"] if cupti else []))
         meta["dropped_events"] += dropped_extra
         if meta["dropped_events"]:
             warnings.append(overflow_warning(meta["dropped_events"], self.cfg.trace_size_mb, self.buffer.capacity))
@@ -414,7 +495,7 @@ class Session:
             miss.append("torch_ops")
         if not (self.nvml and self.nvml.ok):
             miss.append("gpu_counters")
-        if not (self.torch and self.torch.cuda):
+        if not (self.torch and self.torch.cuda) and not (self.gpu_act is not None and self.gpu_act.clock_start):
             miss.append("gpu_kernels")
         return miss
 
@@ -525,6 +606,10 @@ class Session:
         self._stop.set()
         if self.torch_hook is not None:
             self.torch_hook.remove()
+        for h in self._gpu_hooks:
+            h.remove()
+        if self.gpu_act is not None and self.gpu_act.active:
+            self.gpu_act.stop()      # flush CUPTI's buffers before the threads that read them stop
         if getattr(self, "llm", None) is not None:
             self.llm.stop()
         if self.sampler is not None:

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# One device call on an NVIDIA GPU machine (no network): the CUPTI collector end to end.
+#   bash bench/gpu_cupti_check.sh [PAIRS]      (wheels in .whl/: cupti-python, pyelftools, msgspec)
+# 1. versions; 2. real CUPTI records captured for tests/data/cupti (torch and CuPy workloads);
+# 3. `inferscope run` on the CUDA zoo (verdict, kernel/copy counts, clock error, collector cost);
+# 4. overhead pairs (bench_gpu.py) on the launch storm and the GEMM loop; 5. the clock/flow tests.
+# Everything lands in $OUT (or /tmp/gpu-out).
+set -u
+export PYTHONUNBUFFERED=1
+PAIRS=${1:-8}
+O=${OUT:-/tmp/gpu-out}; mkdir -p "$O"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 3
+  export PYTHONPATH=/tmp/site:$PWD/src
+else
+  export PYTHONPATH=$PWD/src
+fi
+PY=python3
+T0=$(date +%s)
+el() { echo "== [$(( $(date +%s) - T0 )) s] $*"; }
+el versions
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+$PY -c "import torch, sys; print('torch', torch.__version__, torch.version.cuda, sys.version.split()[0])"
+$PY -m pip show nvidia-cuda-cupti cupti-python cuda-bindings 2>/dev/null | grep -E '^(Name|Version)'
+el capture torch
+timeout 120 $PY bench/cupti_capture.py "$O/cupti_torch.json" 2>&1 | tail -25
+el capture cupy
+timeout 90 $PY bench/cupti_capture.py "$O/cupti_cupy.json" --cupy 2>&1 | tail -15
+for s in gpu_launch_storm gpu_item_sync gpu_pageable_h2d gpu_gemm; do
+  el "live $s"
+  timeout 100 $PY -m inferscope run -q --format json --report /tmp/r_$s.json --trace /tmp/t_$s.iscope -- $PY examples/zoo/$s.py 2>&1 | tail -4
+  timeout 40 $PY - "$s" <<'EOF'
+import json, sys
+import numpy as np
+from inferscope.trace import native
+from inferscope.trace.kinds import SpanKind
+s = sys.argv[1]
+rep = json.load(open(f"/tmp/r_{s}.json"))
+t = native.load(f"/tmp/t_{s}.iscope")
+c = t.meta["collection"]
+sp = t.spans
+lo, hi = rep["window"]["start_ns"], rep["window"]["end_ns"]
+inw = (sp.start_ns >= lo) & (sp.end_ns <= hi)
+cnt = {k.name: int(((sp.kind == int(k)) & inw).sum()) for k in (SpanKind.KERNEL, SpanKind.MEMCPY, SpanKind.MEMSET, SpanKind.RUNTIME, SpanKind.DRIVER, SpanKind.GPU_SYNC, SpanKind.CPU_OP)}
+print(s, "verdict", rep.get("verdict", {}).get("id") if isinstance(rep.get("verdict"), dict) else rep.get("verdict"),
+      "findings", sorted(f["id"] for f in rep["findings"])[:12])
+print(" window counts", cnt, "flows", len(t.flows))
+print(" cupti", {k: v for k, v in c.items() if k.startswith(("cupti_", "gpu_source"))}, "torch_profiler", c.get("torch_profiler"), "clock_sync_error_us", c.get("clock_sync_error_us"),
+      "overhead_pct", c.get("estimated_overhead_pct"), "finalize_ms", c.get("finalize_ms"))
+print(" breakdown", [(b["category"], round(b["pct"], 1)) for b in rep["breakdown"]][:8])
+k = (sp.kind == int(SpanKind.KERNEL)) & inw
+print(" window kernel busy ms", round(float((sp.end_ns[k] - sp.start_ns[k]).sum()) / 1e6, 3), "warnings", t.meta.get("warnings"))
+EOF
+done
+gzip -c /tmp/t_gpu_launch_storm.iscope > "$O/storm_cupti.iscope.gz" 2>/dev/null
+el "overhead storm, $PAIRS pairs"
+timeout 200 $PY bench/bench_gpu.py --skip-tests --workloads storm-cuda --pairs "$PAIRS" --variants inferscope,inferscope-noprof --out /tmp/bg > /tmp/bg.log 2>&1
+grep -E "round|storm-cuda (inferscope|base)" /tmp/bg.log | tail -14
+cp /tmp/bg/summary.json "$O/overhead_storm.json" 2>/dev/null; cp /tmp/bg.log "$O/bg_storm.log"
+el "gpu tests: clock, flows, torch.profiler parity"
+timeout 110 $PY -m pytest -q -p no:cacheprovider tests/test_gpu.py -m gpu -k "launch_flows or spin_kernels or kernel_times_match" 2>&1 | tail -15
+el "overhead gemm, 5 pairs"
+timeout 90 $PY bench/bench_gpu.py --skip-tests --workloads gemm-cuda --pairs 5 --variants inferscope --out /tmp/bg2 > /tmp/bg2.log 2>&1
+grep -E "round|gemm-cuda (inferscope|base)" /tmp/bg2.log | tail -8
+cp /tmp/bg2/summary.json "$O/overhead_gemm.json" 2>/dev/null
+el done
