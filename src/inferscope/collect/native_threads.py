@@ -52,6 +52,10 @@ class NativeThreads:
         self.seen: set[int] = set()         # tids that got spans
         self.refused: set[int] = set()      # tids not followed (no perf, over the cap, gone)
         self.cache: dict = {}
+        # the role with the most native CPU time in the last period (None: no native thread ran code of a
+        # known role): a Python thread waiting in a call that these threads serve (Rayon's encode_batch)
+        # spends its own on-CPU moments in libc on the same work (sampler.py, libc-only intervals)
+        self.active_role = None
         self.pid = os.getpid()
         try:
             self.stat = ProcFile("/proc/self/stat", 1024)
@@ -100,6 +104,7 @@ class NativeThreads:
             self.threads.pop(tid).close()
         cursor = 0
         waits = []
+        by_role = {COMPUTE: 0, TOKENIZER: 0}
         for n in self.threads.values():
             try:
                 run, rq = (int(x) for x in n.sched.read().split()[:2])
@@ -135,6 +140,7 @@ class NativeThreads:
                 part = int(d * counts[role] / known)
                 if part <= 0:
                     continue
+                by_role[role] += part
                 label = f"{n.name} ({ROLE_TEXT[role]})"
                 a = t0 + cursor % span
                 first = min(part, t - a)
@@ -144,6 +150,8 @@ class NativeThreads:
                 cursor += part
                 self.seen.add(n.tid)
                 self.names[n.tid] = n.name
+        best = max(by_role, key=by_role.get)
+        self.active_role = best if by_role[best] > 0 else None
         for n, q, t0, span, label in waits:
             a = t0 + cursor % span
             first = min(q, t - a)

@@ -499,7 +499,8 @@ class Sampler:
                         kc = None                      # (the I/O part was placed above)
                     elif kc is not None and kc[0] == CLS_COMPUTE and (
                             nk > nc or (i < n and samples[i][1] == TOKENIZER)
-                            or (not nc and st.native_fresh and (st.native_tok or 0) >= 0.5)):
+                            or (not nc and st.native_fresh and (st.native_tok or 0) >= 0.5)
+                            or (not nc and not nk and self._native_role() == TOKENIZER)):
                         # the native code that faulted is a tokenizer's (a Rust tokenizer runs with the GIL
                         # free): its memory work is tokenization (zoo_tokenizers serial read 75-79 % vs 91 %
                         # true when it went to cpu_compute)
@@ -524,8 +525,14 @@ class Sampler:
                 elif no:
                     # only libc / unknown-library samples: the helpers of the previous interval's mix
                     # when it had classified samples (a tokenizer's malloc), else the stack's class
-                    # (hashlib in libcrypto after a tokenizer phase is user code, not what came before)
-                    if st.native_fresh and st.native is not None:
+                    # (hashlib in libcrypto after a tokenizer phase is user code, not what came before).
+                    # While the process's native threads run a native tokenizer (Rayon's encode_batch),
+                    # the thread that waits for them spends its on-CPU moments in libc on the same work:
+                    # tokenization, not the mix of the model step before it (zoo_tokenizers --parallel:
+                    # 32 ms of the main thread read cpu_compute, +15 points)
+                    if self._native_role() == TOKENIZER:
+                        frac, ftok = 0.0, 1.0
+                    elif st.native_fresh and st.native is not None:
                         frac, ftok = st.native, st.native_tok
                     else:
                         frac, ftok = 0.0, 0.0
@@ -615,6 +622,10 @@ class Sampler:
         for st in self.threads.values():
             if st.perf is None:
                 self._open_perf(st, off)
+
+    def _native_role(self):
+        nt = self.native_threads
+        return nt.active_role if nt is not None else None
 
     # ---------------------------------------------------------------------
     def _run(self) -> None:
