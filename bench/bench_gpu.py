@@ -43,6 +43,7 @@ WORKLOADS = {
     "demo-cuda": [str(REPO / "examples" / "llm_demo.py"), "--device", "cuda"],
     "storm-cuda": [str(REPO / "examples" / "zoo" / "gpu_launch_storm.py")],
     "gemm-cuda": [str(REPO / "examples" / "zoo" / "gpu_gemm.py")],
+    "cupy-storm": [str(REPO / "examples" / "zoo" / "gpu_cupy_storm.py")],   # CUDA without torch (CUPTI only)
 }
 
 

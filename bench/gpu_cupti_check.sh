@@ -26,7 +26,7 @@ el capture torch
 timeout 120 $PY bench/cupti_capture.py "$O/cupti_torch.json" 2>&1 | tail -25
 el capture cupy
 timeout 90 $PY bench/cupti_capture.py "$O/cupti_cupy.json" --cupy 2>&1 | tail -15
-for s in gpu_launch_storm gpu_item_sync gpu_pageable_h2d gpu_gemm; do
+for s in gpu_launch_storm gpu_item_sync gpu_pageable_h2d gpu_gemm gpu_cupy_storm; do
   el "live $s"
   timeout 100 $PY -m inferscope run -q --format json --report /tmp/r_$s.json --trace /tmp/t_$s.iscope -- $PY examples/zoo/$s.py 2>&1 | tail -4
   timeout 40 $PY - "$s" <<'EOF'

@@ -211,3 +211,35 @@ def test_importing_a_cuda_library_starts_cupti(monkeypatch, tmp_path):
     if importlib.util.find_spec("cupti") is None:
         assert not s.gpu_act.active and s.gpu_act.error.startswith("CUPTI unavailable")
     s.stop_collectors()
+
+
+def test_syncs_name_the_sampled_python_line_without_torch_ops():
+    """CUPTI records API calls, not torch ops: the sync table and the tiny-D2H table name the Python
+    line the sampler saw on the calling thread (CPU_SAMPLE runs planted on the capture's API thread:
+    one line for the first half of the measured pass, another for the second)."""
+    from inferscope.analyze.syncs import syncs
+    from inferscope.analyze.window import Window
+    snap = _load("torch")
+    b = TraceBuilder()
+    add_to(b, snap)
+    w = snap["workload"]
+    api = snap["rows"]["runtime"][0]
+    tr = b.track(TrackKind.CPU_THREAD, pid=api[3], tid=api[4])
+    mid = (w["t0_ns"] + w["t1_ns"]) // 2
+    b.add_spans(start_ns=[w["t0_ns"] - 1000, mid], end_ns=[mid, w["t1_ns"] + 1000], track=tr,
+                kind=int(SpanKind.CPU_SAMPLE), name=b.strings.intern("user_code"),
+                detail=[b.strings.intern("app.py:first_half:10"), b.strings.intern("app.py:second_half:20")])
+    t = b.finalize()
+    sy = syncs(t, Window(w["t0_ns"], w["t1_ns"]))
+    s = t.spans
+    # recount: every sync-table call in the pass is named by the run covering its start
+    names = {r["issued_by"] for r in sy["top"]}
+    assert names <= {"app.py:first_half:10", "app.py:second_half:20"} and names, sy["top"]
+    # the .item() read (4-byte D2H) comes late in the pass: its launching cudaMemcpyAsync is in the second half
+    d2h = np.flatnonzero((s.kind == int(SpanKind.MEMCPY)) & (s.copy_kind == int(CopyKind.D2H))
+                         & (s.start_ns >= w["t0_ns"]) & (s.end_ns <= w["t1_ns"]))
+    assert sy["tiny_d2h"]["count"] == len(d2h) == 1
+    f = t.flows
+    src = int(f.src[np.flatnonzero(f.dst == d2h[0])[0]])
+    want = "app.py:second_half:20" if s.start_ns[src] >= mid else "app.py:first_half:10"
+    assert sy["tiny_d2h"]["issued_by"] == [{"op": want, "count": 1}]

@@ -1,9 +1,10 @@
-"""Host-call <-> GPU-activity links from the Trace's LAUNCH flows, as dense arrays."""
+"""Host-call <-> GPU-activity links from the Trace's LAUNCH flows, as dense arrays; the sampled Python
+function at a host call."""
 from __future__ import annotations
 
 import numpy as np
 
-from ..trace.kinds import FlowKind
+from ..trace.kinds import FlowKind, SpanKind
 from ..trace.model import Trace
 
 
@@ -46,4 +47,32 @@ def ancestors_of_kind(trace: Trace, idx: np.ndarray, kind: int, max_depth: int =
         cur[ti] = nxt
         todo = cur >= 0
         todo[ti[hit]] = False
+    return out
+
+
+def sampled_function_at(trace: Trace, idx: np.ndarray) -> np.ndarray:
+    """For each span in ``idx``: the string id of the function the live sampler saw on the same
+    thread at the span's start (the ``detail`` of the CPU_SAMPLE run covering it: "file:func:line"),
+    or -1.  Names the Python line that issued a CUDA call when no framework op was recorded (CUPTI
+    as the GPU source records API calls, not torch ops)."""
+    s = trace.spans
+    out = np.full(len(idx), -1, dtype=np.int64)
+    if not len(idx):
+        return out
+    cs = np.flatnonzero((s.kind == int(SpanKind.CPU_SAMPLE)) & (s.detail >= 0))
+    if not len(cs):
+        return out
+    tracks = s.track[idx]
+    for tr in np.unique(tracks).tolist():
+        c = cs[s.track[cs] == tr]
+        if not len(c):
+            continue
+        c = c[np.argsort(s.start_ns[c], kind="stable")]
+        q = np.flatnonzero(tracks == tr)
+        t = s.start_ns[idx[q]]
+        pos = np.searchsorted(s.start_ns[c], t, side="right") - 1
+        ok = pos >= 0
+        hit = np.zeros(len(q), dtype=bool)
+        hit[ok] = s.end_ns[c[pos[ok]]] >= t[ok]
+        out[q[hit]] = s.detail[c[pos[hit]]]
     return out

@@ -20,7 +20,7 @@ from ..trace.kinds import CopyKind, SpanKind
 from ..trace.model import Trace
 from .classify import api_base_name, pageable_copy_launch_mask, stream_wait_mask, sync_api_mask
 from .intervals import clip, total
-from .links import ancestors_of_kind, launchers_for
+from .links import ancestors_of_kind, launchers_for, sampled_function_at
 from .select import in_window
 from .stats import fast_unique
 from .window import Window
@@ -38,8 +38,12 @@ def syncs(trace: Trace, window: Window, top_n: int = 20) -> dict:
     dur = np.minimum(s.end_ns[idx], hi) - np.maximum(s.start_ns[idx], lo)
     op = ancestors_of_kind(trace, idx, SpanKind.CPU_OP) if len(idx) else np.zeros(0, dtype=np.int64)
     pg = pageable_copy_launch_mask(trace)[idx]
-    # group by (API name, pageable?, issuing op name), vectorised over the calls
+    # group by (API name, pageable?, issuing op name), vectorised over the calls; without a recorded op
+    # (CUPTI as the GPU source records no torch ops) the Python line the sampler saw issue the call
     op_name = np.where(op >= 0, s.name[np.maximum(op, 0)], -2).astype(np.int64)
+    if (op < 0).any():
+        fn = sampled_function_at(trace, idx[op < 0])
+        op_name[op < 0] = np.where(fn >= 0, fn, -2)
     key = ((s.name[idx].astype(np.int64) + 2) << 33) | (pg.astype(np.int64) << 32) | (op_name + 2)
     uk, inv = fast_unique(key, return_inverse=True) if len(key) else (key, key)
     g_count = np.bincount(inv, minlength=len(uk))
@@ -74,8 +78,12 @@ def syncs(trace: Trace, window: Window, top_n: int = 20) -> dict:
         ops = np.full(len(didx), -1, dtype=np.int64)
         if has.any():
             ops[has] = ancestors_of_kind(trace, lsrc[has], SpanKind.CPU_OP)
-        for o in ops.tolist():
-            nm = trace.name_of(o) if o >= 0 else "(unknown)"
+        fn = np.full(len(didx), -1, dtype=np.int64)
+        no_op = (ops < 0) & has
+        if no_op.any():      # no recorded op: the sampled Python line of the launching call
+            fn[no_op] = sampled_function_at(trace, lsrc[no_op])
+        for o, f in zip(ops.tolist(), fn.tolist()):
+            nm = trace.name_of(o) if o >= 0 else (trace.strings[f] if f >= 0 else "(unknown)")
             tiny_ops[nm] = tiny_ops.get(nm, 0) + 1
     return {
         "count": int(len(idx)),
