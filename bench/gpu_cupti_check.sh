@@ -3,7 +3,8 @@
 #   bash bench/gpu_cupti_check.sh [PAIRS]      (wheels in .whl/: cupti-python, pyelftools, msgspec)
 # 1. versions; 2. real CUPTI records captured for tests/data/cupti (torch and CuPy workloads);
 # 3. `inferscope run` on the CUDA zoo (verdict, kernel/copy counts, clock error, collector cost);
-# 4. overhead pairs (bench_gpu.py) on the launch storm and the GEMM loop; 5. the clock/flow tests.
+# 4. overhead pairs (bench_gpu.py) on the launch storm and the GEMM loop; 5. the clock/flow tests;
+# 6. the PM sampling probe (bench/pm_probe.py).
 # Everything lands in $OUT (or /tmp/gpu-out).
 set -u
 export PYTHONUNBUFFERED=1
@@ -63,4 +64,6 @@ el "overhead gemm, 5 pairs"
 timeout 90 $PY bench/bench_gpu.py --skip-tests --workloads gemm-cuda --pairs 5 --variants inferscope --out /tmp/bg2 > /tmp/bg2.log 2>&1
 grep -E "round|gemm-cuda (inferscope|base)" /tmp/bg2.log | tail -8
 cp /tmp/bg2/summary.json "$O/overhead_gemm.json" 2>/dev/null
+el "PM sampling probe (hardware counters, issue 29 item 2)"
+timeout 120 $PY bench/pm_probe.py "$O/pm" 2>&1 | tail -12
 el done
