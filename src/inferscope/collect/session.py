@@ -3,7 +3,8 @@
 Threads: the CPU sampler (sampler.py) and one housekeeping thread (system + NVML counters at
 ``system_sampling_hz`` when the sampler is off, NVML, and every ``flush_interval_s`` an append of
 the new events to the crash journal (journal.py), so a SIGKILLed child still leaves data).
-Timestamps: ``time.perf_counter_ns`` (CLOCK_MONOTONIC); torch profiler events are shifted onto it.
+Timestamps: ``time.perf_counter_ns`` (CLOCK_MONOTONIC); GPU sources (CUPTI, torch profiler) are
+shifted onto it (gpu_merge.py).
 """
 from __future__ import annotations
 
@@ -265,35 +266,6 @@ class Session:
         log.debug(self.gpu_act.error or "CUPTI did not start")
         return False
 
-    def _merge_cupti(self, b, n_own: int, meta: dict, warnings: list) -> int:
-        """CUPTI records -> spans + flows (gpu_records.py); returns the records dropped."""
-        from .gpu_records import add_to
-        snap = self.gpu_act.snapshot()
-        r = add_to(b, snap, room=max(0, self.buffer.capacity - n_own))
-        warnings.extend(r["warnings"])
-        st = snap["stats"]
-        meta["clock_sync_error_us"] = None if snap["clock_error_us"] is None else round(snap["clock_error_us"], 3)
-        # flat keys (trace meta keeps scalars and short lists only)
-        meta["gpu_source"] = "cupti"
-        meta.update({f"cupti_{k}": v for k, v in st.items()})
-        meta.update(cupti_spans=r["spans"], cupti_launch_flows=r["flows"], cupti_host_api_calls=r["host_api_calls"])
-        # CUPTI's own cost on the launching thread: per GPU activity record (thresholds.py, measured on an H100)
-        from .. import thresholds as T
-        n_gpu = sum(len(snap["rows"].get(k) or []) for k in ("kernel", "memcpy", "memset"))
-        est_ms = n_gpu * T.CUPTI_COST_PER_GPU_RECORD_US / 1e3
-        meta["cupti_estimated_cost_ms"] = round(est_ms, 1)
-        proc_ms = (time.process_time_ns() - self.cpu_start_ns) / 1e6
-        own_ms = (self.thread_cpu_ns() + self.gpu_act.callback_cpu_ns) / 1e6
-        if proc_ms > 0:
-            meta["estimated_overhead_pct"] = round(min(100.0, 100.0 * (own_ms + est_ms) / proc_ms), 2)
-            meta["overhead_basis"] = (
-                "(CPU time of InferScope's sampler + housekeeping threads + CUPTI buffer callbacks + CUPTI tracing "
-                f"estimated as {n_gpu} GPU activity records x {T.CUPTI_COST_PER_GPU_RECORD_US:g} us, measured on an "
-                "H100 host) / CPU time of the whole process; an estimate: the per-record cost depends on the CPU and driver")
-        if self.gpu_act.error:
-            warnings.append(self.gpu_act.error)
-        return r["dropped"] + st["dropped_records"]
-
     # ---------------------------------------------------------- housekeeping
     def _housekeeping(self) -> None:
         self.skip_idents.add(threading.get_ident())
@@ -424,6 +396,7 @@ class Session:
     def build_trace(self, final: bool = False, kineto_path: str | None = None, end_ns: int | None = None):
         from ..trace.builder import TraceBuilder
         from .assemble import add_events, overflow_warning
+        from .gpu_merge import merge_cupti, merge_kineto, profiler_cost
         end_ns = end_ns or time.perf_counter_ns()
         events = self.buffer.snapshot()
         if not final and self.sampler is not None:
@@ -437,16 +410,16 @@ class Session:
         meta_devices = self._devices()
         dropped_extra = 0
         if kineto_path:
-            dropped_extra, err_us = self._merge_kineto(b, kineto_path, len(events), warnings, meta_devices)
+            dropped_extra, err_us = merge_kineto(self, b, kineto_path, len(events), warnings, meta_devices)
             meta["clock_sync_error_us"] = err_us
-            self._profiler_cost(meta)
+            profiler_cost(self, meta)
             if err_us is not None and err_us > self.cfg.sync_error_margin_us:
                 warnings.append(f"clock sync error {err_us:.0f} us exceeds the margin of "
                                 f"{self.cfg.sync_error_margin_us:g} us (INFERSCOPE_SYNC_ERROR_MARGIN_US): "
                                 "torch op times may be misaligned with CPU samples by that much")
         cupti = self.gpu_act is not None and bool(self.gpu_act.clock_start)
         if cupti:
-            dropped_extra += self._merge_cupti(b, len(events), meta, warnings)
+            dropped_extra += merge_cupti(self, b, len(events), meta, warnings)
             if meta["clock_sync_error_us"] is not None and meta["clock_sync_error_us"] > self.cfg.sync_error_margin_us:
                 warnings.append(f"CUPTI clock sync error {meta['clock_sync_error_us']:.0f} us exceeds the margin of "
                                 f"{self.cfg.sync_error_margin_us:g} us (INFERSCOPE_SYNC_ERROR_MARGIN_US)")
@@ -500,93 +473,6 @@ class Session:
         return miss
 
     _profiler_host_events = 0
-
-    def _profiler_cost(self, meta: dict) -> None:
-        """Add torch.profiler's estimated cost (recorded host events x measured cost per event) to
-        the overhead estimate: the sampler's own CPU time alone says nothing about it."""
-        from .torchprof import PROFILER_COST_PER_HOST_EVENT_US as per_us
-        n = self._profiler_host_events
-        est_ms = n * per_us / 1e3
-        meta["profiler_host_events"] = n
-        meta["estimated_profiler_overhead_ms"] = round(est_ms, 1)
-        proc_ms = (time.process_time_ns() - self.cpu_start_ns) / 1e6
-        own_ms = self.thread_cpu_ns() / 1e6
-        if proc_ms > 0:
-            # same basis as without the profiler: share of the process's CPU time spent on collection
-            meta["estimated_overhead_pct"] = round(min(100.0, 100.0 * (own_ms + est_ms) / proc_ms), 2)
-        meta["overhead_basis"] = (
-            "(CPU time of InferScope's sampler + housekeeping threads + torch.profiler estimated as "
-            f"{n} recorded ops and CUDA API calls x {per_us:g} us, measured on an H100 host) / "
-            "CPU time of the whole process; an estimate: the per-event cost depends on the CPU")
-
-    def _merge_kineto(self, b, path: str, n_own: int, warnings: list, devices: list) -> tuple[int, float | None]:
-        import numpy as np
-        from ..trace.kinds import SpanKind, TrackKind
-        from ..trace.model import SPAN_COLUMNS
-        from .torchprof import SYNC_PREFIX, clock_offset, load_chrome
-        try:
-            kt = load_chrome(path)
-        except Exception as e:
-            warnings.append(f"could not read the torch profiler trace ({type(e).__name__}: {e}); torch ops not merged")
-            return 0, None
-        strs = kt.strings.as_list()
-        s = kt.spans
-        ann = (s.kind == int(SpanKind.ANNOTATION)) | (s.kind == int(SpanKind.OTHER))
-        starts = {}
-        for i in np.flatnonzero(ann):
-            nm = strs[s.name[i]] if s.name[i] >= 0 else ""
-            if nm.startswith(SYNC_PREFIX):
-                starts.setdefault(nm, int(s.start_ns[i]))
-        off, err_us, _ = clock_offset(starts, self.torch.markers)
-        if off is None:
-            warnings.append("torch profiler trace has no clock-sync markers; torch ops not merged")
-            return 0, None
-        drop_names = {i for i, x in enumerate(strs) if x.startswith("inferscope::") or x in self.scope_names}
-        keep = ~(ann & np.isin(s.name, np.fromiter(drop_names, dtype=np.int64, count=len(drop_names))))
-        # bounded memory: torch events share the buffer budget; drop the oldest beyond it
-        room = max(0, self.buffer.capacity - n_own)
-        kept_idx = np.flatnonzero(keep)
-        dropped = 0
-        if len(kept_idx) > room:
-            dropped = len(kept_idx) - room
-            kept_idx = kept_idx[dropped:]  # spans are sorted by start: drop the oldest
-        if not len(kept_idx):
-            return dropped, err_us
-        smap = np.asarray([b.strings.intern(x) for x in strs] or [0], dtype=np.int32)
-        tk = kt.tracks
-        tmap = np.asarray([b.track(TrackKind(int(tk.kind[t])), pid=int(tk.pid[t]), tid=int(tk.tid[t]),
-                                   device=int(tk.device[t]),
-                                   name=strs[tk.name[t]] if tk.name[t] >= 0 and int(tk.kind[t]) == int(TrackKind.COUNTER) else "")
-                           for t in range(len(tk))] or [0], dtype=np.int32)
-        kk = s.kind[np.flatnonzero(keep)]
-        self._profiler_host_events = int(np.isin(kk, [int(SpanKind.CPU_OP), int(SpanKind.RUNTIME), int(SpanKind.DRIVER)]).sum())
-        cols = {}
-        for k in SPAN_COLUMNS:
-            v = getattr(s, k)[kept_idx]
-            if k in ("name", "cat", "detail"):
-                v = np.where(v >= 0, smap[np.maximum(v, 0)], -1)
-            elif k == "track":
-                v = tmap[v]
-            elif k in ("start_ns", "end_ns"):
-                v = v - off
-            elif k in ("depth", "parent"):
-                continue
-            cols[k] = v
-        prov = b.add_spans(**cols)
-        if len(kt.flows):
-            pos = np.full(len(s), -1, dtype=np.int64)
-            pos[kept_idx] = prov
-            src, dst = pos[kt.flows.src], pos[kt.flows.dst]
-            ok = (src >= 0) & (dst >= 0)
-            if ok.any():
-                b.add_flows(src[ok], dst[ok], kt.flows.kind[ok])
-        if len(kt.counters):
-            b.add_counters(tmap[kt.counters.track], kt.counters.ts_ns - off, kt.counters.value)
-        if not devices and kt.meta.get("devices"):
-            devices.extend(kt.meta["devices"])
-        for w in kt.meta.get("warnings", []) or []:
-            warnings.append(f"torch profiler trace: {w}")
-        return dropped, err_us
 
     # ------------------------------------------------------------- outputs
     def flush(self) -> None:
