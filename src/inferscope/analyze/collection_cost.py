@@ -19,43 +19,36 @@ from ..trace.kinds import SpanKind
 from .window import Window
 
 
+# source -> (span kinds whose recording costs the program, cost per event (us), measured range (us),
+# what they are, the basis sentence); numbers in thresholds.py
+_SOURCES = {
+    "torch.profiler": ((SpanKind.CPU_OP, SpanKind.RUNTIME, SpanKind.DRIVER), T.PROFILER_COST_PER_HOST_EVENT_US,
+                       T.PROFILER_COST_RANGE_US, "ops and CUDA API calls",
+                       "recorded CPU ops and CUDA API calls in the window x the per-event cost of torch.profiler "
+                       "measured on an H100 host (an estimate; the true cost depends on the host CPU)"),
+    "CUPTI": ((SpanKind.KERNEL, SpanKind.MEMCPY, SpanKind.MEMSET), T.CUPTI_COST_PER_GPU_RECORD_US,
+              T.CUPTI_COST_RANGE_US, "kernels, copies and memsets",
+              "GPU activities CUPTI recorded in the window x the per-record cost of CUPTI tracing measured "
+              "on an H100 host (an estimate; the true cost depends on the host CPU and driver)"),
+}
+
+
 def collection_cost(trace, window: Window) -> dict | None:
     coll = trace.meta.get("collection") or {}
     if trace.meta.get("source_format") != "inferscope":
         return None
     if coll.get("gpu_source") == "cupti":
-        return _cupti_cost(trace, window, coll)
-    if coll.get("torch_profiler") != "on":
+        src = "CUPTI"          # its cost is per GPU activity record, on the launching thread
+    elif coll.get("torch_profiler") == "on":
+        src = "torch.profiler"  # per recorded host event (op or API call)
+    else:
         return None
+    kinds, per_us, rng, what, basis = _SOURCES[src]
     s = trace.spans
-    m = np.isin(s.kind, [int(SpanKind.CPU_OP), int(SpanKind.RUNTIME), int(SpanKind.DRIVER)]) & \
-        (s.end_ns > window.start_ns) & (s.start_ns < window.end_ns)
+    m = np.isin(s.kind, [int(k) for k in kinds]) & (s.end_ns > window.start_ns) & (s.start_ns < window.end_ns)
     n = int(m.sum())
-    est_ms = n * T.PROFILER_COST_PER_HOST_EVENT_US / 1e3
+    est_ms = n * per_us / 1e3
     pct = 100.0 * est_ms / window.dur_ms if window.dur_ms else 0.0
-    return {"profiler_host_events": n, "cost_per_event_us": T.PROFILER_COST_PER_HOST_EVENT_US,
-            "estimated_ms": round(est_ms, 3),
-            "estimated_ms_range": [round(n * c / 1e3, 3) for c in T.PROFILER_COST_RANGE_US],
-            "pct_of_window": round(pct, 2),
-            "finalize_ms": coll.get("finalize_ms"),
-            "source": "torch.profiler", "what": "ops and CUDA API calls",
-            "basis": "recorded CPU ops and CUDA API calls in the window x the per-event cost of torch.profiler "
-                     "measured on an H100 host (an estimate; the true cost depends on the host CPU)"}
-
-
-def _cupti_cost(trace, window: Window, coll: dict) -> dict:
-    """CUPTI: its cost is per GPU activity record (kernel, copy, memset), on the launching thread."""
-    s = trace.spans
-    m = np.isin(s.kind, [int(SpanKind.KERNEL), int(SpanKind.MEMCPY), int(SpanKind.MEMSET)]) & \
-        (s.end_ns > window.start_ns) & (s.start_ns < window.end_ns)
-    n = int(m.sum())
-    est_ms = n * T.CUPTI_COST_PER_GPU_RECORD_US / 1e3
-    pct = 100.0 * est_ms / window.dur_ms if window.dur_ms else 0.0
-    return {"profiler_host_events": n, "cost_per_event_us": T.CUPTI_COST_PER_GPU_RECORD_US,
-            "estimated_ms": round(est_ms, 3),
-            "estimated_ms_range": [round(n * c / 1e3, 3) for c in T.CUPTI_COST_RANGE_US],
-            "pct_of_window": round(pct, 2),
-            "finalize_ms": coll.get("finalize_ms"),
-            "source": "CUPTI", "what": "kernels, copies and memsets",
-            "basis": "GPU activities CUPTI recorded in the window x the per-record cost of CUPTI tracing measured "
-                     "on an H100 host (an estimate; the true cost depends on the host CPU and driver)"}
+    return {"profiler_host_events": n, "cost_per_event_us": per_us, "estimated_ms": round(est_ms, 3),
+            "estimated_ms_range": [round(n * c / 1e3, 3) for c in rng], "pct_of_window": round(pct, 2),
+            "finalize_ms": coll.get("finalize_ms"), "source": src, "what": what, "basis": basis}

@@ -24,14 +24,10 @@ def merge_cupti(sess, b, n_own: int, meta: dict, warnings: list) -> int:
     n_gpu = sum(len(snap["rows"].get(k) or []) for k in ("kernel", "memcpy", "memset"))
     est_ms = n_gpu * T.CUPTI_COST_PER_GPU_RECORD_US / 1e3
     meta["cupti_estimated_cost_ms"] = round(est_ms, 1)
-    proc_ms = (time.process_time_ns() - sess.cpu_start_ns) / 1e6
-    own_ms = (sess.thread_cpu_ns() + sess.gpu_act.callback_cpu_ns) / 1e6
-    if proc_ms > 0:
-        meta["estimated_overhead_pct"] = round(min(100.0, 100.0 * (own_ms + est_ms) / proc_ms), 2)
-        meta["overhead_basis"] = (
-            "(CPU time of InferScope's sampler + housekeeping threads + CUPTI buffer callbacks + CUPTI tracing "
-            f"estimated as {n_gpu} GPU activity records x {T.CUPTI_COST_PER_GPU_RECORD_US:g} us, measured on an "
-            "H100 host) / CPU time of the whole process; an estimate: the per-record cost depends on the CPU and driver")
+    _overhead(sess, meta, sess.gpu_act.callback_cpu_ns, est_ms,
+              "(CPU time of InferScope's sampler + housekeeping threads + CUPTI buffer callbacks + CUPTI tracing "
+              f"estimated as {n_gpu} GPU activity records x {T.CUPTI_COST_PER_GPU_RECORD_US:g} us, measured on an "
+              "H100 host) / CPU time of the whole process; an estimate: the per-record cost depends on the CPU and driver")
     if sess.gpu_act.error:
         warnings.append(sess.gpu_act.error)
     return r["dropped"] + st["dropped_records"]
@@ -40,20 +36,25 @@ def merge_cupti(sess, b, n_own: int, meta: dict, warnings: list) -> int:
 def profiler_cost(sess, meta: dict) -> None:
     """Add torch.profiler's estimated cost (recorded host events x measured cost per event) to
     the overhead estimate: the sampler's own CPU time alone says nothing about it."""
-    from .torchprof import PROFILER_COST_PER_HOST_EVENT_US as per_us
+    from ..thresholds import PROFILER_COST_PER_HOST_EVENT_US as per_us
     n = sess._profiler_host_events
     est_ms = n * per_us / 1e3
     meta["profiler_host_events"] = n
     meta["estimated_profiler_overhead_ms"] = round(est_ms, 1)
+    _overhead(sess, meta, 0, est_ms,
+              "(CPU time of InferScope's sampler + housekeeping threads + torch.profiler estimated as "
+              f"{n} recorded ops and CUDA API calls x {per_us:g} us, measured on an H100 host) / "
+              "CPU time of the whole process; an estimate: the per-event cost depends on the CPU")
+
+
+def _overhead(sess, meta: dict, extra_cpu_ns: int, est_ms: float, basis: str) -> None:
+    """The overhead estimate with a GPU source: the share of the process's CPU time spent on collection
+    (the sampler's and housekeeping threads' CPU + ``extra_cpu_ns`` measured + ``est_ms`` estimated)."""
     proc_ms = (time.process_time_ns() - sess.cpu_start_ns) / 1e6
-    own_ms = sess.thread_cpu_ns() / 1e6
+    own_ms = (sess.thread_cpu_ns() + extra_cpu_ns) / 1e6
     if proc_ms > 0:
-        # same basis as without the profiler: share of the process's CPU time spent on collection
         meta["estimated_overhead_pct"] = round(min(100.0, 100.0 * (own_ms + est_ms) / proc_ms), 2)
-    meta["overhead_basis"] = (
-        "(CPU time of InferScope's sampler + housekeeping threads + torch.profiler estimated as "
-        f"{n} recorded ops and CUDA API calls x {per_us:g} us, measured on an H100 host) / "
-        "CPU time of the whole process; an estimate: the per-event cost depends on the CPU")
+    meta["overhead_basis"] = basis
 
 
 def merge_kineto(sess, b, path: str, n_own: int, warnings: list, devices: list) -> tuple[int, float | None]:

@@ -22,12 +22,7 @@ from .importhook import ModuleImportHook
 
 SYNC_PREFIX = "inferscope::sync#"
 
-# What torch.profiler (CPU ops + CUDA activities) adds to the profiled thread per recorded host
-# event (a CPU op or a CUDA runtime/driver call).  Measured on an H100 host (torch 2.11, CUDA 13,
-# bench/bench_gpu.py, bench/README.md): a 30k-launch x.add_() loop took +7 us per op+launch pair
-# under InferScope (its loop 0.21-0.30 s -> 0.40-0.67 s).  Used for the overhead *estimate* in
-# the trace meta; the true cost depends on the host CPU.
-PROFILER_COST_PER_HOST_EVENT_US = 3.5
+# What torch.profiler adds per recorded host event: thresholds.PROFILER_COST_PER_HOST_EVENT_US.
 
 
 def TorchImportHook(callback) -> "ModuleImportHook":
