@@ -269,3 +269,19 @@ def test_demo_default_cpu_only_skips_torch_profiler(tmp_path):
     assert by.get("cpu_compute", 0) > 0 and by.get("framework", 0) > 0, by
     rep = report_json(tmp_path)
     assert abs(sum(x["ms"] for x in rep["breakdown"]) - rep["e2e_ms"]) < 0.01 * rep["e2e_ms"]
+
+
+def test_ops_flag_records_torch_ops(tmp_path):
+    """`inferscope run --ops` turns torch.profiler's op recording on (config torch_profiler=on), also on a
+    CPU-only run where auto leaves it off: the trace holds the ops the program ran."""
+    pytest.importorskip("torch")
+    prog = tmp_path / "ops.py"
+    prog.write_text("import torch\nx = torch.ones(64, 64)\nfor _ in range(50):\n    x = torch.tanh(x @ x)\nprint(float(x[0, 0]))\n")
+    r = subprocess.run([PY, "-m", "inferscope", "run", "-q", "--ops", "--format", "json", "--report", str(tmp_path / "r.json"),
+                        "--trace", str(tmp_path / "t.iscope"), "--", PY, str(prog)],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr[-2000:]
+    t = native.load(tmp_path / "t.iscope")
+    assert t.meta["collection"]["torch_profiler"] == "on", t.meta["collection"]["torch_profiler"]
+    names = t.names(np.flatnonzero(t.spans.kind == SpanKind.CPU_OP))
+    assert sum(n == "aten::tanh" for n in names) == 50, sorted(set(names))[:20]

@@ -141,7 +141,8 @@ def run_command(args) -> int:
     cfg = load_config(flags={"report_path": getattr(args, "report", None),
                              "report_format": getattr(args, "format", None),
                              "metrics_port": getattr(args, "metrics_port", None),
-                             "metrics_host": getattr(args, "metrics_host", None)})
+                             "metrics_host": getattr(args, "metrics_host", None),
+                             "torch_profiler": "on" if getattr(args, "ops", False) else None})
     if getattr(args, "quiet", False):
         cfg.log_level = "error"   # the child's InferScope logs too (it reads the config from the parent)
     log.set_level(cfg.log_level)
