@@ -243,3 +243,26 @@ def test_syncs_name_the_sampled_python_line_without_torch_ops():
     src = int(f.src[np.flatnonzero(f.dst == d2h[0])[0]])
     want = "app.py:second_half:20" if s.start_ns[src] >= mid else "app.py:first_half:10"
     assert sy["tiny_d2h"]["issued_by"] == [{"op": want, "count": 1}]
+
+
+def test_buffer_callback_copies_each_record_by_its_row_layout():
+    """gpu_activity's buffer callback (run on CUPTI's thread): each record becomes a tuple in ROW_FIELDS
+    order (the layout gpu_records reads by field name); records of other kinds are skipped; beyond
+    max_records they are counted as dropped.  Records here are plain objects with CUPTI's attribute
+    names, values taken from the H100 capture."""
+    from types import SimpleNamespace
+    from inferscope.collect.gpu_activity import CuptiCollector, selector
+    snap = _load("torch")
+    col = CuptiCollector(log=None, max_records=10)
+    col._sel = selector({10: "kernel", 1: "memcpy", 5: "runtime"}, col.rows)
+    acts = []
+    for kind, name in ((10, "kernel"), (1, "memcpy"), (5, "runtime")):
+        for r in snap["rows"][name][:5]:
+            acts.append(SimpleNamespace(kind=kind, **dict(zip(ROW_FIELDS[name], r))))
+    acts.append(SimpleNamespace(kind=99))                    # a kind not asked for
+    col._completed(acts)
+    assert col.records == 10 and col.dropped == 5 and col.buffers == 1
+    assert [list(x) for x in col.rows["kernel"]] == snap["rows"]["kernel"][:5]
+    assert [list(x) for x in col.rows["memcpy"]] == snap["rows"]["memcpy"][:5]
+    assert col.rows["runtime"] == []                          # past max_records
+    assert col.callback_cpu_ns > 0

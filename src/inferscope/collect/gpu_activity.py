@@ -20,6 +20,7 @@ but it takes the GIL: its CPU time is measured and reported as the collector's c
 from __future__ import annotations
 
 import json
+import operator
 import re
 import threading
 import time
@@ -66,6 +67,11 @@ def available() -> bool:
         return importlib.util.find_spec("cupti") is not None
     except (ImportError, ValueError):
         return False
+
+
+def selector(kinds: dict[int, str], rows: dict[str, list]) -> dict:
+    """CUPTI activity kind -> (the rows list of its record kind, a getter of its ROW_FIELDS as a tuple)."""
+    return {k: (rows[name], operator.attrgetter(*ROW_FIELDS[name])) for k, name in kinds.items()}
 
 
 def clock_offset(reads: list[tuple[int, int, int]]) -> tuple[int, float]:
@@ -115,9 +121,9 @@ class CuptiCollector:
         except Exception:    # noqa: BLE001 - older CUPTI: pthread ids, mapped later by the session
             pass
         AK = C.ActivityKind
-        sel = {int(AK.CONCURRENT_KERNEL): "kernel", int(AK.MEMCPY): "memcpy", int(AK.MEMSET): "memset",
-               int(AK.SYNCHRONIZATION): "sync", int(AK.RUNTIME): "runtime", int(AK.DRIVER): "driver"}
-        self._sel = sel
+        self._sel = selector({int(AK.CONCURRENT_KERNEL): "kernel", int(AK.MEMCPY): "memcpy", int(AK.MEMSET): "memset",
+                              int(AK.SYNCHRONIZATION): "sync", int(AK.RUNTIME): "runtime", int(AK.DRIVER): "driver"},
+                             self.rows)
         try:
             C.activity_register_callbacks(self._requested, self._completed)
         except Exception as e:    # noqa: BLE001
@@ -190,34 +196,17 @@ class CuptiCollector:
 
     def _completed(self, activities) -> None:
         c0 = time.thread_time_ns()
-        sel = self._sel
-        rows = self.rows
+        sel = self._sel          # record kind -> (rows list, attrgetter of ROW_FIELDS: one C call per record)
         n = 0
         with self._lock:
             room = self.max_records - self.records
             for a in activities:
-                which = sel.get(int(a.kind))
-                if which is None:
+                ent = sel.get(a.kind)
+                if ent is None:
                     continue
                 n += 1
-                if n > room:
-                    continue
-                if which == "kernel":
-                    rows["kernel"].append((a.start, a.end, a.device_id, a.context_id, a.stream_id, a.correlation_id,
-                                           a.name, a.grid_x, a.grid_y, a.grid_z, a.block_x, a.block_y, a.block_z,
-                                           a.registers_per_thread, a.static_shared_memory,
-                                           a.dynamic_shared_memory, a.graph_id))
-                elif which == "runtime" or which == "driver":
-                    rows[which].append((a.start, a.end, a.cbid, a.process_id, a.thread_id, a.correlation_id))
-                elif which == "memcpy":
-                    rows["memcpy"].append((a.start, a.end, a.device_id, a.context_id, a.stream_id, a.correlation_id,
-                                           a.copy_kind, a.src_kind, a.dst_kind, a.bytes, a.graph_id))
-                elif which == "memset":
-                    rows["memset"].append((a.start, a.end, a.device_id, a.context_id, a.stream_id, a.correlation_id,
-                                           a.value, a.bytes, a.memory_kind, a.graph_id))
-                else:
-                    rows["sync"].append((a.start, a.end, a.context_id, a.stream_id, a.correlation_id,
-                                         a.type, a.cuda_event_id))
+                if n <= room:
+                    ent[0].append(ent[1](a))
             kept = min(n, max(0, room))
             self.records += kept
             self.dropped += n - kept
