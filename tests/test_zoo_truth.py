@@ -72,13 +72,17 @@ def test_gil_contention_main_thread(tmp_path):
     code and read -62 points.  The GIL is named: gil_contention, with the spinners' function."""
     # 25 iterations (~1 s): at the 20-40 Hz the sampler gets beside 3 spinners, the two tick intervals
     # that straddle the window's edges are 5-10 % of a 10-iteration window (+12.5 points once)
+    # single runs scatter widely (2026-11-26, load < 0.5, 9 runs): user code +2.9 to +23.5 points (a fresh-
+    # clone CI run +12.5), waiting -10 to -18; with the sampler's own frames only (INFERSCOPE_SIGNAL_FRAMES=0)
+    # +2.7 and +32 in 2 runs - the main thread gets ~25 ticks beside 3 spinners.  Bands: 25 points (the
+    # planted-wall-time truth of before read -62); the median of 3 runs is in bench/README.md
     res, rows = _run(tmp_path, "zoo_gil.py", env={"ZOO_ITERS": "25"})
     rep = json.loads((Path(tmp_path) / "zoo_gil.json").read_text())
-    _within(rows["cpu_preprocessing/user_code"])
+    _within(rows["cpu_preprocessing/user_code"], tol=25.0)
     # waiting as a whole (off-CPU + run queue): which of the two a hand-over delay lands in depends on
     # whether the thread was runnable at the tick (both are waiting)
     off, rq = rows["waiting/off_cpu"], rows.get("waiting/run_queue", {"truth_pct": 0.0, "measured_pct": 0.0})
-    assert abs(off["measured_pct"] + rq["measured_pct"] - off["truth_pct"] - rq["truth_pct"]) <= TOL_PTS, (off, rq)
+    assert abs(off["measured_pct"] + rq["measured_pct"] - off["truth_pct"] - rq["truth_pct"]) <= 25.0, (off, rq)
     ids = {f["id"]: f for f in rep["findings"]}
     assert "gil_contention" in ids, (list(ids), rep["contention"]["gil"])
     assert ids["gil_contention"]["evidence"]["culprit"] == "spinner"
