@@ -801,6 +801,12 @@ class Sampler:
                     if p0 is None:
                         continue
                     # (the main thread read at the sampler's start: this tick classifies its interval)
+                    if module_locks and importing_module(ident) is not None:
+                        # but not from inside an import: the innermost module now (numpy under torch) would
+                        # get all of the start-up imports before it (an unscoped zoo read 'import numpy' as the
+                        # top import) - registered only, as any thread
+                        st.cpu, st.t, st.start, st.end = cpu, t, t, t
+                        continue
                     first_iv = True
                 if st.clk is not None:
                     try:
