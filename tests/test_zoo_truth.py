@@ -138,7 +138,9 @@ def test_rust_tokenizer_parallel_native_threads(tmp_path):
     # median, the missing part read as cpu_compute +11, not analysed yet - issue 23); 12 points failed
     # about every other run, so this test holds the 20-point band and bench/README.md has the figure
     assert abs(tok["measured_pct"] + rq["measured_pct"] - tok["truth_pct"] - rq["truth_pct"]) <= 20.0, (tok, rq)
-    assert tok["measured_pct"] >= 50, tok
+    # at least about half of the truth (the bug read 25 % of 92 %); beside other jobs the truth itself falls
+    # (48.8 and 55.6 % in two runs of 2026-11-26, measured 23.6 and 30.3: the band above held)
+    assert tok["measured_pct"] >= 0.45 * tok["truth_pct"], tok
     # the main thread's own libc moments inside encode_batch follow the native threads' role (tokenizer),
     # not the model step before them: cpu_compute measured 3.2-14.8 % for 9 % true (3 runs, 2026-11-26;
     # a full-suite run +12.4 points), was +10.7 to +15 points (medians) over the truth before
