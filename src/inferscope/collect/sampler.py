@@ -258,6 +258,8 @@ class Sampler:
         self.blocking = None
         self.signal_frames = True   # the main thread's frame from a timer signal (sigframes.py)
         self._sig = None
+        self._pre = None   # (main ident, its CPU clock ns, clock ns, run-queue ns or -1) read by start()
+        self._stop_at = 0  # when stop() was called (the program's end): the final tick's time
 
     # ---------------------------------------------------------------------
     def start(self) -> None:
@@ -276,6 +278,17 @@ class Sampler:
             self._sig.start()
         self._thread = threading.Thread(target=self._run, name="inferscope-sampler", daemon=True)
         self._thread.start()
+        # the main thread's CPU clock and run-queue delay, read here (the session's start, on the calling
+        # thread, once the sampler thread runs: waiting for it to start is InferScope's start-up, off-CPU)
+        # for the sampler's first tick: the sampler thread's own start-up (its imports, the perf set-up
+        # thread) competes for the GIL and the CPUs with the program, and ran 144 ms into a loaded
+        # zoo_disk_io's scope once (that much of its window read 'other', issue 25)
+        try:
+            self._pre = (threading.main_thread().ident,
+                         self._cputime(self._getclk(threading.main_thread().ident)), self._clock(),
+                         _runq_ns(self.main_tid) if self._live else -1)
+        except Exception:      # noqa: BLE001 - the sampler thread's own reading holds
+            pass
 
     def pause(self) -> None:
         """Stop taking samples until resume() (the thread blocks; runs stay open)."""
@@ -285,6 +298,7 @@ class Sampler:
         self._running.set()
 
     def stop(self) -> None:
+        self._stop_at = self._clock()
         if self._sig is not None:
             self._sig.stop()
         self._stop.set()
@@ -688,13 +702,17 @@ class Sampler:
         # sampler started (a thread met at a tick is otherwise only registered there); the first tick can
         # come tens of ms late while start-up imports run, and a short program's window began in that gap
         # (zoo_disk_io at 6 iterations: 7-15 ms of a 42 ms window read 'other')
+        # (start() reads it again once this thread runs: that reading is used when it came before the tick)
         pre = {}
         try:
             mclk = getclk(main_ident)
-            pre[main_ident] = (cputime(mclk), clock())
+            pre[main_ident] = (cputime(mclk), clock(), -1)
         except Exception:      # noqa: BLE001 - no CPU clock for it: registered at its first tick as any thread
             pass
-        while not stop.is_set():
+        ticked = False
+        # (at least one tick: a program that ends before the first one - a 60 ms script on a loaded host,
+        # the sampler thread's start-up still running - has its interval since start() classified then)
+        while not stop.is_set() or not ticked:
             if not self._running.is_set():      # paused
                 self._running.wait()
                 if stop.is_set():
@@ -707,7 +725,8 @@ class Sampler:
             interval = self.interval_ns
             iv = max(interval * IMPORT_RATE_DIVISOR if module_locks else interval, int(ema_busy / GIL_BUDGET))
             target = clock() + iv
-            sleep(iv / 1e9)
+            if not stop.is_set():
+                sleep(iv / 1e9)
             t = clock()
             try:
                 cpu0 = cputime(my_clk)
@@ -724,7 +743,14 @@ class Sampler:
             # consecutive voluntary ones (else a thread releasing the GIL every few ms would keep
             # its first class for ever).
             voluntary = not gil_free and (t - target) < forced_ns
+            if self._stop_at and stop.is_set():
+                # the final tick, which stop() waits for: its intervals end when stop() was called (the
+                # program's end), not after the sleep - the main thread waited in that join up to a tick
+                # interval, read as 'waiting' at the end of the whole-run window (zoo_short60: 12 % of a
+                # 100 ms window, truth 0)
+                t = max(last_tick, min(t, self._stop_at))
             self.ticks += 1
+            ticked = True
             if not module_locks and last_tick:   # steady-state rate (imports run slower on purpose)
                 self.steady_ticks += 1
                 self.steady_ns += t - last_tick
@@ -781,11 +807,18 @@ class Sampler:
                     except (OSError, OverflowError):
                         clk, cpu = None, 0
                     p0 = pre.pop(ident, None) if clk is not None else None
+                    if p0 is not None and self._pre is not None and self._pre[0] == ident:
+                        p0 = self._pre[1:]       # read by start() (usually before this first tick)
                     st = threads[ident] = _ThreadState(tid, clk, p0[0], p0[1]) if p0 else _ThreadState(tid, clk, cpu, t)
                     if schedstat:
                         try:
                             st.rq_t = ProcFile(f"/proc/self/task/{tid}/schedstat", 128)
                             st.rq, st.rq_at = int(st.rq_t.read().split()[1]), t
+                            if p0 is not None and p0[2] >= 0:
+                                # its run-queue delay at the sampler's start too: the first interval's
+                                # runnable time is CPU contention, not a wait (zoo_short60 under load: 19 ms
+                                # of run queue in its work read off-CPU)
+                                st.rq, st.rq_at = p0[2], p0[1]
                         except (OSError, ValueError, IndexError):
                             _close(st)
                     if kgate_fn is not None:
