@@ -57,6 +57,7 @@ import sys
 import threading
 import time
 
+from .. import thresholds as T
 from . import classify as C
 from . import kernel_time as K
 from .perfip import COMPUTE, OTHER, TOKENIZER
@@ -145,6 +146,14 @@ def _close(st) -> None:
         st.kst = None
 
 
+def perf_kernel_share(cpu_ns: float, samples: float) -> float:
+    """A thread's kernel share of its CPU time from its user-space perf IP samples (each stands for
+    PERF_PERIOD_NS of user time) over ``cpu_ns`` of its CPU time, with thresholds.KERNEL_PERF_SHARE_PRIOR
+    samples of user time as a prior (the rule: thresholds.KERNEL_PERF_SHARE_CPU_NS)."""
+    a = T.KERNEL_PERF_SHARE_PRIOR
+    return max(0.0, 1.0 - (samples + a) * PERF_PERIOD_NS / (cpu_ns + a * PERF_PERIOD_NS))
+
+
 def _import_probe(module_locks):
     """f(thread ident) -> name of the innermost module that thread is importing, or None.
 
@@ -179,7 +188,7 @@ def _switch_interval_s() -> float:
 
 class _ThreadState:
     __slots__ = ("clk", "cls", "cpu", "end", "label", "last_fb", "lines", "n", "native", "native_fresh", "native_tok", "pending",
-                 "kblk", "kio", "kst", "perf", "prev_vol", "rq", "rq_at", "rq_t", "start", "t", "tid")
+                 "kblk", "kio", "kst", "perf", "pcpu", "pn", "prev_vol", "rq", "rq_at", "rq_t", "start", "t", "tid")
 
     def __init__(self, tid, clk, cpu, t):
         self.tid = tid
@@ -196,6 +205,8 @@ class _ThreadState:
         self.kblk = False  # its previous interval was (partly) off-CPU: kernel CPU after a wake-up is the call's
         self.kio = False  # its last blocking call (blocking.py probe) was an I/O call
         self.kst = None   # kernel_time.ThreadStat (faults, kernel time) of /proc/self/task/<tid>/stat
+        self.pcpu = 0.0   # CPU time (ns) and user-space perf IP samples of its intervals with perf on, decaying
+        self.pn = 0.0     # sums (KERNEL_PERF_SHARE_CPU_NS): its kernel share by perf (perf_kernel_share)
         self.rq_at = 0    # sample time of the rq reading
         self.perf = None  # PerfIP of this thread (perf_event task-clock IP samples)
         self.native = None  # last perf verdict: fraction of IP samples in numeric libraries (role COMPUTE)
@@ -451,6 +462,14 @@ class Sampler:
             kns = more[2] if len(more) > 2 else 0    # its kernel-mode CPU time (stime carry)
             kx = False                               # a kernel part was placed: exact boundaries
             kb = more[3] if len(more) > 3 else 0      # blocked in this interval or the previous one (2: in I/O)
+            pc = more[4] if len(more) > 4 else -1     # its CPU time, where perf sampled all of the interval
+            if pc >= 0 and st.perf is not None:
+                j = i
+                while j < n and samples[j][0] <= t:
+                    j += 1
+                d = 1.0 - min(1.0, pc / T.KERNEL_PERF_SHARE_CPU_NS)
+                st.pcpu = st.pcpu * d + pc
+                st.pn = st.pn * d + (j - i)
             kr = K.kernel_class(kf, bool(kb), False, fallback, CLS_COMPUTE, CLS_WAITING, kb == 2)
             if kr is not None and kr[1] == K.IO and end > prev and st.perf is not None:
                 # the on-CPU time the interval's user-space IP samples leave uncovered (each stands for
@@ -461,7 +480,8 @@ class Sampler:
                 j = i
                 while j < n and samples[j][0] <= t:
                     j += 1
-                share = 1.0 if kb == 2 else (st.kst.kernel_share() if st.kst is not None else 0.0)
+                share = 1.0 if kb == 2 else max(st.kst.kernel_share() if st.kst is not None else 0.0,
+                                                perf_kernel_share(st.pcpu, st.pn))
                 kns = max(kns, int((end - prev - (j - i) * PERF_PERIOD_NS) * share))
             if kr is not None and kr[1] == K.IO and end > prev and kns > 0:
                 # blocked, no faults: the kernel CPU of the call it waited in is part of the I/O wait
@@ -703,6 +723,7 @@ class Sampler:
         # come tens of ms late while start-up imports run, and a short program's window began in that gap
         # (zoo_disk_io at 6 iterations: 7-15 ms of a 42 ms window read 'other')
         # (start() reads it again once this thread runs: that reading is used when it came before the tick)
+        perf_on_at = None       # when perf sampling last came on (adopted, or enabled after an import)
         pre = {}
         try:
             mclk = getclk(main_ident)
@@ -759,9 +780,11 @@ class Sampler:
                 perf_maps = self._perf_maps
                 self._adopt_perf(perf_off)
                 setup = True
+                perf_on_at = t
             if perf_maps is not None and bool(module_locks) != perf_off:
                 perf_off = not perf_off
                 self._perf_enable(not perf_off)
+                perf_on_at = t
             if setup_thread is not None and not setup_thread.is_alive():
                 # glibc gives a finished thread's pthread_t (= its Python ident) to the next thread
                 # created: left in the skip set, the workload's next thread would never be sampled
@@ -974,8 +997,11 @@ class Sampler:
                     # last; in the first interval since the sampler started, always last: its CPU work is
                     # start-up (imports), before whatever blocks (zoo_disk_io read that CPU as user code in its
                     # window, -18 points once)
+                    # (last: its CPU time where perf sampled all of the interval - the thread's kernel share by perf)
                     st.pending.append((t, cls, label, fallback, gil_free, off if (oncpu and not first_iv) else -off, rqn, kf, kns,
-                                       (2 if st.kio else 1) if (kblk or off != 0) else 0))
+                                       (2 if st.kio else 1) if (kblk or off != 0) else 0,
+                                       dcpu if (st.clk is not None and not perf_off and perf_on_at is not None
+                                                and prev_t >= perf_on_at) else -1))
                 elif cls is KEEP:
                     self._apply(st, t, st.cls, label if fair else None)
                 else:
