@@ -154,6 +154,30 @@ def test_blocking_call_cpu_is_waiting():
     assert dur == {"user_code": 10 * MS}
 
 
+def test_unnamed_wait_cpu_by_perf_kernel_share():
+    """Blocked intervals whose call the probe could not name (kb=1: it read the thread 'running' between
+    90 us O_DIRECT reads, issue 25) and no stat reads: the on-CPU part the user-space samples leave uncovered
+    is kernel time at the thread's kernel share by perf (1 - samples x period / CPU time over its recent
+    intervals).  30 intervals of 5 ms: 3.5 ms off-CPU, then 1.5 ms on CPU (the last field: its CPU time,
+    perf on all the interval)."""
+    assert SM.perf_kernel_share(0, 0) == 0.0                       # nothing known: no kernel share
+    assert SM.perf_kernel_share(100 * MS, 25) == 0.0               # one sample per 4 ms: all user time
+    assert 0.98 < SM.perf_kernel_share(100 * MS, 0) < 1.0          # none: kernel time (the prior: < 1)
+    pend = [((k + 1) * 5 * MS, None, LBL, "user_code", False, int(3.5 * MS), 0, 0, 0, 1, int(1.5 * MS))
+            for k in range(30)]
+    dur, s = _resolve([], list(pend), native=0.0)
+    assert sum(dur.values()) == 150 * MS
+    assert dur.get("user_code", 0) < 0.1 * 45 * MS, dur             # the reads' kernel CPU: the wait's
+    assert s.kernel_totals.io_ns > 0.9 * 45 * MS
+    # the same with one interpreter sample per 4 ms of its CPU time (Python between lock waits): user code
+    samples = [(int((k + 1) * 5 * MS - MS), P.PYTHON) for k in range(30) if k % 8 in (0, 3, 5)]
+    dur, _ = _resolve(samples, list(pend), native=0.0)
+    assert dur.get("user_code", 0) > 0.85 * 45 * MS, dur
+    # without the CPU time field (perf off for part of the interval: an import) the share stays unknown
+    dur, _ = _resolve([], [p[:10] for p in pend], native=0.0)
+    assert dur.get("user_code", 0) == 45 * MS, dur
+
+
 class FakeStat:
     """Stands for kernel_time.ThreadStat: faults/kernel time per step from a script keyed by fake time."""
     script = None

@@ -336,3 +336,53 @@ def test_low_rate_warning_names_the_thread():
     assert "model_0 (60 Hz)" in w and "short" not in w and "main" not in w      # 0.1 s: too short to judge
     smp.thread_ticks[11] = [150, 1_000_000_000]
     assert sampling_rate_warning(smp, 200, {11: "model_0"}) is None
+
+
+def test_program_ending_before_the_first_tick_is_classified():
+    """Run edges (issue 25 item 4): the main thread's CPU clock and time are read by start(), and a
+    program that stops the sampler before its first tick (a 60 ms script while the sampler thread's own
+    start-up runs on a loaded host) still gets one tick, without the sleep: its 30 ms on CPU since start()
+    read user code, not 'other' (nothing sampled)."""
+    import threading
+    main = threading.main_thread()
+    now = {"t": 0, "cpu": 0}
+    frame = next(decode_loop())
+    buf = []
+    s = SM.Sampler(buf, 200, {}, set(), clock=lambda: now["t"], sleep=lambda _s: pytest.fail("slept"),
+                   frames=lambda: {main.ident: frame}, cputime=lambda clk: now["cpu"] if clk == "main" else 0,
+                   getclk=lambda ident: "main" if ident == main.ident else 0)
+    s.use_perf, s.probe_blocking, s.kernel_time = False, False, False
+    s._perf_maps = s._PerfIP = s._perf_main = None
+    s._pre = (main.ident, 0, 0, -1)                   # what start() reads
+    now["t"] = now["cpu"] = 30 * MS                   # the program runs 30 ms, then exits
+    s._stop_at = now["t"]
+    s._stop.set()
+    th = threading.Thread(target=s._run)          # the sampler's own thread is skipped: not this one
+    th.start()
+    th.join()
+    s._close_all()
+    # (user code; cpu_compute by the GIL heuristic once another test imported torch)
+    assert [(e[5] in ("user_code", "cpu_compute"), e[3], e[4]) for e in buf if e[2] == main.native_id] == \
+        [(True, 0, 30 * MS)]
+
+
+def test_final_tick_ends_when_stop_was_called():
+    """The final tick (stop() waits for it, up to a tick interval) classifies up to stop()'s call, the
+    program's end: the main thread's wait in that join is not the program's (zoo_short60: 12 % of its
+    window read off-CPU at the end)."""
+    dec = next(decode_loop())
+    buf = []
+    c = Clock([(dec, True)] * 4, None)
+    s = SM.Sampler(buf, 200, {}, set(), clock=c.clock, sleep=c.sleep, frames=c.frames, cputime=c.cputime,
+                   getclk=lambda ident: "fake-clk" if ident == IDENT else 0)
+
+    def stop():                      # called 2 ms before the last sleep ends (the program's exit)
+        s._stop_at = c.now - 2 * MS
+        s._stop.set()
+    c.stop = stop
+    s.use_perf = False
+    s._perf_maps = s._PerfIP = s._perf_main = None
+    s._run()
+    s._close_all()
+    spans = [(e[3], e[4]) for e in buf if e[2] == IDENT]
+    assert spans == [(5 * MS, 18 * MS)], spans      # ticks at 5, 10, 15 ms; stop() at 18 ms (the last sleep: 20)

@@ -57,6 +57,7 @@ import sys
 import threading
 import time
 
+from .. import thresholds as T
 from . import classify as C
 from . import kernel_time as K
 from .perfip import COMPUTE, OTHER, TOKENIZER
@@ -145,6 +146,14 @@ def _close(st) -> None:
         st.kst = None
 
 
+def perf_kernel_share(cpu_ns: float, samples: float) -> float:
+    """A thread's kernel share of its CPU time from its user-space perf IP samples (each stands for
+    PERF_PERIOD_NS of user time) over ``cpu_ns`` of its CPU time, with thresholds.KERNEL_PERF_SHARE_PRIOR
+    samples of user time as a prior (the rule: thresholds.KERNEL_PERF_SHARE_CPU_NS)."""
+    a = T.KERNEL_PERF_SHARE_PRIOR
+    return max(0.0, 1.0 - (samples + a) * PERF_PERIOD_NS / (cpu_ns + a * PERF_PERIOD_NS))
+
+
 def _import_probe(module_locks):
     """f(thread ident) -> name of the innermost module that thread is importing, or None.
 
@@ -179,7 +188,7 @@ def _switch_interval_s() -> float:
 
 class _ThreadState:
     __slots__ = ("clk", "cls", "cpu", "end", "label", "last_fb", "lines", "n", "native", "native_fresh", "native_tok", "pending",
-                 "kblk", "kio", "kst", "perf", "prev_vol", "rq", "rq_at", "rq_t", "start", "t", "tid")
+                 "kblk", "kio", "kst", "perf", "pcpu", "pn", "prev_vol", "rq", "rq_at", "rq_t", "start", "t", "tid")
 
     def __init__(self, tid, clk, cpu, t):
         self.tid = tid
@@ -196,6 +205,8 @@ class _ThreadState:
         self.kblk = False  # its previous interval was (partly) off-CPU: kernel CPU after a wake-up is the call's
         self.kio = False  # its last blocking call (blocking.py probe) was an I/O call
         self.kst = None   # kernel_time.ThreadStat (faults, kernel time) of /proc/self/task/<tid>/stat
+        self.pcpu = 0.0   # CPU time (ns) and user-space perf IP samples of its intervals with perf on, decaying
+        self.pn = 0.0     # sums (KERNEL_PERF_SHARE_CPU_NS): its kernel share by perf (perf_kernel_share)
         self.rq_at = 0    # sample time of the rq reading
         self.perf = None  # PerfIP of this thread (perf_event task-clock IP samples)
         self.native = None  # last perf verdict: fraction of IP samples in numeric libraries (role COMPUTE)
@@ -258,6 +269,8 @@ class Sampler:
         self.blocking = None
         self.signal_frames = True   # the main thread's frame from a timer signal (sigframes.py)
         self._sig = None
+        self._pre = None   # (main ident, its CPU clock ns, clock ns, run-queue ns or -1) read by start()
+        self._stop_at = 0  # when stop() was called (the program's end): the final tick's time
 
     # ---------------------------------------------------------------------
     def start(self) -> None:
@@ -276,6 +289,17 @@ class Sampler:
             self._sig.start()
         self._thread = threading.Thread(target=self._run, name="inferscope-sampler", daemon=True)
         self._thread.start()
+        # the main thread's CPU clock and run-queue delay, read here (the session's start, on the calling
+        # thread, once the sampler thread runs: waiting for it to start is InferScope's start-up, off-CPU)
+        # for the sampler's first tick: the sampler thread's own start-up (its imports, the perf set-up
+        # thread) competes for the GIL and the CPUs with the program, and ran 144 ms into a loaded
+        # zoo_disk_io's scope once (that much of its window read 'other', issue 25)
+        try:
+            self._pre = (threading.main_thread().ident,
+                         self._cputime(self._getclk(threading.main_thread().ident)), self._clock(),
+                         _runq_ns(self.main_tid) if self._live else -1)
+        except Exception:      # noqa: BLE001 - the sampler thread's own reading holds
+            pass
 
     def pause(self) -> None:
         """Stop taking samples until resume() (the thread blocks; runs stay open)."""
@@ -285,6 +309,7 @@ class Sampler:
         self._running.set()
 
     def stop(self) -> None:
+        self._stop_at = self._clock()
         if self._sig is not None:
             self._sig.stop()
         self._stop.set()
@@ -437,6 +462,14 @@ class Sampler:
             kns = more[2] if len(more) > 2 else 0    # its kernel-mode CPU time (stime carry)
             kx = False                               # a kernel part was placed: exact boundaries
             kb = more[3] if len(more) > 3 else 0      # blocked in this interval or the previous one (2: in I/O)
+            pc = more[4] if len(more) > 4 else -1     # its CPU time, where perf sampled all of the interval
+            if pc >= 0 and st.perf is not None:
+                j = i
+                while j < n and samples[j][0] <= t:
+                    j += 1
+                d = 1.0 - min(1.0, pc / T.KERNEL_PERF_SHARE_CPU_NS)
+                st.pcpu = st.pcpu * d + pc
+                st.pn = st.pn * d + (j - i)
             kr = K.kernel_class(kf, bool(kb), False, fallback, CLS_COMPUTE, CLS_WAITING, kb == 2)
             if kr is not None and kr[1] == K.IO and end > prev and st.perf is not None:
                 # the on-CPU time the interval's user-space IP samples leave uncovered (each stands for
@@ -447,7 +480,8 @@ class Sampler:
                 j = i
                 while j < n and samples[j][0] <= t:
                     j += 1
-                share = 1.0 if kb == 2 else (st.kst.kernel_share() if st.kst is not None else 0.0)
+                share = 1.0 if kb == 2 else max(st.kst.kernel_share() if st.kst is not None else 0.0,
+                                                perf_kernel_share(st.pcpu, st.pn))
                 kns = max(kns, int((end - prev - (j - i) * PERF_PERIOD_NS) * share))
             if kr is not None and kr[1] == K.IO and end > prev and kns > 0:
                 # blocked, no faults: the kernel CPU of the call it waited in is part of the I/O wait
@@ -688,13 +722,18 @@ class Sampler:
         # sampler started (a thread met at a tick is otherwise only registered there); the first tick can
         # come tens of ms late while start-up imports run, and a short program's window began in that gap
         # (zoo_disk_io at 6 iterations: 7-15 ms of a 42 ms window read 'other')
+        # (start() reads it again once this thread runs: that reading is used when it came before the tick)
+        perf_on_at = None       # when perf sampling last came on (adopted, or enabled after an import)
         pre = {}
         try:
             mclk = getclk(main_ident)
-            pre[main_ident] = (cputime(mclk), clock())
+            pre[main_ident] = (cputime(mclk), clock(), -1)
         except Exception:      # noqa: BLE001 - no CPU clock for it: registered at its first tick as any thread
             pass
-        while not stop.is_set():
+        ticked = False
+        # (at least one tick: a program that ends before the first one - a 60 ms script on a loaded host,
+        # the sampler thread's start-up still running - has its interval since start() classified then)
+        while not stop.is_set() or not ticked:
             if not self._running.is_set():      # paused
                 self._running.wait()
                 if stop.is_set():
@@ -707,7 +746,8 @@ class Sampler:
             interval = self.interval_ns
             iv = max(interval * IMPORT_RATE_DIVISOR if module_locks else interval, int(ema_busy / GIL_BUDGET))
             target = clock() + iv
-            sleep(iv / 1e9)
+            if not stop.is_set():
+                sleep(iv / 1e9)
             t = clock()
             try:
                 cpu0 = cputime(my_clk)
@@ -724,7 +764,14 @@ class Sampler:
             # consecutive voluntary ones (else a thread releasing the GIL every few ms would keep
             # its first class for ever).
             voluntary = not gil_free and (t - target) < forced_ns
+            if self._stop_at and stop.is_set():
+                # the final tick, which stop() waits for: its intervals end when stop() was called (the
+                # program's end), not after the sleep - the main thread waited in that join up to a tick
+                # interval, read as 'waiting' at the end of the whole-run window (zoo_short60: 12 % of a
+                # 100 ms window, truth 0)
+                t = max(last_tick, min(t, self._stop_at))
             self.ticks += 1
+            ticked = True
             if not module_locks and last_tick:   # steady-state rate (imports run slower on purpose)
                 self.steady_ticks += 1
                 self.steady_ns += t - last_tick
@@ -733,9 +780,11 @@ class Sampler:
                 perf_maps = self._perf_maps
                 self._adopt_perf(perf_off)
                 setup = True
+                perf_on_at = t
             if perf_maps is not None and bool(module_locks) != perf_off:
                 perf_off = not perf_off
                 self._perf_enable(not perf_off)
+                perf_on_at = t
             if setup_thread is not None and not setup_thread.is_alive():
                 # glibc gives a finished thread's pthread_t (= its Python ident) to the next thread
                 # created: left in the skip set, the workload's next thread would never be sampled
@@ -781,11 +830,18 @@ class Sampler:
                     except (OSError, OverflowError):
                         clk, cpu = None, 0
                     p0 = pre.pop(ident, None) if clk is not None else None
+                    if p0 is not None and self._pre is not None and self._pre[0] == ident:
+                        p0 = self._pre[1:]       # read by start() (usually before this first tick)
                     st = threads[ident] = _ThreadState(tid, clk, p0[0], p0[1]) if p0 else _ThreadState(tid, clk, cpu, t)
                     if schedstat:
                         try:
                             st.rq_t = ProcFile(f"/proc/self/task/{tid}/schedstat", 128)
                             st.rq, st.rq_at = int(st.rq_t.read().split()[1]), t
+                            if p0 is not None and p0[2] >= 0:
+                                # its run-queue delay at the sampler's start too: the first interval's
+                                # runnable time is CPU contention, not a wait (zoo_short60 under load: 19 ms
+                                # of run queue in its work read off-CPU)
+                                st.rq, st.rq_at = p0[2], p0[1]
                         except (OSError, ValueError, IndexError):
                             _close(st)
                     if kgate_fn is not None:
@@ -947,8 +1003,11 @@ class Sampler:
                     # last; in the first interval since the sampler started, always last: its CPU work is
                     # start-up (imports), before whatever blocks (zoo_disk_io read that CPU as user code in its
                     # window, -18 points once)
+                    # (last: its CPU time where perf sampled all of the interval - the thread's kernel share by perf)
                     st.pending.append((t, cls, label, fallback, gil_free, off if (oncpu and not first_iv) else -off, rqn, kf, kns,
-                                       (2 if st.kio else 1) if (kblk or off != 0) else 0))
+                                       (2 if st.kio else 1) if (kblk or off != 0) else 0,
+                                       dcpu if (st.clk is not None and not perf_off and perf_on_at is not None
+                                                and prev_t >= perf_on_at) else -1))
                 elif cls is KEEP:
                     self._apply(st, t, st.cls, label if fair else None)
                 else:
