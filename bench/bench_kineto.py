@@ -1,6 +1,6 @@
 """Kineto import benchmark: decode floor vs ``kineto.load`` vs full ``inferscope analyze``.
 
-    .venv/bin/python bench/bench_kineto.py [--repeat 3] [--events 2000000] [--skip-synthetic]
+    .venv/bin/python bench/bench_kineto.py [--repeat 3] [--events 2000000] [--skip-synthetic] [--quick]
 
 For the largest shared Kineto trace and for a synthetic trace of >= --events events (the
 same real trace tiled in time, written uncompressed to a temp dir), every measured step
@@ -78,6 +78,23 @@ elif step == 'analyze':
         rc = cli.main(['analyze', path, '-o', d, '-q'])
         t = time.perf_counter() - t0
     out['rc'] = rc
+elif step == 'stages':
+    # the analyze command's stages in one process: peak RSS (ru_maxrss) after each, and its time
+    import pathlib, tempfile
+    from inferscope.ingest import load_trace
+    from inferscope.analyze.pipeline import analyze
+    from inferscope.outputs import resolve_outputs, write_reports
+    with tempfile.TemporaryDirectory() as d:
+        t0 = time.perf_counter()
+        tr = load_trace(path)
+        t1 = time.perf_counter()
+        out['load_s'], out['load_mb'] = t1 - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+        res = analyze(tr)
+        t2 = time.perf_counter()
+        out['analyses_s'], out['analyses_mb'] = t2 - t1, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+        write_reports(res, tr, resolve_outputs(d, None), pathlib.Path(d), [path])
+        t = time.perf_counter() - t0
+        out['render_s'], out['render_mb'] = t - (t2 - t0), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 elif step == 'export':
     import os, tempfile
     from inferscope import cli
@@ -180,9 +197,10 @@ WALL_TARGET_X = 2.0      # issue 13: full analyze within 2x of the bare decode f
 
 
 def bench_one(label: str, path: Path, repeat: int, analyze: bool, compare_src: Path | None = None,
-              targets: bool = False) -> dict:
+              targets: bool = False, quick: bool = False) -> dict:
     print(f"\n== {label}: {path.name} ({path.stat().st_size / 1e6:.1f} MB on disk)", flush=True)
-    steps = ["baseline", "gunzip", "orjson", "msgspec", "structs", "load"] + (["analyze", "export"] if analyze else [])
+    steps = ["baseline", "gunzip"] + ([] if quick else ["orjson", "msgspec"]) + ["structs", "load"] + \
+        (["stages", "analyze"] + ([] if quick else ["export"]) if analyze else [])
     r: dict = {s: [] for s in steps}
     r.update({"old_" + s: [] for s in ("load", "analyze") if compare_src and s in steps})
     for _ in range(repeat):   # interleaved: every step once per round, so load drifts hit all alike
@@ -200,8 +218,10 @@ def bench_one(label: str, path: Path, repeat: int, analyze: bool, compare_src: P
         res["all_seconds"] = [round(x["seconds"], 3) for x in runs]
         r[s] = res
     nbytes = r["gunzip"].get("bytes", 0)
-    events = r["orjson"].get("events") or r["msgspec"].get("events") or 0
-    floor_name = min(("orjson", "msgspec"), key=lambda k: r[k].get("seconds", 1e9))
+    events = (r.get("orjson", {}).get("events") or r.get("msgspec", {}).get("events")
+              or r["structs"].get("events") or 0)
+    # generic decode: the faster of orjson / msgspec (with --quick, neither runs: the FLOOR stands in)
+    floor_name = "structs" if quick else min(("orjson", "msgspec"), key=lambda k: r[k].get("seconds", 1e9))
     floor = r[floor_name]["seconds"]
     gz = r["gunzip"]["seconds"]
     base = r["baseline"]["maxrss_mb"]
@@ -211,7 +231,8 @@ def bench_one(label: str, path: Path, repeat: int, analyze: bool, compare_src: P
     struct_floor = r["structs"].get("seconds")
     for step, what in [("gunzip", "gunzip"), ("orjson", "orjson.loads"), ("msgspec", "msgspec.json.decode"),
                        ("structs", "FLOOR read+inflate+decode to Structs"),
-                       ("load", "kineto.load (read+gunzip+decode+build)"), ("analyze", "full analyze (cli, md/json/csv)"),
+                       ("load", "kineto.load (read+gunzip+decode+build)"), ("stages", "load+analyses+md/json/csv in-process"),
+                       ("analyze", "full analyze (cli, md/json/csv)"),
                        ("export", "export -o timeline.json.gz (cli)"),
                        ("old_load", "kineto.load, --compare-src"), ("old_analyze", "full analyze, --compare-src")]:
         if step not in r:
@@ -223,13 +244,18 @@ def bench_one(label: str, path: Path, repeat: int, analyze: bool, compare_src: P
         extra = ""
         if step == "export" and "gz_bytes" in x:
             extra = f"  ({x['gz_bytes'] / 1e6:.0f} MB gzip)"
-        if step in ("load", "analyze", "old_load", "old_analyze"):
+        if step in ("load", "stages", "analyze", "old_load", "old_analyze"):
             extra = (f"  {x['seconds'] / struct_floor:5.2f}x FLOOR, {x['seconds'] / floor:5.2f}x generic decode,"
                      f" {events / x['seconds'] / 1e6:5.2f} M events/s")
         print(f"   {what:<40s} {fmt_s(x['seconds'])}   peak {x['maxrss_mb']:7.0f} MB{extra}   runs {x['all_seconds']}")
+    st = r.get("stages", {})
+    if "load_mb" in st:   # one process, stage by stage (last round): peak RSS after each stage
+        print(f"   stages (one process, last round): load {st['load_s']:.2f} s -> peak {st['load_mb']:.0f} MB;"
+              f" analyses {st['analyses_s']:.2f} s -> peak {st['analyses_mb']:.0f} MB;"
+              f" md/json/csv {st['render_s']:.2f} s -> peak {st['render_mb']:.0f} MB")
     print(f"   generic decode = {floor_name} ({fmt_s(floor).strip()}); FLOOR = Structs decode ({fmt_s(struct_floor).strip()})")
     a = r.get("analyze", {})
-    if targets and "seconds" in a:
+    if (targets or events >= 2_000_000) and "seconds" in a:   # the targets are for >= 2M-event traces
         ratio = a["seconds"] / struct_floor
         print(f"   targets (issue 13): peak RSS {a['maxrss_mb']:.0f} MB <= {RSS_TARGET_MB}: "
               f"{'met' if a['maxrss_mb'] <= RSS_TARGET_MB else 'NOT met'};  wall {ratio:.2f}x FLOOR <= "
@@ -312,6 +338,8 @@ def main(argv=None) -> int:
     ap.add_argument("--trace", type=Path, default=None, help="trace to bench (default: largest shared)")
     ap.add_argument("--skip-synthetic", action="store_true")
     ap.add_argument("--no-analyze", action="store_true")
+    ap.add_argument("--quick", action="store_true",
+                    help="skip the generic orjson/msgspec decodes and export (the slowest steps; the targets need neither)")
     ap.add_argument("--skip-shared", action="store_true", help="only the synthetic trace")
     ap.add_argument("--compare-src", type=Path, default=None,
                     help="another checkout's src/ (e.g. `git archive <rev> src | tar -x -C /tmp/old`): its load and "
@@ -333,7 +361,7 @@ def main(argv=None) -> int:
     if not analyze:
         print("note: full analyze not measured (inferscope.analyze.pipeline.analyze missing or --no-analyze)")
     if not args.skip_shared:
-        bench_one("largest shared trace", src, args.repeat, analyze, args.compare_src)
+        bench_one("largest shared trace", src, args.repeat, analyze, args.compare_src, quick=args.quick)
     if not args.skip_synthetic:
         tmp = Path(tempfile.mkdtemp(prefix="inferscope-bench-"))
         try:
@@ -347,7 +375,7 @@ def main(argv=None) -> int:
                                    text=True).stdout.split()[-1])
             print(f"\n(synthetic: {n:,d} events tiled from {src.name}, written to {out})")
             bench_one(f"synthetic >= {args.events:,d} events (uncompressed)", out, args.repeat, analyze,
-                      args.compare_src, targets=True)
+                      args.compare_src, targets=True, quick=args.quick)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return 0

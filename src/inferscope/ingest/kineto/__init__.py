@@ -233,5 +233,10 @@ def _load(path, max_decompressed=None, batch_bytes: int | None = None, progress=
 
 
 def _stream_decode(p: Path, max_decompressed, batch_bytes: int, cols: _Cols, progress):
-    """``stream_decode`` of the (inflated) content of ``p``; returns the top-level metadata."""
+    """``stream_decode`` of the (inflated) content of ``p``; returns the top-level metadata.  An
+    uncompressed file is read straight into the decode buffer (``readinto``), a gzipped one inflated
+    in bounded steps (``_iter_bytes``)."""
+    if read_input(p, 2, expected="a PyTorch profiler trace")[:2] != b"\x1f\x8b":
+        with open(p, "rb") as f:
+            return stream_decode(f, batch_bytes, cols, progress)
     return stream_decode(_iter_bytes(p, max_decompressed), batch_bytes, cols, progress)

@@ -60,6 +60,7 @@ def _int_col_of(seq: list, get, n: int) -> np.ndarray:
 _GET = {f: attrgetter(f) for f in ("ts", "dur", "args", "correlation", "ext_id", "device", "stream", "bytes",
                                     "kind", "input_dims", "input_type", "concrete")}
 _A0 = _Args()
+_SHAPE3 = attrgetter("input_dims", "input_type", "concrete")
 
 
 def _first_seen_codes(d: dict, keys, n: int) -> np.ndarray:
@@ -183,13 +184,16 @@ class _Cols:
         oa = list(map(al.__getitem__, ops.tolist()))
         if not any(map(_GET["input_dims"], oa)):    # no record_shapes (empty Raw = missing key)
             return shape
+        # one key per op: the three raw texts joined by \x01, which valid JSON text never holds (a control
+        # character must be escaped inside a string), so distinct triples keep distinct keys; one
+        # buffer-protocol join instead of three bytes() copies and a tuple
         kc: dict = {}
-        codes = _first_seen_codes(kc, zip(*(map(bytes, map(_GET[f], oa)) for f in ("input_dims", "input_type",
-                                                                                   "concrete"))), len(oa))
+        codes = _first_seen_codes(kc, map(b"\x01".join, map(_SHAPE3, oa)), len(oa))
         del oa
         sd = self.shapes
         lut = np.full(len(kc), -1, np.int32)
-        for j, (d, t, c) in enumerate(kc):
+        for j, key in enumerate(kc):
+            d, t, c = key.split(b"\x01")
             if d and d != b"null":
                 lut[j] = sd.setdefault(b'{"dims":' + d + b',"types":' + (t or b"null")
                                        + b',"concrete":' + (c or b"null") + b"}", len(sd))
