@@ -206,10 +206,13 @@ def test_short_program_window_starts_at_process_start(tmp_path):
     res = H.compare(paths)
     assert res["ranking_ok"], res                        # start-up ('other') dominates a 60 ms program
     rows = {r["label"]: r for r in res["rows"]}
-    if abs(rows["cpu_preprocessing/user_code"]["diff_pts"]) > TOL_PTS:
-        pytest.xfail(f"user code {rows['cpu_preprocessing/user_code']['diff_pts']:+.1f} pts: the main thread's "
-                     "first interval (since the sampler started, read at its start) is classified by the first "
-                     "tick's frame; 2026-11-26: +1.8/+1.9 median of 3, but 1 run in 6 read 0 % (issue 25 item 4)")
+    # the main thread's first interval runs from start()'s reading of its CPU clock and run-queue delay (once
+    # the sampler thread runs) to the first tick, one tick at least, the last one ending at stop() (issue 25
+    # item 4); before: 1 run in 6 read 0 % user code, and the join of the sampler at exit read 5-12 % off-CPU.
+    # Measured 2026-11-26 (12 single runs, 6 beside a CPU hog): user code -2.2..+3.1 points, off-CPU 0-7.5 %
+    # (truth 0: the first interval's off-CPU part is placed last, in the work, whatever start-up waited on)
+    _within(rows["cpu_preprocessing/user_code"])
+    assert rows.get("waiting/off_cpu", {"measured_pct": 0.0})["measured_pct"] <= 10.0, rows
 
 
 def test_culprit_next_to_gil_releasing_calls(tmp_path):

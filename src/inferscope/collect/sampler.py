@@ -770,6 +770,10 @@ class Sampler:
                 # interval, read as 'waiting' at the end of the whole-run window (zoo_short60: 12 % of a
                 # 100 ms window, truth 0)
                 t = max(last_tick, min(t, self._stop_at))
+                # (the GIL free at once says nothing then: the main thread waits in that join - read as
+                # native code by the GIL heuristic while perf was still being set up, zoo_short60 read
+                # 19 % cpu_compute for its pure-Python work once)
+                gil_free = voluntary = False
             self.ticks += 1
             ticked = True
             if not module_locks and last_tick:   # steady-state rate (imports run slower on purpose)
