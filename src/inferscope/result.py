@@ -446,8 +446,8 @@ class ChildProcess(_S):
     comm: str
     cpu_s: float
     cpu_s_in_window: float      # estimate (cumulative counter observed every ~0.5 s)
-    first_seen_ms: float        # relative to the window start
-    last_seen_ms: float
+    first_seen_ms: Num          # relative to the window start (None: a followed child /proc never saw)
+    last_seen_ms: Num
     alive_at_end: bool
     followed: bool = False      # sampled into the trace (its own pid's threads)
 

@@ -51,6 +51,12 @@ def children(trace: Trace, window) -> dict | None:
     followed = _followed(trace, lo, hi)
     for r in rows:
         r["followed"] = r["pid"] in followed["pids"]
+    # a followed child that lived between two /proc readings (~0.5 s apart: short DataLoader workers) is
+    # still listed - its CPU time is in the reaped total, its samples in its own trace
+    seen = {r["pid"] for r in rows}
+    for pid in sorted(p for p in followed["pids"] if p not in seen):
+        rows.append({"pid": int(pid), "comm": "(followed; no /proc reading)", "cpu_s": 0.0, "cpu_s_in_window": 0.0,
+                     "first_seen_ms": None, "last_seen_ms": None, "alive_at_end": False, "followed": True})
     rows.sort(key=lambda r: -r["cpu_s"])
     # reaped children's time is in RUSAGE_CHILDREN; those still alive at the end are not yet
     alive = sum(r["cpu_s"] for r in rows if r["alive_at_end"])
