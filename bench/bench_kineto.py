@@ -223,7 +223,6 @@ def bench_one(label: str, path: Path, repeat: int, analyze: bool, compare_src: P
     # generic decode: the faster of orjson / msgspec (with --quick, neither runs: the FLOOR stands in)
     floor_name = "structs" if quick else min(("orjson", "msgspec"), key=lambda k: r[k].get("seconds", 1e9))
     floor = r[floor_name]["seconds"]
-    gz = r["gunzip"]["seconds"]
     base = r["baseline"]["maxrss_mb"]
     print(f"   bytes (uncompressed)   {nbytes:>12,d}")
     print(f"   events (traceEvents)   {events:>12,d}")

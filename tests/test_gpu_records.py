@@ -27,6 +27,17 @@ def _build(snap, room=None):
     return b.finalize(), out
 
 
+def _measured_pass(name):
+    """The capture as a trace, and the mask of spans inside its measured pass (the workload's own
+    perf_counter_ns bounds); kernels of the pass by index."""
+    snap = _load(name)
+    t, _ = _build(snap)
+    w = snap["workload"]
+    s = t.spans
+    inw = (s.start_ns >= w["t0_ns"]) & (s.end_ns <= w["t1_ns"])
+    return snap, t, inw, np.flatnonzero((s.kind == int(SpanKind.KERNEL)) & inw)
+
+
 @pytest.mark.parametrize("name", ["torch", "cupy"])
 def test_every_record_becomes_one_span_on_the_right_clock(name):
     snap = _load(name)
@@ -76,12 +87,8 @@ def test_launch_flows_recounted_from_correlation_ids(name):
 
 
 def test_torch_measured_pass_matches_what_was_launched():
-    snap = _load("torch")
-    t, _ = _build(snap)
-    w = snap["workload"]
-    s = t.spans
-    inw = (s.start_ns >= w["t0_ns"]) & (s.end_ns <= w["t1_ns"])
-    k = np.flatnonzero((s.kind == int(SpanKind.KERNEL)) & inw)
+    snap, t, inw, k = _measured_pass("torch")
+    w, s = snap["workload"], t.spans
     names = t.names(k)
     assert sum("CUDAFunctorOnSelf_add" in n for n in names) == w["n_add"]
     # copies of the pass: pageable and pinned 256 KiB H2D, the 4-byte .item() D2H
@@ -106,12 +113,8 @@ def test_torch_measured_pass_matches_what_was_launched():
 
 
 def test_cupy_without_torch_gets_a_timeline():
-    snap = _load("cupy")
-    t, _ = _build(snap)
-    w = snap["workload"]
-    s = t.spans
-    inw = (s.start_ns >= w["t0_ns"]) & (s.end_ns <= w["t1_ns"])
-    k = np.flatnonzero((s.kind == int(SpanKind.KERNEL)) & inw)
+    snap, t, inw, k = _measured_pass("cupy")
+    w, s = snap["workload"], t.spans
     assert sum(n.startswith("cupy_add") for n in t.names(k)) == w["n_add"]
     # CuPy launches through the driver API: each add has a cuLaunchKernel flow
     f = t.flows

@@ -35,7 +35,7 @@ def stream_decode(chunks, batch_bytes: int, cols, progress):
     nread = 0
 
     def more() -> bool:
-        nonlocal buf, eof, nread, n
+        nonlocal eof, nread, n
         if eof:
             return False
         want = max(batch_bytes + 1 - n, _READ_MIN)   # up to one batch, else (a long event) a bit more
