@@ -80,10 +80,11 @@ def test_ticks_classified_and_split_at_midpoints():
     script = [(tok, True)] * 11 + [(pre, True)] * 10 + [(pre, False)] * 10
     runs = run_script(script)
     # tick 1 (t = I) only opens the thread's state; ticks 2..11 tokenization, 12..21 preprocessing,
-    # 22..31 off-CPU; a class change between two ticks is placed at their midpoint
+    # 22..31 off-CPU; a class change between two ticks, read from the frames, is placed at their midpoint; the
+    # change to off-CPU is exact: the thread's CPU clock did not move in the interval before tick 22
     assert runs == [("tokenization", 1 * I, 11 * I + I // 2),
-                    ("preprocessing", 11 * I + I // 2, 21 * I + I // 2),
-                    ("waiting", 21 * I + I // 2, 31 * I)]
+                    ("preprocessing", 11 * I + I // 2, 21 * I),
+                    ("waiting", 21 * I, 31 * I)]
 
 
 def test_scope_decode_is_not_tokenization():
@@ -389,3 +390,137 @@ def test_final_tick_ends_when_stop_was_called():
     # or two once another test imported torch: the GIL heuristic's cpu_compute, then the final tick's)
     assert spans[0][0] == 5 * MS and spans[-1][1] == 18 * MS, spans
     assert all(a[1] == b[0] for a, b in zip(spans, spans[1:])), spans
+
+
+def test_tick_under_way_at_stop_is_followed_by_a_final_tick():
+    """A tick still under way when stop() is called (beside 3 spinning Python threads one waited 100+ ms for
+    the GIL) is not the last: the final tick follows, and the spans reach stop()'s call.  Before, zoo_gil read
+    100 % 'other' in 1 run of 3: the main thread's interval since its previous tick was never classified."""
+    dec = next(decode_loop())
+    buf = []
+    c = Clock([(dec, True)] * 10, lambda: None)
+    s = SM.Sampler(buf, 200, {}, set(), clock=c.clock, sleep=c.sleep, frames=None, cputime=c.cputime,
+                   getclk=lambda ident: "fake-clk" if ident == IDENT else 0)
+
+    def frames():                    # the third tick: the program ends while it holds on (50 ms)
+        if c.tick == 3 and not s._stop.is_set():
+            c.now += 50 * MS
+            c.cpu += 50 * MS
+            s._stop_at = c.now - 5 * MS
+            s._stop.set()
+        return c.frames()
+    s._frames = frames
+    s.use_perf = False
+    s._perf_maps = s._PerfIP = s._perf_main = None
+    s._run()
+    s._close_all()
+    spans = [(e[3], e[4]) for e in buf if e[2] == IDENT]
+    # ticks at 5, 10, 15 ms (the third held on to 65 ms); stop() at 60 ms: the final tick classifies 15-60 ms
+    assert spans and spans[-1][1] == 60 * MS, spans
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:])), spans
+
+
+def test_long_interval_laid_out_in_pieces():
+    """A 100 ms interval (the sampler starved) of 30 ms CPU, 10 ms run queue and 60 ms off-CPU is laid out as
+    20 pieces of 5 ms with those fractions (LONG_INTERVAL_TICKS), not one block per part: a window that starts
+    inside the interval gets its fractions, and the tick's function counts once."""
+    buf = []
+    s = SM.Sampler(buf, 200, {}, set())
+    st = SM._ThreadState(tid=1, clk=None, cpu=0, t=0)
+    st.cls, st.start, st.end = "user_code", 0, 0
+    ent = (100 * MS, "user_code", ("app.py:spin", 7), None, False, -60 * MS, 10 * MS, 0, 0, 1, -1, True)
+    st.pending = SM._pieces(ent, 0, 5 * MS)
+    assert len(st.pending) == 20 and st.pending[-1][0] == 100 * MS
+    s._resolve(st)
+    s._emit(st)
+    runs = [(ev[5], ev[3], ev[4], ev[8]) for ev in buf]
+    assert runs[0][1] == 0 and runs[-1][2] == 100 * MS
+    assert all(a[2] == b[1] for a, b in zip(runs, runs[1:])), runs
+
+    def share(cls, lo, hi):
+        return sum(max(0, min(b, hi) - max(a, lo)) for c, a, b, _ in runs if c == cls) / (hi - lo)
+    for lo, hi in ((0, 100 * MS), (40 * MS, 60 * MS), (72 * MS, 97 * MS)):
+        assert share("user_code", lo, hi) == pytest.approx(0.3, abs=0.05), (lo, hi)
+        assert share("run_queue", lo, hi) == pytest.approx(0.1, abs=0.05), (lo, hi)
+        assert share("waiting", lo, hi) == pytest.approx(0.6, abs=0.05), (lo, hi)
+    assert sum(n for c, _, _, n in runs if c == "user_code") == 1
+    # amounts are conserved exactly, remainders in the last piece
+    p = SM._pieces((100 * MS + 7, "user_code", None, None, False, -60 * MS - 3, 10 * MS + 1, 0, 0, 1, 30 * MS + 11, True),
+                   0, 5 * MS)
+    assert sum(x[5] for x in p) == -60 * MS - 3 and sum(x[6] for x in p) == 10 * MS + 1
+    assert sum(x[10] for x in p) == 30 * MS + 11 and [x[11] for x in p].count(True) == 1
+
+
+def test_cpu_clock_read_late_in_a_tick_ends_the_threads_interval_then():
+    """A tick that loses the GIL part-way reads a thread's CPU clock later than the tick began: the interval
+    ends at that reading.  Here the thread is off CPU until the second tick, which holds on 40 ms while the
+    thread runs: its 40 ms of CPU fall in 5-50 ms (laid out in pieces: LONG_INTERVAL_TICKS), not in 5-10 ms (zoo_gil: 23 ms of the
+    loop's CPU placed before the window, user code 4.6 % vs 27 % true)."""
+    dec = next(decode_loop())
+    buf = []
+    c = Clock([(dec, False)] * 4, None)
+    s = SM.Sampler(buf, 200, {}, set(), clock=c.clock, sleep=c.sleep, frames=None, cputime=c.cputime,
+                   getclk=lambda ident: "fake-clk" if ident == IDENT else 0)
+    held = []
+
+    def frames():
+        if c.tick == 2 and not held:         # the tick at 10 ms: 40 ms to get the GIL back, the thread on CPU
+            held.append(1)
+            c.now += 40 * MS
+            c.cpu += 40 * MS
+        return c.frames()
+    s._frames = frames
+    c.stop = s._stop.set
+    s.use_perf = False
+    s._perf_maps = s._PerfIP = s._perf_main = None
+    s._run()
+    s._close_all()
+    runs = [(e[5], e[3], e[4]) for e in buf if e[2] == IDENT]
+    on = sum(min(b, 50 * MS) - max(a, 10 * MS) for cls, a, b in runs if cls != "waiting" and b > 10 * MS and a < 50 * MS)
+    total = sum(b - a for cls, a, b in runs if cls != "waiting")
+    # (before: the 5-10 ms interval took all 40 ms of CPU as 5 ms on CPU, and 10-55 ms read waiting)
+    assert on >= 30 * MS and abs(total - 40 * MS) <= 3 * MS, runs   # (+2.5: a midpoint split after it)
+
+
+def test_long_interval_cut_at_scope_edges_by_their_cpu_readings():
+    """scope() reads its thread's CPU clock at entry and exit (api._cpu_mark); a long interval is cut there
+    (_split_at_marks): the window that starts at the scope's entry gets the CPU that ran after it.  180 ms,
+    32 ms CPU of which 0.5 ms before a scope entry at 100 ms, run queue 9 ms."""
+    import types
+    from inferscope.collect import api
+    buf = []
+    s = SM.Sampler(buf, 200, {}, set())
+    st = SM._ThreadState(tid=1, clk=None, cpu=0, t=0)
+    st.cls, st.start, st.end = "user_code", 0, 0
+    ent = (180 * MS, "user_code", ("app.py:spin", 7), None, False, -139 * MS, 9 * MS, 0, 0, 1, 32 * MS, True)
+    st.pending = SM._split_at_marks(ent, 0, 0, 32 * MS, [(100 * MS, MS // 2)], 5 * MS)
+    assert sum(e[6] for e in st.pending) == 9 * MS and [e[11] for e in st.pending].count(True) == 1
+    s._resolve(st)
+    s._emit(st)
+    runs = [(ev[5], ev[3], ev[4]) for ev in buf]
+    assert runs[0][1] == 0 and runs[-1][2] == 180 * MS and all(a[2] == b[1] for a, b in zip(runs, runs[1:])), runs
+
+    def ms(cls, lo, hi):
+        return sum(max(0, min(b, hi) - max(a, lo)) for c, a, b in runs if c == cls) / MS
+    assert ms("user_code", 0, 100 * MS) == pytest.approx(0.5, abs=0.01)
+    assert ms("user_code", 100 * MS, 180 * MS) == pytest.approx(31.5, abs=0.01)
+    # the run queue in proportion to each part's time off CPU: 99.5 of 147.5 ms before, 48.5 after
+    assert ms("run_queue", 0, 100 * MS) == pytest.approx(9 * 99.5 / 147.5, abs=0.05)   # (ns floors per piece)
+    # uniform pieces alone (no reading) would have put 17.8 ms of CPU before the scope
+    st2 = SM._ThreadState(tid=1, clk=None, cpu=0, t=0)
+    st2.cls, st2.start, st2.end = "user_code", 0, 0
+    st2.pending = SM._pieces(ent, 0, 5 * MS)
+    buf.clear()
+    s._resolve(st2)
+    s._emit(st2)
+    runs = [(ev[5], ev[3], ev[4]) for ev in buf]
+    assert ms("user_code", 0, 100 * MS) > 15
+    # the readings: scope() at entry and exit, this thread's CPU clock, bounded per tick
+    sess = types.SimpleNamespace(cpu_marks={})
+    api._cpu_mark(sess, 7, 123)
+    api._cpu_mark(sess, 7, 456)
+    (t1, c1), (t2, c2) = sess.cpu_marks[7]
+    assert (t1, t2) == (123, 456) and 0 < c1 <= c2
+    for _ in range(2 * api.MAX_CPU_MARKS):
+        api._cpu_mark(sess, 7, 789)
+    assert len(sess.cpu_marks[7]) == api.MAX_CPU_MARKS

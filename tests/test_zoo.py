@@ -92,7 +92,10 @@ def run_unscoped(tmp_path, script):
     rep = json.loads(out.read_text())
     assert rep["window"]["kind"] == "steady", rep["window"]
     su = rep["run_phases"]["startup"]
-    assert su["rule"].startswith("imports") and su["top"][0]["name"].startswith("import torch")
+    # torch's import is among the top start-up imports: each tick names the innermost module being imported, so
+    # under load one of torch's own (numpy._typing._dtype_like, imported by it) can come first (a suite run beside
+    # the zoo bench, 2026-11-26; 8 of 8 quiet runs had torch first)
+    assert su["rule"].startswith("imports") and any(t["name"].startswith("import torch") for t in su["top"][:3]), su
     # start-up left out: the window is within the timed steady part plus sampling slack, and the
     # start-up is at least half the self-timed import (the trace starts after interpreter start)
     assert su["ms"] >= 500 * truth["import_s"]

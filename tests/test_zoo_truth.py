@@ -10,6 +10,7 @@ the figure measured on this branch and the issue-16 item that fixes them (they t
 not silent skips, when the sampler work lands).
 """
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -57,40 +58,51 @@ def test_truth_harness_reads_the_report_partition(tmp_path):
 
 
 def test_lock_wait(tmp_path):
+    """zoo_lock_wait.py: the main thread waits on a threading.Lock another thread holds while it sleeps,
+    then runs Python.  Measured 2026-11-26 (bench_zoo, 3 runs): waiting +3.0, user code +1.6 points.  The
+    cause is named: lock_wait, with the frame that waits and what the other thread did meanwhile."""
     res, rows = _run(tmp_path, "zoo_lock_wait.py")
     assert res["ranking_ok"], res                        # waiting on top (measured: every run)
-    if abs(rows["waiting"]["diff_pts"]) > TOL_PTS:
-        pytest.xfail(f"lock wait {rows['waiting']['diff_pts']:+.1f} pts (measured -15 once): per-tick 25 % "
-                     "on/off-CPU threshold, issue 16 item 3")
+    _within(rows["waiting"])
+    _within(rows["cpu_preprocessing/user_code"])
+    rep = json.loads((Path(tmp_path) / "zoo_lock_wait.json").read_text())
+    f = next((f for f in rep["findings"] if f["id"] == "lock_wait"), None)
+    assert f is not None, [f["id"] for f in rep["findings"]]
+    ev = f["evidence"]
+    # the lock's time against the truth's lock_wait phases (self-timed), the waiting frame, the holder's state
+    truth = json.loads((Path(tmp_path) / "zoo_lock_wait.truth.json").read_text())
+    lo, hi = rep["window"]["start_ns"], rep["window"]["end_ns"]
+    planted_ms = sum(max(0, min(hi, p["end_ns"]) - max(lo, p["start_ns"])) for p in truth["phases"]
+                     if p["name"] == "lock_wait") / 1e6
+    assert abs(ev["lock_ms"] - planted_ms) <= 0.2 * planted_ms + 20, (ev, planted_ms)
+    assert ev["top_frame"].startswith("zoo_lock_wait.py:"), ev
+    assert "holder" in ev["other_state"] and "sleep" in ev["other_state"], ev
 
 
 def test_gil_contention_main_thread(tmp_path):
     """zoo_gil.py: the main loop's pure Python beside 3 spinning Python threads.  Truth from the OS: the
     loop's thread CPU time is user code, its run-queue delay waiting/run_queue, the rest off-CPU waiting
-    for the GIL (waiting/off_cpu).  Measured 2026-11-25 (bench_zoo, 3 runs, load ~1): user code +4.4,
-    run queue -2.4, off-CPU -3.7 points; before the truth split the loop's wall time was planted as user
-    code and read -62 points.  The GIL is named: gil_contention, with the spinners' function."""
-    # 25 iterations (~1 s): at the 20-40 Hz the sampler gets beside 3 spinners, the two tick intervals
-    # that straddle the window's edges are 5-10 % of a 10-iteration window (+12.5 points once)
-    # single runs scatter widely (2026-11-26, load < 0.5, 9 runs): user code +2.9 to +23.5 points (a fresh-
-    # clone CI run +12.5), waiting -10 to -18; with the sampler's own frames only (INFERSCOPE_SIGNAL_FRAMES=0)
-    # +2.7 and +32 in 2 runs - the main thread gets ~25 ticks beside 3 spinners.  Bands: 25 points (the
-    # planted-wall-time truth of before read -62); the median of 3 runs is in bench/README.md
+    for the GIL (waiting/off_cpu).  The sampler gets the GIL at 10-30 Hz here (ticks 20-260 ms apart): each
+    thread's interval ends when its CPU clock is read, long ones are cut at the scope's edges by its CPU
+    readings and laid out in pieces, an interval off CPU all along (CPU clock) ends exactly, and a tick under
+    way at stop() is followed by the final one.  Measured 2026-11-26 (12 single runs, idle box): user code
+    within 3 points in 11, -8 once; before: -13..+12 and 0.0 % in 1 run of 3 (no final tick).  The GIL is
+    named: gil_contention, with the spinners' function."""
     res, rows = _run(tmp_path, "zoo_gil.py", env={"ZOO_ITERS": "25"})
-    if abs(rows["cpu_preprocessing/user_code"]["diff_pts"]) > 25.0:
-        # one fresh-clone CI run read 0.0 % user code for 36 % true (2026-11-26; 4 runs right after: within
-        # 5 points; cause not found): one more run must come out within the band - a real bias fails both
+    if abs(rows["cpu_preprocessing/user_code"]["diff_pts"]) > TOL_PTS:
+        # one more run must come out within the band (one single run in 12 read -8 on an idle box; a loaded
+        # one scatters more) - a real bias fails both
         first = rows["cpu_preprocessing/user_code"]
         tmp_path = tmp_path / "again"
         tmp_path.mkdir()
         res, rows = _run(tmp_path, "zoo_gil.py", env={"ZOO_ITERS": "25"})
-        assert abs(rows["cpu_preprocessing/user_code"]["diff_pts"]) <= 25.0, (first, rows["cpu_preprocessing/user_code"])
+        assert abs(rows["cpu_preprocessing/user_code"]["diff_pts"]) <= TOL_PTS, (first, rows["cpu_preprocessing/user_code"])
     rep = json.loads((Path(tmp_path) / "zoo_gil.json").read_text())
-    _within(rows["cpu_preprocessing/user_code"], tol=25.0)
+    _within(rows["cpu_preprocessing/user_code"])
     # waiting as a whole (off-CPU + run queue): which of the two a hand-over delay lands in depends on
     # whether the thread was runnable at the tick (both are waiting)
     off, rq = rows["waiting/off_cpu"], rows.get("waiting/run_queue", {"truth_pct": 0.0, "measured_pct": 0.0})
-    assert abs(off["measured_pct"] + rq["measured_pct"] - off["truth_pct"] - rq["truth_pct"]) <= 25.0, (off, rq)
+    assert abs(off["measured_pct"] + rq["measured_pct"] - off["truth_pct"] - rq["truth_pct"]) <= TOL_PTS, (off, rq)
     ids = {f["id"]: f for f in rep["findings"]}
     assert "gil_contention" in ids, (list(ids), rep["contention"]["gil"])
     assert ids["gil_contention"]["evidence"]["culprit"] == "spinner"
@@ -182,6 +194,31 @@ def test_disk_io(tmp_path):
     _within(rows["waiting"], 8.0)
     assert rows.get("cpu_preprocessing", {"measured_pct": 0.0})["measured_pct"] <= 8.0, rows
     assert res["ranking_ok"], res
+    # the cause is named: blocking_io, with one of the program's own I/O calls, its file and frame
+    rep = json.loads((Path(tmp_path) / "zoo_disk_io.json").read_text())
+    f = next((f for f in rep["findings"] if f["id"] == "blocking_io"), None)
+    assert f is not None, [f["id"] for f in rep["findings"]]
+    ev = f["evidence"]
+    assert ev["top_syscall"] in ("preadv", "preadv2", "pread64", "write", "pwrite64", "fsync", "fdatasync", "openat"), ev
+    assert ev["top_frame"].startswith("zoo_disk_io.py:") and ev["io_pct"] >= 20.0, ev
+
+
+def test_omp_oversubscribed(tmp_path):
+    """zoo_omp_oversub.py: torch with more intra-op threads than CPUs (4 per CPU), large matmuls.  Truth: the
+    main thread's matmuls are cpu_compute less their run-queue delay (schedstat), which is waiting/run_queue.
+    Measured 2026-11-26 (bench_zoo, 3 runs, 8 threads on 2 CPUs): cpu_compute -4.5, run queue -1.6 points.
+    Both causes are named: cpu_oversubscription (torch threads vs CPUs) and cpu_run_queue."""
+    cpus = len(os.sched_getaffinity(0))
+    res, rows = _run(tmp_path, "zoo_omp_oversub.py", env={"ZOO_THREADS": str(4 * cpus)})
+    # (no ranking check: compute and run queue are near 50/50 here - a loaded suite run read 48 % vs 52 % truth)
+    _within(rows["cpu_compute"])
+    if "waiting/run_queue" in rows:
+        _within(rows["waiting/run_queue"])
+    rep = json.loads((Path(tmp_path) / "zoo_omp_oversub.json").read_text())
+    ids = {f["id"]: f for f in rep["findings"]}
+    assert "cpu_oversubscription" in ids, list(ids)
+    assert ids["cpu_oversubscription"]["evidence"]["torch_threads"] == 4 * cpus, ids["cpu_oversubscription"]
+    assert ids["cpu_oversubscription"]["evidence"]["process_cpus"] == cpus, ids["cpu_oversubscription"]
 
 
 def test_pagefault_phase_is_compute_whatever_ran_before(tmp_path):

@@ -42,6 +42,21 @@ def _get_nvtx():
     return _nvtx
 
 
+MAX_CPU_MARKS = 256     # per thread between two sampler ticks (the sampler takes them at each tick)
+
+
+def _cpu_mark(s, ident: int, t_ns: int) -> None:
+    """This thread's CPU clock at a scope edge, for the sampler (sampler._split_at_marks): ~0.3 us."""
+    marks = getattr(s, "cpu_marks", None)
+    if marks is None:
+        return
+    m = marks.get(ident)
+    if m is None:
+        m = marks[ident] = []
+    if len(m) < MAX_CPU_MARKS:
+        m.append((t_ns, time.thread_time_ns()))
+
+
 class scope:
     """Context manager and decorator recording a named range."""
 
@@ -94,7 +109,9 @@ class scope:
             rid = next(_rids)
             detail = f'{{{detail},"rid":{rid},"parent":{"null" if parent is None else parent}}}'
         names.append(self.name)
-        _open.set(st + ((self, (s, time.perf_counter_ns(), rf, rng, detail, rid)),))
+        t0 = time.perf_counter_ns()
+        _cpu_mark(s, ident, t0)
+        _open.set(st + ((self, (s, t0, rf, rng, detail, rid)),))
         return self
 
     def __exit__(self, et, ev, tb):
@@ -110,7 +127,9 @@ class scope:
         if ent is None:
             return False
         s, t0, rf, rng, detail, _ = ent
-        names = s.scope_stacks.get(threading.get_ident())
+        ident = threading.get_ident()
+        _cpu_mark(s, ident, t1)
+        names = s.scope_stacks.get(ident)
         if names:        # the sampler's per-thread view: drop this name's last entry (tasks may close out of order)
             for j in range(len(names) - 1, -1, -1):
                 if names[j] == self.name:

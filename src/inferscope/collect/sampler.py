@@ -104,6 +104,19 @@ RESOLVE_NS = 100_000_000
 # between 30 ms waits on Rayon threads read as 5-12 ms cpu_compute (a whole 5 ms tick interval or
 # a delayed one), 2x the truth.  Below 10 % the part is noise (GIL hand-overs to the sampler).
 SPLIT_MIN_FRACTION = 0.1
+# A tick interval longer than LONG_INTERVAL_TICKS nominal intervals (the sampler starved: 3 Python threads
+# spinning beside the main thread kept it from the GIL 25-260 ms at a time) with off-CPU or run-queue parts
+# is laid out as pieces of about one nominal interval, each with the interval's fractions, instead of one
+# block per part: where in the interval the thread ran is unknown, and one block of 22 ms CPU at the start
+# of a 263 ms interval put it before a window that began inside the interval (zoo_gil: user code 8.9 % vs
+# 28.7 % true; 50 % vs 18 % when the block fell inside).  At most MAX_PIECES pieces.  Not an interval with
+# page faults or kernel time: their rules judge an interval's counts (kernel_time.kernel_class).
+LONG_INTERVAL_TICKS = 3
+MAX_PIECES = 64
+# In a long interval the smallest off-CPU / run-queue part kept is SPLIT_MIN_NS when that is less than
+# SPLIT_MIN_FRACTION of it: both are measured (thread CPU clock, schedstat), and the noise the fraction
+# guards against - the GIL hand-over to the sampler - is ~0.1-0.5 ms per tick.
+SPLIT_MIN_NS = 1_000_000
 CLS_WAITING = "waiting"
 # Runnable but not running (schedstat run-queue delay): the thread waits for a CPU, not for I/O or a
 # lock.  Its own class (a part of the breakdown's waiting), placed right before the interval's on-CPU
@@ -186,6 +199,61 @@ def _switch_interval_s() -> float:
     return max(0.0, us / 1e6)
 
 
+def _pieces(ent: tuple, prev_t: int, interval_ns: int) -> list:
+    """One pending tick over [prev_t, t] as k pieces of ~interval_ns (LONG_INTERVAL_TICKS): each with 1/k of the
+    off-CPU, run-queue, page-fault, kernel and perf CPU amounts (remainders in the last); the tick's function
+    counts once (the last piece's ``tick`` field)."""
+    t = ent[0]
+    dt = t - prev_t
+    k = int(max(1, min(MAX_PIECES, dt // max(1, interval_ns))))
+    off, rqn, kf, kns, pc = ent[5], ent[6], ent[7], ent[8], ent[10]
+    out = []
+    for i in range(1, k + 1):
+        last = i == k
+        part = (lambda v: v - (v // k if v >= 0 else -((-v) // k)) * (k - 1)) if last else (
+            lambda v: v // k if v >= 0 else -((-v) // k))
+        out.append((prev_t + dt * i // k if not last else t, *ent[1:5], part(off), part(rqn), part(kf), part(kns),
+                    ent[9], part(pc) if pc >= 0 else -1, last and ent[11], True))
+    return out
+
+
+def _split_at_marks(ent: tuple, prev_t: int, cpu0: int, cpu1: int, marks: list, interval_ns: int) -> list:
+    """A long pending tick over [prev_t, t] cut at the thread's CPU readings at scope edges inside it (``marks``:
+    (t_ns, thread CPU ns), api._cpu_mark): each part gets its own measured CPU time, the run-queue delay in
+    proportion to its time off CPU, the rest off-CPU; long parts are laid out by _pieces.  A window that starts
+    at a scope's entry inside a 180 ms interval gets the CPU that ran after it, not 56 % of the interval's
+    (zoo_gil: the loop's CPU all came after the scope's entry; uniform pieces put half of it before)."""
+    t = ent[0]
+    pts = [(mt, mc) for mt, mc in marks if prev_t < mt < t and cpu0 <= mc <= cpu1]
+    if not pts:
+        return _pieces(ent, prev_t, interval_ns)
+    if len(pts) > MAX_PIECES:
+        pts = pts[:: -(-len(pts) // MAX_PIECES)]
+    bounds = [(prev_t, cpu0), *pts, (t, cpu1)]
+    sign = -1 if ent[5] < 0 else 1
+    rq_tot = ent[6]
+    parts = []
+    for (a, ca), (b, cb) in zip(bounds, bounds[1:]):
+        dt = b - a
+        c = min(dt, max(0, cb - ca))
+        parts.append((a, b, dt, c, dt - c))
+    idle_tot = sum(p[4] for p in parts)
+    out = []
+    rq_left = rq_tot
+    for j, (a, b, dt, c, idle) in enumerate(parts):
+        last = j == len(parts) - 1
+        rq = rq_left if last else (rq_tot * idle // idle_tot if idle_tot else 0)
+        rq = max(0, min(rq, idle))
+        rq_left -= rq
+        off = idle - rq
+        sub = (b, *ent[1:5], sign * off, rq, 0, 0, ent[9], c if ent[10] >= 0 else -1, last and ent[11])
+        if dt > LONG_INTERVAL_TICKS * interval_ns and (off or rq):
+            out.extend(_pieces(sub, a, interval_ns))
+        else:
+            out.append(sub)
+    return out
+
+
 class _ThreadState:
     __slots__ = ("clk", "cls", "cpu", "end", "label", "last_fb", "lines", "n", "native", "native_fresh", "native_tok", "pending",
                  "kblk", "kio", "kst", "perf", "pcpu", "pn", "prev_vol", "rq", "rq_at", "rq_t", "start", "t", "tid")
@@ -236,6 +304,7 @@ class Sampler:
         self._getclk = getclk or time.pthread_getcpuclockid
         self.interval_ns = int(1e9 / hz) if hz > 0 else 0
         self.scope_stacks = scope_stacks
+        self.cpu_marks: dict = {}     # ident -> [(t_ns, thread CPU ns)] at scope edges (session's; api._cpu_mark)
         self.skip = skip_idents
         self.class_totals: dict | None = None   # set by the live metrics exporter
         self.threads: dict[int, _ThreadState] = {}
@@ -463,6 +532,8 @@ class Sampler:
             kx = False                               # a kernel part was placed: exact boundaries
             kb = more[3] if len(more) > 3 else 0      # blocked in this interval or the previous one (2: in I/O)
             pc = more[4] if len(more) > 4 else -1     # its CPU time, where perf sampled all of the interval
+            tk = more[5] if len(more) > 5 else True   # the tick's function counts (the last of _pieces only)
+            pz = len(more) > 6 and more[6]            # a piece of a long interval (_pieces)
             if pc >= 0 and st.perf is not None:
                 j = i
                 while j < n and samples[j][0] <= t:
@@ -482,7 +553,13 @@ class Sampler:
                     j += 1
                 share = 1.0 if kb == 2 else max(st.kst.kernel_share() if st.kst is not None else 0.0,
                                                 perf_kernel_share(st.pcpu, st.pn))
-                kns = max(kns, int((end - prev - (j - i) * PERF_PERIOD_NS) * share))
+                if pz:
+                    # a piece: its expected value - per piece the uncovered time is mostly all of its CPU (no sample
+                    # in a ~1 ms part) or none, and only the positive ones counted: zoo_gil lost 20-40 % of its
+                    # loop's CPU to 'waiting' this way
+                    kns = max(kns, int((end - prev) * share * share))
+                else:
+                    kns = max(kns, int((end - prev - (j - i) * PERF_PERIOD_NS) * share))
             if kr is not None and kr[1] == K.IO and end > prev and kns > 0:
                 # blocked, no faults: the kernel CPU of the call it waited in is part of the I/O wait
                 # (thresholds.KERNEL_*), next to the off-CPU part - after it (off > 0), or before it
@@ -547,7 +624,7 @@ class Sampler:
                         if k > 0:
                             prev += k
                             kx = True
-                            self._apply(st, prev, kc[0], label, exact=True)
+                            self._apply(st, prev, kc[0], label, exact=True, tick=tk)
                         kc = None
                 if kc is not None:
                     self.kernel_totals.add(kc[1], end - prev, kf)
@@ -593,16 +670,19 @@ class Sampler:
                     a = prev + int(dt * frac)
                     b = a + int(dt * ftok)
                     if a > prev:
-                        self._apply(st, a, CLS_COMPUTE, label, exact=True)
+                        self._apply(st, a, CLS_COMPUTE, label, exact=True, tick=tk)
                     if b > a:
-                        self._apply(st, b, CLS_TOKENIZATION, label, exact=True)
+                        self._apply(st, b, CLS_TOKENIZATION, label, exact=True, tick=tk)
                     if end > b:
-                        self._apply(st, end, fallback, label, exact=True)
+                        self._apply(st, end, fallback, label, exact=True, tick=tk)
                     if t > end:
                         self._apply(st, t, CLS_WAITING, None, exact=True)
                     prev = t
                     continue
-            self._apply(st, end, cls, label, exact=bool(off) or rq > 0 or kx)
+            # (exact also next to an off-CPU interval: pending, a tick off CPU for all of it is known so by the
+            # thread's CPU clock - the midpoint gave half of it to the class before, as in the tick loop)
+            self._apply(st, end, cls, label, exact=bool(off) or rq > 0 or kx or (st.clk is not None and (
+                        cls is CLS_WAITING or st.cls is CLS_WAITING or st.cls is CLS_RUNQ)), tick=tk)
             if t > end:
                 self._apply(st, t, CLS_WAITING, None, exact=True)
             prev = t
@@ -733,7 +813,11 @@ class Sampler:
         ticked = False
         # (at least one tick: a program that ends before the first one - a 60 ms script on a loaded host,
         # the sampler thread's start-up still running - has its interval since start() classified then)
-        while not stop.is_set() or not ticked:
+        # (and a final tick that began after stop(): a tick that was under way when stop() came - one that waited
+        # 100+ ms for the GIL beside 3 spinning threads - must not be the last, or every thread's interval since
+        # its previous tick is lost: zoo_gil read 100 % 'other' in 1 run of 3)
+        final = False
+        while not stop.is_set() or not ticked or (self._stop_at and not final):
             if not self._running.is_set():      # paused
                 self._running.wait()
                 if stop.is_set():
@@ -765,6 +849,7 @@ class Sampler:
             # its first class for ever).
             voluntary = not gil_free and (t - target) < forced_ns
             if self._stop_at and stop.is_set():
+                final = True
                 # the final tick, which stop() waits for: its intervals end when stop() was called (the
                 # program's end), not after the sleep - the main thread waited in that join up to a tick
                 # interval, read as 'waiting' at the end of the whole-run window (zoo_short60: 12 % of a
@@ -804,7 +889,9 @@ class Sampler:
             seen = 0
             running = 0         # the program's threads on CPU in this tick's interval
             kgate = kgate_fn is not None and kgate_fn()
+            t_tick = t
             for ident, frame in frames.items():
+                t = t_tick
                 if ident in skip:
                     continue
                 seen += 1
@@ -868,16 +955,38 @@ class Sampler:
                         st.cpu, st.t, st.start, st.end = cpu, t, t, t
                         continue
                     first_iv = True
+                marks = None
                 if st.clk is not None:
                     try:
                         cpu = cputime(st.clk)
                     except OSError:
                         cpu = st.cpu
+                    else:
+                        # the thread's interval ends when its CPU clock was read, not when the tick began: a
+                        # tick that loses the GIL part-way (3 Python threads spinning beside the main thread:
+                        # 20-40 ms at a time) read the later threads' CPU clocks that much later, and their CPU
+                        # of that time went into the interval before (zoo_gil: 23 ms of the loop's CPU placed
+                        # before the window, user code 4.6 % vs 27 % true)
+                        tn = clock()
+                        # (not past stop()'s call, the program's end: the main thread then waits in its join)
+                        t = max(st.t, min(tn, self._stop_at)) if self._stop_at else max(t, tn)
+                        cm = self.cpu_marks.get(ident)
+                        if cm:                  # its CPU readings at scope edges up to now (_split_at_marks)
+                            k = 0
+                            while k < len(cm) and cm[k][0] <= t:
+                                k += 1
+                            marks = cm[:k]
+                            del cm[:k]
                     dcpu = cpu - st.cpu
                     dt = t - st.t
                     busy = dcpu
                     rqn = 0
-                    if dcpu < dt - dt * SPLIT_MIN_FRACTION and st.rq_t is not None:
+                    # the smallest part kept: SPLIT_MIN_FRACTION of the interval; of a long one (the sampler
+                    # starved) SPLIT_MIN_NS - a 10 % floor of a 100 ms interval dropped zoo_gil's 5-13 % run queue
+                    split_ns = dt * SPLIT_MIN_FRACTION
+                    if dt > LONG_INTERVAL_TICKS * self.interval_ns:
+                        split_ns = min(split_ns, SPLIT_MIN_NS)
+                    if dcpu < dt - split_ns and st.rq_t is not None:
                         # runnable but descheduled (CPU contention) is not "waiting" for I/O: the
                         # run-queue delay from schedstat (fd kept open; read only when the thread
                         # was off-CPU for part of the interval) is its own part (CLS_RUNQ)
@@ -893,7 +1002,7 @@ class Sampler:
                             st.rq, st.rq_at = rq, t
                         except (OSError, ValueError, IndexError):
                             _close(st)
-                    if rqn < dt * SPLIT_MIN_FRACTION:
+                    if rqn < split_ns:
                         rqn = 0
                     st.cpu = cpu
                     oncpu = busy * 4 >= dt
@@ -901,7 +1010,7 @@ class Sampler:
                     # thread's CPU clock; on-CPU intervals put it first (the thread runs at the
                     # tick), off-CPU ones last (it ran, then blocked)
                     off = dt - busy if dt > 0 else 0
-                    if off < dt * SPLIT_MIN_FRACTION or off > dt - dt * SPLIT_MIN_FRACTION:
+                    if off < split_ns or off > dt - split_ns:
                         off = 0
                     kf = kns = 0
                     kblk = st.kblk                      # blocked in the previous interval
@@ -1008,15 +1117,27 @@ class Sampler:
                     # start-up (imports), before whatever blocks (zoo_disk_io read that CPU as user code in its
                     # window, -18 points once)
                     # (last: its CPU time where perf sampled all of the interval - the thread's kernel share by perf)
-                    st.pending.append((t, cls, label, fallback, gil_free, off if (oncpu and not first_iv) else -off, rqn, kf, kns,
-                                       (2 if st.kio else 1) if (kblk or off != 0) else 0,
-                                       dcpu if (st.clk is not None and not perf_off and perf_on_at is not None
-                                                and prev_t >= perf_on_at) else -1))
+                    ent = (t, cls, label, fallback, gil_free, off if (oncpu and not first_iv) else -off, rqn, kf, kns,
+                           (2 if st.kio else 1) if (kblk or off != 0) else 0,
+                           dcpu if (st.clk is not None and not perf_off and perf_on_at is not None
+                                    and prev_t >= perf_on_at) else -1, True)
+                    if (off or rqn) and not kf and not kns and t - prev_t > LONG_INTERVAL_TICKS * self.interval_ns:
+                        st.pending.extend(_split_at_marks(ent, prev_t, cpu - dcpu, cpu, marks, self.interval_ns)
+                                          if marks and st.clk is not None else _pieces(ent, prev_t, self.interval_ns))
+                    else:
+                        st.pending.append(ent)
                 elif cls is KEEP:
                     self._apply(st, t, st.cls, label if fair else None)
                 else:
-                    self._apply(st, t, cls, label)
+                    # off CPU for the whole interval, or on CPU all of it after a wait, by the thread's CPU clock: the
+                    # change came at the previous tick, not at the midpoint (a class read from the frame only is
+                    # known at the tick: the midpoint rule).  The midpoint gave half of each fully off-CPU interval
+                    # to the class before it: zoo_gil (20-50 ms intervals) read 53.6 ms CPU in a window where the
+                    # thread ran 40.8 ms in all
+                    self._apply(st, t, cls, label, exact=st.clk is not None and (
+                        cls is CLS_WAITING or st.cls is CLS_WAITING or st.cls is CLS_RUNQ))
                 self.samples += 1
+            t = t_tick
             if manage_switch:
                 # one thread of the program on CPU: the short switch interval (SWITCH_INTERVAL_S); more: the
                 # program's own - threads that fight for the GIL would hand it over ten times as often

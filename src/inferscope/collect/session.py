@@ -96,6 +96,9 @@ class Session:
         self.buffer = RingBuffer(cfg.trace_size_mb, journal=bool(trace_out))
         self.journal = None
         self.scope_stacks: dict[int, list] = {}
+        # per thread ident: (perf_counter_ns, thread CPU ns) read by scope() at its entry and exit (sampler.py,
+        # _split_at_marks: exact CPU at the window's edges inside a long tick interval)
+        self.cpu_marks: dict[int, list] = {}
         self.scope_names: set[str] = set()
         self.skip_idents: set[int] = set()
         self.warnings: list[str] = []
@@ -136,6 +139,7 @@ class Session:
         self.cpu_start_ns = time.process_time_ns()
         log.info(f"Trace collection started (buffer_size_mb={cfg.trace_size_mb:g}, cpu_sampling_hz={cfg.cpu_sampling_frequency_hz:g})")
         self.sampler = Sampler(self.buffer, cfg.cpu_sampling_frequency_hz, self.scope_stacks, self.skip_idents)
+        self.sampler.cpu_marks = self.cpu_marks
         self.sampler.use_perf = cfg.perf_ip_sampling
         self.sampler.probe_blocking = cfg.offcpu_probe
         self.system = SystemSampler(self.buffer.append)
