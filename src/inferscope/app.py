@@ -12,12 +12,17 @@ from pathlib import Path
 
 
 def report(trace, options=None, outputs=(), outdir: Path | None = None, inputs=(), defer_interrupt: bool = False,
-           about: dict | None = None) -> tuple[dict, list[Path]]:
+           about: dict | None = None, progress=None) -> tuple[dict, list[Path]]:
     """Analyse ``trace`` with ``options`` and write ``outputs`` ([(format, path)]) as one set; the
-    files named in ``inputs`` are never overwritten.  Returns (report.json's dict, written paths)."""
+    files named in ``inputs`` are never overwritten.  Returns (report.json's dict, written paths).
+    ``progress``: a ``util.progress.Progress`` told the analysis and writing stages, or None."""
     from .analyze.pipeline import analyze
     from .outputs import write_reports
+    if progress is not None:
+        progress.stage("analysing")
     result = analyze(trace, options)
+    if progress is not None and outputs:
+        progress.stage("writing the report")
     if about:
         result["about"].update(about)
     written = write_reports(result, trace, list(outputs), outdir, list(inputs), defer_interrupt) if outputs else []

@@ -100,24 +100,40 @@ def _analyze_one(args) -> int:
     outputs = resolve_outputs(output, fmt)
     from .report.writer import refuse_overwriting_inputs
     refuse_overwriting_inputs(outputs, [Path(args.trace)] + ([Path(args.ncu)] if getattr(args, "ncu", None) else []))
-    t0 = time.perf_counter()
-    trace = load_trace(args.trace, max_decompressed=_max_bytes(cfg))
-    if getattr(args, "ncu", None):
-        from .ingest import ncu
-        cap = ncu.read(args.ncu, _max_bytes(cfg))
-        trace.meta["ncu"] = dict(cap, joined=True)
-        trace.meta["warnings"] = list(trace.meta.get("warnings", [])) + cap["warnings"]
-    t1 = time.perf_counter()
+    prog = _progress(args)
+    ok = False
+    try:
+        t0 = time.perf_counter()
+        trace = load_trace(args.trace, max_decompressed=_max_bytes(cfg), progress=prog)
+        if getattr(args, "ncu", None):
+            from .ingest import ncu
+            if prog is not None:
+                prog.stage(f"reading {Path(args.ncu).name}")
+            cap = ncu.read(args.ncu, _max_bytes(cfg))
+            trace.meta["ncu"] = dict(cap, joined=True)
+            trace.meta["warnings"] = list(trace.meta.get("warnings", [])) + cap["warnings"]
+        t1 = time.perf_counter()
+        if not args.list_windows:
+            from .app import report
+            result, written = report(trace, opts, outputs, output_folder(output, outputs), [args.trace],
+                                     about={"load_ms": round((t1 - t0) * 1e3, 3)}, progress=prog)
+        ok = True
+    finally:
+        if prog is not None:
+            prog.done(ok)
     if args.list_windows:
         from .analyze.window import available_windows
         for w in available_windows(trace, limit=10_000):
             print(plain(w))
         return 0
-    from .app import report
-    result, written = report(trace, opts, outputs, output_folder(output, outputs), [args.trace],
-                             about={"load_ms": round((t1 - t0) * 1e3, 3)})
     _say(args, headline(result), "", *(f"wrote {p}" for p in written))
     return 0
+
+
+def _progress(args):
+    """The progress line on stderr (util/progress.py) for one input, or None (stderr not a terminal, -q)."""
+    from .util.progress import for_stderr
+    return for_stderr(Path(args.trace).name, quiet=getattr(args, "quiet", False))
 
 
 def cmd_export(args) -> int:
@@ -131,9 +147,20 @@ def cmd_export(args) -> int:
     outputs = [(outputs[0][0], Path(args.output))]
     from .report.writer import refuse_overwriting_inputs
     refuse_overwriting_inputs(outputs, [Path(args.trace)])
-    trace = load_trace(args.trace, max_decompressed=_max_bytes(cfg))
-    result = analyze(trace, _options_from_args(args))
-    written = write_reports(result, trace, outputs, None, [args.trace])
+    prog = _progress(args)
+    ok = False
+    try:
+        trace = load_trace(args.trace, max_decompressed=_max_bytes(cfg), progress=prog)
+        if prog is not None:
+            prog.stage("analysing")
+        result = analyze(trace, _options_from_args(args))
+        if prog is not None:
+            prog.stage(f"writing {outputs[0][1].name}")
+        written = write_reports(result, trace, outputs, None, [args.trace])
+        ok = True
+    finally:
+        if prog is not None:
+            prog.done(ok)
     _say(args, *(f"wrote {p}" for p in written))
     return 0
 

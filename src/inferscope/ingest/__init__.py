@@ -50,15 +50,20 @@ def _ncu_head(p: Path, gz: bool) -> bool:
     return sniff(raw.decode("utf-8", errors="replace"))
 
 
-def load_trace(path: str | os.PathLike, max_decompressed: int | None = None, **options) -> Trace:
+def load_trace(path: str | os.PathLike, max_decompressed: int | None = None, progress=None, **options) -> Trace:
     """Load any supported trace; bad input raises InputError (one line), never another exception.
 
     ``max_decompressed``: explicit cap in bytes on decompressed data (.json.gz, .iscope);
     None applies the default caps (see kineto.decompress_limit).  Every trace passes
     ``trace.validate.check`` (ranges, references, order) before it is returned.
+    ``progress``: a ``util.progress.Progress`` told each stage (bytes read for Kineto, tables for
+    nsys), or None.
     """
     from ..trace.validate import check
     fmt = detect_format(path)
+    name = Path(path).name
+    if progress is not None and fmt in ("native", "ncu"):
+        progress.stage(f"reading {name}")
     if fmt == "native":
         from ..trace import native
         return native.load(path, max_decompressed=max_decompressed)   # checked inside
@@ -67,8 +72,10 @@ def load_trace(path: str | os.PathLike, max_decompressed: int | None = None, **o
         trace = ncu.load(path, max_decompressed=max_decompressed)
     elif fmt == "nsys":
         from . import nsys
-        trace = nsys.load(path, **{k: v for k, v in options.items() if k in nsys.LOAD_OPTIONS})
+        trace = nsys.load(path, progress=progress, **{k: v for k, v in options.items() if k in nsys.LOAD_OPTIONS})
     else:
         from . import kineto
-        trace = kineto.load(path, max_decompressed=max_decompressed)
-    return check(trace, Path(path).name)
+        trace = kineto.load(path, max_decompressed=max_decompressed, progress=progress)
+    if progress is not None:
+        progress.stage(f"checking {name}")
+    return check(trace, name)

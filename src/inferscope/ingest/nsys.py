@@ -195,10 +195,12 @@ def describe_schema(path) -> str:
 # streaming reads
 # ---------------------------------------------------------------------------
 class _Reader:
-    def __init__(self, con, schema, chunk_rows: int) -> None:
+    def __init__(self, con, schema, chunk_rows: int, progress=None, name: str = "") -> None:
         self.con = con
         self.schema = schema
         self.chunk = max(1024, int(chunk_rows))
+        self.progress = progress             # util.progress.Progress or None: one stage per table read
+        self.name = name
         self.missing: list[str] = []
         self.bad_rows: dict[str, int] = {}   # rows skipped: a non-integer value in an integer column
         self.bad_ids: dict[str, int] = {}    # name ids outside 0..2^32-2: shown as unknown
@@ -262,6 +264,9 @@ class _Reader:
                 packed.append(False)
                 out_dtypes.append(next(it))
         k = len(sel)
+        prog = self.progress
+        if prog is not None:
+            prog.stage(f"reading table {table} of {self.name}", unit="rows")
         cap = self.rows_bound(table, where)
         out = [np.empty(cap, dtype=d) for d in out_dtypes]
         sql = f"SELECT {', '.join(sel)} FROM [{table}]" + (f" WHERE {where}" if where else "")
@@ -304,6 +309,8 @@ class _Reader:
                     j += 1
             del a
             pos += m
+            if prog is not None:
+                prog.update(pos)
         if pos < cap:   # shrink in place (realloc; no copy for large, mmap-backed columns)
             for c in out:
                 c.resize(pos, refcheck=False)
@@ -412,13 +419,14 @@ class _Interrupt(SigintHandler):
 
 
 def load(path, include_osrt: bool = True, include_overhead: bool = True,
-         chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Trace:
+         chunk_rows: int = DEFAULT_CHUNK_ROWS, progress=None) -> Trace:
+    """progress: a ``util.progress.Progress`` (one stage per table read, its rows) or None."""
     con = _connect(path)
     guard = _Interrupt(con)
     try:
         with guard:
             try:
-                return _load(con, path, include_osrt, include_overhead, chunk_rows, guard)
+                return _load(con, path, include_osrt, include_overhead, chunk_rows, guard, progress)
             except sqlite3.Error as e:
                 if guard.hit:
                     raise KeyboardInterrupt from None
@@ -450,14 +458,15 @@ def _host_call_part(rd, t: str, kind: SpanKind, cat: int, name_default: int) -> 
     return dict(start_ns=st, end_ns=en, gtid=gtid, nsname=nid, kind=kind, cat=cat, name_default=name_default)
 
 
-def _load(con, path, include_osrt, include_overhead, chunk_rows, guard=None) -> Trace:
+def _load(con, path, include_osrt, include_overhead, chunk_rows, guard=None, progress=None) -> Trace:
     views: list[str] = []
     schema = _schema(con, views)
     if guard is not None and con.execute("SELECT count(*) FROM sqlite_master WHERE type = 'view'").fetchone()[0]:
         guard.deadline = time.monotonic() + VIEW_SQL_TIMEOUT_S
     if not _is_nsys(schema):
         raise InputError(f"{path}: SQLite database but not an Nsight Systems export (no StringIds / CUPTI / NVTX tables)")
-    rd = _Reader(con, schema, chunk_rows)
+    fname = os.path.basename(str(path))
+    rd = _Reader(con, schema, chunk_rows, progress, fname)
     b = TraceBuilder()
     strings = b.strings
     warnings: list[str] = []
@@ -626,6 +635,8 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows, guard=None) -> 
 
     # ---- host samples and scheduling (CPU_SAMPLE spans, live classes), GPU metrics ----------
     from . import nsys_host
+    if progress is not None:
+        progress.stage(f"reading CPU samples and scheduling of {fname}")
     try:
         has_gpu = bool(gpu_parts) and any(len(p["start_ns"]) for p in gpu_parts)
         active = set()
@@ -654,6 +665,8 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows, guard=None) -> 
 
     # ---- strings: intern only the nsys ids actually used -----------------
     used_ids = [p[k] for p in gpu_parts + host_parts for k in ("nsname", "nsdetail", "textid") if k in p]
+    if progress is not None:
+        progress.stage(f"reading strings and threads of {fname}")
     remap = _remap_strings(con, schema, rd, strings, used_ids, warnings)
 
     def names_of(ids: np.ndarray, default: int) -> np.ndarray:
@@ -747,6 +760,8 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows, guard=None) -> 
         b.add_counters(b.track(TrackKind.COUNTER, device=dev, name=metric), ts, val)
 
     del runtime_part, gpu_parts, sync_parts, host_parts
+    if progress is not None:
+        progress.stage(f"building the trace of {fname}")
     return _assemble(b, all_parts, flows)
 
 

@@ -22,13 +22,12 @@ Modules, one idea each (none imports this package, so there is no import cycle):
   flows.py       launch flows (correlation join) and fwdbwd flows
   meta.py        top-level metadata -> ``Trace.meta`` (devices, versions, config, distributedInfo)
 This module reads the input (decompression caps, gzip in bounded steps), drives the streamed or
-whole-file decode and draws the progress line.
+whole-file decode and reports progress (util/progress.py) when given a Progress.
 """
 from __future__ import annotations
 
 import gc
 import sys
-import time
 import zlib
 from pathlib import Path
 
@@ -65,10 +64,12 @@ def _read_bytes(p: Path, max_decompressed: int | None = None) -> bytes:
     return out[0] if len(out) == 1 else b"".join(out)
 
 
-def _iter_bytes(p: Path, max_decompressed: int | None = None, whole: bool = False, step: int = 1 << 24):
+def _iter_bytes(p: Path, max_decompressed: int | None = None, whole: bool = False, step: int = 1 << 24,
+                progress=None):
     """The (inflated) content of ``p`` in chunks of at most ``step`` bytes; the decompression caps
     and gzip errors raise InputError as soon as they are seen.  whole=True reads the file at once
-    (the compressed size is what the caps are relative to)."""
+    (the compressed size is what the caps are relative to).  progress: gets the compressed bytes
+    consumed so far (gzip, read in steps only)."""
     if whole:
         data = read_input(p, expected="a PyTorch profiler trace")
         size = len(data)
@@ -100,6 +101,8 @@ def _iter_bytes(p: Path, max_decompressed: int | None = None, whole: bool = Fals
                     chunk = d.decompress(buf, step)
                     buf = d.unconsumed_tail
                     total += len(chunk)
+                    if progress is not None and f is not None:
+                        progress.update(f.tell() - len(buf) - len(d.unused_data))
                     if total > limit:
                         raise InputError(
                             f"{p.name}: decompresses to more than {limit >> 20} MB "
@@ -132,47 +135,17 @@ def _iter_bytes(p: Path, max_decompressed: int | None = None, whole: bool = Fals
 # --------------------------------------------------------------------------------------
 # load
 # --------------------------------------------------------------------------------------
-# Progress line on stderr: only when stderr is a terminal and the file is at least this big on disk.
-PROGRESS_MIN_BYTES = 32 << 20
-PROGRESS_EVERY_S = 0.5
-
-
-def _progress_line(p: Path):
-    """(show(bytes_read, events), erase()) writing one self-overwriting line to a TTY stderr; None otherwise."""
-    err = sys.stderr
-    try:
-        if not err.isatty() or p.stat().st_size < PROGRESS_MIN_BYTES:
-            return None
-    except (OSError, ValueError, AttributeError):
-        return None
-    state = {"t": float("-inf"), "shown": False}
-
-    def show(nbytes: int, nevents: int) -> None:
-        now = time.monotonic()
-        if now - state["t"] < PROGRESS_EVERY_S:
-            return
-        state["t"] = now
-        state["shown"] = True
-        err.write(f"\r\x1b[K{p.name[:60]}: {nbytes / 1e6:,.0f} MB read, {nevents:,d} events decoded")
-        err.flush()
-
-    def erase() -> None:
-        if state["shown"]:
-            err.write("\r\x1b[K")
-            err.flush()
-    return show, erase
-
-
-def load(path, max_decompressed: int | None = None, batch_bytes: int | None = None) -> Trace:
+def load(path, max_decompressed: int | None = None, batch_bytes: int | None = None, progress=None) -> Trace:
     """Import a PyTorch profiler (Kineto) Chrome trace; raises InputError on bad input.
 
     batch_bytes: size of the streamed traceEvents batches (default STREAM_BATCH_BYTES); 0 decodes
-    the whole file at once (the path every anomaly falls back to)."""
+    the whole file at once (the path every anomaly falls back to).  progress: a
+    ``util.progress.Progress`` (bytes of the file read: compressed bytes for gzip, and events
+    decoded) or None."""
     enabled = gc.isenabled()
     gc.disable()  # millions of short-lived objects: the cyclic GC only costs time here
-    prog = _progress_line(Path(path))
     try:
-        return _load(path, max_decompressed, batch_bytes, prog[0] if prog else None)
+        return _load(path, max_decompressed, batch_bytes, progress)
     except InputError:
         raise
     except (ValueError, TypeError, OverflowError, AttributeError, IndexError, KeyError, RecursionError) as e:
@@ -184,8 +157,6 @@ def load(path, max_decompressed: int | None = None, batch_bytes: int | None = No
         raise InputError(f"{Path(path).name}: unsupported or damaged trace content "
                          f"({type(e).__name__}: {_one_line(e)[:160]})") from None
     finally:
-        if prog:
-            prog[1]()
         if enabled:
             gc.enable()
 
@@ -218,12 +189,17 @@ def _load(path, max_decompressed=None, batch_bytes: int | None = None, progress=
             top = _stream_decode(p, max_decompressed, batch_bytes, cols, progress)
             if cols.nread >= _TRIM_MIN_BYTES:
                 _trim_heap()
+            if progress is not None:
+                progress.stage(f"building the trace of {name}", unit="events")
+                progress.update(events=cols.n)
             return _build(cols, top, [], name, None)
         except (_Fallback, ValueError, TypeError, OverflowError, AttributeError, IndexError, KeyError,
                 RecursionError):
             pass  # the whole-file decode below gives the exact result, repairs and messages
         finally:
             cols = None
+    if progress is not None:
+        progress.stage(f"reading {name} (whole-file decode)")
     data = _read_bytes(p, max_decompressed)
     top, events, warnings = decode_events(data, name)
     cols = _Cols()
@@ -236,7 +212,14 @@ def _stream_decode(p: Path, max_decompressed, batch_bytes: int, cols: _Cols, pro
     """``stream_decode`` of the (inflated) content of ``p``; returns the top-level metadata.  An
     uncompressed file is read straight into the decode buffer (``readinto``), a gzipped one inflated
     in bounded steps (``_iter_bytes``)."""
-    if read_input(p, 2, expected="a PyTorch profiler trace")[:2] != b"\x1f\x8b":
+    gz = read_input(p, 2, expected="a PyTorch profiler trace")[:2] == b"\x1f\x8b"
+    cb = None
+    if progress is not None:
+        # the position in the file: bytes read (plain JSON), compressed bytes consumed (gzip)
+        progress.stage(f"reading {p.name}", total=p.stat().st_size, note="compressed" if gz else "")
+        cb = (lambda nread, nevents: progress.update(events=nevents)) if gz else \
+            (lambda nread, nevents: progress.update(nread, events=nevents))
+    if not gz:
         with open(p, "rb") as f:
-            return stream_decode(f, batch_bytes, cols, progress)
-    return stream_decode(_iter_bytes(p, max_decompressed), batch_bytes, cols, progress)
+            return stream_decode(f, batch_bytes, cols, cb)
+    return stream_decode(_iter_bytes(p, max_decompressed, progress=progress), batch_bytes, cols, cb)
