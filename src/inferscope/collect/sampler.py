@@ -60,6 +60,7 @@ import time
 from .. import thresholds as T
 from . import classify as C
 from . import kernel_time as K
+from .layout import LONG_INTERVAL_TICKS, SPLIT_MIN_NS, _pieces, _split_at_marks
 from .perfip import COMPUTE, OTHER, TOKENIZER
 from .rawio import ProcFile
 
@@ -104,19 +105,6 @@ RESOLVE_NS = 100_000_000
 # between 30 ms waits on Rayon threads read as 5-12 ms cpu_compute (a whole 5 ms tick interval or
 # a delayed one), 2x the truth.  Below 10 % the part is noise (GIL hand-overs to the sampler).
 SPLIT_MIN_FRACTION = 0.1
-# A tick interval longer than LONG_INTERVAL_TICKS nominal intervals (the sampler starved: 3 Python threads
-# spinning beside the main thread kept it from the GIL 25-260 ms at a time) with off-CPU or run-queue parts
-# is laid out as pieces of about one nominal interval, each with the interval's fractions, instead of one
-# block per part: where in the interval the thread ran is unknown, and one block of 22 ms CPU at the start
-# of a 263 ms interval put it before a window that began inside the interval (zoo_gil: user code 8.9 % vs
-# 28.7 % true; 50 % vs 18 % when the block fell inside).  At most MAX_PIECES pieces.  Not an interval with
-# page faults or kernel time: their rules judge an interval's counts (kernel_time.kernel_class).
-LONG_INTERVAL_TICKS = 3
-MAX_PIECES = 64
-# In a long interval the smallest off-CPU / run-queue part kept is SPLIT_MIN_NS when that is less than
-# SPLIT_MIN_FRACTION of it: both are measured (thread CPU clock, schedstat), and the noise the fraction
-# guards against - the GIL hand-over to the sampler - is ~0.1-0.5 ms per tick.
-SPLIT_MIN_NS = 1_000_000
 CLS_WAITING = "waiting"
 # Runnable but not running (schedstat run-queue delay): the thread waits for a CPU, not for I/O or a
 # lock.  Its own class (a part of the breakdown's waiting), placed right before the interval's on-CPU
@@ -197,61 +185,6 @@ def _switch_interval_s() -> float:
     except ValueError:
         us = SWITCH_INTERVAL_S * 1e6
     return max(0.0, us / 1e6)
-
-
-def _pieces(ent: tuple, prev_t: int, interval_ns: int) -> list:
-    """One pending tick over [prev_t, t] as k pieces of ~interval_ns (LONG_INTERVAL_TICKS): each with 1/k of the
-    off-CPU, run-queue, page-fault, kernel and perf CPU amounts (remainders in the last); the tick's function
-    counts once (the last piece's ``tick`` field)."""
-    t = ent[0]
-    dt = t - prev_t
-    k = int(max(1, min(MAX_PIECES, dt // max(1, interval_ns))))
-    off, rqn, kf, kns, pc = ent[5], ent[6], ent[7], ent[8], ent[10]
-    out = []
-    for i in range(1, k + 1):
-        last = i == k
-        part = (lambda v: v - (v // k if v >= 0 else -((-v) // k)) * (k - 1)) if last else (
-            lambda v: v // k if v >= 0 else -((-v) // k))
-        out.append((prev_t + dt * i // k if not last else t, *ent[1:5], part(off), part(rqn), part(kf), part(kns),
-                    ent[9], part(pc) if pc >= 0 else -1, last and ent[11], True))
-    return out
-
-
-def _split_at_marks(ent: tuple, prev_t: int, cpu0: int, cpu1: int, marks: list, interval_ns: int) -> list:
-    """A long pending tick over [prev_t, t] cut at the thread's CPU readings at scope edges inside it (``marks``:
-    (t_ns, thread CPU ns), api._cpu_mark): each part gets its own measured CPU time, the run-queue delay in
-    proportion to its time off CPU, the rest off-CPU; long parts are laid out by _pieces.  A window that starts
-    at a scope's entry inside a 180 ms interval gets the CPU that ran after it, not 56 % of the interval's
-    (zoo_gil: the loop's CPU all came after the scope's entry; uniform pieces put half of it before)."""
-    t = ent[0]
-    pts = [(mt, mc) for mt, mc in marks if prev_t < mt < t and cpu0 <= mc <= cpu1]
-    if not pts:
-        return _pieces(ent, prev_t, interval_ns)
-    if len(pts) > MAX_PIECES:
-        pts = pts[:: -(-len(pts) // MAX_PIECES)]
-    bounds = [(prev_t, cpu0), *pts, (t, cpu1)]
-    sign = -1 if ent[5] < 0 else 1
-    rq_tot = ent[6]
-    parts = []
-    for (a, ca), (b, cb) in zip(bounds, bounds[1:]):
-        dt = b - a
-        c = min(dt, max(0, cb - ca))
-        parts.append((a, b, dt, c, dt - c))
-    idle_tot = sum(p[4] for p in parts)
-    out = []
-    rq_left = rq_tot
-    for j, (a, b, dt, c, idle) in enumerate(parts):
-        last = j == len(parts) - 1
-        rq = rq_left if last else (rq_tot * idle // idle_tot if idle_tot else 0)
-        rq = max(0, min(rq, idle))
-        rq_left -= rq
-        off = idle - rq
-        sub = (b, *ent[1:5], sign * off, rq, 0, 0, ent[9], c if ent[10] >= 0 else -1, last and ent[11])
-        if dt > LONG_INTERVAL_TICKS * interval_ns and (off or rq):
-            out.extend(_pieces(sub, a, interval_ns))
-        else:
-            out.append(sub)
-    return out
 
 
 class _ThreadState:
