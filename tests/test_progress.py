@@ -220,3 +220,14 @@ def test_cli_on_a_terminal_draws_and_ends_the_line(tmp_path):
     assert re.search(rf"\rinferscope: {re.escape(trace.name)} done in \d+\.\d s\x1b\[K\r\n$", text), repr(text)
     rc, text = _run_on_pty(["analyze", "-q", str(trace), "-o", str(tmp_path / "out2")])
     assert rc == 0 and text == "", repr(text)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pty end-to-end on Linux")
+def test_diff_on_a_terminal_draws_a_line_per_side():
+    """`inferscope diff` of two traces: each side's load and analysis gets its line (before: none), -q none."""
+    trace = _small_kineto()
+    rc, text = _run_on_pty(["diff", str(trace), str(trace)])
+    assert rc in (0, 1), text
+    assert text.count(f"\rinferscope: reading {trace.name}") >= 2 and text.count(f"{trace.name} done in") == 2, repr(text)
+    rc, text = _run_on_pty(["diff", "-q", str(trace), str(trace)])
+    assert "inferscope: reading" not in text and "done in" not in text, repr(text)

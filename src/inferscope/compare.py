@@ -74,7 +74,9 @@ def _as_report(path: Path) -> dict | None:
     return None
 
 
-def load_side(path: str, options=None) -> Side:
+def load_side(path: str, options=None, quiet: bool = True) -> Side:
+    """One side of a diff: a report.json (or a directory holding one), or a trace analysed here; ``quiet``
+    False: a progress line on stderr while a slow trace loads and is analysed (util/progress.py)."""
     p = Path(path)
     if not p.exists():
         raise InputError(f"{path}: no such file")
@@ -88,8 +90,19 @@ def load_side(path: str, options=None) -> Side:
         return Side(str(p), rep, None)
     from .analyze.pipeline import analyze
     from .ingest import load_trace
-    trace = load_trace(p)
-    return Side(str(p), analyze(trace, options), trace)
+    from .util.progress import for_stderr
+    prog = for_stderr(p.name, quiet=quiet)
+    ok = False
+    try:
+        trace = load_trace(p, progress=prog)
+        if prog is not None:
+            prog.stage("analysing")
+        side = Side(str(p), analyze(trace, options), trace)
+        ok = True
+    finally:
+        if prog is not None:
+            prog.done(ok)
+    return side
 
 
 # ---------------------------------------------------------------------------------------------
@@ -445,8 +458,8 @@ def _change_verdict(e2e: dict, noise: dict | None, min_change_pct: float) -> dic
             "text": text}
 
 
-def diff_paths(before: str, after: str, options=None, min_change_pct: float | None = None) -> dict:
-    return diff_sides(load_side(before, options), load_side(after, options), min_change_pct)
+def diff_paths(before: str, after: str, options=None, min_change_pct: float | None = None, quiet: bool = True) -> dict:
+    return diff_sides(load_side(before, options, quiet), load_side(after, options, quiet), min_change_pct)
 
 
 def regressed_beyond(d: dict, pct: float) -> bool:
@@ -482,7 +495,7 @@ def cli_diff(args) -> int:
     if args.min_change is not None and not (args.min_change >= 0 and math.isfinite(args.min_change)):
         raise ConfigError("--min-change takes a percentage >= 0")
     opts = options_from_args(args)
-    d = diff_paths(args.before, args.after, opts, args.min_change)
+    d = diff_paths(args.before, args.after, opts, args.min_change, quiet=bool(args.quiet))
     written = R.write(d, args.output or "inferscope-diff", args.format)
     if not args.quiet:
         for line in headline(d).splitlines():
