@@ -94,28 +94,6 @@ def test_interval_with_only_libc_samples_keeps_the_last_fractions():
     assert dur == {"tokenization": 20 * ms}          # not user code: no classified sample in (10, 20] ms
 
 
-def test_interpreter_samples_before_the_midpoint_are_the_previous_stacks_code():
-    """zoo_torch_preprocess: pure-Python row building, then a tick inside F.interpolate's C call (its stack: the
-    torch wrapper, framework).  The interval's interpreter sample came before its midpoint, while the code the
-    previous tick showed ran: user code, not framework_python (the class-change rule of _apply, which the exact
-    perf split bypassed; sampler.py PY_SPLIT_AT_MIDPOINT).  One after the midpoint is the wrapper's own Python."""
-    ms = 1_000_000
-    rows, wrap = ("app.py:rows", 3), ("torch/nn/functional.py:interpolate", 5248)
-    early = [(5 * ms, P.PYTHON), (12 * ms, P.PYTHON), (18 * ms, P.COMPUTE)]
-    dur, st = _durations(early, [(10 * ms, None, rows, "user_code", False, 0),
-                                 (20 * ms, None, wrap, "framework", True, 0)])
-    assert dur == {"user_code": 15 * ms, "cpu_compute": 5 * ms}
-    assert st.py_prev == ("framework", wrap)
-    late = [(5 * ms, P.PYTHON), (16 * ms, P.PYTHON), (18 * ms, P.COMPUTE)]
-    dur, _ = _durations(late, [(10 * ms, None, rows, "user_code", False, 0),
-                               (20 * ms, None, wrap, "framework", True, 0)])
-    assert dur == {"user_code": 10 * ms, "cpu_compute": 5 * ms, "framework": 5 * ms}
-    # the same class at both ticks: nothing moves (a model's module stack between ops stays framework)
-    dur, _ = _durations(early, [(10 * ms, None, wrap, "framework", False, 0),
-                                (20 * ms, None, wrap, "framework", True, 0)], cls0="framework")
-    assert dur == {"framework": 15 * ms, "cpu_compute": 5 * ms}
-
-
 def test_libc_only_interval_after_no_classified_sample_is_the_stacks_class():
     """hashlib (libcrypto: role OTHER) right after a phase decided without perf: user code, not the
     GIL heuristic's cpu_compute and not an old fraction (the bug a collect test caught: 596 ms of

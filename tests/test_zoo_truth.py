@@ -178,22 +178,6 @@ def test_numpy_mlp(tmp_path):
     assert res["ranking_ok"], res
 
 
-def test_torch_ops_as_preprocessing(tmp_path):
-    """Pure-Python row building (~2-5 %), torch ops as preprocessing (tensor from lists, normalise, interpolate)
-    and a conv: ~94 % cpu_compute by the truth's rule.  The interpreter share of a tick interval that ended
-    inside F.interpolate's C call went to the wrapper's stack (framework_python 12.4 % for 0.6 % true in the
-    2026-11-25 table, 6-9 % at that commit re-run, 2-4 % before this fix); now interpreter samples before the
-    interval's midpoint are the previous tick's code (sampler.py PY_SPLIT_AT_MIDPOINT).  Loose bands: one
-    run on a loaded 2-core box (the run queue can take 40 % of the window there)."""
-    res, rows = _run(tmp_path, "zoo_torch_preprocess.py")
-    _needs_perf(tmp_path, "zoo_torch_preprocess")
-    assert rows["framework_overhead/framework_python"]["measured_pct"] < 8.0, rows
-    comp = rows["cpu_compute"]
-    # the waiting rows are left out: under load run queue vs off-CPU is split by schedstat, not by this rule
-    assert comp["measured_pct"] >= comp["truth_pct"] - TOL_PTS, comp
-    assert res["ranking_ok"], res
-
-
 def test_disk_io(tmp_path):
     """O_DSYNC writes, fsync, O_DIRECT reads: ~99 % waiting by the truth.  The calls' own kernel CPU (no
     IP sample: perf samples user space) read as user code, 17-18 % (median of 3, before); it is part of

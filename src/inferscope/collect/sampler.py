@@ -24,9 +24,7 @@ Per sample and thread:
                Rust extension, sentencepiece, tiktoken) split that interval into cpu_compute,
                tokenization and the stack's class; samples in libc/other extensions follow the mix
                of the classified ones; an interval with no classified sample keeps the thread's last
-               fractions.  Interpreter samples before the midpoint of an interval whose two ticks'
-               stacks differ in class are the previous tick's code (the class-change rule).
-               With perf this applies without torch too (numpy-only programs).  Such ticks wait in a per-thread queue and are decided in
+               fractions.  With perf this applies without torch too (numpy-only programs).  Such ticks wait in a per-thread queue and are decided in
                order when the perf ring is drained (every RESOLVE_NS), with the samples'
                CLOCK_MONOTONIC timestamps placing each sample between two ticks.
                Fallback when perf_event is unavailable: the GIL heuristic - the sampler woke on
@@ -63,7 +61,7 @@ from .. import thresholds as T
 from . import classify as C
 from . import kernel_time as K
 from .layout import LONG_INTERVAL_TICKS, SPLIT_MIN_NS, _pieces, _split_at_marks
-from .perfip import COMPUTE, OTHER, PYTHON, TOKENIZER
+from .perfip import COMPUTE, OTHER, TOKENIZER
 from .rawio import ProcFile
 
 CPU_SAMPLE = 11   # SpanKind.CPU_SAMPLE
@@ -118,8 +116,6 @@ CLS_COMPUTE = "cpu_compute"
 CLS_FRAMEWORK = "framework"
 CLS_TOKENIZATION = "tokenization"
 KEEP = "keep"   # pending-tick marker: the tick continues the thread's current class
-# the classes a Python stack gives (collect/classify.py domains): what the interpreter's share of an interval is
-PY_CLASSES = frozenset(C.DOMAIN_NAMES.values())
 
 
 def _runq_ns(tid: int) -> int:
@@ -193,7 +189,7 @@ def _switch_interval_s() -> float:
 
 class _ThreadState:
     __slots__ = ("clk", "cls", "cpu", "end", "label", "last_fb", "lines", "n", "native", "native_fresh", "native_tok", "pending",
-                 "kblk", "kio", "kst", "perf", "pcpu", "pn", "prev_vol", "py_prev", "rq", "rq_at", "rq_t", "start", "t", "tid")
+                 "kblk", "kio", "kst", "perf", "pcpu", "pn", "prev_vol", "rq", "rq_at", "rq_t", "start", "t", "tid")
 
     def __init__(self, tid, clk, cpu, t):
         self.tid = tid
@@ -222,7 +218,6 @@ class _ThreadState:
         self.end = t        # end of the current run = time of the last tick applied
         self.last_fb = None  # fallback class of the last tick if perf split it, else None
         self.prev_vol = False  # the previous tick got the GIL from a voluntary release
-        self.py_prev = None  # (class, label) of the Python code its previous tick's stack showed
 
 
 class Sampler:
@@ -514,28 +509,17 @@ class Sampler:
                         self._apply(st, t, CLS_WAITING, None, exact=True)
                     prev = t
                     continue
-            py_prev = st.py_prev
-            if cls is None:
-                st.py_prev = (fallback, label)
-            elif cls in PY_CLASSES and label is not None:
-                st.py_prev = (cls, label)
             if cls is None:
                 # samples in libc / the loader / unknown extensions (OTHER) are helpers of whatever
                 # runs (a Rust tokenizer's malloc/memcpy: 316 of 1011 samples measured): they follow
                 # the mix of the classified ones (compute, tokenizer, interpreter) of the interval
                 nc = nk = tot = no = 0
-                # interpreter samples in the first half of the on-CPU part ran the Python code of the previous
-                # tick's stack when that differs from this tick's (PY_SPLIT_AT_MIDPOINT below)
-                npe = 0
-                mid = (prev + end) // 2 if (py_prev is not None and py_prev[0] != fallback) else -1
                 while i < n and samples[i][0] <= t:
                     k = samples[i][1]
                     if k == COMPUTE:
                         nc += 1
                     elif k == TOKENIZER:
                         nk += 1
-                    elif k == PYTHON and samples[i][0] <= mid:
-                        npe += 1
                     elif k == OTHER:
                         no += 1
                         tot -= 1
@@ -575,7 +559,6 @@ class Sampler:
                             kx = True
                             self._apply(st, prev, kc[0], label, exact=True, tick=tk)
                         kc = None
-                fpy = 0.0
                 if kc is not None:
                     self.kernel_totals.add(kc[1], end - prev, kf)
                     frac, ftok = (1.0 if kc[0] == CLS_COMPUTE else 0.0), 0.0
@@ -583,7 +566,6 @@ class Sampler:
                     frac, ftok = nc / tot, nk / tot
                     st.native, st.native_tok = frac, ftok
                     st.native_fresh = True
-                    fpy = npe / tot
                 elif no:
                     # only libc / unknown-library samples: the helpers of the previous interval's mix
                     # when it had classified samples (a tokenizer's malloc), else the stack's class
@@ -608,29 +590,16 @@ class Sampler:
                     frac, ftok = 0.0, 0.0
                 else:
                     frac, ftok = (1.0 if gil_free else 0.0), 0.0
-                if fpy > 0.0:
-                    # PY_SPLIT_AT_MIDPOINT: the interpreter's share of an interval is the class of the Python
-                    # code that ran.  The tick's stack shows the code at its end - often only the line of a
-                    # framework wrapper calling a native op (torch's interpolate at its C call, the GIL free):
-                    # interpreter samples before the midpoint ran the code the previous tick showed (the
-                    # class-change rule of _apply, which the exact perf split bypassed).  Without it a
-                    # pure-Python step before a torch op read as framework_python (zoo_torch_preprocess)
-                    a = prev + int((end - prev) * fpy)
-                    self._apply(st, a, py_prev[0], py_prev[1], exact=True, tick=False)
-                    prev = a
                 if frac >= 1.0:
                     cls = CLS_COMPUTE
                 elif ftok >= 1.0:
                     cls = CLS_TOKENIZATION
-                elif frac <= 0.0 and ftok <= 0.0 and fpy <= 0.0:
+                elif frac <= 0.0 and ftok <= 0.0:
                     cls = fallback
                 else:
                     # compute first, then native tokenization, then the stack's class; each part
                     # names the tick's function (its time is the function's, whatever the class)
-                    # (fractions of the whole on-CPU part: the previous code's part is placed above)
                     dt = end - prev
-                    if fpy > 0.0:
-                        frac, ftok = (frac / (1.0 - fpy), ftok / (1.0 - fpy)) if fpy < 1.0 else (0.0, 0.0)
                     a = prev + int(dt * frac)
                     b = a + int(dt * ftok)
                     if a > prev:
@@ -1093,8 +1062,6 @@ class Sampler:
                 elif cls is KEEP:
                     self._apply(st, t, st.cls, label if fair else None)
                 else:
-                    if cls in PY_CLASSES and label is not None:
-                        st.py_prev = (cls, label)
                     # off CPU for the whole interval, or on CPU all of it after a wait, by the thread's CPU clock: the
                     # change came at the previous tick, not at the midpoint (a class read from the frame only is
                     # known at the tick: the midpoint rule).  The midpoint gave half of each fully off-CPU interval
