@@ -524,3 +524,41 @@ def test_long_interval_cut_at_scope_edges_by_their_cpu_readings():
     for _ in range(2 * api.MAX_CPU_MARKS):
         api._cpu_mark(sess, 7, 789)
     assert len(sess.cpu_marks[7]) == api.MAX_CPU_MARKS
+
+
+def test_run_queue_wait_under_way_at_a_tick_moves_back_from_off_cpu():
+    """schedstat counts a run-queue wait when it ends: a thread still waiting for a CPU at a tick had that
+    wait read as off-CPU, and the next interval, on CPU all along, has no room for it.  The excess goes back
+    to the latest pending off-CPU parts (layout.owed_run_queue), or to the end of the open 'waiting' run.
+    Measured (torch_preprocess and a CPU hog pinned to one CPU, 51.6 % run queue by the truth): run queue
+    -17 points -> -8.5, off-CPU +17 -> +9 (2 runs each)."""
+    from inferscope.collect.layout import owed_run_queue
+    pend = [(10 * MS, "user_code", None, None, False, -4 * MS, 0, 0, 0, 1, -1, True),
+            (20 * MS, "user_code", None, None, False, 3 * MS, 1 * MS, 0, 0, 1, -1, True),
+            (30 * MS, "user_code", None, None, False, -5 * MS, 0, 0, 0, 1, -1, True)]
+    left = owed_run_queue(pend, 7 * MS)
+    assert left == 0
+    assert [(e[5], e[6]) for e in pend] == [(-4 * MS, 0), (1 * MS, 3 * MS), (0, 5 * MS)]
+    # it stops at a tick with no off-CPU part, and says what it could not place
+    pend2 = [(10 * MS, "user_code", None, None, False, -4 * MS, 0, 0, 0, 1, -1, True),
+             (20 * MS, "user_code", None, None, False, 0, 2 * MS, 0, 0, 1, -1, True)]
+    assert owed_run_queue(pend2, 3 * MS) == 3 * MS and pend2[0][5] == -4 * MS
+    # resolved: the moved time reads run_queue, the sum is unchanged
+    buf = []
+    s = SM.Sampler(buf, 200, {}, set())
+    st = SM._ThreadState(tid=1, clk="c", cpu=0, t=0)
+    st.cls, st.start, st.end = "user_code", 0, 0
+    st.pending = pend
+    s._resolve(st)
+    s._emit(st)
+    dur = {}
+    for ev in buf:
+        dur[ev[5]] = dur.get(ev[5], 0) + ev[4] - ev[3]
+    assert dur["run_queue"] == 8 * MS and dur["waiting"] == 5 * MS and sum(dur.values()) == 30 * MS, dur
+    # no pending tick: the open 'waiting' run's last part becomes a run_queue run
+    buf.clear()
+    st = SM._ThreadState(tid=1, clk="c", cpu=0, t=0)
+    st.cls, st.start, st.end = "waiting", 0, 20 * MS
+    s._owed_open_run(st, 6 * MS)
+    s._emit(st)
+    assert [(e[5], e[3], e[4]) for e in buf] == [("waiting", 0, 14 * MS), ("run_queue", 14 * MS, 20 * MS)]

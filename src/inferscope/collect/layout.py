@@ -76,3 +76,23 @@ def _split_at_marks(ent: tuple, prev_t: int, cpu0: int, cpu1: int, marks: list, 
         else:
             out.append(sub)
     return out
+
+
+def owed_run_queue(pending: list, ns: int) -> int:
+    """Move ``ns`` of run-queue delay, found at this tick but belonging to the previous interval, from the
+    off-CPU parts of the latest pending ticks into their run-queue parts (in place, latest first, stopping at
+    a tick without an off-CPU part); returns what could not be placed.  schedstat's run-queue delay counts a
+    wait when it ends (the thread gets a CPU): a thread still runnable at a tick had that wait read as
+    off-CPU, and the next interval, on CPU all along, had no room for it - on a loaded 2-core box zoo
+    programs read 8-12 points of their run queue as off-CPU."""
+    for k in range(len(pending) - 1, -1, -1):
+        if ns <= 0:
+            break
+        e = pending[k]
+        off = e[5]
+        if not off:
+            break
+        m = min(ns, abs(off))
+        pending[k] = (*e[:5], off - m if off > 0 else off + m, e[6] + m, *e[7:])
+        ns -= m
+    return ns

@@ -60,7 +60,7 @@ import time
 from .. import thresholds as T
 from . import classify as C
 from . import kernel_time as K
-from .layout import LONG_INTERVAL_TICKS, SPLIT_MIN_NS, _pieces, _split_at_marks
+from .layout import LONG_INTERVAL_TICKS, SPLIT_MIN_NS, _pieces, _split_at_marks, owed_run_queue
 from .perfip import COMPUTE, OTHER, TOKENIZER
 from .rawio import ProcFile
 
@@ -417,6 +417,18 @@ class Sampler:
             if ln:
                 st.lines[ln] = st.lines.get(ln, 0) + 1
         st.end = t
+
+    def _owed_open_run(self, st: _ThreadState, ns: int) -> None:
+        """The last ``ns`` of the thread's open 'waiting' run were a run-queue wait (layout.owed_run_queue): that
+        run ends there, a run_queue run takes the rest up to the previous tick."""
+        m = min(ns, st.end - st.start)
+        if m <= 0:
+            return
+        end = st.end
+        st.end = end - m
+        self._emit(st)
+        st.cls, st.start, st.end = CLS_RUNQ, end - m, end
+        st.label, st.n, st.lines = None, 0, {}
 
     def _resolve(self, st: _ThreadState) -> None:
         """Decide the pending ticks of one thread from its perf IP samples, in order.
@@ -919,10 +931,14 @@ class Sampler:
                     split_ns = dt * SPLIT_MIN_FRACTION
                     if dt > LONG_INTERVAL_TICKS * self.interval_ns:
                         split_ns = min(split_ns, SPLIT_MIN_NS)
-                    if dcpu < dt - split_ns and st.rq_t is not None:
+                    # the previous interval ended off CPU (a pending off part, or an open 'waiting' run): a wait
+                    # under way at its tick is counted by schedstat only now (layout.owed_run_queue)
+                    owed = st.rq_at == st.t and ((bool(st.pending) and st.pending[-1][5] != 0)
+                                                 or (not st.pending and st.cls is CLS_WAITING))
+                    if (dcpu < dt - split_ns or owed) and st.rq_t is not None:
                         # runnable but descheduled (CPU contention) is not "waiting" for I/O: the
                         # run-queue delay from schedstat (fd kept open; read only when the thread
-                        # was off-CPU for part of the interval) is its own part (CLS_RUNQ)
+                        # was off-CPU for part of the interval, or of the previous one) is its own part (CLS_RUNQ)
                         try:
                             rq = int(st.rq_t.read().split()[1])
                             if st.rq >= 0:
@@ -930,7 +946,15 @@ class Sampler:
                                     rqn = rq - st.rq
                                 else:                     # older reading: at most the interval's rest
                                     rqn = min(rq - st.rq, dt - dcpu)
+                                full = rqn
                                 rqn = max(0, min(rqn, dt - dcpu))
+                                if full > rqn and owed:
+                                    # more than this interval can hold: a wait under way at the previous tick,
+                                    # counted by the kernel only when it ended (layout.owed_run_queue)
+                                    if st.pending:
+                                        owed_run_queue(st.pending, full - rqn)
+                                    else:
+                                        self._owed_open_run(st, full - rqn)
                                 busy = dcpu + rqn
                             st.rq, st.rq_at = rq, t
                         except (OSError, ValueError, IndexError):
