@@ -132,9 +132,17 @@ def test_rust_tokenizer_serial(tmp_path):
     and libc (following the interval's mix).  Measured 87 % tokenization vs 92 % truth (was 0 %) on
     2026-11-25; on 2026-11-26 the same code read 80.0-88.5 % (3 runs) and the suite's run 78.7 %, with
     signal frames 69.8-90.9 % (12 runs; the Python glue between calls reads user code, 5-15 %).  Band:
-    20 points (the 0 % of the bug fails it; the 12 points used before failed about 1 run in 3)."""
+    20 points (the 0 % of the bug fails it; the 12 points used before failed about 1 run in 3).  Beside one
+    CPU hog single runs read -7.7..-27.5 points (2026-11-26, 8 runs) and a fresh-clone CI run -36.7 once: a run
+    outside the band gets one more run - a real bias fails both."""
     res, rows = _run(tmp_path, "zoo_tokenizers.py", env={"ZOO_ITERS": "8"})
     _needs_perf(tmp_path, "zoo_tokenizers")
+    if abs(rows["cpu_preprocessing/tokenization"]["diff_pts"]) > 20.0:
+        first = rows["cpu_preprocessing/tokenization"]
+        tmp_path = tmp_path / "again"
+        tmp_path.mkdir()
+        res, rows = _run(tmp_path, "zoo_tokenizers.py", env={"ZOO_ITERS": "8"})
+        assert abs(rows["cpu_preprocessing/tokenization"]["diff_pts"]) <= 20.0, (first, rows["cpu_preprocessing/tokenization"])
     _within(rows["cpu_preprocessing/tokenization"], tol=20.0)
 
 
