@@ -61,11 +61,28 @@ def drive(script, scopes=None):
     s = SM.Sampler(buf, 200, scopes or {}, set(), clock=c.clock, sleep=c.sleep, frames=c.frames, cputime=c.cputime,
                    getclk=lambda ident: "fake-clk" if ident == IDENT else 0)
     c.stop = s._stop.set
-    s.use_perf = False
-    s._perf_maps = s._PerfIP = s._perf_main = None     # what start() sets before the thread runs
-    s._run()                                            # the sampler loop, in this thread
-    s._close_all()
+    loop(s)                                             # the sampler loop, in this thread
     return s, buf
+
+
+def loop(s):
+    """Run a constructed sampler's loop in this thread (no perf), then close its runs."""
+    s.use_perf = False
+    s._perf_maps = s._PerfIP = s._perf_main = None
+    s._run()
+    s._close_all()
+
+
+def resolved(pending, cls0="user_code", clk=None):
+    """A thread's queued ticks decided and emitted: [(class, start, end, ticks)] of its runs."""
+    buf = []
+    s = SM.Sampler(buf, 200, {}, set())
+    st = SM._ThreadState(tid=1, clk=clk, cpu=0, t=0)
+    st.cls, st.start, st.end = cls0, 0, 0
+    st.pending = pending
+    s._resolve(st)
+    s._emit(st)
+    return [(ev[5], ev[3], ev[4], ev[8]) for ev in buf]
 
 
 def run_script(script, scopes=None):
@@ -381,10 +398,7 @@ def test_final_tick_ends_when_stop_was_called():
         s._stop_at = c.now - 2 * MS
         s._stop.set()
     c.stop = stop
-    s.use_perf = False
-    s._perf_maps = s._PerfIP = s._perf_main = None
-    s._run()
-    s._close_all()
+    loop(s)
     spans = [(e[3], e[4]) for e in buf if e[2] == IDENT]
     # ticks at 5, 10, 15 ms; stop() at 18 ms (the last sleep ends at 20); the spans tile 5-18 ms (one class,
     # or two once another test imported torch: the GIL heuristic's cpu_compute, then the final tick's)
@@ -410,10 +424,7 @@ def test_tick_under_way_at_stop_is_followed_by_a_final_tick():
             s._stop.set()
         return c.frames()
     s._frames = frames
-    s.use_perf = False
-    s._perf_maps = s._PerfIP = s._perf_main = None
-    s._run()
-    s._close_all()
+    loop(s)
     spans = [(e[3], e[4]) for e in buf if e[2] == IDENT]
     # ticks at 5, 10, 15 ms (the third held on to 65 ms); stop() at 60 ms: the final tick classifies 15-60 ms
     assert spans and spans[-1][1] == 60 * MS, spans
@@ -424,16 +435,10 @@ def test_long_interval_laid_out_in_pieces():
     """A 100 ms interval (the sampler starved) of 30 ms CPU, 10 ms run queue and 60 ms off-CPU is laid out as
     20 pieces of 5 ms with those fractions (LONG_INTERVAL_TICKS), not one block per part: a window that starts
     inside the interval gets its fractions, and the tick's function counts once."""
-    buf = []
-    s = SM.Sampler(buf, 200, {}, set())
-    st = SM._ThreadState(tid=1, clk=None, cpu=0, t=0)
-    st.cls, st.start, st.end = "user_code", 0, 0
     ent = (100 * MS, "user_code", ("app.py:spin", 7), None, False, -60 * MS, 10 * MS, 0, 0, 1, -1, True)
-    st.pending = SM._pieces(ent, 0, 5 * MS)
-    assert len(st.pending) == 20 and st.pending[-1][0] == 100 * MS
-    s._resolve(st)
-    s._emit(st)
-    runs = [(ev[5], ev[3], ev[4], ev[8]) for ev in buf]
+    pending = SM._pieces(ent, 0, 5 * MS)
+    assert len(pending) == 20 and pending[-1][0] == 100 * MS
+    runs = resolved(pending)
     assert runs[0][1] == 0 and runs[-1][2] == 100 * MS
     assert all(a[2] == b[1] for a, b in zip(runs, runs[1:])), runs
 
@@ -471,10 +476,7 @@ def test_cpu_clock_read_late_in_a_tick_ends_the_threads_interval_then():
         return c.frames()
     s._frames = frames
     c.stop = s._stop.set
-    s.use_perf = False
-    s._perf_maps = s._PerfIP = s._perf_main = None
-    s._run()
-    s._close_all()
+    loop(s)
     runs = [(e[5], e[3], e[4]) for e in buf if e[2] == IDENT]
     on = sum(min(b, 50 * MS) - max(a, 10 * MS) for cls, a, b in runs if cls != "waiting" and b > 10 * MS and a < 50 * MS)
     total = sum(b - a for cls, a, b in runs if cls != "waiting")
@@ -488,32 +490,20 @@ def test_long_interval_cut_at_scope_edges_by_their_cpu_readings():
     32 ms CPU of which 0.5 ms before a scope entry at 100 ms, run queue 9 ms."""
     import types
     from inferscope.collect import api
-    buf = []
-    s = SM.Sampler(buf, 200, {}, set())
-    st = SM._ThreadState(tid=1, clk=None, cpu=0, t=0)
-    st.cls, st.start, st.end = "user_code", 0, 0
     ent = (180 * MS, "user_code", ("app.py:spin", 7), None, False, -139 * MS, 9 * MS, 0, 0, 1, 32 * MS, True)
-    st.pending = SM._split_at_marks(ent, 0, 0, 32 * MS, [(100 * MS, MS // 2)], 5 * MS)
-    assert sum(e[6] for e in st.pending) == 9 * MS and [e[11] for e in st.pending].count(True) == 1
-    s._resolve(st)
-    s._emit(st)
-    runs = [(ev[5], ev[3], ev[4]) for ev in buf]
+    pending = SM._split_at_marks(ent, 0, 0, 32 * MS, [(100 * MS, MS // 2)], 5 * MS)
+    assert sum(e[6] for e in pending) == 9 * MS and [e[11] for e in pending].count(True) == 1
+    runs = resolved(pending)
     assert runs[0][1] == 0 and runs[-1][2] == 180 * MS and all(a[2] == b[1] for a, b in zip(runs, runs[1:])), runs
 
     def ms(cls, lo, hi):
-        return sum(max(0, min(b, hi) - max(a, lo)) for c, a, b in runs if c == cls) / MS
+        return sum(max(0, min(b, hi) - max(a, lo)) for c, a, b, _n in runs if c == cls) / MS
     assert ms("user_code", 0, 100 * MS) == pytest.approx(0.5, abs=0.01)
     assert ms("user_code", 100 * MS, 180 * MS) == pytest.approx(31.5, abs=0.01)
     # the run queue in proportion to each part's time off CPU: 99.5 of 147.5 ms before, 48.5 after
     assert ms("run_queue", 0, 100 * MS) == pytest.approx(9 * 99.5 / 147.5, abs=0.05)   # (ns floors per piece)
     # uniform pieces alone (no reading) would have put 17.8 ms of CPU before the scope
-    st2 = SM._ThreadState(tid=1, clk=None, cpu=0, t=0)
-    st2.cls, st2.start, st2.end = "user_code", 0, 0
-    st2.pending = SM._pieces(ent, 0, 5 * MS)
-    buf.clear()
-    s._resolve(st2)
-    s._emit(st2)
-    runs = [(ev[5], ev[3], ev[4]) for ev in buf]
+    runs = resolved(SM._pieces(ent, 0, 5 * MS))
     assert ms("user_code", 0, 100 * MS) > 15
     # the readings: scope() at entry and exit, this thread's CPU clock, bounded per tick
     sess = types.SimpleNamespace(cpu_marks={})
@@ -544,19 +534,13 @@ def test_run_queue_wait_under_way_at_a_tick_moves_back_from_off_cpu():
              (20 * MS, "user_code", None, None, False, 0, 2 * MS, 0, 0, 1, -1, True)]
     assert owed_run_queue(pend2, 3 * MS) == 3 * MS and pend2[0][5] == -4 * MS
     # resolved: the moved time reads run_queue, the sum is unchanged
-    buf = []
-    s = SM.Sampler(buf, 200, {}, set())
-    st = SM._ThreadState(tid=1, clk="c", cpu=0, t=0)
-    st.cls, st.start, st.end = "user_code", 0, 0
-    st.pending = pend
-    s._resolve(st)
-    s._emit(st)
     dur = {}
-    for ev in buf:
-        dur[ev[5]] = dur.get(ev[5], 0) + ev[4] - ev[3]
+    for c, a, b, _n in resolved(pend, clk="c"):
+        dur[c] = dur.get(c, 0) + b - a
     assert dur["run_queue"] == 8 * MS and dur["waiting"] == 5 * MS and sum(dur.values()) == 30 * MS, dur
     # no pending tick: the open 'waiting' run's last part becomes a run_queue run
-    buf.clear()
+    buf = []
+    s = SM.Sampler(buf, 200, {}, set())
     st = SM._ThreadState(tid=1, clk="c", cpu=0, t=0)
     st.cls, st.start, st.end = "waiting", 0, 20 * MS
     s._owed_open_run(st, 6 * MS)

@@ -1158,6 +1158,9 @@ class Sampler:
                     _close(gone)
                     if self.blocking is not None:
                         self.blocking.forget(gone.tid)
+                # scope() edges' CPU readings of threads that ended (bounded per thread, not in number of threads)
+                for ident in [i for i in self.cpu_marks if i not in live]:
+                    self.cpu_marks.pop(ident, None)
             frames = frame = None
             self.busy_ns += clock() - t
         try:
