@@ -155,6 +155,65 @@ def test_native_threads_emit_cpu_time_by_role_laid_end_to_end(monkeypatch):
     nt.close()
 
 
+def test_native_thread_born_during_collection_keeps_its_first_periods(monkeypatch):
+    """An OpenMP/Rayon pool made by the program's first call: the thread appears at a tick with CPU it ran
+    since it was born, and its perf sampler has no sample yet.  That time is held back until samples tell
+    the role and then laid from its birth (it was dropped: the first 0-25 ms of the zoo's oversubscribed
+    OpenMP window read off-CPU, 0-8 points); a thread older than collection starts from its reading.
+    A later period with CPU but no sample (below the perf period) keeps the role it had."""
+    from inferscope.collect import native_threads as N
+    ms = 1_000_000
+    sched = {21: [(0, 0), (12 * ms, 3 * ms), (20 * ms, 5 * ms), (22 * ms, 5 * ms)],
+             22: [(500 * ms, 0), (500 * ms, 0), (510 * ms, 0), (510 * ms, 0)]}
+    perf = {21: [[], [(1, P.COMPUTE), (2, P.OTHER)], [], []], 22: [[], [(1, P.COMPUTE)], [], []]}
+    start = {21: 30 * ms, 22: -400 * ms}
+
+    class Sched:
+        def __init__(self, path, size):
+            self.tid = int(path.split("/")[4]) if path.count("/") > 3 else 0
+
+        def read(self):
+            run, rq = sched[self.tid].pop(0)
+            return f"{run} {rq} 0\n".encode()
+
+        def close(self):
+            pass
+
+    class Perf(FakePerf):
+        def read(self, maps):
+            return perf[self.tid].pop(0)
+
+        def close(self):
+            pass
+
+    def open_perf(tid, period):
+        p = Perf([])
+        p.tid = tid
+        return p
+
+    monkeypatch.setattr(N, "ProcFile", Sched)
+    monkeypatch.setattr(N.PerfIP, "open", staticmethod(open_perf))
+    monkeypatch.setattr(N, "read_small", lambda path, size: b"worker")
+    monkeypatch.setattr(N, "start_perf_ns", lambda path: start[int(path.split("/")[4])])
+    out = []
+    nt = N.NativeThreads(out.append, 4 * ms, since_ns=0)
+    tids = []
+    monkeypatch.setattr(nt, "_native_tids", lambda: list(tids))
+    nt.tick(25 * ms, maps=None)                 # no native thread yet
+    tids[:] = [21, 22]
+    nt.tick(50 * ms, maps=None)    # 21 born at 30 ms: 12 ms CPU, no sample -> held back; 22 (older): from now
+    assert out == []
+    nt.tick(75 * ms, maps=None)    # 21: 20 ms CPU (all compute) + 5 ms run queue since 30 ms; 22: 10 ms
+    assert [(e[2], e[3], e[4], e[5]) for e in out] == [(21, 30 * ms, 50 * ms, "cpu_compute"),
+                                                       (22, 70 * ms, 75 * ms, "cpu_compute"),   # wraps
+                                                       (22, 50 * ms, 55 * ms, "cpu_compute"),
+                                                       (21, 60 * ms, 65 * ms, "run_queue")], out
+    out.clear()
+    nt.tick(100 * ms, maps=None)   # 21: 2 ms CPU, no sample: the role it had
+    assert [(e[2], e[3], e[4], e[5]) for e in out] == [(21, 75 * ms, 77 * ms, "cpu_compute")], out
+    nt.close()
+
+
 def test_maps_see_a_library_loaded_after_they_were_read(tmp_path, monkeypatch):
     """An IP in a library dlopen()ed after the maps were read resolves at once (the maps are re-read
     on the miss), not 0.5 s later: a numpy MLP whose OpenBLAS loaded while perf was being set up read

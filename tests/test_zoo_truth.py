@@ -233,7 +233,11 @@ def test_disk_io(tmp_path):
     assert f is not None, [f["id"] for f in rep["findings"]]
     ev = f["evidence"]
     assert ev["top_syscall"] in ("preadv", "preadv2", "pread64", "write", "pwrite64", "fsync", "fdatasync", "openat"), ev
-    assert ev["top_frame"].startswith("zoo_disk_io.py:") and ev["io_pct"] >= 20.0, ev
+    # the named share is a lower bound (the call is seen at ticks): 6-24 % of the window under load 3-5
+    # (test_zoo), 35 % idle; a run of this test read below 20 once (2026-11-27, io_ms 26): the finding's
+    # own threshold is the band
+    from inferscope import thresholds as T
+    assert ev["top_frame"].startswith("zoo_disk_io.py:") and ev["io_pct"] >= T.BLOCKING_IO_LOW_PCT, ev
 
 
 def test_omp_oversubscribed(tmp_path):

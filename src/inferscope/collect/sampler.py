@@ -1131,7 +1131,7 @@ class Sampler:
             if t >= next_native and perf_maps is not None and not perf_off and self.follow_native:
                 if self.native_threads is None:
                     from .native_threads import NATIVE_PERIOD_NS, NativeThreads
-                    self.native_threads = NativeThreads(self.buffer.append, PERF_PERIOD_NS)
+                    self.native_threads = NativeThreads(self.buffer.append, PERF_PERIOD_NS, self.started_ns)
                     native_period = NATIVE_PERIOD_NS
                 next_native = t + native_period
                 try:

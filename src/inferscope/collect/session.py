@@ -74,19 +74,10 @@ def set_current(s) -> None:
 
 
 def _process_start_perf_ns() -> int | None:
-    """This process's start time on the perf_counter_ns clock (CLOCK_MONOTONIC), from
-    /proc/self/stat field 22 (starttime, clock ticks since boot on CLOCK_BOOTTIME); None off Linux."""
-    try:
-        with open("/proc/self/stat", "rb") as f:
-            stat = f.read().decode("ascii", "replace")
-        ticks = int(stat[stat.rindex(")") + 2:].split()[19])
-        hz = os.sysconf("SC_CLK_TCK")
-        boot_now = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
-        now = time.perf_counter_ns()
-    except (OSError, ValueError, IndexError, AttributeError):
-        return None
-    age_ns = boot_now - ticks * 1_000_000_000 // hz
-    return now - age_ns if 0 <= age_ns < 10 ** 15 else None
+    """This process's start time on the perf_counter_ns clock (rawio.start_perf_ns); None off Linux."""
+    from .rawio import start_perf_ns
+    return start_perf_ns("/proc/self/stat")
+
 
 class Session:
     def __init__(self, cfg: Config, trace_out: str | None = None, mode: str = "run") -> None:
