@@ -21,6 +21,7 @@ import time
 from contextlib import contextmanager
 
 _PHASES: list[dict] = []
+_MARKS: dict[int, list] = {}          # native tid -> [[perf_counter_ns, thread_time_ns], ...] (cpu_mark)
 _LOCK = threading.Lock()
 _META: dict = {"gap": None}
 
@@ -28,6 +29,12 @@ _META: dict = {"gap": None}
 def gap(expect: str | None) -> None:
     """Declare the class of window time covered by no phase (None: reported as 'unplanted')."""
     _META["gap"] = expect
+
+
+def union() -> None:
+    """Declare the program's threads planted for the 'all threads' view: the truth then carries every
+    thread's cpu_mark() readings (the harness compares their CPU in the window with the report's)."""
+    _META["union"] = True
 
 
 def functions(*names: str) -> None:
@@ -83,9 +90,22 @@ def phase(name: str, expect: str, off_cpu: str | None = None):
         t1 = time.perf_counter_ns()
         q1 = _runq_ns()
         with _LOCK:
+            _MARKS.setdefault(threading.get_native_id(), []).extend([(t0, c0), (t1, c1)])
             _PHASES.append({"name": name, "expect": expect, "start_ns": t0, "end_ns": t1, "cpu_ns": c1 - c0,
                             "runq_ns": (q1 - q0) if q0 >= 0 and q1 >= 0 else None, "off_cpu": off_cpu,
                             "tid": threading.get_native_id(), "main": threading.current_thread() is threading.main_thread()})
+
+
+def cpu_mark() -> None:
+    """Record this thread's CPU time now (perf_counter_ns, time.thread_time_ns): a thread that calls it
+    often (every ~50 us of its work) lets the harness count every thread's CPU inside the report's
+    window - the 'all threads' (union) view, beside the main thread's phases.  phase() edges are marks
+    too.  Costs two clock reads and a list append."""
+    m = _MARKS.get(threading.get_native_id())
+    if m is None:
+        with _LOCK:
+            m = _MARKS.setdefault(threading.get_native_id(), [])
+    m.append((time.perf_counter_ns(), time.thread_time_ns()))
 
 
 def startup(expect: str) -> None:
@@ -108,7 +128,8 @@ def _write() -> None:
         return
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
-        json.dump({"phases": _PHASES, "gap": _META["gap"], "functions": _META.get("functions"), "pid": os.getpid()}, f)
+        json.dump({"phases": _PHASES, "gap": _META["gap"], "functions": _META.get("functions"), "pid": os.getpid(),
+                   "cpu_marks": {str(k): sorted(v) for k, v in _MARKS.items()} if _META.get("union") else None}, f)
     os.replace(tmp, path)
 
 

@@ -1,11 +1,13 @@
 """Planted: GIL contention -- 3 Python threads spin while the main thread runs a Python loop.
 Truth (main thread): its CPU time in the loop (time.thread_time_ns) is user code; the rest of the loop's
 wall time, less its run-queue delay (schedstat), it is off-CPU waiting for the GIL: waiting/off_cpu
-(the OS's own accounting, independent of InferScope; gil_contention names the cause)."""
+(the OS's own accounting, independent of InferScope; gil_contention names the cause).
+All threads (union view): every thread's CPU time in the window (cpu_mark readings) summed - the spinners
+hold the GIL whenever the main thread does not, so ~100 % of one core."""
 import os
 import threading
 
-from _truth import gap, phase
+from _truth import cpu_mark, gap, phase, union
 from inferscope import scope
 
 stop = threading.Event()
@@ -13,9 +15,11 @@ stop = threading.Event()
 
 def spinner():
     s = 0
+    cpu_mark()
     while not stop.is_set():
         for i in range(1000):
             s += i
+        cpu_mark()     # its CPU time for the all-threads truth (every ~30 us of its work)
 
 
 def spin(n):
@@ -25,6 +29,7 @@ def spin(n):
     return s
 
 
+union()
 threads = [threading.Thread(target=spinner, daemon=True) for _ in range(3)]
 for t in threads:
     t.start()

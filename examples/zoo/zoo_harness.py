@@ -105,6 +105,22 @@ def truth_shares(truth: dict, lo: int, hi: int) -> dict[str, float]:
     return out
 
 
+def all_threads_cpu_pct(truth: dict, lo: int, hi: int) -> float | None:
+    """The truth's 'all threads' view: every thread's CPU time inside [lo, hi) from its cpu_mark() readings
+    (linear between two readings, none before its first or after its last), summed, in % of the window."""
+    marks = truth.get("cpu_marks")
+    if not marks:
+        return None
+    tot = 0.0
+    for rows in marks.values():
+        m = np.asarray(rows, dtype=np.float64).reshape(-1, 2)
+        if len(m) < 2:
+            continue
+        c = np.interp([lo, hi], m[:, 0], m[:, 1])      # constant outside the readings
+        tot += float(c[1] - c[0])
+    return 100.0 * tot / max(1, hi - lo)
+
+
 def measured_shares(trace, window) -> dict[str, float]:
     """Percent of the window per breakdown label, at both levels ("category" and "category/part")."""
     from inferscope.analyze.breakdown import labelled_segments
@@ -167,6 +183,11 @@ def compare(paths: dict) -> dict:
         rows.append({"label": k, "truth_pct": tp, "measured_pct": mp, "diff_pts": mp - tp})
     truth_top = _top_category({k: v for k, v in t.items() if k != UNPLANTED})
     meas_top = _top_category({k: v for k, v in m.items() if "/" not in k})
+    u = all_threads_cpu_pct(truth, window.start_ns, window.end_ns)
+    if u is not None:              # the all-threads (union) view: every thread's on-CPU time summed
+        mu = (rep.get("threads") or {}).get("all_threads_on_cpu_pct")
+        mu = float("nan") if mu is None else mu
+        rows.append({"label": "all threads: on CPU (sum)", "truth_pct": u, "measured_pct": mu, "diff_pts": mu - u})
     if truth.get("functions"):     # culprit check (phases named after their functions)
         rows += function_shares(rep, truth, truth["functions"])
     return {"window": w, "rows": rows, "truth_top": truth_top, "measured_top": meas_top,

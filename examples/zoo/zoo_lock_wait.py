@@ -1,10 +1,11 @@
 """Planted: the main thread waits on a threading.Lock another thread holds (while it sleeps), then
-runs Python. Truth: the lock wait is 'waiting', the Python loop user code."""
+runs Python. Truth: the lock wait is 'waiting', the Python loop user code; all threads (union view): the
+main thread's CPU plus the holder's (cpu_mark readings; it sleeps holding the lock, ~0)."""
 import os
 import threading
 import time
 
-from _truth import gap, phase
+from _truth import cpu_mark, gap, phase, union
 from inferscope import scope
 
 lock = threading.Lock()
@@ -12,12 +13,17 @@ go = threading.Event()
 
 
 def holder():
+    cpu_mark()
     while True:
         go.wait()
+        cpu_mark()
         go.clear()
         with lock:
             time.sleep(0.04)
+        cpu_mark()
 
+
+union()
 
 threading.Thread(target=holder, daemon=True).start()
 

@@ -430,6 +430,8 @@ class ThreadRow(_S):
     critical: bool
     recorded_ms: float         # union of the thread's recorded host spans in the window
     waiting_ms: float          # of which OS-runtime calls / sampled off-CPU time
+    on_cpu_ms: Num = None      # sampled classes on a CPU (live runs; None: not sampled)
+    run_queue_ms: Num = None   # sampled: runnable, waiting for a CPU
 
 
 class Threads(_S):
@@ -439,6 +441,10 @@ class Threads(_S):
     rule_text: str
     critical: list[str]
     threads: list[ThreadRow]
+    all_threads_on_cpu_ms: Num = None    # every thread's on-CPU time summed (live runs)
+    all_threads_on_cpu_pct: Num = None   # ... in % of the window: % of one core (the all-threads view)
+    critical_on_cpu_pct: Num = None      # the critical thread(s)' share of that
+    on_cpu_basis: Optional[str] = None
 
 
 class ChildProcess(_S):

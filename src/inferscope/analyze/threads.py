@@ -95,7 +95,15 @@ RULE_TEXT = {"scope": "threads holding inferscope.scope() ranges", "gpu_launch":
              "main": "the main thread", "all": "every host thread (none could be told apart)"}
 
 
+# sampled classes (SpanKind.CPU_SAMPLE names) that are not on a CPU: every other class is the thread's CPU time
+OFF_CPU_CLASSES = ("waiting", "run_queue")
+
+
 def threads(trace: Trace, window) -> dict:
+    """Every host thread in the window: recorded and waiting time, and where sampled (live runs) its
+    on-CPU and run-queue time.  ``all_threads_on_cpu_pct``: the on-CPU time of all threads together, in %
+    of the window (% of one core: up to 100 x cores) - the union view beside the critical thread's
+    breakdown (the main thread 25 % on CPU beside three threads holding the GIL the rest: ~100 % here)."""
     crit, rule = critical_tracks(trace)
     s, tr = trace.spans, trace.tracks
     lo, hi = int(window.start_ns), int(window.end_ns)
@@ -103,6 +111,8 @@ def threads(trace: Trace, window) -> dict:
         & (s.kind != SpanKind.OVERHEAD) & (s.kind != SpanKind.MARK)
     idx = np.flatnonzero(host)
     rows = []
+    wid, rqid = trace.strings.get("waiting"), trace.strings.get("run_queue")
+    sampled = False
     if len(idx):
         order = np.argsort(s.track[idx], kind="stable")
         idx = idx[order]
@@ -112,10 +122,26 @@ def threads(trace: Trace, window) -> dict:
             t = int(s.track[grp[0]])
             a, b = clip(s.start_ns[grp], s.end_ns[grp], lo, hi)
             busy = total(a, b)
-            waiting = np.isin(s.kind[grp], [SpanKind.OS_RUNTIME]) | (s.name[grp] == trace.strings.get("waiting"))
+            name = s.name[grp]
+            waiting = np.isin(s.kind[grp], [SpanKind.OS_RUNTIME]) | (name == wid)
             wa, wb = clip(s.start_ns[grp[waiting]], s.end_ns[grp[waiting]], lo, hi)
-            rows.append({"thread": trace.track_label(t), "pid": int(tr.pid[t]), "tid": int(tr.tid[t]), "critical": bool(crit[t]),
-                         "recorded_ms": busy / 1e6, "waiting_ms": total(wa, wb) / 1e6})
+            row = {"thread": trace.track_label(t), "pid": int(tr.pid[t]), "tid": int(tr.tid[t]), "critical": bool(crit[t]),
+                   "recorded_ms": busy / 1e6, "waiting_ms": total(wa, wb) / 1e6, "on_cpu_ms": None, "run_queue_ms": None}
+            smp = s.kind[grp] == SpanKind.CPU_SAMPLE
+            if smp.any():
+                sampled = True
+                on = smp & (name != wid) & (name != rqid)
+                rq = smp & (name == rqid)
+                row["on_cpu_ms"] = total(*clip(s.start_ns[grp[on]], s.end_ns[grp[on]], lo, hi)) / 1e6
+                row["run_queue_ms"] = total(*clip(s.start_ns[grp[rq]], s.end_ns[grp[rq]], lo, hi)) / 1e6
+            rows.append(row)
     rows.sort(key=lambda r: (not r["critical"], -r["recorded_ms"]))
+    dur_ms = max(hi - lo, 1) / 1e6
+    on_all = sum(r["on_cpu_ms"] or 0.0 for r in rows) if sampled else None
+    on_crit = sum(r["on_cpu_ms"] or 0.0 for r in rows if r["critical"]) if sampled else None
     return {"rule": rule, "rule_text": RULE_TEXT[rule], "critical": [r["thread"] for r in rows if r["critical"]],
-            "threads": rows}
+            "threads": rows,
+            "all_threads_on_cpu_ms": on_all, "all_threads_on_cpu_pct": None if on_all is None else 100.0 * on_all / dur_ms,
+            "critical_on_cpu_pct": None if on_crit is None else 100.0 * on_crit / dur_ms,
+            "on_cpu_basis": ("sampled: each thread's CPU-clock time between the sampler's ticks (native threads: "
+                             "schedstat run time by perf role), summed over threads" if sampled else None)}

@@ -79,6 +79,9 @@ def headline(result: dict) -> str:
         lines.append(plain(f"Critical thread: {', '.join(th['critical'][:3])} ({th['rule_text']}); {len(others)} other "
                            f"thread(s) in parallel, not in the host categories (busiest: {others[0]['thread']}, "
                            f"{others[0]['recorded_ms']:,.1f} ms recorded, {others[0]['waiting_ms']:,.1f} ms waiting)", 400))
+        if th.get("all_threads_on_cpu_pct") is not None:
+            lines.append(plain(f"All threads together on CPU: {th['all_threads_on_cpu_pct']:.1f}% of the window (% of one "
+                               f"core; the critical thread(s) {th['critical_on_cpu_pct']:.1f}%, sampled)", 400))
     ch = result.get("children") or {}
     if ch.get("cpu_s_total", 0) > 0:
         top = ", ".join(f"{r['comm']} [{r['pid']}] {r['cpu_s']:.2f} CPU-s" for r in ch.get("processes", [])[:2])
