@@ -546,3 +546,85 @@ def test_run_queue_wait_under_way_at_a_tick_moves_back_from_off_cpu():
     s._owed_open_run(st, 6 * MS)
     s._emit(st)
     assert [(e[5], e[3], e[4]) for e in buf] == [("waiting", 0, 14 * MS), ("run_queue", 14 * MS, 20 * MS)]
+
+
+def _finished_runs(marks=None, alive=False, ended=(110 * MS, 40 * MS)):
+    """A thread last ticked at 10 ms (10 ms CPU then), user code, whose end thread_life read at ``ended``."""
+    from inferscope.collect import thread_life
+    buf = []
+    s = SM.Sampler(buf, 200, {}, set(), cputime=lambda clk: ended[1], clock=lambda: ended[0])
+    st = SM._ThreadState(tid=77, clk="fake-clk", cpu=10 * MS, t=10 * MS)
+    st.on_cls, st.on_label = "user_code", ("app.py:spin", 12)
+    if not alive:
+        thread_life.ended[77] = ended
+    try:
+        s._finish(st, marks, alive=alive)
+        s._emit(st)
+    finally:
+        thread_life.ended.pop(77, None)
+    return [(e[5], e[3], e[4]) for e in buf if e[2] == 77], s
+
+
+def test_thread_that_ended_gets_its_last_interval():
+    """A thread that ended between two ticks (its CPU clock is gone): its last interval comes from thread_life's
+    reading at its end - 30 ms CPU of 100 ms at the class of its last on-CPU run, the rest off-CPU, laid in
+    tick-sized pieces (the sampler starved: three spinners' CPU after their last tick was lost, zoo_gil)."""
+    runs, s = _finished_runs()
+    assert runs[0][1] == 10 * MS and runs[-1][2] == 110 * MS, runs
+    assert all(a[2] == b[1] for a, b in zip(runs, runs[1:])), runs
+    on = sum(b - a for c, a, b in runs if c == "user_code")
+    assert on == pytest.approx(30 * MS, abs=MS) and {c for c, _, _ in runs} == {"user_code", "waiting"}, runs
+    assert s.oncpu_by_tid.get(77) == 1          # on CPU after all: not dropped as an idle pool thread
+    # cut at its CPU reading at a scope edge (60 ms: 25 ms of the CPU before it): each side gets its own
+    runs, _ = _finished_runs(marks=[(60 * MS, 35 * MS)])
+    before = sum(min(b, 60 * MS) - a for c, a, b in runs if c == "user_code" and a < 60 * MS)
+    assert before == pytest.approx(25 * MS, abs=MS), runs
+    # the sampler's stop with the thread still running: its CPU clock read now, up to the stop
+    runs, _ = _finished_runs(alive=True)
+    assert sum(b - a for c, a, b in runs if c == "user_code") == pytest.approx(30 * MS, abs=MS), runs
+    # no reading (thread_life not installed, or the thread not a threading.Thread): nothing invented
+    from inferscope.collect import thread_life
+    s = SM.Sampler([], 200, {}, set())
+    st = SM._ThreadState(tid=78, clk="fake-clk", cpu=0, t=0)
+    thread_life.ended.pop(78, None)
+    s._finish(st)
+    assert st.cls is None and st.end == 0
+
+
+def test_threads_no_tick_saw_are_adopted_at_the_stop():
+    """A Python thread begun after the sampler and never seen by a tick (the sampler starved of the GIL) gets
+    its CPU from its start (thread_life) up to the stop, at its stack's class then."""
+    import threading
+    import time
+
+    from inferscope.collect import thread_life
+    thread_life.install()
+    buf = []
+    s = SM.Sampler(buf, 200, {}, set())
+    s.started_ns = time.perf_counter_ns()
+    ev, ready = threading.Event(), threading.Event()
+
+    def spin_then_wait():
+        t0 = time.thread_time_ns()
+        while time.thread_time_ns() - t0 < 20 * MS:
+            pass
+        ready.set()
+        ev.wait()
+
+    th = threading.Thread(target=spin_then_wait)
+    try:
+        th.start()
+        ready.wait(10)
+        s._stop_at = time.perf_counter_ns()
+        s._adopt_unseen()
+        st = s.threads[th.ident]
+        s._finish(st, None, alive=True)
+        s._emit(st)
+    finally:
+        ev.set()
+        th.join()
+        thread_life.uninstall()
+    runs = [(e[5], e[3], e[4]) for e in buf if e[2] == th.native_id]
+    on = sum(b - a for c, a, b in runs if c != "waiting")
+    assert 20 * MS <= on <= 20 * MS + 15 * MS, runs       # its spin (and its start-up): not lost
+    assert {c for c, _, _ in runs} <= {"user_code", "waiting"}, runs

@@ -44,7 +44,8 @@ def _pieces(ent: tuple, prev_t: int, interval_ns: int) -> list:
 def _split_at_marks(ent: tuple, prev_t: int, cpu0: int, cpu1: int, marks: list, interval_ns: int) -> list:
     """A long pending tick over [prev_t, t] cut at the thread's CPU readings at scope edges inside it (``marks``:
     (t_ns, thread CPU ns), api._cpu_mark): each part gets its own measured CPU time, the run-queue delay in
-    proportion to its time off CPU, the rest off-CPU; long parts are laid out by _pieces.  A window that starts
+    proportion to its time off CPU, the rest off-CPU, its page faults and kernel time in proportion to its CPU;
+    long parts are laid out by _pieces.  A window that starts
     at a scope's entry inside a 180 ms interval gets the CPU that ran after it, not 56 % of the interval's
     (zoo_gil: the loop's CPU all came after the scope's entry; uniform pieces put half of it before)."""
     t = ent[0]
@@ -62,15 +63,21 @@ def _split_at_marks(ent: tuple, prev_t: int, cpu0: int, cpu1: int, marks: list, 
         c = min(dt, max(0, cb - ca))
         parts.append((a, b, dt, c, dt - c))
     idle_tot = sum(p[4] for p in parts)
+    cpu_tot = sum(p[3] for p in parts)
     out = []
-    rq_left = rq_tot
+    rq_left, kf_left, kns_left = rq_tot, ent[7], ent[8]
     for j, (a, b, dt, c, idle) in enumerate(parts):
         last = j == len(parts) - 1
         rq = rq_left if last else (rq_tot * idle // idle_tot if idle_tot else 0)
         rq = max(0, min(rq, idle))
         rq_left -= rq
         off = idle - rq
-        sub = (b, *ent[1:5], sign * off, rq, 0, 0, ent[9], c if ent[10] >= 0 else -1, last and ent[11])
+        # page faults and kernel time by each part's CPU (they happen on CPU)
+        kf = kf_left if last else (ent[7] * c // cpu_tot if cpu_tot else 0)
+        kns = kns_left if last else (ent[8] * c // cpu_tot if cpu_tot else 0)
+        kf_left -= kf
+        kns_left -= kns
+        sub = (b, *ent[1:5], sign * off, rq, kf, kns, ent[9], c if ent[10] >= 0 else -1, last and ent[11])
         if dt > LONG_INTERVAL_TICKS * interval_ns and (off or rq):
             out.extend(_pieces(sub, a, interval_ns))
         else:

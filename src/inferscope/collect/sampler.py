@@ -60,6 +60,7 @@ import time
 from .. import thresholds as T
 from . import classify as C
 from . import kernel_time as K
+from . import thread_life
 from .layout import LONG_INTERVAL_TICKS, SPLIT_MIN_NS, _pieces, _split_at_marks, owed_run_queue
 from .perfip import COMPUTE, OTHER, TOKENIZER
 from .rawio import ProcFile
@@ -189,7 +190,8 @@ def _switch_interval_s() -> float:
 
 class _ThreadState:
     __slots__ = ("clk", "cls", "cpu", "end", "label", "last_fb", "lines", "n", "native", "native_fresh", "native_tok", "pending",
-                 "kblk", "kio", "kst", "perf", "pcpu", "pn", "prev_vol", "rq", "rq_at", "rq_t", "start", "t", "tid")
+                 "kblk", "kio", "kst", "perf", "pcpu", "pn", "prev_vol", "rq", "rq_at", "rq_t", "start", "t", "tid",
+                 "on_cls", "on_label")
 
     def __init__(self, tid, clk, cpu, t):
         self.tid = tid
@@ -218,6 +220,7 @@ class _ThreadState:
         self.end = t        # end of the current run = time of the last tick applied
         self.last_fb = None  # fallback class of the last tick if perf split it, else None
         self.prev_vol = False  # the previous tick got the GIL from a voluntary release
+        self.on_cls = self.on_label = None  # the class and (function, line) of its last on-CPU run (_finish)
 
 
 class Sampler:
@@ -238,6 +241,8 @@ class Sampler:
         self.interval_ns = int(1e9 / hz) if hz > 0 else 0
         self.scope_stacks = scope_stacks
         self.cpu_marks: dict = {}     # ident -> [(t_ns, thread CPU ns)] at scope edges (session's; api._cpu_mark)
+        self.starved_at = None        # the last tick that came late (LONG_INTERVAL_TICKS): the sampler starved of the GIL
+        self.last_tick_ns = None      # the last tick (a scope edge long after it: the sampler starves now)
         self.skip = skip_idents
         self.class_totals: dict | None = None   # set by the live metrics exporter
         self.threads: dict[int, _ThreadState] = {}
@@ -289,6 +294,8 @@ class Sampler:
             ss, ident = self.scope_stacks, threading.main_thread().ident
             self._sig = SignalFrames(self.interval_ns, lambda frame: C.walk(frame, ss.get(ident)), self._clock)
             self._sig.start()
+        if self._live:
+            thread_life.install(self._clock)
         self._thread = threading.Thread(target=self._run, name="inferscope-sampler", daemon=True)
         self._thread.start()
         # the main thread's CPU clock and run-queue delay, read here (the session's start, on the calling
@@ -319,6 +326,8 @@ class Sampler:
         if self._thread is not None:
             self._thread.join(timeout=2.0)
         self._close_all()
+        if self._live:
+            thread_life.uninstall()
         if self.blocking is not None:
             self.blocking.close()
         if self._perf_main is not None:    # opened but the main thread was never sampled
@@ -376,8 +385,10 @@ class Sampler:
                 except Exception:
                     pass
             self.native_threads.close()
-        for st in list(self.threads.values()):
-            self._resolve(st)
+        if self._live and self.started_ns:
+            self._adopt_unseen()
+        for ident, st in list(self.threads.items()):
+            self._finish(st, self.cpu_marks.get(ident), alive=True)
             self._emit(st)
             st.cls = None
             _close(st)
@@ -402,6 +413,10 @@ class Sampler:
         run of the wrong class).  ``exact``: the caller knows the boundary (the perf split).
         """
         fn = label[0] if label is not None else None
+        if cls is not CLS_WAITING and cls is not CLS_RUNQ:
+            st.on_cls = cls
+            if label is not None:
+                st.on_label = label
         if cls is not st.cls or (fn is not None and st.label is not None and fn != st.label):
             if st.cls is not None and not exact and t > st.end:
                 st.end = (st.end + t) // 2
@@ -417,6 +432,71 @@ class Sampler:
             if ln:
                 st.lines[ln] = st.lines.get(ln, 0) + 1
         st.end = t
+
+    def _adopt_unseen(self) -> None:
+        """At the stop: the program's Python threads that began since the sampler did and that no tick saw (the
+        sampler starved of the GIL beside them: zoo_gil's three spinners, 1 run in 5), from their start
+        (thread_life) with their class by their stack now; _finish lays their CPU up to the stop."""
+        try:
+            frames = self._frames()
+        except Exception:
+            return
+        active = threading._active
+        for ident, frame in frames.items():
+            if ident in self.threads or ident in self.skip:
+                continue
+            th = active.get(ident)
+            tid = getattr(th, "native_id", None)
+            born = thread_life.started.pop(tid, None) if tid is not None else None
+            if born is None or born[0] < self.started_ns:
+                continue
+            try:
+                clk = self._getclk(ident)
+                self._cputime(clk)
+                dom, label = C.walk(frame, self.scope_stacks.get(ident))
+            except Exception:
+                continue
+            st = self.threads[ident] = _ThreadState(tid, clk, born[1], born[0])
+            st.on_cls, st.on_label = C.DOMAIN_NAMES[dom], label
+
+    def _finish(self, st: _ThreadState, marks=None, alive: bool = False) -> None:
+        """A thread that ended (or the sampler's stop): its pending ticks, then - when thread_life read its
+        CPU clock as its run() returned - its last interval since its last tick: CPU at the class of its last
+        on-CPU run (no stack was seen), the rest off-CPU after it, laid in pieces when long (cut at its CPU
+        readings at scope edges, ``marks``, when there are any).  ``alive``: the sampler's stop, the thread still
+        running - its CPU clock is read now, for the interval up to the stop.  Without that
+        reading the interval is lost (its clock cannot be read once the thread is gone): three spinning
+        threads' 70 % of a core read 0-25 ms of 150 (zoo_gil, the sampler ticking at 9-30 Hz)."""
+        self._resolve(st)
+        e = thread_life.ended.pop(st.tid, None)
+        if e is None and alive and st.clk is not None:
+            try:
+                e = (self._stop_at or self._clock(), self._cputime(st.clk))
+            except (OSError, OverflowError):
+                e = None
+        if e is None or st.clk is None:
+            return
+        te, ce = e
+        if self._stop_at:
+            te = min(te, self._stop_at)
+        prev = max(st.t, st.end)
+        dt = te - prev
+        if dt <= 0 or ce < st.cpu:
+            return
+        c = min(dt, ce - st.cpu)
+        cls = st.on_cls if (st.on_cls is not None and c > 0) else CLS_WAITING
+        if cls is not CLS_WAITING and c >= SPLIT_MIN_NS:
+            # on CPU after all (no tick saw it there): its spans are not an idle pool thread's (idle_tids)
+            self.oncpu_by_tid[st.tid] = self.oncpu_by_tid.get(st.tid, 0) + 1
+        off = dt - c if cls is not CLS_WAITING else 0
+        ent = (te, cls, st.on_label if cls is st.on_cls else None, None, False, -off, 0, 0, 0, 0, -1, False, False)
+        if off and dt > LONG_INTERVAL_TICKS * self.interval_ns:
+            st.pending = _split_at_marks(ent, prev, st.cpu, ce, marks, self.interval_ns) if marks \
+                else _pieces(ent, prev, self.interval_ns)
+        else:
+            st.pending = [ent]
+        st.t, st.cpu = te, ce
+        self._resolve(st)
 
     def _owed_open_run(self, st: _ThreadState, ns: int) -> None:
         """The last ``ns`` of the thread's open 'waiting' run were a run-queue wait (layout.owed_run_queue): that
@@ -809,7 +889,9 @@ class Sampler:
             if not module_locks and last_tick:   # steady-state rate (imports run slower on purpose)
                 self.steady_ticks += 1
                 self.steady_ns += t - last_tick
-            last_tick = t
+            if last_tick and t - last_tick > LONG_INTERVAL_TICKS * self.interval_ns:
+                self.starved_at = t     # scope() edges then read every thread's CPU clock (api._cpu_mark)
+            last_tick = self.last_tick_ns = t
             if perf_maps is None and self._perf_maps is not None:
                 perf_maps = self._perf_maps
                 self._adopt_perf(perf_off)
@@ -847,7 +929,7 @@ class Sampler:
                     # the thread behind this ident ended and a new one reuses it (glibc reuses a
                     # finished thread's pthread_t): close the old one's run, register the new one
                     threads.pop(ident)
-                    self._resolve(st)
+                    self._finish(st)
                     self._emit(st)
                     _close(st)
                     if self.blocking is not None:
@@ -868,11 +950,21 @@ class Sampler:
                     p0 = pre.pop(ident, None) if clk is not None else None
                     if p0 is not None and self._pre is not None and self._pre[0] == ident:
                         p0 = self._pre[1:]       # read by start() (usually before this first tick)
-                    st = threads[ident] = _ThreadState(tid, clk, p0[0], p0[1]) if p0 else _ThreadState(tid, clk, cpu, t)
+                    born = thread_life.started.pop(tid, None) if p0 is None and clk is not None else None
+                    if born is not None and not (self.started_ns <= born[0] <= t and born[1] <= cpu):
+                        born = None       # began before the sampler (its CPU then is not in the run)
+                    if born is not None:
+                        # a thread begun since the sampler's previous tick: its interval from its run()'s start
+                        # (thread_life), not from this tick - the CPU it ran before its first tick counts
+                        st = threads[ident] = _ThreadState(tid, clk, born[1], born[0])
+                    else:
+                        st = threads[ident] = _ThreadState(tid, clk, p0[0], p0[1]) if p0 else _ThreadState(tid, clk, cpu, t)
                     if schedstat:
                         try:
                             st.rq_t = ProcFile(f"/proc/self/task/{tid}/schedstat", 128)
                             st.rq, st.rq_at = int(st.rq_t.read().split()[1]), t
+                            if born is not None:
+                                st.rq, st.rq_at = 0, born[0]   # all its run-queue delay is since its start
                             if p0 is not None and p0[2] >= 0:
                                 # its run-queue delay at the sampler's start too: the first interval's
                                 # runnable time is CPU contention, not a wait (zoo_short60 under load: 19 ms
@@ -891,6 +983,13 @@ class Sampler:
                     thread_ticks.setdefault(tid, [0, 0])
                     setup = True
                     if p0 is None:
+                        # what its stack says it runs, for an interval no later tick classifies (_finish: the
+                        # sampler starved of the GIL ticked once in a spinning thread's life, 1 run in 2)
+                        try:
+                            dom0, st.on_label = walk(frame, scope_stacks.get(ident))
+                            st.on_cls = names[dom0]
+                        except Exception:
+                            pass
                         continue
                     # (the main thread read at the sampler's start: this tick classifies its interval)
                     if module_locks and importing_module(ident) is not None:
@@ -1078,9 +1177,13 @@ class Sampler:
                            (2 if st.kio else 1) if (kblk or off != 0) else 0,
                            dcpu if (st.clk is not None and not perf_off and perf_on_at is not None
                                     and prev_t >= perf_on_at) else -1, True)
-                    if (off or rqn) and not kf and not kns and t - prev_t > LONG_INTERVAL_TICKS * self.interval_ns:
+                    cut = bool(marks) and st.clk is not None and any(prev_t < m[0] < t for m in marks)
+                    if (off or rqn) and (cut or (not kf and not kns)) and t - prev_t > LONG_INTERVAL_TICKS * self.interval_ns:
+                        # (with faults or kernel time only when cut at CPU readings: each part gets its share
+                        # of them by its CPU - a thread's first interval holds its stack's faults, and laid as
+                        # one block it put 175 ms of a spinner's CPU inside a window that began after it)
                         st.pending.extend(_split_at_marks(ent, prev_t, cpu - dcpu, cpu, marks, self.interval_ns)
-                                          if marks and st.clk is not None else _pieces(ent, prev_t, self.interval_ns))
+                                          if cut else _pieces(ent, prev_t, self.interval_ns))
                     else:
                         st.pending.append(ent)
                 elif cls is KEEP:
@@ -1153,7 +1256,7 @@ class Sampler:
                 live = set(frames)
                 for ident in [i for i in threads if i not in live]:
                     gone = threads.pop(ident)
-                    self._resolve(gone)
+                    self._finish(gone, self.cpu_marks.pop(ident, None))
                     self._emit(gone)
                     _close(gone)
                     if self.blocking is not None:
