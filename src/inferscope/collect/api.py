@@ -46,12 +46,14 @@ def _get_nvtx():
 MAX_CPU_MARKS = 256     # per thread between two sampler ticks (the sampler takes them at each tick)
 
 
-# While the sampler starves of the GIL (a tick late in the last STARVED_MARK_NS, or none for LONG_INTERVAL_TICKS intervals
-# now: the edge that opens the window often comes before the first late tick), a scope edge reads every
-# program thread's CPU clock, not only its own (at most MAX_MARKED_THREADS, ~1 us each): its long intervals are
-# cut at the window's edges for all threads (sampler._split_at_marks), not only for the thread in the scope -
-# three spinning threads' CPU spread evenly over 100-300 ms intervals that straddled the window read
-# 75-156 % of a core for a true 98 % (zoo_gil, the all-threads view).
+# A scope edge reads every program thread's CPU clock, not only its own (~0.5 us each): where the sampler starves
+# of the GIL, long intervals are cut at the window's edges for all threads (sampler._split_at_marks), not only
+# for the thread in the scope - three spinning threads' CPU spread over 100-300 ms intervals that straddled the
+# window read 75-156 % of a core for a true 98 % (zoo_gil, the all-threads view).  Always with up to
+# ALWAYS_MARKED_THREADS other threads (the edge that opens the window comes before the sampler's first late
+# tick: 3 runs of 3 at zoo_gil); with more, only while the sampler starves (a tick late in the last
+# STARVED_MARK_NS, or none for LONG_INTERVAL_TICKS intervals now), at most MAX_MARKED_THREADS.
+ALWAYS_MARKED_THREADS = 8
 STARVED_MARK_NS = 1_000_000_000
 MAX_MARKED_THREADS = 32
 
@@ -70,12 +72,17 @@ def _cpu_mark(s, ident: int, t_ns: int) -> None:
     smp = getattr(s, "sampler", None)
     if smp is None:
         return
-    at, last = smp.starved_at, smp.last_tick_ns
-    if (at is None or t_ns - at > STARVED_MARK_NS) and (last is None or t_ns - last <= LONG_INTERVAL_TICKS * smp.interval_ns):
+    others = list(threading._active.values())
+    if len(others) > ALWAYS_MARKED_THREADS + 1:
+        at, last = smp.starved_at, smp.last_tick_ns
+        if (at is None or t_ns - at > STARVED_MARK_NS) and \
+                (last is None or t_ns - last <= LONG_INTERVAL_TICKS * smp.interval_ns):
+            return
+    elif len(others) < 2:
         return
     skip = getattr(s, "skip_idents", ())
     k = 0
-    for th in list(threading._active.values()):
+    for th in others:
         oid = th.ident
         if oid == ident or oid in skip or oid is None:
             continue
