@@ -393,7 +393,10 @@ PAGE_FAULT_KERNEL_PCT = 10.0
 KERNEL_FAULTS_MIN = 1
 # ... in an interval where the thread also blocked in an I/O call (or in the one before; blocking.py's
 # probe), a page or two faulted by the call's buffer is not a fault storm (~12 us each): the I/O rule holds below this
-# many (zoo_disk_io: one fault turned a 3 ms interval of O_DIRECT reads into user code).
+# many (zoo_disk_io: one fault turned a 3 ms interval of O_DIRECT reads into user code).  Also when it blocked
+# and perf took no user-space sample in the interval (the probe's tick missed a ~90 us read: one fault with the GIL
+# free turned 1.5-2 ms of the reads' kernel CPU into cpu_compute, 2-8 % of the window in 8 of 16 runs, 2026-11-27;
+# not for any blocked interval: a Rust tokenizer descheduled mid-batch then read 4 points less tokenization).
 KERNEL_FAULTS_BLOCKED_MIN = 8
 # Kernel time of an interval with faults = its faults x the thread's cost per fault, learnt from its
 # stime over its faults (ThreadStat.fault_cost) - the fault count is exact per tick, stime is not -

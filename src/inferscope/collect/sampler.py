@@ -566,7 +566,17 @@ class Sampler:
                 d = 1.0 - min(1.0, pc / T.KERNEL_PERF_SHARE_CPU_NS)
                 st.pcpu = st.pcpu * d + pc
                 st.pn = st.pn * d + (j - i)
-            kr = K.kernel_class(kf, bool(kb), False, fallback, CLS_COMPUTE, CLS_WAITING, kb == 2)
+            # blocked in an I/O call (the probe saw it), or blocked with no user-space IP sample in the interval (perf
+            # saw no user code run: its kernel CPU is the blocking call's - an O_DIRECT read of ~90 us the probe's
+            # tick missed, with one fault and the GIL free, read as cpu_compute: 2-8 % of zoo_disk_io's window in 8
+            # of 16 runs): a few faults are the call's buffer's (thresholds.KERNEL_FAULTS_BLOCKED_MIN) - unless its last
+            # samples were native code (a Rust tokenizer's allocations: their kernel CPU is the tokenizer's)
+            j = i
+            while j < n and samples[j][0] <= t:
+                j += 1
+            kio = kb == 2 or (bool(kb) and st.perf is not None and j == i and not (
+                st.native_fresh and ((st.native or 0) >= 0.5 or (st.native_tok or 0) >= 0.5)))
+            kr = K.kernel_class(kf, bool(kb), False, fallback, CLS_COMPUTE, CLS_WAITING, kio)
             if kr is not None and kr[1] == K.IO and end > prev and st.perf is not None:
                 # the on-CPU time the interval's user-space IP samples leave uncovered (each stands for
                 # PERF_PERIOD_NS) is kernel time too - all of it when the thread's blocking call was an
@@ -630,7 +640,7 @@ class Sampler:
                     # GIL was free at the tick, or its last verdict was compute
                     native = (nc > 0 or gil_free or (i < n and samples[i][1] == COMPUTE)
                               or (st.native_fresh and (st.native or 0) >= 0.5))
-                    kc = K.kernel_class(kf, bool(kb), native, fallback, CLS_COMPUTE, CLS_WAITING, kb == 2)
+                    kc = K.kernel_class(kf, bool(kb), native, fallback, CLS_COMPUTE, CLS_WAITING, kio)
                     if kc is not None and kc[1] != K.FAULTS:
                         kc = None                      # (the I/O part was placed above)
                     elif kc is not None and kc[0] == CLS_COMPUTE and (
