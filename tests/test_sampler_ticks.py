@@ -628,3 +628,41 @@ def test_threads_no_tick_saw_are_adopted_at_the_stop():
     on = sum(b - a for c, a, b in runs if c != "waiting")
     assert 20 * MS <= on <= 20 * MS + 15 * MS, runs       # its spin (and its start-up): not lost
     assert {c for c, _, _ in runs} <= {"user_code", "waiting"}, runs
+
+
+def test_thread_that_began_and_ended_between_ticks_is_laid_out_at_the_stop():
+    """Begun after the sampler and ended before any tick saw it (the sampler starved of the GIL): its CPU between
+    its start and end readings (thread_life), at the class of the function it ran; a pool's stdlib worker loop
+    (what it ran is unknown) is left out."""
+    import threading
+    import time
+
+    from inferscope.collect import thread_life
+    thread_life.install()
+    buf = []
+    s = SM.Sampler(buf, 200, {}, set())
+    s.started_ns = time.perf_counter_ns()
+
+    def preprocess_rows():
+        t0 = time.thread_time_ns()
+        while time.thread_time_ns() - t0 < 15 * MS:
+            pass
+
+    from concurrent.futures import ThreadPoolExecutor
+    try:
+        th = threading.Thread(target=preprocess_rows)
+        th.start()
+        th.join()
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(preprocess_rows).result()
+        ended = s._ended_unseen()
+        for st in ended:
+            s._finish(st)
+            s._emit(st)
+    finally:
+        thread_life.uninstall()
+    assert [st.tid for st in ended] == [th.native_id]
+    runs = [(e[5], e[3], e[4], e[6]) for e in buf if e[2] == th.native_id]
+    on = sum(b - a for c, a, b, _ in runs if c == "preprocessing")
+    assert 15 * MS <= on <= 15 * MS + 15 * MS, runs
+    assert {c for c, *_ in runs} <= {"preprocessing", "waiting"} and "preprocess_rows" in runs[0][3], runs

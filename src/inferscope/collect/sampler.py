@@ -392,6 +392,10 @@ class Sampler:
             self._emit(st)
             st.cls = None
             _close(st)
+        if self._live and self.started_ns:
+            for st in self._ended_unseen():
+                self._finish(st)
+                self._emit(st)
         self.threads.clear()
         self.kernel_totals.flush(self.buffer.append, self._clock())
 
@@ -458,6 +462,27 @@ class Sampler:
                 continue
             st = self.threads[ident] = _ThreadState(tid, clk, born[1], born[0])
             st.on_cls, st.on_label = C.DOMAIN_NAMES[dom], label
+
+    def _ended_unseen(self) -> list:
+        """At the stop: the program's Python threads that began after the sampler and ended with no tick
+        seeing them (the sampler starved of the GIL ticked at 11 Hz beside 3 spinners that lived 120 ms: two
+        read nothing), as thread states from their start readings, at the class of the function they ran;
+        _finish lays their CPU up to their end."""
+        out = []
+        for tid in [t for t in thread_life.ended if t not in self.oncpu_by_tid]:
+            born, code = thread_life.started.get(tid), thread_life.targets.get(tid)
+            if born is None or code is None or born[0] < self.started_ns:
+                continue
+            try:
+                dom, label = C.code_info(code)
+            except Exception:
+                continue
+            if dom not in C.DOMAIN_NAMES:       # a stdlib or unknown runner (a pool's worker loop): what it ran is unknown
+                continue
+            st = _ThreadState(tid, "ended", born[1], born[0])      # (no CPU clock to read: _finish uses its end reading)
+            st.on_cls, st.on_label = C.DOMAIN_NAMES[dom], (label, code.co_firstlineno)
+            out.append(st)
+        return out
 
     def _finish(self, st: _ThreadState, marks=None, alive: bool = False) -> None:
         """A thread that ended (or the sampler's stop): its pending ticks, then - when thread_life read its

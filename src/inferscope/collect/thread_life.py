@@ -7,8 +7,9 @@ and a thread that ended lost everything since its last tick - its CPU clock cann
 gone (zoo_gil: the three spinning threads' 70 % of a core read 0-25 ms of 150 ms, 1 run in 3 nothing).
 ``threading.Thread._bootstrap_inner`` (the frame every Python thread runs in, since Python 2) is wrapped
 once per process: two clock reads at a thread's start and end, nothing per tick.  The sampler pops the
-readings of the threads it follows (``started`` / ``ended``); what it never takes (threads that began and
-ended between two ticks) is dropped at MAX_KEPT entries.
+readings of the threads it follows (``started`` / ``ended``); a thread that began and ended between two ticks
+is laid out at the stop from both readings, at the class of the function it ran (``targets``).  Each table
+keeps at most MAX_KEPT entries.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ MAX_KEPT = 4096       # readings kept per table at most (a program starting thre
 
 started: dict[int, tuple[int, int]] = {}    # native tid -> (clock ns, thread CPU ns) when run() began
 ended: dict[int, tuple[int, int]] = {}      # native tid -> (clock ns, thread CPU ns) when run() returned
+targets: dict[int, object] = {}             # native tid -> the code object its run() calls (target, or run itself)
 _orig = None
 _clock = time.perf_counter_ns
 
@@ -48,6 +50,12 @@ def install(clock=None) -> None:
         try:
             tid = threading.get_native_id()
             _note(started, tid)
+            f = getattr(self, "_target", None) or type(self).run
+            code = getattr(getattr(f, "__func__", f), "__code__", None)
+            if code is not None:
+                if len(targets) >= MAX_KEPT:
+                    targets.clear()
+                targets[tid] = code
         except Exception:
             pass
         try:
@@ -71,3 +79,4 @@ def uninstall() -> None:
     _orig = None
     started.clear()
     ended.clear()
+    targets.clear()
