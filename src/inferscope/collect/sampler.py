@@ -60,10 +60,12 @@ import time
 from .. import thresholds as T
 from . import classify as C
 from . import kernel_time as K
-from . import thread_life
+from . import thread_ends, thread_life
 from .layout import LONG_INTERVAL_TICKS, SPLIT_MIN_NS, _pieces, _split_at_marks, owed_run_queue
 from .perfip import COMPUTE, OTHER, TOKENIZER
 from .rawio import ProcFile
+from .thread_state import (CLS_COMPUTE, CLS_FRAMEWORK, CLS_RUNQ, CLS_TOKENIZATION, CLS_WAITING, KEEP,  # noqa: F401
+                           _ThreadState)
 
 CPU_SAMPLE = 11   # SpanKind.CPU_SAMPLE
 GIL_WAIT_NS = 250_000
@@ -106,17 +108,6 @@ RESOLVE_NS = 100_000_000
 # between 30 ms waits on Rayon threads read as 5-12 ms cpu_compute (a whole 5 ms tick interval or
 # a delayed one), 2x the truth.  Below 10 % the part is noise (GIL hand-overs to the sampler).
 SPLIT_MIN_FRACTION = 0.1
-CLS_WAITING = "waiting"
-# Runnable but not running (schedstat run-queue delay): the thread waits for a CPU, not for I/O or a
-# lock.  Its own class (a part of the breakdown's waiting), placed right before the interval's on-CPU
-# part (a thread waits for a CPU after it wakes up); below SPLIT_MIN_FRACTION of the interval it stays
-# in the on-CPU part.  Without it, CPU starvation read as the program's own work: a disk-I/O loop
-# beside other jobs read 31-56 % cpu_compute (its post-I/O run-queue time) for 10 % true CPU.
-CLS_RUNQ = "run_queue"
-CLS_COMPUTE = "cpu_compute"
-CLS_FRAMEWORK = "framework"
-CLS_TOKENIZATION = "tokenization"
-KEEP = "keep"   # pending-tick marker: the tick continues the thread's current class
 
 
 def _runq_ns(tid: int) -> int:
@@ -186,41 +177,6 @@ def _switch_interval_s() -> float:
     except ValueError:
         us = SWITCH_INTERVAL_S * 1e6
     return max(0.0, us / 1e6)
-
-
-class _ThreadState:
-    __slots__ = ("clk", "cls", "cpu", "end", "label", "last_fb", "lines", "n", "native", "native_fresh", "native_tok", "pending",
-                 "kblk", "kio", "kst", "perf", "pcpu", "pn", "prev_vol", "rq", "rq_at", "rq_t", "start", "t", "tid",
-                 "on_cls", "on_label")
-
-    def __init__(self, tid, clk, cpu, t):
-        self.tid = tid
-        self.clk = clk
-        self.cpu = cpu
-        self.t = t
-        self.cls = None
-        self.start = t
-        self.label = None  # the current run's function ("file:func"; one function per run)
-        self.n = 0         # ticks that named it
-        self.lines = {}    # its line at those ticks -> count
-        self.rq = -1      # run-queue wait (ns) from /proc schedstat
-        self.rq_t = None  # ProcFile of /proc/self/task/<tid>/schedstat
-        self.kblk = False  # its previous interval was (partly) off-CPU: kernel CPU after a wake-up is the call's
-        self.kio = False  # its last blocking call (blocking.py probe) was an I/O call
-        self.kst = None   # kernel_time.ThreadStat (faults, kernel time) of /proc/self/task/<tid>/stat
-        self.pcpu = 0.0   # CPU time (ns) and user-space perf IP samples of its intervals with perf on, decaying
-        self.pn = 0.0     # sums (KERNEL_PERF_SHARE_CPU_NS): its kernel share by perf (perf_kernel_share)
-        self.rq_at = 0    # sample time of the rq reading
-        self.perf = None  # PerfIP of this thread (perf_event task-clock IP samples)
-        self.native = None  # last perf verdict: fraction of IP samples in numeric libraries (role COMPUTE)
-        self.native_tok = 0.0  # ... and in native tokenizers (role TOKENIZER)
-        self.native_fresh = False  # the last perf-decided interval had classified (non-libc) samples
-        # ticks waiting for the next perf drain: (t, cls | None (perf decides) | KEEP, label, fallback, gil_free)
-        self.pending = []
-        self.end = t        # end of the current run = time of the last tick applied
-        self.last_fb = None  # fallback class of the last tick if perf split it, else None
-        self.prev_vol = False  # the previous tick got the GIL from a voluntary release
-        self.on_cls = self.on_label = None  # the class and (function, line) of its last on-CPU run (_finish)
 
 
 class Sampler:
@@ -438,90 +394,13 @@ class Sampler:
         st.end = t
 
     def _adopt_unseen(self) -> None:
-        """At the stop: the program's Python threads that began since the sampler did and that no tick saw (the
-        sampler starved of the GIL beside them: zoo_gil's three spinners, 1 run in 5), from their start
-        (thread_life) with their class by their stack now; _finish lays their CPU up to the stop."""
-        try:
-            frames = self._frames()
-        except Exception:
-            return
-        active = threading._active
-        for ident, frame in frames.items():
-            if ident in self.threads or ident in self.skip:
-                continue
-            th = active.get(ident)
-            tid = getattr(th, "native_id", None)
-            born = thread_life.started.pop(tid, None) if tid is not None else None
-            if born is None or born[0] < self.started_ns:
-                continue
-            try:
-                clk = self._getclk(ident)
-                self._cputime(clk)
-                dom, label = C.walk(frame, self.scope_stacks.get(ident))
-            except Exception:
-                continue
-            st = self.threads[ident] = _ThreadState(tid, clk, born[1], born[0])
-            st.on_cls, st.on_label = C.DOMAIN_NAMES[dom], label
+        thread_ends.adopt_unseen(self)
 
     def _ended_unseen(self) -> list:
-        """At the stop: the program's Python threads that began after the sampler and ended with no tick
-        seeing them (the sampler starved of the GIL ticked at 11 Hz beside 3 spinners that lived 120 ms: two
-        read nothing), as thread states from their start readings, at the class of the function they ran;
-        _finish lays their CPU up to their end."""
-        out = []
-        for tid in [t for t in thread_life.ended if t not in self.oncpu_by_tid]:
-            born, code = thread_life.started.get(tid), thread_life.targets.get(tid)
-            if born is None or code is None or born[0] < self.started_ns:
-                continue
-            try:
-                dom, label = C.code_info(code)
-            except Exception:
-                continue
-            if dom not in C.DOMAIN_NAMES:       # a stdlib or unknown runner (a pool's worker loop): what it ran is unknown
-                continue
-            st = _ThreadState(tid, "ended", born[1], born[0])      # (no CPU clock to read: _finish uses its end reading)
-            st.on_cls, st.on_label = C.DOMAIN_NAMES[dom], (label, code.co_firstlineno)
-            out.append(st)
-        return out
+        return thread_ends.ended_unseen(self)
 
     def _finish(self, st: _ThreadState, marks=None, alive: bool = False) -> None:
-        """A thread that ended (or the sampler's stop): its pending ticks, then - when thread_life read its
-        CPU clock as its run() returned - its last interval since its last tick: CPU at the class of its last
-        on-CPU run (no stack was seen), the rest off-CPU after it, laid in pieces when long (cut at its CPU
-        readings at scope edges, ``marks``, when there are any).  ``alive``: the sampler's stop, the thread still
-        running - its CPU clock is read now, for the interval up to the stop.  Without that
-        reading the interval is lost (its clock cannot be read once the thread is gone): three spinning
-        threads' 70 % of a core read 0-25 ms of 150 (zoo_gil, the sampler ticking at 9-30 Hz)."""
-        self._resolve(st)
-        e = thread_life.ended.pop(st.tid, None)
-        if e is None and alive and st.clk is not None:
-            try:
-                e = (self._stop_at or self._clock(), self._cputime(st.clk))
-            except (OSError, OverflowError):
-                e = None
-        if e is None or st.clk is None:
-            return
-        te, ce = e
-        if self._stop_at:
-            te = min(te, self._stop_at)
-        prev = max(st.t, st.end)
-        dt = te - prev
-        if dt <= 0 or ce < st.cpu:
-            return
-        c = min(dt, ce - st.cpu)
-        cls = st.on_cls if (st.on_cls is not None and c > 0) else CLS_WAITING
-        if cls is not CLS_WAITING and c >= SPLIT_MIN_NS:
-            # on CPU after all (no tick saw it there): its spans are not an idle pool thread's (idle_tids)
-            self.oncpu_by_tid[st.tid] = self.oncpu_by_tid.get(st.tid, 0) + 1
-        off = dt - c if cls is not CLS_WAITING else 0
-        ent = (te, cls, st.on_label if cls is st.on_cls else None, None, False, -off, 0, 0, 0, 0, -1, False, False)
-        if off and dt > LONG_INTERVAL_TICKS * self.interval_ns:
-            st.pending = _split_at_marks(ent, prev, st.cpu, ce, marks, self.interval_ns) if marks \
-                else _pieces(ent, prev, self.interval_ns)
-        else:
-            st.pending = [ent]
-        st.t, st.cpu = te, ce
-        self._resolve(st)
+        thread_ends.finish(self, st, marks, alive)
 
     def _owed_open_run(self, st: _ThreadState, ns: int) -> None:
         """The last ``ns`` of the thread's open 'waiting' run were a run-queue wait (layout.owed_run_queue): that
