@@ -154,6 +154,27 @@ def test_blocking_call_cpu_is_waiting():
     assert dur == {"user_code": 10 * MS}
 
 
+def test_fault_interval_of_a_tokenizer_is_tokenization():
+    """Page faults in an interval with no user-space sample, the GIL free, right after intervals whose samples
+    were a native tokenizer's (a Rust encode_batch allocating its Encodings): the fault rule's class is the
+    tokenizer's - it was decided, then dropped to the stack's class (user code: 9 of 24 ms of zoo_tokenizers'
+    misread user code in one run)."""
+    buf = []
+    s = SM.Sampler(buf, 200, {}, set())
+    s._perf_maps = object()
+    st = SM._ThreadState(tid=1, clk=None, cpu=0, t=0)
+    st.cls, st.start, st.end = "tokenization", 0, 0
+    st.native, st.native_tok, st.native_fresh = 0.0, 0.9, True
+    st.perf = FakePerf([])
+    st.pending = [(5 * MS, None, LBL, "user_code", True, 0, 0, 400, 3 * MS, False)]
+    s._resolve(st)
+    s._emit(st)
+    dur = {}
+    for ev in buf:
+        dur[ev[5]] = dur.get(ev[5], 0) + ev[4] - ev[3]
+    assert dur == {"tokenization": 5 * MS}, dur
+
+
 def test_blocked_interval_without_user_samples_few_faults_is_the_calls():
     """10 ms: 8 ms off-CPU in a call the probe's tick missed (kb=1: a ~90 us O_DIRECT read), then 2 ms on CPU,
     all kernel time, one page fault, the GIL free, and no user-space IP sample: the call's CPU (waiting), not
