@@ -235,6 +235,7 @@ class Probe:
         self._gil_frame = None     # ... and the frame it waited at
         self._futex_gil: dict = {}  # futex address -> its timed waits are the GIL's
         self._side: dict = {}      # tid -> blocked ticks of a side thread
+        self._crit_lock = False    # a thread on the inference path is in a lock wait (its last probe's label)
         self._iovs: dict = {}      # (iovec address, count) -> (monotonic ns, total bytes)
         self._mem = None           # fd of /proc/self/mem (-1: unreadable)
         self.probes = 0
@@ -482,7 +483,10 @@ class Probe:
         changed.  ``side``: a thread that is not on the inference path (not the main thread, no open
         scope()): its blocked ticks are read every SIDE_EVERY-th time only (its labels only describe
         what other threads did during a lock wait).  Its cost is added to ``ns``."""
-        if side and blocked:
+        if side and blocked and not self._crit_lock:
+            # (while a thread on the inference path waits for a lock, every tick: what the others do then is
+            # the lock_wait finding's evidence - read every 4th tick, a holder's 40 ms sleep kept the label of
+            # its wait before it for up to 20 ms, and that wait read as its state in 3 runs of 8)
             n = self._side.get(tid, 0) + 1
             self._side[tid] = n
             if n % SIDE_EVERY:
@@ -504,6 +508,10 @@ class Probe:
             self.ns += d
             self.tick_cpu += d
             self._win_cpu += d
+            if not side:
+                cur = self._cur.get(tid)
+                self._crit_lock = cur is not None and cur[0] is not None and cur[0] != RUNNING and \
+                    kind_of(cur[0]) == "lock"
 
     def _probe(self, tid: int, at_ns: int, frame, blocked: bool) -> None:
         if blocked:

@@ -175,6 +175,10 @@ class Session:
         if self._hk_system or nvml_on or self.trace_out:
             self._hk = threading.Thread(target=self._housekeeping, name="inferscope-housekeeping", daemon=True)
             self._hk.start()
+            # (also added by the thread itself, but the sampler may tick before it runs: it then followed this
+            # thread, probed it once in its Event wait, and that label - off-CPU in futex for the whole run -
+            # was the lock_wait finding's "other thread" in 5 runs of 10)
+            self.skip_idents.add(self._hk.ident)
         log.debug(f"CPU collector initialized (threads={threading.active_count()})")
 
     def serve_metrics(self, host: str = "127.0.0.1", port: int = 0):
