@@ -1,10 +1,55 @@
-"""A followed thread's state in the live sampler (collect/sampler.py) and the class names of its runs."""
+"""The live sampler's constants, small helpers and per-thread state (_ThreadState); collect/sampler.py
+explains the classes and the tick rules, and re-exports every name here."""
 from __future__ import annotations
 
+from .. import thresholds as T
+from . import classify as C
+
+CPU_SAMPLE = 11   # SpanKind.CPU_SAMPLE
+GIL_WAIT_NS = 250_000
+# The interpreter's switch interval while one thread of the program is on CPU (with more, the
+# program's own: they would hand the GIL to each other ten times as often; restored at stop;
+# INFERSCOPE_SWITCH_INTERVAL_US overrides, 0 leaves it alone).  A tick waits for the GIL until the
+# running thread releases it (a numpy/torch call, I/O) or the switch interval forces a hand-over:
+# at Python's 5 ms the frame seen is nearly always the next release point, so pure Python between
+# GIL-releasing calls was never named (issue 24 item 1).
+SWITCH_INTERVAL_S = 0.0005
+# Sampling rate divisor while a module import is in progress (start-up is reported as one bucket
+# plus its slowest imports; 50 Hz at the default rate still gives ~200 samples over the demo's 4 s
+# of imports).  Every tick takes the GIL from the importing thread.
+IMPORT_RATE_DIVISOR = 4
+# One IP sample per 4 ms of a thread's CPU time (~1 per tick at 200 Hz; each sample is a timer
+# interrupt in the sampled thread: kernel cost measured at 1.4 % for 1 ms, 0.4 % for 4 ms).
+# Sampling is switched off (ioctl) while a module import runs: import ticks are "framework"
+# whatever the IP says, and start-up is most of a short inference script's life.
+PERF_PERIOD_NS = 4_000_000
+# Overhead budget: the sampler may hold the GIL at most this fraction of the wall time on average
+# (its tick interval is stretched beyond 1/cpu_sampling_frequency_hz when ticks are expensive).
+# Measured on the 2-vCPU VM (bench/README.md): a tick holds the GIL ~20-120 us (more with cold
+# caches, many threads or deep stacks); the budget only binds when ticks are that slow.  The
+# larger cost of a tick is waiting for the GIL (up to the 5 ms switch interval), which a thread
+# that releases the GIL often (torch ops) pays as extra wake-ups: hence the modest default rate.
+GIL_BUDGET = 0.015   # (the tick loop reads sampler.GIL_BUDGET, re-exported there: set it there)
+# The budget is paced by the sampler's own CPU time per tick, not its wall time, and one-off
+# setup ticks (a new thread registered: its CPU clock, schedstat file and perf_event opened; perf
+# adopted for the threads already seen) do not feed it.  With wall time, a sampler descheduled
+# while holding the GIL on a loaded host, or one 30 ms perf_event_open, stretched the interval to
+# 100+ ms for the next second (issue 16: 14.6 Hz instead of 200 Hz; in test_collect a 150 ms
+# scope("tokenize") got no tick at all).
+# Pending ticks are decided from the perf ring every RESOLVE_NS (a drain costs ~50 us with cold
+# caches, mostly fixed: per tick it was a third of the sampler's time holding the GIL).  The
+# ring (PAGES in perfip.py) holds ~1300 samples = 2.6 s of one thread's CPU time.
+RESOLVE_NS = 100_000_000
+# An interval whose thread CPU time (+ run-queue delay) covers less than 1 - SPLIT_MIN_FRACTION of it
+# and more than SPLIT_MIN_FRACTION is split into an off-CPU ('waiting') part and an on-CPU part of
+# the measured lengths, instead of all-or-nothing at 25 % (issue 16 item 3): a 2.6 ms model step
+# between 30 ms waits on Rayon threads read as 5-12 ms cpu_compute (a whole 5 ms tick interval or
+# a delayed one), 2x the truth.  Below 10 % the part is noise (GIL hand-overs to the sampler).
+SPLIT_MIN_FRACTION = 0.1
 CLS_WAITING = "waiting"
 # Runnable but not running (schedstat run-queue delay): the thread waits for a CPU, not for I/O or a
 # lock.  Its own class (a part of the breakdown's waiting), placed right before the interval's on-CPU
-# part (a thread waits for a CPU after it wakes up); below sampler.SPLIT_MIN_FRACTION of the interval it stays
+# part (a thread waits for a CPU after it wakes up); below SPLIT_MIN_FRACTION of the interval it stays
 # in the on-CPU part.  Without it, CPU starvation read as the program's own work: a disk-I/O loop
 # beside other jobs read 31-56 % cpu_compute (its post-I/O run-queue time) for 10 % true CPU.
 CLS_RUNQ = "run_queue"
@@ -12,6 +57,75 @@ CLS_COMPUTE = "cpu_compute"
 CLS_FRAMEWORK = "framework"
 CLS_TOKENIZATION = "tokenization"
 KEEP = "keep"   # pending-tick marker: the tick continues the thread's current class
+
+
+def _runq_ns(tid: int) -> int:
+    """Time the thread spent runnable on a run queue (ns), from /proc (Linux schedstats); -1 n/a."""
+    try:
+        with open(f"/proc/self/task/{tid}/schedstat", "rb") as f:
+            return int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+def _decides(co) -> bool:
+    """The code object is not transparent to the stack walk (not stdlib/unknown library/InferScope/import)."""
+    e = C.CODE_CACHE.get(id(co))
+    if e is None or e[0] is not co:
+        e = C.code_entry(co)
+    return bool(e[1]) and e[1] != C.IMPORT
+
+
+def _close(st) -> None:
+    if st.perf is not None:
+        st.perf.close()
+        st.perf = None
+    if st.rq_t is not None:
+        st.rq_t.close()
+        st.rq_t = None
+    if st.kst is not None:
+        st.kst.close()
+        st.kst = None
+
+
+def perf_kernel_share(cpu_ns: float, samples: float) -> float:
+    """A thread's kernel share of its CPU time from its user-space perf IP samples (each stands for
+    PERF_PERIOD_NS of user time) over ``cpu_ns`` of its CPU time, with thresholds.KERNEL_PERF_SHARE_PRIOR
+    samples of user time as a prior (the rule: thresholds.KERNEL_PERF_SHARE_CPU_NS)."""
+    a = T.KERNEL_PERF_SHARE_PRIOR
+    return max(0.0, 1.0 - (samples + a) * PERF_PERIOD_NS / (cpu_ns + a * PERF_PERIOD_NS))
+
+
+def _import_probe(module_locks):
+    """f(thread ident) -> name of the innermost module that thread is importing, or None.
+
+    An import holds importlib's per-module lock (``_module_locks``: name -> weakref to a lock
+    whose ``owner`` is the importing thread's ident) for its whole duration; the last such entry
+    owned by the thread is the innermost import.  Scanning the handful of live locks replaces
+    walking the whole stack looking for importlib frames.
+    """
+    def importing_module(ident):
+        name = None
+        try:
+            for k, wr in list(module_locks.items()):
+                lock = wr()
+                if lock is not None and getattr(lock, "owner", None) == ident:
+                    name = k
+        except (AttributeError, TypeError):
+            return None
+        return name
+    return importing_module
+
+
+def _switch_interval_s() -> float:
+    """The switch interval to use while one Python thread runs (SWITCH_INTERVAL_S, or
+    INFERSCOPE_SWITCH_INTERVAL_US; 0 = never change the program's)."""
+    import os
+    try:
+        us = float(os.environ.get("INFERSCOPE_SWITCH_INTERVAL_US", SWITCH_INTERVAL_S * 1e6))
+    except ValueError:
+        us = SWITCH_INTERVAL_S * 1e6
+    return max(0.0, us / 1e6)
 
 
 class _ThreadState:
@@ -47,3 +161,4 @@ class _ThreadState:
         self.last_fb = None  # fallback class of the last tick if perf split it, else None
         self.prev_vol = False  # the previous tick got the GIL from a voluntary release
         self.on_cls = self.on_label = None  # the class and (function, line) of its last on-CPU run (_finish)
+

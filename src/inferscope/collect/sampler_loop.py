@@ -1,0 +1,274 @@
+"""The live sampler's tick loop (Sampler._run, on the sampler's own thread): set-up, then per tick the
+pacing (GIL budget, import rate), the tick's time and GIL verdict, perf adoption, the per-thread part
+(sampler_tick.py) and the housekeeping (switch interval, perf drains, native threads, counters, threads
+that ended).  collect/sampler.py explains the rules."""
+from __future__ import annotations
+
+import sys
+import threading
+
+from . import classify as C
+from . import kernel_time as K
+from .layout import LONG_INTERVAL_TICKS
+from .sampler_tick import TickEnv, tick_threads
+from .thread_state import (GIL_WAIT_NS, IMPORT_RATE_DIVISOR, PERF_PERIOD_NS, RESOLVE_NS, _close, _decides, _import_probe,
+                           _runq_ns, _switch_interval_s)
+
+
+def loop_setup(s):
+    """Before the first tick: the perf set-up thread started, the sampler's own threads skipped, the
+    off-CPU probe made, and what the per-thread part reads (TickEnv).  Returns (env, idmap, probe)."""
+    if s.use_perf:
+        th = s._perf_thread = threading.Thread(target=s._setup_perf, name="inferscope-perf-setup", daemon=True)
+        th.start()
+        s.skip.add(th.ident)
+    s.my_clk = s._getclk(threading.get_ident())
+    s.skip.add(threading.get_ident())
+    clock = s._clock
+    cputime = s._cputime
+    getclk = s._getclk
+    sig = s._sig if (s._sig is not None and s._sig.active) else None
+    main_ident = threading.main_thread().ident
+    idmap = s._native_ids()
+    s.started_ns = clock()
+    schedstat = _runq_ns(threading.get_native_id()) >= 0
+    probe = None
+    if s.probe_blocking:
+        try:
+            from .blocking import Probe
+            s.blocking = Probe(s.buffer.append, _decides)
+            probe = s.blocking.probe
+        except Exception:
+            probe = None
+    try:
+        import importlib._bootstrap as _bs
+        module_locks = _bs._module_locks      # non-empty while a module import is in progress
+    except (ImportError, AttributeError):
+        module_locks = None
+    kgate_fn = K.Gate() if (s.kernel_time and schedstat) else None
+    # the main thread's CPU clock read now: its first tick then classifies the interval since the
+    # sampler started (a thread met at a tick is otherwise only registered there); the first tick can
+    # come tens of ms late while start-up imports run, and a short program's window began in that gap
+    # (zoo_disk_io at 6 iterations: 7-15 ms of a 42 ms window read 'other')
+    # (start() reads it again once this thread runs: that reading is used when it came before the tick)
+    pre = {}
+    try:
+        mclk = getclk(main_ident)
+        pre[main_ident] = (cputime(mclk), clock(), -1)
+    except Exception:      # noqa: BLE001 - no CPU clock for it: registered at its first tick as any thread
+        pass
+    env = TickEnv(s=s, threads=s.threads, skip=s.skip, active_get=threading._active.get, getclk=getclk,
+                  cputime=cputime, clock=clock, pre=pre, schedstat=schedstat, kgate_fn=kgate_fn,
+                  oncpu_by_tid=s.oncpu_by_tid, thread_ticks=s.thread_ticks, walk=C.walk, scope_stacks=s.scope_stacks,
+                  names=C.DOMAIN_NAMES, module_locks=module_locks, importing_module=_import_probe(module_locks),
+                  main_tid=s.main_tid, main_ident=main_ident, sig=sig, USER=C.USER, FW=C.FW)
+    return env, idmap, probe
+
+
+def run(s) -> None:
+    """The sampler thread's body: ticks until stop() (and one final tick after it)."""
+    from . import sampler as SM    # (GIL_BUDGET read there at every tick: bench_sampler.py sets it while it runs)
+    env, idmap, probe = loop_setup(s)
+    clock, cputime, threads, skip, module_locks, kgate_fn = (env.clock, env.cputime, env.threads, env.skip,
+                                                             env.module_locks, env.kgate_fn)
+    my_clk = s.my_clk
+    getframes = s._frames
+    stop = s._stop
+    sleep = s._sleep
+    periodic, period_ns = s.periodic or (None, 0)
+    next_periodic = 0
+    per_tick = s.per_tick
+    perf_maps = None        # set when the side thread has perf ready (_adopt_perf)
+    ema_busy = 0.0          # moving average of the sampler CPU time per tick (ns), setup ticks excluded
+    perf_off = False        # perf sampling switched off (while importing)
+    last_tick = 0
+    forced_ns = int(sys.getswitchinterval() * 1e9 * 0.9)
+    short_s = _switch_interval_s()
+    manage_switch = s._live and 0 < short_s < sys.getswitchinterval()
+    next_resolve = 0
+    next_native, native_period = 0, 0
+    setup_thread = s._perf_thread
+    perf_on_at = None       # when perf sampling last came on (adopted, or enabled after an import)
+    ticked = False
+    # (at least one tick: a program that ends before the first one - a 60 ms script on a loaded host,
+    # the sampler thread's start-up still running - has its interval since start() classified then)
+    # (and a final tick that began after stop(): a tick that was under way when stop() came - one that waited
+    # 100+ ms for the GIL beside 3 spinning threads - must not be the last, or every thread's interval since
+    # its previous tick is lost: zoo_gil read 100 % 'other' in 1 run of 3)
+    final = False
+    while not stop.is_set() or not ticked or (s._stop_at and not final):
+        if not s._running.is_set():      # paused
+            s._running.wait()
+            if stop.is_set():
+                break
+        # never catch up on missed ticks: always release the GIL for a full interval,
+        # otherwise a late sampler would hold the GIL back-to-back and starve the workload.
+        # While a module import runs (start-up, reported as one bucket) sample less often:
+        # every tick takes the GIL from an import-heavy main thread.  Overhead budget: never
+        # hold the GIL more than GIL_BUDGET of the wall time on average.
+        interval = s.interval_ns
+        iv = max(interval * IMPORT_RATE_DIVISOR if module_locks else interval, int(ema_busy / SM.GIL_BUDGET))
+        target = clock() + iv
+        if not stop.is_set():
+            sleep(iv / 1e9)
+        t = clock()
+        try:
+            cpu0 = cputime(my_clk)
+        except OSError:
+            cpu0 = None
+        setup = False       # this tick did one-off setup work: it does not pace the budget
+        gil_free = (t - target) < GIL_WAIT_NS
+        # Got the GIL after a short wait: a thread released it voluntarily (a blocking call, a
+        # torch op) before the switch interval forced it to.  What that thread is doing now is
+        # not a fair sample - the moment was chosen by its state (in the zoo's tokenizer loop,
+        # ticks piled up on the model step: 15-20 % "user_code" for 2 % of the time).  An
+        # isolated such tick keeps the thread's current class; immediate (gil_free) and forced
+        # ticks, whose timing does not depend on what the thread runs, classify, and so do
+        # consecutive voluntary ones (else a thread releasing the GIL every few ms would keep
+        # its first class for ever).
+        voluntary = not gil_free and (t - target) < forced_ns
+        if s._stop_at and stop.is_set():
+            final = True
+            # the final tick, which stop() waits for: its intervals end when stop() was called (the
+            # program's end), not after the sleep - the main thread waited in that join up to a tick
+            # interval, read as 'waiting' at the end of the whole-run window (zoo_short60: 12 % of a
+            # 100 ms window, truth 0)
+            t = max(last_tick, min(t, s._stop_at))
+            # (the GIL free at once says nothing then: the main thread waits in that join - read as
+            # native code by the GIL heuristic while perf was still being set up, zoo_short60 read
+            # 19 % cpu_compute for its pure-Python work once)
+            gil_free = voluntary = False
+        s.ticks += 1
+        ticked = True
+        if not module_locks and last_tick:   # steady-state rate (imports run slower on purpose)
+            s.steady_ticks += 1
+            s.steady_ns += t - last_tick
+        if last_tick and t - last_tick > LONG_INTERVAL_TICKS * s.interval_ns:
+            s.starved_at = t     # scope() edges then read every thread's CPU clock (api._cpu_mark)
+        last_tick = s.last_tick_ns = t
+        if perf_maps is None and s._perf_maps is not None:
+            perf_maps = s._perf_maps
+            s._adopt_perf(perf_off)
+            setup = True
+            perf_on_at = t
+        if perf_maps is not None and bool(module_locks) != perf_off:
+            perf_off = not perf_off
+            s._perf_enable(not perf_off)
+            perf_on_at = t
+        if setup_thread is not None and not setup_thread.is_alive():
+            # glibc gives a finished thread's pthread_t (= its Python ident) to the next thread
+            # created: left in the skip set, the workload's next thread would never be sampled
+            skip.discard(setup_thread.ident)
+            setup_thread = None
+        # perf still being set up (its first perf_event_open takes 20-35 ms, longer on a loaded
+        # host): user code is judged by the GIL heuristic meanwhile, as it will be by perf (a
+        # numpy-only program's BLAS ran 56 % unclassified before perf came, measured under load)
+        perf_pending = perf_maps is None and setup_thread is not None
+        torch_seen = s.torch_seen or ("torch" in sys.modules)
+        s.torch_seen = torch_seen
+        frames = getframes()
+        kgate = kgate_fn is not None and kgate_fn()
+        seen, running, registered, idmap, probe = tick_threads(
+            env, frames, t, idmap, probe, perf_maps, perf_off, perf_on_at, gil_free, voluntary, perf_pending,
+            torch_seen, kgate)
+        if registered:
+            setup = True
+        if manage_switch:
+            manage_switch, f_ns = _switch_step(s, running, short_s)
+            if f_ns is not None:
+                forced_ns = f_ns
+        # the budget paces the per-tick work; the periodic work below is per unit of time
+        pcpu = 0
+        if probe is not None:          # the off-CPU probe has its own budget (blocking.PROBE_BUDGET)
+            pcpu, s.blocking.tick_cpu = s.blocking.tick_cpu, 0
+        if not setup and cpu0 is not None:
+            try:
+                ema_busy += (cputime(my_clk) - cpu0 - pcpu - ema_busy) * 0.05
+            except OSError:
+                pass
+        if t >= next_resolve:
+            next_resolve = t + RESOLVE_NS
+            _drain(s, t)
+        if t >= next_native and perf_maps is not None and not perf_off and s.follow_native:
+            next_native, native_period = _native_step(s, t, perf_maps, native_period)
+        if per_tick is not None:
+            try:
+                per_tick(t)
+            except Exception:
+                per_tick = None
+        if periodic is not None and t >= next_periodic:
+            next_periodic = t + period_ns
+            try:
+                periodic(t)
+            except Exception:
+                pass
+        if seen != len(threads):
+            _reap(s, frames)
+        frames = None
+        s.busy_ns += clock() - t
+    try:
+        s.cpu_ns = cputime(my_clk)
+    except OSError:
+        pass
+
+
+def _switch_step(s, running: int, short_s: float):
+    """One thread of the program on CPU: the short switch interval (SWITCH_INTERVAL_S); more: the
+    program's own - threads that fight for the GIL would hand it over ten times as often (zoo_gil: the
+    main thread's GIL wait became run-queue time and gil_contention vanished).  Idle threads (an
+    executor's, a queue listener) do not count.  Returns (keep managing it, the new forced hand-over
+    time in ns or None when unchanged)."""
+    cur = sys.getswitchinterval()
+    sw = s._switch
+    if sw is not None and cur != sw[1]:          # the program set its own: leave it alone
+        s._switch = None
+        return False, None
+    if running <= 1 and sw is None:
+        s._switch = (cur, None)
+        sys.setswitchinterval(short_s)
+        s._switch = (cur, sys.getswitchinterval())
+        return True, int(s._switch[1] * 1e9 * 0.9)
+    if running > 1 and sw is not None:
+        sys.setswitchinterval(sw[0])
+        s._switch = None
+        return True, int(sw[0] * 1e9 * 0.9)
+    return True, None
+
+
+def _drain(s, t: int) -> None:
+    """Every RESOLVE_NS: the threads' pending ticks decided from their perf rings, kernel totals flushed."""
+    for st in s.threads.values():
+        if st.pending:
+            s._resolve(st)
+    s.kernel_totals.flush(s.buffer.append, t)
+
+
+def _native_step(s, t: int, perf_maps, native_period: int):
+    """The process's native threads by perf role (native_threads.py), every NATIVE_PERIOD_NS.  Returns
+    (the next time, the period)."""
+    if s.native_threads is None:
+        from .native_threads import NATIVE_PERIOD_NS, NativeThreads
+        s.native_threads = NativeThreads(s.buffer.append, PERF_PERIOD_NS, s.started_ns)
+        native_period = NATIVE_PERIOD_NS
+    next_native = t + native_period
+    try:
+        s.native_threads.tick(t, perf_maps)
+    except Exception:
+        s.follow_native = False   # never let the side collector stop sampling
+    return next_native, native_period
+
+
+def _reap(s, frames: dict) -> None:
+    """Threads that ended since the previous tick (not in ``frames``): their runs finished and closed."""
+    threads = s.threads
+    live = set(frames)
+    for ident in [i for i in threads if i not in live]:
+        gone = threads.pop(ident)
+        s._finish(gone, s.cpu_marks.pop(ident, None))
+        s._emit(gone)
+        _close(gone)
+        if s.blocking is not None:
+            s.blocking.forget(gone.tid)
+    # scope() edges' CPU readings of threads that ended (bounded per thread, not in number of threads)
+    for ident in [i for i in s.cpu_marks if i not in live]:
+        s.cpu_marks.pop(ident, None)
