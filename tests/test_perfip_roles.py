@@ -276,3 +276,38 @@ def test_run_queue_part_of_an_interval():
     runs = [(ev[5], ev[3], ev[4]) for ev in buf]
     assert runs == [("run_queue", 0, 6 * ms), ("tokenization", 6 * ms, 10 * ms), ("run_queue", 10 * ms, 14 * ms),
                     ("tokenization", 14 * ms, 17 * ms), ("waiting", 17 * ms, 20 * ms)]
+
+
+def test_sampling_period_is_dithered_at_each_read():
+    """A fixed perf period aliases against a periodic program (a 2.7 ms loop sampled every 4 ms of CPU read
+    1-64 % compute for 15 % true): each read draws a new period within PERIOD_DITHER of the mean - the kernel
+    takes it (PERF_EVENT_IOC_PERIOD), and the samples' mean spacing stays the mean period."""
+    import threading
+    import time
+    p = P.PerfIP.open(threading.get_native_id(), 1_000_000)
+    if p is None:
+        pytest.skip("perf_event unavailable (perf_event_paranoid > 2, seccomp)")
+    maps = P.Maps()
+    periods = []
+    try:
+        orig = P.fcntl.ioctl
+
+        def spy(fd, req, arg=0):
+            if req == 0x40082404:
+                periods.append(int.from_bytes(arg, "little"))
+            return orig(fd, req, arg)
+        P.fcntl.ioctl = spy
+        n = 0
+        for _ in range(8):
+            t0 = time.thread_time()
+            s = 0
+            while time.thread_time() - t0 < 0.02:
+                for i in range(2000):       # user-space work (the thread CPU clock itself is a system call)
+                    s += i
+            n += len(p.read(maps))
+    finally:
+        P.fcntl.ioctl = orig
+        p.close()
+    assert len(periods) == 8 and len(set(periods)) > 1, periods
+    assert all(abs(x - 1_000_000) <= P.PERIOD_DITHER * 1_000_000 + 1 for x in periods), periods
+    assert n > 0

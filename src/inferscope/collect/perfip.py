@@ -21,6 +21,7 @@ import fcntl
 import mmap
 import os
 import platform
+import random
 import struct
 import time
 
@@ -172,14 +173,23 @@ class Maps:
         return 0
 
 
+# The sampling period is redrawn at every read (the sampler drains each thread every 100 ms), uniformly within
+# +-PERIOD_DITHER of its mean: a fixed period against a periodic program aliases - a loop of ~1 ms of matmuls and
+# 1.7 ms of Python (a 2.7 ms cycle) sampled every 4.0 ms of CPU put the samples in two clusters of phase that
+# drifted slowly, and the compute share read 1-64 % across runs for 15 % true (zoo py_between_ops_1.7ms).
+PERIOD_DITHER = 0.3
+_rng = random.Random()
+
+
 class PerfIP:
     """One thread's task-clock IP sampler."""
 
-    def __init__(self, fd: int, buf: mmap.mmap) -> None:
+    def __init__(self, fd: int, buf: mmap.mmap, period_ns: int = 0) -> None:
         self.fd = fd
         self.buf = buf
         self.size = PAGES * mmap.PAGESIZE
         self.tail = 0
+        self.period_ns = period_ns      # the mean sampling period (dithered at each read, PERIOD_DITHER)
 
     @classmethod
     def open(cls, tid: int, period_ns: int = 1_000_000):
@@ -201,7 +211,7 @@ class PerfIP:
         except (OSError, ValueError):
             os.close(fd)
             return None
-        return cls(fd, buf)
+        return cls(fd, buf, period_ns)
 
     def read(self, maps: Maps) -> list[tuple[int, int]]:
         """[(timestamp_ns, kind)] of the samples since the last read, oldest first."""
@@ -222,6 +232,7 @@ class PerfIP:
             data = b[page + start:page + size] + b[page:page + start + n - size]
         self.tail = head
         struct.pack_into("<Q", b, 1032, head)   # data_tail: the kernel may reuse the space
+        self._dither()
         out = []
         kind = maps.kind_or_reload
         unpack = struct.unpack_from
@@ -236,6 +247,16 @@ class PerfIP:
                 out.append((ts, k or OTHER))
             off += sz
         return out
+
+    def _dither(self) -> None:
+        """A new sampling period, uniform within PERIOD_DITHER of the mean (PERF_EVENT_IOC_PERIOD)."""
+        if self.period_ns <= 0:
+            return
+        p = int(self.period_ns * (1.0 + PERIOD_DITHER * (2.0 * _rng.random() - 1.0)))
+        try:
+            fcntl.ioctl(self.fd, 0x40082404, struct.pack("<Q", max(1, p)))
+        except OSError:
+            self.period_ns = 0                  # (a kernel without it: the fixed period stays)
 
     def drain(self, maps: Maps) -> tuple[int, int, int, int]:
         """(compute, python, other, tokenizer) sample counts since the last read."""
