@@ -157,9 +157,6 @@ class MetricsServer:
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2},
                                        name="inferscope-metrics", daemon=True)
         self.thread.start()
-        skip = getattr(session, "skip_idents", None)
-        if skip is not None:            # InferScope's own thread: never sampled as the program's
-            skip.add(self.thread.ident)
 
     @property
     def url(self) -> str:

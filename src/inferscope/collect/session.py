@@ -16,6 +16,7 @@ import time
 from .. import log
 from ..config import Config
 from .buffer import BYTES_PER_EVENT, RingBuffer
+from .rawio import start_perf_ns
 
 _session = None
 _session_lock = threading.Lock()
@@ -73,12 +74,6 @@ def set_current(s) -> None:
 
 
 
-def _process_start_perf_ns() -> int | None:
-    """This process's start time on the perf_counter_ns clock (rawio.start_perf_ns); None off Linux."""
-    from .rawio import start_perf_ns
-    return start_perf_ns("/proc/self/stat")
-
-
 class Session:
     def __init__(self, cfg: Config, trace_out: str | None = None, mode: str = "run") -> None:
         self.cfg = cfg
@@ -125,7 +120,7 @@ class Session:
         from .nvml import NvmlSampler
         cfg = self.cfg
         self.start_ns = time.perf_counter_ns()
-        self.process_start_ns = _process_start_perf_ns()
+        self.process_start_ns = start_perf_ns("/proc/self/stat")   # this process's start, on the trace's clock
         self.wall_start_ns = time.time_ns()
         self.cpu_start_ns = time.process_time_ns()
         log.info(f"Trace collection started (buffer_size_mb={cfg.trace_size_mb:g}, cpu_sampling_hz={cfg.cpu_sampling_frequency_hz:g})")
@@ -175,10 +170,6 @@ class Session:
         if self._hk_system or nvml_on or self.trace_out:
             self._hk = threading.Thread(target=self._housekeeping, name="inferscope-housekeeping", daemon=True)
             self._hk.start()
-            # (also added by the thread itself, but the sampler may tick before it runs: it then followed this
-            # thread, probed it once in its Event wait, and that label - off-CPU in futex for the whole run -
-            # was the lock_wait finding's "other thread" in 5 runs of 10)
-            self.skip_idents.add(self._hk.ident)
         log.debug(f"CPU collector initialized (threads={threading.active_count()})")
 
     def serve_metrics(self, host: str = "127.0.0.1", port: int = 0):
