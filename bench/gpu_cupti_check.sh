@@ -30,28 +30,7 @@ timeout 90 $PY bench/cupti_capture.py "$O/cupti_cupy.json" --cupy 2>&1 | tail -1
 for s in gpu_launch_storm gpu_item_sync gpu_pageable_h2d gpu_gemm gpu_cupy_storm; do
   el "live $s"
   timeout 100 $PY -m inferscope run -q --format json --report /tmp/r_$s.json --trace /tmp/t_$s.iscope -- $PY examples/zoo/$s.py 2>&1 | tail -4
-  timeout 40 $PY - "$s" <<'EOF'
-import json, sys
-import numpy as np
-from inferscope.trace import native
-from inferscope.trace.kinds import SpanKind
-s = sys.argv[1]
-rep = json.load(open(f"/tmp/r_{s}.json"))
-t = native.load(f"/tmp/t_{s}.iscope")
-c = t.meta["collection"]
-sp = t.spans
-lo, hi = rep["window"]["start_ns"], rep["window"]["end_ns"]
-inw = (sp.start_ns >= lo) & (sp.end_ns <= hi)
-cnt = {k.name: int(((sp.kind == int(k)) & inw).sum()) for k in (SpanKind.KERNEL, SpanKind.MEMCPY, SpanKind.MEMSET, SpanKind.RUNTIME, SpanKind.DRIVER, SpanKind.GPU_SYNC, SpanKind.CPU_OP)}
-print(s, "verdict", rep.get("verdict", {}).get("id") if isinstance(rep.get("verdict"), dict) else rep.get("verdict"),
-      "findings", sorted(f["id"] for f in rep["findings"])[:12])
-print(" window counts", cnt, "flows", len(t.flows))
-print(" cupti", {k: v for k, v in c.items() if k.startswith(("cupti_", "gpu_source"))}, "torch_profiler", c.get("torch_profiler"), "clock_sync_error_us", c.get("clock_sync_error_us"),
-      "overhead_pct", c.get("estimated_overhead_pct"), "finalize_ms", c.get("finalize_ms"))
-print(" breakdown", [(b["category"], round(b["pct"], 1)) for b in rep["breakdown"]][:8])
-k = (sp.kind == int(SpanKind.KERNEL)) & inw
-print(" window kernel busy ms", round(float((sp.end_ns[k] - sp.start_ns[k]).sum()) / 1e6, 3), "warnings", t.meta.get("warnings"))
-EOF
+  timeout 40 $PY bench/gpu_run_summary.py "$s"
 done
 gzip -c /tmp/t_gpu_launch_storm.iscope > "$O/storm_cupti.iscope.gz" 2>/dev/null
 el "overhead storm, $PAIRS pairs"

@@ -249,15 +249,17 @@ def test_syncs_name_the_sampled_python_line_without_torch_ops():
 
 
 def test_buffer_callback_copies_each_record_by_its_row_layout():
-    """gpu_activity's buffer callback (run on CUPTI's thread): each record becomes a tuple in ROW_FIELDS
+    """gpu_activity's buffer callback (run on CUPTI's thread), attribute path (objects without a record
+    dtype; the address path: test_cupti_records.py): each record becomes a tuple in ROW_FIELDS
     order (the layout gpu_records reads by field name); records of other kinds are skipped; beyond
     max_records they are counted as dropped.  Records here are plain objects with CUPTI's attribute
     names, values taken from the H100 capture."""
     from types import SimpleNamespace
-    from inferscope.collect.gpu_activity import CuptiCollector, selector
+    from inferscope.collect.cupti_records import RecordSink
+    from inferscope.collect.gpu_activity import CuptiCollector
     snap = _load("torch")
     col = CuptiCollector(log=None, max_records=10)
-    col._sel = selector({10: "kernel", 1: "memcpy", 5: "runtime"}, col.rows)
+    col.sink = RecordSink({10: "kernel", 1: "memcpy", 5: "runtime"}, ROW_FIELDS)
     acts = []
     for kind, name in ((10, "kernel"), (1, "memcpy"), (5, "runtime")):
         for r in snap["rows"][name][:5]:

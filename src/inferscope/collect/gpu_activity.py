@@ -4,8 +4,9 @@ The default GPU source of a live run (torch.profiler's per-op host recording is 
 ``torch_profiler=on``): kernels (concurrent), memcpy, memset, synchronisation and CUDA runtime /
 driver API calls, each with its own start/end and correlation id, recorded by CUPTI in C on the
 launching thread and delivered in buffers on CUPTI's own thread.  Nothing runs in Python per
-launch; per *record* the buffer callback copies a few fields into lists (off the launching thread,
-but it takes the GIL: its CPU time is measured and reported as the collector's cost).
+launch; per *record* the buffer callback reads the record's kind and address and copies the
+records' bytes in one numpy gather per kind (cupti_records.py; off the launching thread, but it
+takes the GIL: its CPU time is measured and reported as the collector's cost).
 
 * Start: when the workload imports torch and CUDA is available, or imports a CUDA library without
   torch (cupy, cuda-python, numba, onnxruntime, tensorrt, pycuda): see ``CUDA_MODULES``.  CUPTI
@@ -20,7 +21,7 @@ but it takes the GIL: its CPU time is measured and reported as the collector's c
 from __future__ import annotations
 
 import json
-import operator
+import os
 import re
 import threading
 import time
@@ -39,9 +40,11 @@ RUNTIME_API = re.compile(r"^cuda(Launch|GraphLaunch|Memcpy|Memset|StreamSynchron
                          r"|StreamWaitEvent|Malloc|Free|HostAlloc|HostRegister)")
 DRIVER_API = re.compile(r"^cu(Launch|GraphLaunch|Memcpy|Memset|StreamSynchronize|CtxSynchronize|EventSynchronize"
                         r"|StreamWaitEvent|MemAlloc|MemFree|MemHostAlloc|MemHostRegister)")
-# 8 MiB per CUPTI buffer: ~40k kernel records (Kineto and the cupti-python samples use 4-8 MiB);
-# CUPTI hands a buffer back when it is full or flushed, so fewer callbacks per record.
-BUFFER_BYTES = 8 << 20
+# 32 MiB per CUPTI buffer: ~150k kernel records (Kineto and the cupti-python samples use 4-8 MiB).
+# CUPTI hands a buffer back when it is full or flushed, and the callback holds the GIL while it
+# runs: with larger buffers a short run's records are read once, after the workload, at the flush.
+# Host memory is touched only as CUPTI writes records (malloc'd, not zeroed).
+BUFFER_BYTES = 32 << 20
 CLOCK_READS = 9              # bracketed reads per calibration; the narrowest third are used
 _API_VERSION = re.compile(r"_v\d{4,}$")   # cudaLaunchKernel_v7000 -> cudaLaunchKernel (Kineto's names)
 
@@ -69,9 +72,20 @@ def available() -> bool:
         return False
 
 
-def selector(kinds: dict[int, str], rows: dict[str, list]) -> dict:
-    """CUPTI activity kind -> (the rows list of its record kind, a getter of its ROW_FIELDS as a tuple)."""
-    return {k: (rows[name], operator.attrgetter(*ROW_FIELDS[name])) for k, name in kinds.items()}
+def dtype_getter(C):
+    """obj -> cupti-python's numpy dtype of its record struct (None if it has none), for RecordSink;
+    INFERSCOPE_CUPTI_DECODE=objects reads every record by attribute instead (measurement aid)."""
+    if os.environ.get("INFERSCOPE_CUPTI_DECODE", "").strip().lower() == "objects":
+        return None
+    from .cupti_records import dtype_name
+    cache: dict = {}
+
+    def dtype_for(obj):
+        cls = type(obj)
+        if cls not in cache:
+            cache[cls] = getattr(C, dtype_name(cls.__name__), None)
+        return cache[cls]
+    return dtype_for
 
 
 def clock_offset(reads: list[tuple[int, int, int]]) -> tuple[int, float]:
@@ -87,7 +101,8 @@ class CuptiCollector:
     def __init__(self, log, max_records: int = 4_000_000) -> None:
         self.log = log
         self.max_records = int(max_records)
-        self.rows: dict[str, list] = {k: [] for k in ROW_FIELDS}
+        from .cupti_records import RecordSink
+        self.sink = RecordSink({}, ROW_FIELDS)     # the real kinds at start()
         self.api_names: dict[str, dict[int, str]] = {"runtime": {}, "driver": {}}
         self.enums: dict[str, dict[int, str]] = {}
         self.error: str | None = None
@@ -103,7 +118,6 @@ class CuptiCollector:
         self.started_ns = 0
         self._C = None
         self._lock = threading.Lock()
-        self._sel = {}
 
     @property
     def active(self) -> bool:
@@ -121,9 +135,10 @@ class CuptiCollector:
         except Exception:    # noqa: BLE001 - older CUPTI: pthread ids, mapped later by the session
             pass
         AK = C.ActivityKind
-        self._sel = selector({int(AK.CONCURRENT_KERNEL): "kernel", int(AK.MEMCPY): "memcpy", int(AK.MEMSET): "memset",
-                              int(AK.SYNCHRONIZATION): "sync", int(AK.RUNTIME): "runtime", int(AK.DRIVER): "driver"},
-                             self.rows)
+        from .cupti_records import RecordSink
+        self.sink = RecordSink({int(AK.CONCURRENT_KERNEL): "kernel", int(AK.MEMCPY): "memcpy", int(AK.MEMSET): "memset",
+                                int(AK.SYNCHRONIZATION): "sync", int(AK.RUNTIME): "runtime", int(AK.DRIVER): "driver"},
+                               ROW_FIELDS, dtype_getter(C))
         try:
             C.activity_register_callbacks(self._requested, self._completed)
         except Exception as e:    # noqa: BLE001
@@ -152,7 +167,6 @@ class CuptiCollector:
     def _enable_api(self, C) -> None:
         """API records: the whole RUNTIME/DRIVER kinds with INFERSCOPE_CUPTI_API=all, else only the
         functions RUNTIME_API / DRIVER_API name (per callback id; recorded without the kind enabled)."""
-        import os
         AK = C.ActivityKind
         mode = os.environ.get("INFERSCOPE_CUPTI_API", "launch").strip().lower()
         if mode == "none":       # kernels/copies/syncs only: no launch flows (measurement aid)
@@ -196,17 +210,9 @@ class CuptiCollector:
 
     def _completed(self, activities) -> None:
         c0 = time.thread_time_ns()
-        sel = self._sel          # record kind -> (rows list, attrgetter of ROW_FIELDS: one C call per record)
-        n = 0
         with self._lock:
             room = self.max_records - self.records
-            for a in activities:
-                ent = sel.get(a.kind)
-                if ent is None:
-                    continue
-                n += 1
-                if n <= room:
-                    ent[0].append(ent[1](a))
+            n = self.sink.add(activities, room)
             kept = min(n, max(0, room))
             self.records += kept
             self.dropped += n - kept
@@ -240,7 +246,7 @@ class CuptiCollector:
         """API names once per distinct callback id (the ``_vNNNN`` suffix dropped, as Kineto does)."""
         dom = {"runtime": C.CallbackDomain.RUNTIME_API, "driver": C.CallbackDomain.DRIVER_API}
         for which in ("runtime", "driver"):
-            for cbid in {r[2] for r in self.rows[which]}:
+            for cbid in {r[2] for r in self.sink.rows(which)}:
                 try:
                     nm = str(C.get_callback_name(dom[which], int(cbid)))
                 except Exception:    # noqa: BLE001
@@ -263,15 +269,21 @@ class CuptiCollector:
         """Everything gpu_records.add_to needs, as plain data (JSON-serialisable)."""
         off, err = self.clock()
         with self._lock:
-            rows = {k: [list(r) for r in v] for k, v in self.rows.items()}
+            rows = self.rows
         return {"fields": {k: list(v) for k, v in ROW_FIELDS.items()}, "rows": rows,
                 "api_names": {k: {str(c): n for c, n in v.items()} for k, v in self.api_names.items()},
                 "enums": {k: {str(i): n for i, n in v.items()} for k, v in self.enums.items()},
                 "clock_offset_ns": off, "clock_error_us": err,
                 "stats": self.stats()}
 
+    @property
+    def rows(self) -> dict[str, list]:
+        """Kept records per kind, lists in ROW_FIELDS order."""
+        return {k: self.sink.rows(k) for k in ROW_FIELDS}
+
     def stats(self) -> dict:
         return {"records": self.records, "dropped_records": self.dropped, "buffers": self.buffers,
+                "records_gathered": self.sink.fast_records,
                 "api_functions": self.api_functions,
                 "callback_cpu_ms": round(self.callback_cpu_ns / 1e6, 3), "flush_ms": round(self.flush_ms, 3),
                 "activity_kinds": list(self.enabled)}
