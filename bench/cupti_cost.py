@@ -59,19 +59,26 @@ def child(config: str, steps: int) -> dict:
     import resource
     import torch
     torch.set_num_threads(1)
+    col = None
+    early = config == "inferscope_early"    # CUPTI on before the CUDA context exists, as under `inferscope run`
+    if early:
+        sys.path.insert(0, str(REPO / "src"))
+        import logging
+        from inferscope.collect.gpu_activity import CuptiCollector
+        col = CuptiCollector(logging.getLogger("cupti_cost"))
+        col.start()
     x = torch.zeros(256, device="cuda")
     _loop(x, 2000)
-    before = [_loop(x, steps) for _ in range(REPS)]
+    before = [_loop(x, steps) for _ in range(REPS)]     # early: already with CUPTI (compare with_us across configs)
     info: dict = {"config": config}
     got = {"records": 0, "buffers": 0}
-    col = None
     duty_stop = threading.Event()
     prof = None
     if config == "torchprof_cuda":      # torch.profiler, CUDA activities only (Kineto's CUPTI use)
         import torch.profiler as tp
         prof = tp.profile(activities=[tp.ProfilerActivity.CUDA])
         prof.__enter__()
-    elif config != "none" and config != "inferscope":
+    elif config not in ("none", "inferscope", "inferscope_early"):
         from cupti import cupti as C
         AK = C.ActivityKind
 
@@ -187,6 +194,7 @@ def main(argv=None) -> int:
         if res[c]:
             print(f"  {c:14s} cost {statistics.median(d['cost_us'] for d in res[c]):7.3f} us  ratio "
                   f"{statistics.median(d['ratio'] for d in res[c]):.3f}  base {statistics.median(d['base_us'] for d in res[c]):.3f} us"
+                  f"  with {statistics.median(d['with_us'] for d in res[c]):.3f} us"
                   f"  records {res[c][-1].get('records')}", flush=True)
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))
