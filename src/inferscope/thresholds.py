@@ -146,7 +146,10 @@ PROFILER_COST_WARN_PCT = 10.0
 # CUDA 13.0, Firecracker VM, bench/README.md "CUPTI collector"): a 30k-launch x.add_() loop ran
 # 1.53-1.63x its plain time with CUPTI vs 0.92-1.09x with the sampler alone (medians of 5-8
 # interleaved pairs), i.e. 4.7-6.3 us per kernel launch; API records (one per launch) add little
-# (1.59 vs 1.53 without them).  Used only for the labelled estimate.
+# (1.59 vs 1.53 without them).  On an H200 (2026-11-27, bench/cupti_cost.py, in-process): kernel
+# records alone +1.4-2.5 us per launch, the collector's full set +2.2-3.9 us, but the storm's loop
+# under `inferscope run` +7.9 us (sampler included): 5 us stays a middle value.  Used only for the
+# labelled estimate.
 CUPTI_COST_PER_GPU_RECORD_US = 5.0
 CUPTI_COST_RANGE_US = (4.7, 6.3)
 
