@@ -154,18 +154,48 @@ def test_no_calibration_merges_nothing():
     assert len(t.spans) == 0 and out["warnings"]
 
 
-class _Captured:
-    """The session's view of a CUPTI collector that has stopped: its snapshot is a real capture."""
-    def __init__(self, snap):
-        self._snap = snap
-        self.clock_start = [(0, 0, 0)]
-        self.callback_cpu_ns = 180_000
-        self.error = None
-        self.active = False
-        self.records = sum(len(v) for v in snap["rows"].values())
+def _collector_of(snap, kind_ids=None):
+    """A real CuptiCollector that has stopped, its records fed through the buffer callback from a
+    capture (objects with CUPTI's attribute names: the attribute path), clock and names from it."""
+    from types import SimpleNamespace
+    from inferscope.collect.cupti_records import RecordSink
+    from inferscope.collect.gpu_activity import CuptiCollector
+    kinds = kind_ids or {10: "kernel", 1: "memcpy", 2: "memset", 38: "sync", 5: "runtime", 6: "driver"}
+    col = CuptiCollector(log=None)
+    col.sink = RecordSink(kinds, ROW_FIELDS)
+    by = {w: k for k, w in kinds.items()}
+    col._completed([SimpleNamespace(kind=by[w], **dict(zip(ROW_FIELDS[w], r)))
+                    for w, rows in snap["rows"].items() for r in rows])
+    col.api_names = {w: {int(c): n for c, n in v.items()} for w, v in snap["api_names"].items()}
+    col.enums = {k: {int(i): n for i, n in v.items()} for k, v in snap["enums"].items()}
+    col.clock = lambda: (snap["clock_offset_ns"], snap["clock_error_us"])
+    col.clock_start = [(0, 0, 0)]
+    return col
 
-    def snapshot(self):
-        return self._snap
+
+def test_columns_snapshot_builds_the_same_trace_as_rows():
+    """A live session merges the collector's records as columns (no Python object per record); the
+    spans, names, tracks and flows equal those built from the same records as rows (the file form)."""
+    snap = _load("torch")
+    col = _collector_of(snap)
+    live = col.snapshot(rows=False)
+    assert "rows" not in live and len(live["kernel_names"]) == len({r[6] for r in snap["rows"]["kernel"]})
+    a, oa = _build(live)
+    b, ob = _build(col.snapshot(rows=True))
+    c, oc = _build(snap)
+    assert oa == ob == oc
+    for f in ("start_ns", "end_ns", "kind", "cat", "track", "correlation", "bytes", "copy_kind"):
+        assert np.array_equal(getattr(a.spans, f), getattr(c.spans, f)), f
+    assert [a.strings[i] for i in a.spans.name] == [c.strings[i] for i in c.spans.name]
+    assert np.array_equal(a.flows.src, c.flows.src) and np.array_equal(a.flows.dst, c.flows.dst)
+
+
+class _Captured:
+    """The session's view of a CUPTI collector that has stopped: a real collector fed a real capture."""
+    def __new__(cls, snap):
+        col = _collector_of(snap)
+        col.callback_cpu_ns = 180_000
+        return col
 
 
 def test_session_merges_cupti_records_into_the_live_trace():

@@ -142,6 +142,31 @@ class RecordSink:
     def count(self, which: str) -> int:
         return len(self.slow[which]) + sum(len(a) for a in self.packed[which])
 
+    def columns(self, which: str, name_ids: dict[str, int]) -> dict[str, np.ndarray]:
+        """Every kept record of this kind as int64 columns by field, without a Python object per
+        record; the ``name`` column holds ids into ``name_ids`` (text -> id, extended here)."""
+        fields = self.fields[which]
+        parts = []
+        if self.slow[which]:
+            rows = self.slow[which]
+            cols = {}
+            for j, f in enumerate(fields):
+                vals = [r[j] for r in rows]
+                if f == "name":
+                    vals = [name_ids.setdefault(v, len(name_ids)) for v in vals]
+                cols[f] = np.asarray(vals, np.int64)
+            parts.append(cols)
+        for arr in self.packed[which]:
+            cols = {f: arr[f].astype(np.int64) for f in fields if f != "name"}
+            if "name" in fields:
+                ptr, inv = np.unique(arr["name"], return_inverse=True)
+                ids = np.asarray([name_ids.setdefault(self.names[p], len(name_ids)) for p in ptr.tolist()], np.int64)
+                cols["name"] = ids[inv.reshape(-1)] if len(ids) else np.zeros(0, np.int64)
+            parts.append(cols)
+        if not parts:
+            return {f: np.zeros(0, np.int64) for f in fields}
+        return {f: np.concatenate([c[f] for c in parts]) for f in fields}
+
     def rows(self, which: str) -> list[list]:
         """Every kept record of this kind as a list in ROW_FIELDS order (names as text)."""
         out = [list(r) for r in self.slow[which]]

@@ -26,6 +26,8 @@ import re
 import threading
 import time
 
+import numpy as np
+
 # modules whose import means CUDA may be used without torch (torch: torchprof.TorchImportHook)
 # (CUPTI's start costs ~250 ms on an H100 host: numba only through numba.cuda; onnxruntime may run on CPU)
 CUDA_MODULES = ("cupy", "cuda.bindings", "cuda.core", "numba.cuda", "onnxruntime", "tensorrt", "pycuda")
@@ -246,7 +248,7 @@ class CuptiCollector:
         """API names once per distinct callback id (the ``_vNNNN`` suffix dropped, as Kineto does)."""
         dom = {"runtime": C.CallbackDomain.RUNTIME_API, "driver": C.CallbackDomain.DRIVER_API}
         for which in ("runtime", "driver"):
-            for cbid in {r[2] for r in self.sink.rows(which)}:
+            for cbid in np.unique(self.sink.columns(which, {})["cbid"]).tolist():
                 try:
                     nm = str(C.get_callback_name(dom[which], int(cbid)))
                 except Exception:    # noqa: BLE001
@@ -265,16 +267,24 @@ class CuptiCollector:
         off1, h1 = clock_offset(self.clock_stop)
         return (off0 + off1) // 2, abs(off1 - off0) / 2e3 + max(h0, h1)
 
-    def snapshot(self) -> dict:
-        """Everything gpu_records.add_to needs, as plain data (JSON-serialisable)."""
+    def snapshot(self, rows: bool = True) -> dict:
+        """Everything gpu_records.add_to needs: with ``rows``, plain data (JSON-serialisable: the
+        records as lists); else the records as int64 columns per kind (``columns``, kernel names as
+        ids into ``kernel_names``), no Python object per record (what a live session merges)."""
         off, err = self.clock()
+        out = {"fields": {k: list(v) for k, v in ROW_FIELDS.items()},
+               "api_names": {k: {str(c): n for c, n in v.items()} for k, v in self.api_names.items()},
+               "enums": {k: {str(i): n for i, n in v.items()} for k, v in self.enums.items()},
+               "clock_offset_ns": off, "clock_error_us": err,
+               "stats": self.stats()}
         with self._lock:
-            rows = self.rows
-        return {"fields": {k: list(v) for k, v in ROW_FIELDS.items()}, "rows": rows,
-                "api_names": {k: {str(c): n for c, n in v.items()} for k, v in self.api_names.items()},
-                "enums": {k: {str(i): n for i, n in v.items()} for k, v in self.enums.items()},
-                "clock_offset_ns": off, "clock_error_us": err,
-                "stats": self.stats()}
+            if rows:
+                out["rows"] = self.rows
+            else:
+                ids: dict[str, int] = {}
+                out["columns"] = {k: self.sink.columns(k, ids) for k in ROW_FIELDS}
+                out["kernel_names"] = list(ids)
+        return out
 
     @property
     def rows(self) -> dict[str, list]:

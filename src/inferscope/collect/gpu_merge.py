@@ -10,7 +10,7 @@ import time
 def merge_cupti(sess, b, n_own: int, meta: dict, warnings: list) -> int:
     """CUPTI records -> spans + flows (gpu_records.py); returns the records dropped."""
     from .gpu_records import add_to
-    snap = sess.gpu_act.snapshot()
+    snap = sess.gpu_act.snapshot(rows=False)
     r = add_to(b, snap, room=max(0, sess.buffer.capacity - n_own))
     warnings.extend(r["warnings"])
     st = snap["stats"]
@@ -21,7 +21,7 @@ def merge_cupti(sess, b, n_own: int, meta: dict, warnings: list) -> int:
     meta.update(cupti_spans=r["spans"], cupti_launch_flows=r["flows"], cupti_host_api_calls=r["host_api_calls"])
     # CUPTI's own cost on the launching thread: per GPU activity record (thresholds.py, measured on an H100)
     from .. import thresholds as T
-    n_gpu = sum(len(snap["rows"].get(k) or []) for k in ("kernel", "memcpy", "memset"))
+    n_gpu = sum(len(snap["columns"][k]["start"]) for k in ("kernel", "memcpy", "memset"))
     est_ms = n_gpu * T.CUPTI_COST_PER_GPU_RECORD_US / 1e3
     meta["cupti_estimated_cost_ms"] = round(est_ms, 1)
     _overhead(sess, meta, sess.gpu_act.callback_cpu_ns, est_ms,

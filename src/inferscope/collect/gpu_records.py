@@ -51,7 +51,18 @@ def add_to(b, snap: dict, room: int | None = None) -> dict:
     if off is None:
         out["warnings"].append("CUPTI records without a clock calibration; GPU activity not merged")
         return out
-    F, R = snap["fields"], snap["rows"]
+    F = snap["fields"]
+    CS = snap.get("columns")     # live: int64 columns per kind (kernel names as ids); files: rows
+    R = snap.get("rows") or {}
+
+    def columns_of(which: str, names: tuple) -> dict[str, np.ndarray]:
+        if CS is not None:
+            c = CS.get(which) or {}
+            return {n: np.asarray(c.get(n, ()), np.int64) for n in names}
+        return _cols(R.get(which) or [], F[which], names)
+
+    def count(which: str) -> int:
+        return len((CS.get(which) or {}).get("start", ())) if CS is not None else len(R.get(which) or [])
     enums = {k: {int(i): n for i, n in v.items()} for k, v in (snap.get("enums") or {}).items()}
     ck_names = enums.get("ActivityMemcpyKind", {})
     mk_names = enums.get("ActivityMemoryKind", {})
@@ -85,17 +96,21 @@ def add_to(b, snap: dict, room: int | None = None) -> dict:
 
     ctx_dev: dict[int, int] = {}
     # kernels
-    kr = R.get("kernel") or []
-    c = _cols(kr, F["kernel"], ("start", "end", "device_id", "context_id", "stream_id", "correlation_id"))
-    ni = F["kernel"].index("name")
-    nm_ids = {}
-    names = np.asarray([nm_ids[r[ni]] if r[ni] in nm_ids else nm_ids.setdefault(r[ni], intern(demangle(str(r[ni]))))
-                        for r in kr], np.int32)   # CUPTI gives mangled names; Kineto and nsys show them demangled
+    c = columns_of("kernel", ("start", "end", "device_id", "context_id", "stream_id", "correlation_id"))
+    if CS is not None:    # CUPTI gives mangled names; Kineto and nsys show them demangled
+        table = np.asarray([intern(demangle(str(n))) for n in snap.get("kernel_names") or ()], np.int32)
+        ids = np.asarray((CS.get("kernel") or {}).get("name", ()), np.int64)
+        names = table[ids] if len(ids) else np.zeros(0, np.int32)
+    else:
+        kr = R.get("kernel") or []
+        ni = F["kernel"].index("name")
+        nm_ids = {}
+        names = np.asarray([nm_ids[r[ni]] if r[ni] in nm_ids else nm_ids.setdefault(r[ni], intern(demangle(str(r[ni]))))
+                            for r in kr], np.int32)
     ctx_dev.update(zip(c["context_id"].tolist(), c["device_id"].tolist()))
     part(SpanKind.KERNEL, "kernel", c, names, stream_tracks(c["device_id"], c["stream_id"]))
     # copies
-    mr = R.get("memcpy") or []
-    c = _cols(mr, F["memcpy"], ("start", "end", "device_id", "context_id", "stream_id", "correlation_id",
+    c = columns_of("memcpy", ("start", "end", "device_id", "context_id", "stream_id", "correlation_id",
                                 "copy_kind", "src_kind", "dst_kind", "bytes"))
     ctx_dev.update(zip(c["context_id"].tolist(), c["device_id"].tolist()))
     labels = {}
@@ -110,8 +125,7 @@ def add_to(b, snap: dict, room: int | None = None) -> dict:
          bytes=c["bytes"], copy_kind=np.asarray([x[1] for x in lab], np.uint8),
          src_mem=np.asarray([x[2] for x in lab], np.uint8), dst_mem=np.asarray([x[3] for x in lab], np.uint8))
     # memsets
-    sr = R.get("memset") or []
-    c = _cols(sr, F["memset"], ("start", "end", "device_id", "context_id", "stream_id", "correlation_id",
+    c = columns_of("memset", ("start", "end", "device_id", "context_id", "stream_id", "correlation_id",
                                 "bytes", "memory_kind"))
     ctx_dev.update(zip(c["context_id"].tolist(), c["device_id"].tolist()))
     mlab = {m: (intern(f"Memset ({_mem_label(mk_names.get(m, 'UNKNOWN'))})"), int(_MEM.get(mk_names.get(m, ""), MemKind.UNKNOWN)))
@@ -121,16 +135,14 @@ def add_to(b, snap: dict, room: int | None = None) -> dict:
          dst_mem=np.asarray([mlab[m][1] for m in c["memory_kind"].tolist()], np.uint8))
     n_gpu_parts = len(parts)
     # synchronisation (GPU-side record of a host wait)
-    yr = R.get("sync") or []
-    c = _cols(yr, F["sync"], ("start", "end", "context_id", "stream_id", "correlation_id", "type"))
+    c = columns_of("sync", ("start", "end", "context_id", "stream_id", "correlation_id", "type"))
     dev = np.asarray([ctx_dev.get(x, 0) for x in c["context_id"].tolist()], np.int64)
     ynm = {t: intern(_SYNC.get(sy_names.get(t, ""), "Unknown Sync")) for t in set(c["type"].tolist())}
     part(SpanKind.GPU_SYNC, "cuda_sync", c, [ynm[t] for t in c["type"].tolist()], stream_tracks(dev, c["stream_id"]))
     n_dst_parts = len(parts)
     # host API calls
     for which, kind in (("runtime", SpanKind.RUNTIME), ("driver", SpanKind.DRIVER)):
-        rr = R.get(which) or []
-        c = _cols(rr, F[which], ("start", "end", "cbid", "process_id", "thread_id", "correlation_id"))
+        c = columns_of(which, ("start", "end", "cbid", "process_id", "thread_id", "correlation_id"))
         api = {int(k): v for k, v in (snap.get("api_names", {}).get(which) or {}).items()}
         ids = {cb: intern(api.get(cb, f"{which} api {cb}")) for cb in set(c["cbid"].tolist())}
         trk = {}
@@ -138,7 +150,7 @@ def add_to(b, snap: dict, room: int | None = None) -> dict:
             trk[(p, t)] = b.track(TrackKind.CPU_THREAD, pid=p, tid=t)
         part(kind, f"cuda_{which}", c, [ids[x] for x in c["cbid"].tolist()],
              [trk[k] for k in zip(c["process_id"].tolist(), c["thread_id"].tolist())])
-        out["host_api_calls"] += len(rr)
+        out["host_api_calls"] += count(which)
     if not parts:
         return out
     cols = {k: np.concatenate([p[k] if k in p else np.full(len(p["start_ns"]), _DEFAULT[k], _DTYPE[k]) for p in parts])
