@@ -132,6 +132,56 @@ def test_probe_reads_paths_and_flags_of_files(tmp_path):
     p.close()
 
 
+@linux
+def test_gil_deadline_read_after_the_wait_decides_nothing():
+    """A timed futex wait is the GIL's when its deadline (read from the waiter's stack) is within the switch
+    interval.  The deadline can be read after the wait ended - the stack slot then holds another call's data
+    (seen under load in zoo_gil.py: a 'deadline' 113,296 s away, or 0).  Such a read decides nothing and is
+    not cached for the futex address (it was: every later GIL wait on the address then read as a lock wait,
+    and lock_wait stood beside gil_contention).  A read is stale when the thread's syscall line changed
+    meanwhile or the timespec is no valid deadline."""
+    import ctypes
+    p = B.Probe(lambda e: None, lambda co: True)
+    if p._mem_fd() < 0:
+        pytest.skip("/proc/self/mem not readable")
+    nr = next(n for n, nm in p.table.items() if nm == "futex")
+    ts = (ctypes.c_int64 * 2)()
+    now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+    def put(ns):
+        ts[0], ts[1] = divmod(ns, 1_000_000_000)
+    op = 0x89                                      # FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG: absolute, monotonic
+    line = f"{nr} 0x7f00 {op:#x} 0x0 {ctypes.addressof(ts):#x} 0x0 0xffffffff 0x7ffd 0x7f01".encode()
+    reads = []
+    p._read = lambda tid: reads.pop(0) if reads else line
+    try:
+        # the waiter left the call while its deadline was read (a valid-looking long one): undecided, uncached
+        put(now + 113_296 * 10**9)
+        reads[:] = [line, line.replace(b"0x7f00", b"0x7f08")]
+        assert p.label(1, None) == (None, None)
+        assert 0x7f00 not in p._futex_gil
+        # the same line read twice but no deadline (a stale slot of zeros, or tv_nsec out of range): undecided
+        ts[0], ts[1] = 0, 0
+        assert p._gil_futex(1, line, 0x7f00, op, ctypes.addressof(ts)) is None
+        ts[0], ts[1] = 5, 2_000_000_000
+        assert p._gil_futex(1, line, 0x7f00, op, ctypes.addressof(ts)) is None
+        assert 0x7f00 not in p._futex_gil
+        # the next, consistent read: 3 ms away, the GIL's; decided once for the address
+        put(time.clock_gettime_ns(time.CLOCK_MONOTONIC) + 3_000_000)
+        name, det = p.label(1, None)
+        assert name == "futex" and p._gil and p._futex_gil[0x7f00] is True
+        # a lock wait with its own deadline (10 s) on another address: a lock, and so decided
+        line2 = line.replace(b"0x7f00", b"0x7e00")
+        p._read = lambda tid: line2
+        put(time.clock_gettime_ns(time.CLOCK_MONOTONIC) + 10 * 10**9)
+        import json
+        name, det = p.label(2, None)
+        assert name == "futex" and not p._gil and "short_timeout" not in json.loads(det or "{}")
+        assert p._futex_gil[0x7e00] is False
+    finally:
+        p.close()
+
+
 def test_findings_render_escaped():
     """A hostile file path and frame reach the markdown and HTML reports escaped."""
     from inferscope.report.html import build_html

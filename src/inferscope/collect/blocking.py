@@ -107,6 +107,8 @@ POLL_CALLS = frozenset(("poll", "ppoll", "select", "pselect6", "epoll_wait", "ep
 AT_FDCWD = -100
 # a futex deadline this close (beyond the switch interval) or past marks a GIL wait (_short_timeout)
 SHORT_TIMEOUT_SLACK_NS = 2_000_000
+# ... and one this far past is none: the slot was read after the wait (a stale stack slot, e.g. 0)
+STALE_DEADLINE_NS = 1_000_000_000
 # an fd's file (fdinfo: flags, mount, inode) is looked up again after this long: a loop of reads on one
 # fd costs one lookup per period, not one per tick; a closed and reused fd number is seen after it
 FD_RECHECK_NS = 50_000_000
@@ -329,25 +331,36 @@ class Probe:
             return None
         return sum(int.from_bytes(b[16 * i + 8:16 * i + 16], sys.byteorder) for i in range(n))
 
-    def _gil_futex(self, uaddr: int, op: int, addr: int) -> bool:
+    def _gil_futex(self, tid: int, raw: bytes, uaddr: int, op: int, addr: int) -> bool | None:
         """A timed futex wait is the GIL's when its deadline is short (_short_timeout); decided once per
         futex address (the GIL's condition variable has a fixed address; reading the deadline from
         /proc/self/mem costs ~50-70 us of kernel CPU under GIL contention, which the sampler's GIL
-        budget turned into a 40 % lower tick rate)."""
+        budget turned into a 40 % lower tick rate).  None: undecided, nothing cached - the deadline was
+        read after the wait had ended (the thread's syscall line changed meanwhile) or is no deadline at
+        all; the slot is on the waiter's stack, and a GIL wait that had ended when it was read gave another
+        call's data there (a 'deadline' 113,296 s away, or 0): that one read, cached for the address,
+        named every later GIL wait on it a lock wait - lock_wait beside gil_contention in zoo_gil.py beside a
+        CPU hog, 4 runs of 45; the syscall line had changed at the first read of the GIL's address in 10 runs of
+        15)."""
         k = self._futex_gil.get(uaddr)
         if k is None:
             k = self._short_timeout(op, addr)
+            if k is None or self._read(tid) != raw:
+                return None
             if len(self._futex_gil) > 4096:
                 self._futex_gil.clear()
             self._futex_gil[uaddr] = k
         return k
 
-    def _short_timeout(self, op: int, addr: int) -> bool:
+    def _short_timeout(self, op: int, addr: int) -> bool | None:
         """A futex wait whose deadline is at most the GIL switch interval (+ SHORT_TIMEOUT_SLACK_NS) away,
-        or already past: CPython's GIL wait (take_gil waits on its condition for one switch interval at a
-        time, 5 ms); a Lock/Condition/queue wait with a timeout has its own, usually longer, deadline.
-        FUTEX_WAIT (op 0) takes a relative timeout, FUTEX_WAIT_BITSET (9) an absolute one on
-        CLOCK_MONOTONIC, or CLOCK_REALTIME with FUTEX_CLOCK_REALTIME (256)."""
+        or already past (by at most STALE_DEADLINE_NS: a waiter that timed out and waits for a CPU): CPython's
+        GIL wait (take_gil waits on its condition for one switch interval at a time, 5 ms); a
+        Lock/Condition/queue wait with a timeout has its own, usually longer, deadline.  FUTEX_WAIT (op 0)
+        takes a relative timeout, FUTEX_WAIT_BITSET (9) an absolute one on CLOCK_MONOTONIC, or
+        CLOCK_REALTIME with FUTEX_CLOCK_REALTIME (256).  False where our memory cannot be read (a lock, as
+        before).  None: no valid timespec there (tv_nsec outside [0, 1e9), a negative relative timeout, a
+        deadline further past): not the deadline of a wait in progress."""
         if self._mem_fd() < 0:
             return False
         try:
@@ -356,8 +369,11 @@ class Probe:
             return False
         if len(b) < 16:
             return False
-        v = int.from_bytes(b[:8], sys.byteorder, signed=True) * 1_000_000_000 + int.from_bytes(b[8:], sys.byteorder,
-                                                                                             signed=True)
+        sec = int.from_bytes(b[:8], sys.byteorder, signed=True)
+        nsec = int.from_bytes(b[8:], sys.byteorder, signed=True)
+        if not 0 <= nsec < 1_000_000_000 or sec < 0:
+            return None
+        v = sec * 1_000_000_000 + nsec
         cmd = op & 0x7f
         if cmd == 0:
             rem = v
@@ -365,6 +381,8 @@ class Probe:
             rem = v - time.clock_gettime_ns(time.CLOCK_REALTIME if op & 256 else time.CLOCK_MONOTONIC)
         else:
             return False
+        if rem < -STALE_DEADLINE_NS:
+            return None
         return rem <= sys.getswitchinterval() * 1e9 + SHORT_TIMEOUT_SLACK_NS
 
     def _mem_fd(self) -> int:
@@ -441,7 +459,14 @@ class Probe:
                     info["path"] = p
             if name == "futex" and len(args) > 3:
                 info["timed"] = args[3] != 0
-                if args[3] and self._gil_futex(args[0], args[1], args[3]):
+                gil = self._gil_futex(tid, raw, args[0], args[1], args[3]) if args[3] else False
+                if gil is None:
+                    # the wait ended while its deadline was read: no label this tick (the one in
+                    # force stays; the next tick reads the thread again)
+                    self._last.pop(tid, None)
+                    self._hit = False
+                    return None, None
+                if gil:
                     info["short_timeout"] = True
                     self._gil = True
                 elif not args[3] and args[1] & 0x7f == 0:
