@@ -51,3 +51,29 @@ def test_gil_overlap_exact_without_a_sampler_rate():
     g = gil_wait(t, 0, 200 * MS, crit)
     # exact intersection of the blocks: [5, 8) ms of each interval
     assert g["waiting_while_python_ms"] == 30.0 and g["bin_ms"] is None, g
+
+
+def test_culprit_function_counts_every_thread_not_one_stretched_tick():
+    """A starved sampler can stretch one tick's function over a long on-CPU span of one thread (zoo_gil:
+    206 ms of a spinner labelled with its start-up helper `cpu_mark`, outweighing its loop there).  The
+    culprit is the function with the most overlap over all the other threads: here `spin` (3 threads x
+    60 ms) against `setup` (one 90 ms span); per thread, thread 2's own top stays `setup`."""
+    b = TraceBuilder()
+    main = b.track(TrackKind.CPU_THREAD, pid=1, tid=1, name="main")
+    th = [b.track(TrackKind.CPU_THREAD, pid=1, tid=t, name=f"worker{t}") for t in (2, 3, 4)]
+    uc, wt = b.strings.intern("user_code"), b.strings.intern("waiting")
+    spin, setup = b.strings.intern("app.py:spin:10"), b.strings.intern("app.py:setup:3")
+    b.add_spans(start_ns=[0], end_ns=[200 * MS], track=main, kind=SpanKind.CPU_SAMPLE, name=[wt])
+    b.add_spans(start_ns=[0, 100 * MS], end_ns=[90 * MS, 160 * MS], track=th[0], kind=SpanKind.CPU_SAMPLE,
+                name=[uc, uc], detail=[setup, spin])
+    for tr in th[1:]:
+        b.add_spans(start_ns=[20 * MS], end_ns=[80 * MS], track=tr, kind=SpanKind.CPU_SAMPLE, name=[uc], detail=[spin])
+    t = b.finalize()
+    crit = np.zeros(len(t.tracks), dtype=bool)
+    crit[main] = True
+    g = gil_wait(t, 0, 200 * MS, crit)
+    top = g["functions"][0]
+    assert (top["function"], top["overlap_ms"], top["threads"]) == ("spin", 180.0, 3), g["functions"]
+    assert (g["functions"][1]["function"], g["functions"][1]["overlap_ms"]) == ("setup", 90.0)
+    own = {r["thread"].split()[0]: r["function"] for r in g["threads"]}
+    assert own["worker2"] == "setup" and own["worker3"] == own["worker4"] == "spin", own

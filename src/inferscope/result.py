@@ -615,6 +615,14 @@ class GilThread(_S):
     file: Optional[str]
 
 
+class GilFunction(_S):
+    function: str                  # a function of the other threads' Python
+    file: str
+    thread: str                    # the thread where it overlapped the waits most
+    overlap_ms: float              # its sampled time inside the critical thread's off-CPU time, all threads
+    threads: int                   # threads it ran on there
+
+
 class GilWait(_S):
     critical_waiting_ms: float
     waiting_while_python_ms: float  # upper bound of the critical thread's GIL wait
@@ -623,6 +631,7 @@ class GilWait(_S):
     python_threads: int
     threads: list[GilThread]
     basis: str
+    functions: list[GilFunction] = []   # by function over all the other threads, largest first (the culprit)
     bin_ms: Optional[float] = None  # waiting and Python matched per bin of this width (live: two sampler ticks)
 
 

@@ -260,15 +260,21 @@ def gil_contention(res: dict, found: dict) -> dict | None:
                                        waiting_ms="critical_waiting_ms", pct_of_waiting=("pct_of_waiting", 2),
                                        python_threads="python_threads")
     e.cite("gil_wait_pct", "contention.gil.pct_of_window", 2)
-    top = g["threads"][0]
-    e.cite_all("contention.gil.threads[0]", culprit_thread="thread", culprit="function", culprit_ms="overlap_ms")
+    if g.get("functions"):    # the function over all the other threads (a thread's own top can be one stretched tick)
+        top = g["functions"][0]
+        e.cite_all("contention.gil.functions[0]", culprit_thread="thread", culprit="function", culprit_ms="overlap_ms")
+    else:
+        top = g["threads"][0]
+        e.cite_all("contention.gil.threads[0]", culprit_thread="thread", culprit="function", culprit_ms="overlap_ms")
     where = f" ({top['file']})" if top.get("file") else ""
     txt = [f"The inference thread was off-CPU for {wait_ms:,.1f} ms of the window; for {ms:,.1f} ms of it ({pct:.1f}% of the "
            f"window, {share:.0f}% of its waiting) another thread of the process was running Python. CPython runs one thread's "
            "Python at a time: the inference thread was waiting either for the GIL or for what those threads produce (a queue, "
            "a lock); either way their Python cannot run in parallel with it or with each other.",
-           f"Culprit: {top['function'] or '?'}{where} on {top['thread']}: {top['overlap_ms']:,.1f} ms while the inference thread "
-           f"waited ({n} other Python thread(s) in all; table: contention.gil.threads)."]
+           f"Culprit: {top['function'] or '?'}{where} (most on {top['thread']}"
+           + (f", on {top['threads']} threads in all" if top.get("threads", 1) > 1 else "")
+           + f"): {top['overlap_ms']:,.1f} ms while the inference thread "
+           f"waited ({n} other Python thread(s) in all; tables: contention.gil.functions, contention.gil.threads)."]
     return e.finding(
         "gil_contention", "medium" if pct >= T.GIL_WAIT_MEDIUM_PCT else "low",
         "The inference thread waits while other threads of its process run Python (GIL)", txt,
