@@ -93,6 +93,7 @@ VARIANTS = {   # name -> (bench_overhead mode, extra environment for the infersc
     "inferscope-apiall": ("inferscope", {"INFERSCOPE_CUPTI_API": "all"}),      # CUPTI with every CUDA API call recorded
     "inferscope-kernelonly": ("inferscope", {"INFERSCOPE_CUPTI_API": "none"}),  # CUPTI GPU records, no API records
     "inferscope-noprof": ("inferscope", {"INFERSCOPE_TORCH_PROFILER": "off", "INFERSCOPE_CUPTI": "0"}),  # no GPU source
+    "inferscope-nosampler": ("inferscope", {"INFERSCOPE_CPU_SAMPLING_FREQUENCY_HZ": "0"}),  # CUPTI without the CPU sampler
     "torchprof-cuda": ("torchprof-cuda", {}),          # plain torch.profiler, CPU + CUDA activities
     "torchprof-cudaonly": ("torchprof-cudaonly", {}),  # plain torch.profiler, CUDA activities only
 }

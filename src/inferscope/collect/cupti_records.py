@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import operator
 import re
+import time
 
 import numpy as np
 
@@ -77,15 +78,23 @@ class RecordSink:
         self.mode: dict[int, object] = {}      # kind -> (dtype, packed dtype) or False (attribute path)
         self.names: dict[int, str] = {0: ""}   # kernel name pointer -> text
         self.fast_records = 0
+        self.steps_ns = {"list": 0, "kinds": 0, "gather": 0, "attributes": 0}   # callback CPU by step
 
     def add(self, acts, room: int) -> int:
         """Keep up to ``room`` records of the wanted kinds from one buffer; returns how many wanted
         records the buffer had (kept + dropped)."""
+        clk = time.thread_time_ns
+        c0 = clk()
         acts = acts if isinstance(acts, list) else list(acts)
+        c1 = clk()
         kinds = np.fromiter((a.kind for a in acts), np.int64, len(acts))
         wanted = np.flatnonzero(np.isin(kinds, np.fromiter(self.kinds, np.int64)))
         keep = wanted[:max(0, room)]
+        st = self.steps_ns
+        st["list"] += c1 - c0
+        st["kinds"] += clk() - c1
         for k in np.unique(kinds[keep]).tolist():
+            c0 = clk()
             idx = keep[kinds[keep] == k]
             which = self.kinds[k]
             mode = self.mode.get(k)
@@ -94,10 +103,12 @@ class RecordSink:
             if mode is False:
                 g, rows = self.get[which], self.slow[which]
                 rows.extend(g(acts[i]) for i in idx.tolist())
+                st["attributes"] += clk() - c0
                 continue
             ptrs = np.fromiter((acts[i].ptr for i in idx.tolist()), np.uint64, len(idx))
             self._keep(which, gather(ptrs, mode[0]), mode[1])
             self.fast_records += len(idx)
+            st["gather"] += clk() - c0
         return len(wanted)
 
     def _probe(self, obj, which: str):

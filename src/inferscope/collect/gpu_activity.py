@@ -114,6 +114,7 @@ class CuptiCollector:
         self.dropped = 0
         self.buffers = 0
         self.callback_cpu_ns = 0
+        self.first_callback_ns = 0
         self.flush_ms = 0.0
         self.clock_start: list = []
         self.clock_stop: list = []
@@ -219,7 +220,10 @@ class CuptiCollector:
             self.records += kept
             self.dropped += n - kept
             self.buffers += 1
-        self.callback_cpu_ns += time.thread_time_ns() - c0
+        dt = time.thread_time_ns() - c0
+        self.callback_cpu_ns += dt
+        if self.buffers == 1:
+            self.first_callback_ns = dt
 
     # ----------------------------------------------------------------- stop
     def stop(self) -> None:
@@ -296,6 +300,8 @@ class CuptiCollector:
                 "records_gathered": self.sink.fast_records,
                 "api_functions": self.api_functions,
                 "callback_cpu_ms": round(self.callback_cpu_ns / 1e6, 3), "flush_ms": round(self.flush_ms, 3),
+                "first_callback_ms": round(self.first_callback_ns / 1e6, 3),
+                "callback_steps_ms": " ".join(f"{k} {v / 1e6:.1f}" for k, v in self.sink.steps_ns.items()),
                 "activity_kinds": list(self.enabled)}
 
     def dump(self, path: str) -> None:
