@@ -14,19 +14,31 @@ def launchers_for(trace: Trace, idx: np.ndarray) -> np.ndarray:
     out = np.full(len(idx), -1, dtype=np.int64)
     if not len(f) or not len(idx):
         return out
-    m = f.kind == FlowKind.LAUNCH
-    dst = f.dst[m]
-    src = f.src[m]
-    if len(dst) > 1 and not bool(np.all(dst[1:] >= dst[:-1])):
-        o = np.argsort(dst, kind="stable")
-        dst = dst[o]
-        src = src[o]
-        del o
+    dst, src = _launch_links(trace)
     pos = np.searchsorted(dst, idx)
     ok = pos < len(dst)
     ok[ok] = dst[pos[ok]] == idx[ok]
     out[ok] = src[pos[ok]]
     return out
+
+
+def _launch_links(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """(dst, src) of the LAUNCH flows sorted by dst (stable), made once per trace: the analyses ask
+    for launchers ~10 times (a Trace is immutable once built; cached like classify._memo)."""
+    f = trace.flows
+    cache = trace.__dict__.setdefault("_mask_cache", {})
+    v = cache.get("launch_links")
+    if v is None or v[2] != len(f):
+        m = f.kind == FlowKind.LAUNCH
+        dst = f.dst[m]
+        src = f.src[m]
+        if len(dst) > 1 and not bool(np.all(dst[1:] >= dst[:-1])):
+            o = np.argsort(dst, kind="stable")
+            dst = dst[o]
+            src = src[o]
+            del o
+        v = cache["launch_links"] = (dst, src, len(f))
+    return v[0], v[1]
 
 
 def ancestors_of_kind(trace: Trace, idx: np.ndarray, kind: int, max_depth: int = 64) -> np.ndarray:

@@ -40,15 +40,22 @@ def _build(cols: _Cols, top, warnings: list, name: str, data: bytes | None) -> T
 
     # ---- timestamps -> exact int64 ns ---------------------------------------------------
     has_ts = ~np.isnan(ts_f)
+    all_ts = bool(has_ts.all())    # then no zeroed column and masked copies (issue 26)
     ts_types = cols.ts_types
     if float not in ts_types and ts_types <= {int, type(None)} and has_ts.any() \
-            and float(np.abs(ts_f[has_ts]).max()) < 9.2e15:
+            and _abs_max(ts_f if all_ts else ts_f[has_ts]) < 9.2e15:
         # every ts is written as an integer (epoch-us clocks of older Kineto): exact as is
-        ts_ns = np.zeros(n, dtype=np.int64)
         if all(x is not None for x in cols.parts["ts_x"]):   # streamed: each batch's exact ns, kept by add()
-            ts_ns[has_ts] = cols.pop("ts_x")
+            x = cols.pop("ts_x")
         else:
-            ts_ns[has_ts] = cols.pop("ts_i")[has_ts] * 1000
+            x = cols.pop("ts_i")
+            x = (x if all_ts else x[has_ts]) * 1000
+        if all_ts:
+            ts_ns = x
+        else:
+            ts_ns = np.zeros(n, dtype=np.int64)
+            ts_ns[has_ts] = x
+        del x
     else:
         ts_ns = _timestamps_ns(data, ts_f, has_ts, warnings, cols)
     del data, ts_f
@@ -244,6 +251,11 @@ def _shape_details(b: TraceBuilder, skind: np.ndarray, scode: np.ndarray, shapes
             pass
     out[sel] = lut[inv.reshape(-1)]
     return out
+
+
+def _abs_max(x: np.ndarray) -> float:
+    """``float(np.abs(x).max())`` of a non-empty float array without NaN, without the temporary."""
+    return max(float(x.max()), -float(x.min()))
 
 
 def _code_mask(codes: np.ndarray, uniq: list, wanted: set) -> np.ndarray:

@@ -137,7 +137,7 @@ class _Cols:
         self.n = 0
         self.nread = 0            # (inflated) bytes the streamed decode read
         self.d = {k: {} for k in ("ph", "cat", "name", "pid", "tid")}
-        self.parts: dict[str, list] = {k: [] for k in ("ph", "cat", "name", "pid", "tid", "ts_f", "ts_i", "dur_f",
+        self.parts: dict[str, list] = {k: [] for k in ("row", "ts_f", "ts_i", "dur_f",
                                                         "corr", "ext", "device", "stream", "bytes", "ts_x",
                                                         "shape")}
         self.ts_types: set = set()
@@ -147,57 +147,71 @@ class _Cols:
         self.shapes: dict = {}    # distinct record_shapes details (bytes) -> code in the "shape" column
         self.margs: dict = {}     # event index -> args (M / i / I events)
         self.ids: dict = {}       # event index -> id (flow events)
-
-    @staticmethod
-    def _codes(d: dict, values: list) -> np.ndarray:
-        for v in dict.fromkeys(values):
-            if v not in d:
-                d[v] = len(d)
-        return np.fromiter(map(d.__getitem__, values), dtype=np.int32, count=len(values))
+        self._rows: dict = {}     # distinct (ph, cat, name, pid, tid) -> row of _row_codes
+        self._row_codes = [np.zeros(0, np.int32) for _ in self._KEYS]   # per field: its code in each row
+        self._row_flags = np.zeros((4, 0), dtype=bool)   # per row: GPU side, CPU op, args kept, fwdbwd flow
+        self._shape_keys: dict = {}   # distinct record_shapes keys (_shape_codes) -> code in self.shapes or -1
 
     _KEYS = ("ph", "cat", "name", "pid", "tid")
 
-    def _key_codes(self, events: list) -> list:
-        """Codes of ph, cat, name, pid, tid (``_codes`` of each field): one factorisation of the
-        (ph, cat, name, pid, tid) tuples, then each field's codes from the few distinct tuples. A
-        field value is first seen in the first distinct tuple holding it, so every field's dict
-        fills in the same first-seen order (and merges the same Python-equal values) as per field."""
+    def _key_rows(self, events: list, raw) -> np.ndarray:
+        """Row of each event's (ph, cat, name, pid, tid) in ``_row_codes`` (its code in each field's dict,
+        first-seen order) and the per-row flags ``add`` reads.  One factorisation of the tuples;
+        a field value is first seen in the first distinct tuple holding it, so every field's dict fills
+        in the same first-seen order (and merges the same Python-equal values) as per field.  Tuples of
+        earlier batches keep their row: only the new ones are looked at in Python."""
         cd: dict = {}
         codes = _first_seen_codes(cd, map(_KEY5, events), len(events))
-        out = []
-        for j, k in enumerate(self._KEYS):
-            d = self.d[k]
-            lut = np.empty(len(cd), dtype=np.int32)
-            for ci, c in enumerate(cd):
-                v = c[j]
-                if v not in d:
-                    d[v] = len(d)
-                lut[ci] = d[v]
-            out.append(lut[codes])
-        return out
+        g = self._rows
+        new = [c for c in cd if c not in g]
+        if new:
+            for c in new:
+                g[c] = len(g)
+            rows = self._row_codes
+            for j, k in enumerate(self._KEYS):
+                d = self.d[k]
+                add = []
+                for c in new:
+                    v = c[j]
+                    if v not in d:
+                        d[v] = len(d)
+                    add.append(d[v])
+                rows[j] = np.concatenate([rows[j], np.array(add, dtype=np.int32)])
+            # pid / tid keep each event's original value (a track name may show it): float ids, which
+            # would merge with equal ints in the factorisation, are left to the whole-file decode
+            for k in ("pid", "tid"):
+                if float in set(map(type, self.d[k])) and raw is not None:
+                    raise _Fallback
+            ph, cat = [c[0] for c in new], [c[1] for c in new]
+            ckey = [c.strip().lower().replace(" ", "_") if isinstance(c, str) else "" for c in cat]
+            side_kind = [_CAT_KIND.get(c, (None, 0)) for c in ckey]
+            flags = np.array([[side == _GPU for _k, side in side_kind],         # device, stream, bytes, args.kind
+                              [k == SpanKind.CPU_OP for k, _side in side_kind],  # record_shapes details
+                              [v in self._KEEP_ARGS for v in ph],                 # args kept (M / i / I)
+                              [v in self._FLOW_PH and isinstance(c, str) and k in _FLOW_FWDBWD_CATS
+                               for v, c, k in zip(ph, cat, ckey)]], dtype=bool)  # fwdbwd flow ids
+            self._row_flags = np.concatenate([self._row_flags, flags], axis=1)
+        return np.fromiter(map(g.__getitem__, cd), dtype=np.int32, count=len(cd))[codes]
 
     def _shape_codes(self, al: list, ops: np.ndarray) -> np.ndarray:
         """Code of each event's record_shapes detail in ``self.shapes`` (-1: none); ``ops``: the CPU-op
         events (the only ones whose details are read). The (dims, types, concrete) triples are factorised
         in C-level passes; the detail text is built once per distinct triple, in first-seen order."""
         shape = np.full(len(al), -1, np.int32)
-        oa = list(map(al.__getitem__, ops.tolist()))
-        if not any(map(_GET["input_dims"], oa)):    # no record_shapes (empty Raw = missing key)
+        ops_l = ops.tolist()
+        if not any(map(_GET["input_dims"], map(al.__getitem__, ops_l))):   # no record_shapes (empty Raw = missing key)
             return shape
         # one key per op: the three raw texts joined by \x01, which valid JSON text never holds (a control
         # character must be escaped inside a string), so distinct triples keep distinct keys; one
         # buffer-protocol join instead of three bytes() copies and a tuple
         kc: dict = {}
-        codes = _first_seen_codes(kc, map(b"\x01".join, map(_SHAPE3, oa)), len(oa))
-        del oa
-        sd = self.shapes
-        lut = np.full(len(kc), -1, np.int32)
-        for j, key in enumerate(kc):
+        codes = _first_seen_codes(kc, map(b"\x01".join, map(_SHAPE3, map(al.__getitem__, ops_l))), len(ops_l))
+        sd, gs = self.shapes, self._shape_keys
+        for key in [k for k in kc if k not in gs]:    # keys of earlier batches keep their code
             d, t, c = key.split(b"\x01")
-            if d and d != b"null":
-                lut[j] = sd.setdefault(b'{"dims":' + d + b',"types":' + (t or b"null")
-                                       + b',"concrete":' + (c or b"null") + b"}", len(sd))
-        shape[ops] = lut[codes]
+            gs[key] = sd.setdefault(b'{"dims":' + d + b',"types":' + (t or b"null") + b',"concrete":'
+                                    + (c or b"null") + b"}", len(sd)) if d and d != b"null" else -1
+        shape[ops] = np.fromiter(map(gs.__getitem__, kc), dtype=np.int32, count=len(kc))[codes]
         return shape
 
     def exact_ok(self) -> bool:
@@ -207,17 +221,21 @@ class _Cols:
         n0, n = self.n, len(events)
         if not n:
             return
-        P, D = self.parts, self.d
-        for k, codes in zip(self._KEYS, self._key_codes(events)):
-            P[k].append(codes)
-        # pid / tid keep each event's original value (a track name may show it): float ids, which
-        # would merge with equal ints in the factorisation, are left to the whole-file decode
-        for k in ("pid", "tid"):
-            if float in set(map(type, D[k])) and raw is not None:
-                raise _Fallback
+        P = self.parts
+        row = self._key_rows(events, raw)
+        P["row"].append(row)
+        is_gpu, is_op, keep_args, fwdbwd = self._row_flags[:, row]
         # C-level passes (map + attrgetter + fromiter: the values np.array would make of the lists)
         ts_l = list(map(_GET["ts"], events))
-        ts_f = np.fromiter(ts_l, dtype=np.float64, count=n)  # None -> nan
+        # one conversion that also tells the types (None makes an object array): int64 = every ts an
+        # int, float64 = ints and floats (an int too big for int64 is out of range: insane below)
+        ts_a = np.array(ts_l)
+        if ts_a.dtype == np.int64:
+            types, ts_f = {int}, ts_a.astype(np.float64)    # the floats fromiter would make of the ints
+        elif ts_a.dtype == np.float64:
+            types, ts_f, ts_a = {float}, ts_a, None
+        else:
+            types, ts_f, ts_a = None, np.fromiter(ts_l, dtype=np.float64, count=n), None  # None -> nan
         dur_f = np.fromiter(map(_GET["dur"], events), dtype=np.float64, count=n)
         # Times beyond these cannot be real and would overflow int64 nanoseconds downstream:
         # |ts| < 4e15 us (year ~2096 on an epoch clock), 0 <= dur < 1e12 us (11.6 days).
@@ -227,10 +245,12 @@ class _Cols:
             ts_f[insane] = np.nan
             for i in np.flatnonzero(insane).tolist():
                 ts_l[i] = None
-        types = set(map(type, ts_l))
+            types = ts_a = None
+        if types is None:
+            types = set(map(type, ts_l))
         self.ts_types |= types
         if types <= {int}:
-            P["ts_i"].append(np.array(ts_l, dtype=np.int64))
+            P["ts_i"].append(ts_a if ts_a is not None else np.array(ts_l, dtype=np.int64))
         elif types <= {int, type(None)}:
             P["ts_i"].append(np.array([0 if t is None else t for t in ts_l], dtype=np.int64))
         else:
@@ -241,7 +261,7 @@ class _Cols:
         x = None
         if raw is not None and has.any():
             if float not in types:
-                x = P["ts_i"][-1][has] * 1000
+                x = P["ts_i"][-1] * 1000 if len(has) == int(np.count_nonzero(has)) else P["ts_i"][-1][has] * 1000
                 P["ts_i"][-1] = None   # x holds the same times (one copy less of the biggest column)
             elif np.isfinite(ts_f[has]).all() and float(np.abs(ts_f[has]).max()) >= _FAST_TS_LIMIT:
                 x = _ts_from_text(raw, ts_f[has])
@@ -253,10 +273,8 @@ class _Cols:
         al = [a or _A0 for a in args_l] if None in args_l else args_l
         for k, f in (("corr", "correlation"), ("ext", "ext_id")):
             P[k].append(_int_col_of(al, _GET[f], n))
-        cat_kind = [_CAT_KIND.get(c.strip().lower().replace(" ", "_") if isinstance(c, str) else "", (None, 0))
-                    for c in D["cat"]]
         # device, stream, bytes and args.kind are read for GPU-side spans only (_build): -1 / absent elsewhere
-        gpu = np.flatnonzero(np.array([side == _GPU for _k, side in cat_kind], dtype=bool)[P["cat"][-1]])
+        gpu = np.flatnonzero(is_gpu)
         ga = list(map(al.__getitem__, gpu.tolist())) if len(gpu) < n else al
         for k in ("device", "stream", "bytes"):
             col = _int_col_of(ga, _GET[k], len(ga))
@@ -270,19 +288,12 @@ class _Cols:
                 self.kind[n0 + int(gpu[j])] = kinds[j]
         del kinds, ga
         # record_shapes details are read for CPU_OP spans only (_shape_details): look at ops only
-        op_cat = np.array([k == SpanKind.CPU_OP for k, _side in cat_kind], dtype=bool)
-        P["shape"].append(self._shape_codes(al, np.flatnonzero(op_cat[P["cat"][-1]])))
-        ph_codes = P["ph"][-1]
-        lut = np.array([v in self._KEEP_ARGS for v in D["ph"]], dtype=bool)
-        for i in np.flatnonzero(lut[ph_codes]).tolist():
+        P["shape"].append(self._shape_codes(al, np.flatnonzero(is_op)))
+        for i in np.flatnonzero(keep_args).tolist():
             self.margs[n0 + i] = args_l[i]
         # flow ids: only fwdbwd flows are paired by id (launch flows use the correlation)
-        fl = np.array([v in self._FLOW_PH for v in D["ph"]], dtype=bool)[ph_codes]
-        if fl.any():
-            cl = np.array([isinstance(c, str) and c.strip().lower().replace(" ", "_") in _FLOW_FWDBWD_CATS
-                           for c in D["cat"]], dtype=bool)[P["cat"][-1]]
-            for i in np.flatnonzero(fl & cl).tolist():
-                self.ids[n0 + i] = events[i].id
+        for i in np.flatnonzero(fwdbwd).tolist():
+            self.ids[n0 + i] = events[i].id
         self.n += n
 
     def col(self, k: str) -> np.ndarray:
@@ -292,7 +303,13 @@ class _Cols:
         return out
 
     def pop(self, k: str) -> np.ndarray:
-        """The whole column, released from ``self`` (peak memory: _build drops each column once used)."""
+        """The whole column, released from ``self`` (peak memory: _build drops each column once used).
+        ph, cat, name, pid, tid: gathered from the one row column (freed with tid, the last one read)."""
+        if k in self._KEYS:
+            out = self._row_codes[self._KEYS.index(k)][self.col("row")]
+            if k == "tid":
+                self.parts["row"] = []
+            return out
         out = self.col(k)
         self.parts[k] = []
         return out

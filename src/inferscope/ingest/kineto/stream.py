@@ -9,8 +9,12 @@ import msgspec
 from .decode import _Fallback, _LIST_DEC, _TOP_DEC
 from .timestamps import _TS_RE
 
-# Streaming decode: traceEvents is cut into batches of about this many bytes.
-STREAM_BATCH_BYTES = 16 << 20
+# Streaming decode: traceEvents is cut into batches of about this many bytes.  Small enough that a
+# batch's Structs (~2x its bytes) stay in the CPU caches while ``_Cols.add`` makes its ~15 passes over
+# them: 1 MB batches load a 2M-event trace in ~25 % less time than 16 MB ones (issue 26).
+STREAM_BATCH_BYTES = 1 << 20
+# one event (no cut found) may grow the buffer to this much before the whole-file decode takes over
+_LONG_EVENT_BYTES = 4 * (16 << 20) + (64 << 20)
 _STREAM_TRIES = 8                  # candidate cuts tried per batch before giving up (-> whole-file decode)
 _STREAM_PREFIX_MAX = 64 << 20      # top-level content before traceEvents kept at most
 _CUT_RE = re.compile(rb"\s*,\s*\{")
@@ -105,7 +109,7 @@ def stream_decode(chunks, batch_bytes: int, cols, progress):
         else:
             raise _Fallback
         if k < 0:
-            if n - 1 > 4 * batch_bytes + (64 << 20):
+            if n - 1 > max(4 * batch_bytes + (64 << 20), _LONG_EVENT_BYTES):
                 raise _Fallback  # one huge event (or no cut at all): let the whole decode judge it
             if not more():
                 continue

@@ -10,6 +10,9 @@ from .columns import _int_col
 from .decode import _Args
 
 
+_unique_values = getattr(np, "unique_values", np.unique)   # numpy >= 2.3: hashing, no sort of all rows
+
+
 def _metadata_names(is_M, name_codes, name_str, pid, tid, pid_named, args_l) -> dict:
     """{('p', pid): process_name, ('l', pid): labels, ('t', pid, tid): thread_name}."""
     out: dict = {}
@@ -35,9 +38,13 @@ def _assign_tracks(b: TraceBuilder, tkind, tpid, ttid, tdev, meta_names, pid_l, 
     # one mixed int64 key per row -> 1-D unique (much faster than unique(axis=0)); verified
     # column by column (no n x 4 copies: peak memory of big traces)
     mix = ((tpid * np.int64(1000003) + ttid) * np.int64(8191) + tdev) * np.int64(8) + tkind
-    _u, first, inv = np.unique(mix, return_index=True, return_inverse=True)
-    del mix, _u
-    inv = inv.reshape(-1)
+    # the few distinct keys sorted, each row's by searchsorted and each key's first row by minimum.at:
+    # fewer and smaller temporaries than np.unique's stable argsort of all rows (issue 26)
+    u = np.sort(_unique_values(mix))
+    inv = np.searchsorted(u, mix)
+    del mix
+    first = np.full(len(u), len(inv), dtype=np.int64)
+    np.minimum.at(first, inv, np.arange(len(inv), dtype=np.int64))
     if all(np.array_equal(c[first][inv], c) for c in cols4):
         uk = np.stack([c[first] for c in cols4], axis=1)
     else:  # hash collision (never seen): exact path
