@@ -148,10 +148,10 @@ PROFILER_COST_WARN_PCT = 10.0
 # interleaved pairs), i.e. 4.7-6.3 us per kernel launch; API records (one per launch) add little
 # (1.59 vs 1.53 without them).  On an H200 (2026-11-27, bench/cupti_cost.py, in-process): kernel
 # records alone +1.4-2.5 us per launch, the collector's full set +2.2-3.9 us, but the storm's loop
-# under `inferscope run` +7.9 us (sampler included): 5 us stays a middle value.  Used only for the
-# labelled estimate.
+# under `inferscope run` +7.9 us (sampler included): 5 us stays a middle value, the range spans both
+# hosts' measurements.  Used only for the labelled estimate.
 CUPTI_COST_PER_GPU_RECORD_US = 5.0
-CUPTI_COST_RANGE_US = (4.7, 6.3)
+CUPTI_COST_RANGE_US = (2.2, 7.9)
 
 # --- GPU counters (NVML): temperature, memory, utilisation ----------------------
 # Source: seed 002 (monitoring chapter, "Alert Configuration"): warning alerts at GPU utilisation

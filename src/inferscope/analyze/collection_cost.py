@@ -29,7 +29,7 @@ _SOURCES = {
     "CUPTI": ((SpanKind.KERNEL, SpanKind.MEMCPY, SpanKind.MEMSET), T.CUPTI_COST_PER_GPU_RECORD_US,
               T.CUPTI_COST_RANGE_US, "kernels, copies and memsets",
               "GPU activities CUPTI recorded in the window x the per-record cost of CUPTI tracing measured "
-              "on an H100 host (an estimate; the true cost depends on the host CPU and driver)"),
+              "on H100 and H200 hosts (an estimate; the true cost depends on the host CPU and driver)"),
 }
 
 

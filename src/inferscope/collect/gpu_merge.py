@@ -26,8 +26,8 @@ def merge_cupti(sess, b, n_own: int, meta: dict, warnings: list) -> int:
     meta["cupti_estimated_cost_ms"] = round(est_ms, 1)
     _overhead(sess, meta, sess.gpu_act.callback_cpu_ns, est_ms,
               "(CPU time of InferScope's sampler + housekeeping threads + CUPTI buffer callbacks + CUPTI tracing "
-              f"estimated as {n_gpu} GPU activity records x {T.CUPTI_COST_PER_GPU_RECORD_US:g} us, measured on an "
-              "H100 host) / CPU time of the whole process; an estimate: the per-record cost depends on the CPU and driver")
+              f"estimated as {n_gpu} GPU activity records x {T.CUPTI_COST_PER_GPU_RECORD_US:g} us, measured on "
+              "H100 and H200 hosts) / CPU time of the whole process; an estimate: the per-record cost depends on the CPU and driver")
     if sess.gpu_act.error:
         warnings.append(sess.gpu_act.error)
     return r["dropped"] + st["dropped_records"]
