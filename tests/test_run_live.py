@@ -285,3 +285,17 @@ def test_ops_flag_records_torch_ops(tmp_path):
     assert t.meta["collection"]["torch_profiler"] == "on", t.meta["collection"]["torch_profiler"]
     names = t.names(np.flatnonzero(t.spans.kind == SpanKind.CPU_OP))
     assert sum(n == "aten::tanh" for n in names) == 50, sorted(set(names))[:20]
+
+
+def test_collection_preloads_no_numeric_library_into_the_workload(tmp_path):
+    """InferScope's bootstrap must not import numpy/torch into the program before it runs: a program that
+    sets OPENBLAS_NUM_THREADS / OMP_NUM_THREADS before its own `import numpy` would get a BLAS pool sized
+    before that (OpenBLAS reads it once, at load).  When the CUPTI module imported numpy at start-up
+    (2026-11-27), zoo_mixed_culprit's 0.2 ms matmuls ran 2-threaded, spin-waiting beside a CPU hog: its numpy
+    phases took 5-12 s instead of 73 ms (CPU 2.5-2.9 s vs 72 ms)."""
+    r = run(tmp_path, "import sys, json\n"
+                      "print('PRELOADED', json.dumps(sorted(m for m in sys.modules\n"
+                      "      if m.split('.')[0] in ('numpy', 'torch', 'pandas', 'scipy'))))\n", fmt="json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    line = [ln for ln in r.stdout.splitlines() if ln.startswith("PRELOADED")]
+    assert line and json.loads(line[0].split(" ", 1)[1]) == [], (line, r.stderr[-1000:])

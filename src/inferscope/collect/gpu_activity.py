@@ -26,8 +26,6 @@ import re
 import threading
 import time
 
-import numpy as np
-
 # modules whose import means CUDA may be used without torch (torch: torchprof.TorchImportHook)
 # (CUPTI's start costs ~250 ms on an H100 host: numba only through numba.cuda; onnxruntime may run on CPU)
 CUDA_MODULES = ("cupy", "cuda.bindings", "cuda.core", "numba.cuda", "onnxruntime", "tensorrt", "pycuda")
@@ -252,7 +250,7 @@ class CuptiCollector:
         """API names once per distinct callback id (the ``_vNNNN`` suffix dropped, as Kineto does)."""
         dom = {"runtime": C.CallbackDomain.RUNTIME_API, "driver": C.CallbackDomain.DRIVER_API}
         for which in ("runtime", "driver"):
-            for cbid in np.unique(self.sink.columns(which, {})["cbid"]).tolist():
+            for cbid in sorted(set(self.sink.columns(which, {})["cbid"].tolist())):
                 try:
                     nm = str(C.get_callback_name(dom[which], int(cbid)))
                 except Exception:    # noqa: BLE001
