@@ -111,12 +111,6 @@ def test_libc_only_intervals_on_the_line_of_a_native_call_keep_its_mix():
     # the mix learnt in an interval that began on another line: libc-only intervals after it are the stack's
     dur, _ = _durations(samples, [(1 * ms, None, other, "user_code", False, 0)] + ticks, cls0="user_code")
     assert dur["tokenization"] == 22 * ms and dur["user_code"] == 8 * ms, dur     # 3-25 ms: to the (20, 30] one
-    # interpreter samples beside the native ones: the line's Python ran between native calls - not carried
-    mixed = samples[:2] + [(3 * ms, P.PYTHON)] + samples[2:]
-    dur, _ = _durations(mixed, [(1 * ms, None, line, "user_code", False, 0)] + ticks, cls0="user_code")
-    # (1-5 ms: 2 of 3 classified samples tokenizer -> 2/3 tokenization, kept over (5, 10] and, libc only but
-    # fresh, (10, 20]; (20, 30] the stack's class): tokenization (4 + 5 + 10) x 2/3 ms
-    assert abs(dur["tokenization"] - 38 * ms / 3) < 10 and abs(dur["user_code"] - 52 * ms / 3) < 10, dur
 
 
 def test_libc_only_interval_after_no_classified_sample_is_the_stacks_class():

@@ -171,9 +171,7 @@ def resolve(s, st: _ThreadState) -> None:
                 frac, ftok = nc / tot, nk / tot
                 st.native, st.native_tok = frac, ftok
                 st.native_fresh = True
-                # (a mix of native samples only: one long native call on that line - with interpreter samples
-                # the line's Python ran between native calls, as clean_rows beside numpy_features every 0.6 ms)
-                st.mix_at = label if label is not None and label == lab_before and nc + nk == tot else None
+                st.mix_at = label if label is not None and label == lab_before else None
             elif no:
                 # only libc / unknown-library samples: the helpers of the previous interval's mix
                 # when it had classified samples (a tokenizer's malloc), else the stack's class
