@@ -94,25 +94,6 @@ def test_interval_with_only_libc_samples_keeps_the_last_fractions():
     assert dur == {"tokenization": 20 * ms}          # not user code: no classified sample in (10, 20] ms
 
 
-def test_libc_only_intervals_on_the_line_of_a_native_call_keep_its_mix():
-    """`enc = tok.encode_batch(batch)`: the call (tokenizer samples, both ticks on that line), then the
-    previous batch freed in libc when `enc` rebinds (py-spy --native: tokenizers' drop_glue -> free),
-    libc-only intervals on the same line: tokenization, not user code.  On another line (a libc-only
-    interval after moving on) the stack's class holds, and a mix learnt across two lines (the interval
-    began elsewhere) is not carried."""
-    ms = 1_000_000
-    line, other = ("app.py:<module>", 33), ("app.py:<module>", 40)
-    samples = [(2 * ms, P.TOKENIZER), (4 * ms, P.TOKENIZER)] + [(k * ms + 3 * ms, P.OTHER) for k in (10, 20, 30, 40)]
-    ticks = [(5 * ms, None, line, "user_code", False, 0)] + [(k * ms, None, line, "user_code", False, 0) for k in (10, 20, 30)]
-    dur, _ = _durations(samples, [(1 * ms, None, line, "user_code", False, 0)] + ticks
-                        + [(40 * ms, None, other, "user_code", False, 0)], cls0="user_code")
-    # (class changes between ticks land at the midpoint: user code 0-3 ms, tokenization 3-35, user code 35-40)
-    assert dur["tokenization"] == 32 * ms and dur["user_code"] == 8 * ms, dur
-    # the mix learnt in an interval that began on another line: libc-only intervals after it are the stack's
-    dur, _ = _durations(samples, [(1 * ms, None, other, "user_code", False, 0)] + ticks, cls0="user_code")
-    assert dur["tokenization"] == 22 * ms and dur["user_code"] == 8 * ms, dur     # 3-25 ms: to the (20, 30] one
-
-
 def test_libc_only_interval_after_no_classified_sample_is_the_stacks_class():
     """hashlib (libcrypto: role OTHER) right after a phase decided without perf: user code, not the
     GIL heuristic's cpu_compute and not an old fraction (the bug a collect test caught: 596 ms of

@@ -37,7 +37,6 @@ def resolve(s, st: _ThreadState) -> None:
     for t, cls, label, fallback, gil_free, off, *more in pend:
         while i < n and samples[i][0] <= prev:
             i += 1
-        lab_before, st.prev_lab = st.prev_lab, label
         if cls is KEEP:
             cls = st.cls or CLS_FRAMEWORK     # (a pending KEEP always follows a decided tick)
         # the off-CPU part of the interval: first (off > 0) or last (off < 0); then the run-queue
@@ -171,7 +170,6 @@ def resolve(s, st: _ThreadState) -> None:
                 frac, ftok = nc / tot, nk / tot
                 st.native, st.native_tok = frac, ftok
                 st.native_fresh = True
-                st.mix_at = label if label is not None and label == lab_before else None
             elif no:
                 # only libc / unknown-library samples: the helpers of the previous interval's mix
                 # when it had classified samples (a tokenizer's malloc), else the stack's class
@@ -183,11 +181,6 @@ def resolve(s, st: _ThreadState) -> None:
                 if s._native_role() == TOKENIZER:
                     frac, ftok = 0.0, 1.0
                 elif st.native_fresh and st.native is not None:
-                    frac, ftok = st.native, st.native_tok
-                elif st.native is not None and label is not None and label == st.mix_at == lab_before:
-                    # still on the line whose mix was learnt within it (both ticks there): the same
-                    # statement's memory work - a Rust tokenizer's previous batch freed in libc when
-                    # `enc = tok.encode_batch(...)` rebinds (py-spy --native: drop_glue -> free)
                     frac, ftok = st.native, st.native_tok
                 else:
                     frac, ftok = 0.0, 0.0

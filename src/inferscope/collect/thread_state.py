@@ -131,7 +131,7 @@ def _switch_interval_s() -> float:
 class _ThreadState:
     __slots__ = ("clk", "cls", "cpu", "end", "label", "last_fb", "lines", "n", "native", "native_fresh", "native_tok", "pending",
                  "kblk", "kio", "kst", "perf", "pcpu", "pn", "prev_vol", "rq", "rq_at", "rq_t", "start", "t", "tid",
-                 "on_cls", "on_label", "mix_at", "prev_lab")
+                 "on_cls", "on_label")
 
     def __init__(self, tid, clk, cpu, t):
         self.tid = tid
@@ -155,8 +155,6 @@ class _ThreadState:
         self.native = None  # last perf verdict: fraction of IP samples in numeric libraries (role COMPUTE)
         self.native_tok = 0.0  # ... and in native tokenizers (role TOKENIZER)
         self.native_fresh = False  # the last perf-decided interval had classified (non-libc) samples
-        self.mix_at = None  # (function, line) where that mix was learnt, when the interval began and ended there
-        self.prev_lab = None  # (function, line) of the previous tick resolved
         # ticks waiting for the next perf drain: (t, cls | None (perf decides) | KEEP, label, fallback, gil_free)
         self.pending = []
         self.end = t        # end of the current run = time of the last tick applied
