@@ -163,3 +163,19 @@ def test_progress_reports_bytes_and_events(tmp_path):
         size_mb = f"{len(data) / 1e6:,.0f} MB"
         assert f"reading {name}" in out and f"/ {size_mb}{note} (100 %), 3,000 events" in out, out[-400:]
         assert out.endswith("\n") and prog.drawn > 3
+
+
+def test_unlisted_phase_or_category_decodes_with_plain_strings(tmp_path):
+    """The streamed decode reads ph / cat as Literals of the usual values (shared strings) and ts as an
+    int; a batch with any other value is decoded again with fewer constraints (plain str fields, float
+    ts), as every later batch is: same Trace."""
+    for odd in ({"cat": "my_custom_cat"}, {"ph": "XX"}, {"cat": "Kernel"}, {"cat": None}, {"cat": ""},
+                {"ts": 2005.5}, {"ts": None}, {"ts": 2 ** 64}, {"ts": 1.0}, {"ts": 1.0, "cat": "odd"}):
+        evs = [_ev(i) for i in range(200)] + [dict(_ev(200 + i), **odd) for i in range(3)] + \
+            [dict(_ev(300 + i), cat="kernel") for i in range(100)]
+        p = tmp_path / "t.json"
+        p.write_text(json.dumps({"traceEvents": evs, "schemaVersion": 1}))
+        whole = _result(p, 0)
+        for bb in (1, 300, 4096, 1 << 20):
+            _assert_same(_result(p, bb), whole, (odd, bb))
+            assert _streamed(p, bb), (odd, bb)

@@ -136,9 +136,13 @@ def _outlier_base(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
         dur = (s.end_ns[idx] - s.start_ns[idx]).astype(np.int64)
         names = s.name[idx]
         uk, inv, cnt = fast_unique(names, return_inverse=True, return_counts=True)
-        o = np.lexsort((dur, inv))
         starts = np.concatenate(([0], np.cumsum(cnt)[:-1]))
-        med = dur[o][starts + (cnt - 1) // 2].astype(np.float64)  # lower median per name
+        k = int(dur.max()) + 1      # dur > 0: one sort of name * k + dur orders as lexsort((dur, inv))
+        if len(uk) * k < 2 ** 62:
+            sd = np.sort(inv * k + dur) % k
+        else:
+            sd = dur[np.lexsort((dur, inv))]
+        med = sd[starts + (cnt - 1) // 2].astype(np.float64)  # lower median per name
         n = cnt[inv]
         t_lo, t_hi = trace.bounds_ns()
         total = max(1, t_hi - t_lo)     # relative to the trace, so every window applies the same thresholds

@@ -9,6 +9,23 @@ def fast_unique(x: np.ndarray, return_inverse: bool = False, return_counts: bool
     several times slower than sorting on millions of int64 values (measured: 6.5 s vs 0.3 s
     for 4M timestamps on this machine)."""
     x = np.asarray(x)
+    if x.dtype.kind in "iu" and len(x) >= 1024:
+        # small-range integer codes (string ids, kinds): one counting pass instead of a sort
+        # (the same sorted distinct values, inverse and counts)
+        mn, mx = int(x.min()), int(x.max())
+        if mx - mn <= 2 * len(x) + 65536:
+            off = x.astype(np.int64) - mn if mn else x
+            cnt = np.bincount(off, minlength=mx - mn + 1)
+            present = cnt > 0
+            uk = (np.flatnonzero(present) + mn).astype(x.dtype)
+            if not return_inverse and not return_counts:
+                return uk
+            out = [uk]
+            if return_inverse:
+                out.append((np.cumsum(present) - 1)[off].astype(np.int64, copy=False))
+            if return_counts:
+                out.append(cnt[present].astype(np.int64, copy=False))
+            return tuple(out)
     if not return_inverse and not return_counts:
         if len(x) == 0:
             return x.copy()

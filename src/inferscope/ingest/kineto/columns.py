@@ -9,7 +9,7 @@ import numpy as np
 
 from ...trace.kinds import SpanKind
 from .categories import _CAT_KIND, _FLOW_FWDBWD_CATS, _GPU
-from .decode import _Args, _Fallback
+from .decode import _Args, _EventSI, _Fallback
 from .timestamps import _DUR_MAX_US, _FAST_TS_LIMIT, _TS_MAX_US, _ts_from_text
 
 _INT_TAIL = re.compile(r"(-?\d+)\s*$")
@@ -139,7 +139,7 @@ class _Cols:
         self.d = {k: {} for k in ("ph", "cat", "name", "pid", "tid")}
         self.parts: dict[str, list] = {k: [] for k in ("row", "ts_f", "ts_i", "dur_f",
                                                         "corr", "ext", "device", "stream", "bytes", "ts_x",
-                                                        "shape")}
+                                                        "shape", "gpu")}
         self.ts_types: set = set()
         self.outer_ts = False     # a "ts" key outside traceEvents (streamed)
         self.insane = 0
@@ -150,6 +150,7 @@ class _Cols:
         self._rows: dict = {}     # distinct (ph, cat, name, pid, tid) -> row of _row_codes
         self._row_codes = [np.zeros(0, np.int32) for _ in self._KEYS]   # per field: its code in each row
         self._row_flags = np.zeros((4, 0), dtype=bool)   # per row: GPU side, CPU op, args kept, fwdbwd flow
+        self._scattered: set = set()   # GPU-only columns (device, stream, bytes) already made full columns
         self._shape_keys: dict = {}   # distinct record_shapes keys (_shape_codes) -> code in self.shapes or -1
 
     _KEYS = ("ph", "cat", "name", "pid", "tid")
@@ -226,16 +227,25 @@ class _Cols:
         P["row"].append(row)
         is_gpu, is_op, keep_args, fwdbwd = self._row_flags[:, row]
         # C-level passes (map + attrgetter + fromiter: the values np.array would make of the lists)
-        ts_l = list(map(_GET["ts"], events))
-        # one conversion that also tells the types (None makes an object array): int64 = every ts an
-        # int, float64 = ints and floats (an int too big for int64 is out of range: insane below)
-        ts_a = np.array(ts_l)
-        if ts_a.dtype == np.int64:
-            types, ts_f = {int}, ts_a.astype(np.float64)    # the floats fromiter would make of the ints
-        elif ts_a.dtype == np.float64:
-            types, ts_f, ts_a = {float}, ts_a, None
+        ts_a = ts_l = None
+        if type(events[0]) is _EventSI:   # streamed, every ts an int or missing: one int64 pass if none is missing
+            try:
+                ts_a = np.fromiter(map(_GET["ts"], events), dtype=np.int64, count=n)
+            except (TypeError, ValueError, OverflowError):   # a missing ts (None), or beyond int64
+                ts_a = None
+        if ts_a is not None:
+            types, ts_f = {int}, ts_a.astype(np.float64)
         else:
-            types, ts_f, ts_a = None, np.fromiter(ts_l, dtype=np.float64, count=n), None  # None -> nan
+            ts_l = list(map(_GET["ts"], events))
+            # one conversion that also tells the types (None makes an object array): int64 = every ts an
+            # int, float64 = ints and floats (an int too big for int64 is out of range: insane below)
+            ts_a = np.array(ts_l)
+            if ts_a.dtype == np.int64:
+                types, ts_f = {int}, ts_a.astype(np.float64)    # the floats fromiter would make of the ints
+            elif ts_a.dtype == np.float64:
+                types, ts_f, ts_a = {float}, ts_a, None
+            else:
+                types, ts_f, ts_a = None, np.fromiter(ts_l, dtype=np.float64, count=n), None  # None -> nan
         dur_f = np.fromiter(map(_GET["dur"], events), dtype=np.float64, count=n)
         # Times beyond these cannot be real and would overflow int64 nanoseconds downstream:
         # |ts| < 4e15 us (year ~2096 on an epoch clock), 0 <= dur < 1e12 us (11.6 days).
@@ -243,6 +253,8 @@ class _Cols:
         if insane.any():
             self.insane += int(insane.sum())
             ts_f[insane] = np.nan
+            if ts_l is None:
+                ts_l = ts_a.tolist()
             for i in np.flatnonzero(insane).tolist():
                 ts_l[i] = None
             types = ts_a = None
@@ -276,12 +288,10 @@ class _Cols:
         # device, stream, bytes and args.kind are read for GPU-side spans only (_build): -1 / absent elsewhere
         gpu = np.flatnonzero(is_gpu)
         ga = list(map(al.__getitem__, gpu.tolist())) if len(gpu) < n else al
+        # kept for the GPU events only (their indices in "gpu"); col() scatters them into -1 columns
+        P["gpu"].append(gpu + n0 if n0 else gpu)
         for k in ("device", "stream", "bytes"):
-            col = _int_col_of(ga, _GET[k], len(ga))
-            if len(gpu) < n:
-                col, col_g = np.full(n, -1, dtype=np.int64), col
-                col[gpu] = col_g
-            P[k].append(col)
+            P[k].append(_int_col_of(ga, _GET[k], len(ga)))
         kinds = list(map(_GET["kind"], ga))
         if kinds.count(None) != len(kinds):      # args.kind is rare (AMD memcpy): skip the scan without one
             for j in [j for j, k in enumerate(kinds) if k is not None]:
@@ -296,8 +306,20 @@ class _Cols:
             self.ids[n0 + i] = events[i].id
         self.n += n
 
+    _GPU_ONLY = ("device", "stream", "bytes")
+
     def col(self, k: str) -> np.ndarray:
         parts = self.parts[k]
+        if k in self._GPU_ONLY and k not in self._scattered:
+            # GPU events' values -> a full column, -1 elsewhere
+            out = np.full(self.n, -1, dtype=np.int64)
+            if parts:
+                out[self.col("gpu")] = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            self._scattered.add(k)
+            if self._scattered.issuperset(self._GPU_ONLY):
+                self.parts["gpu"] = []
+            self.parts[k] = [out]
+            return out
         out = parts[0] if len(parts) == 1 else np.concatenate(parts)
         self.parts[k] = [out]
         return out

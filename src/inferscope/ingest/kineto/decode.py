@@ -9,7 +9,7 @@ for its decode-floor process: keep them together, needing only msgspec and typin
 from __future__ import annotations
 
 import re
-from typing import Any, Optional, Union
+from typing import Any, Literal, Optional, Union
 
 import msgspec
 
@@ -89,6 +89,33 @@ _LISTRAW_DEC = msgspec.json.Decoder(list[msgspec.Raw])
 _EVENT_DEC = msgspec.json.Decoder(_Event)
 _TOP_RAWTS_DEC = msgspec.json.Decoder(msgspec.defstruct("_TopRawTs", [("traceEvents", list[_EventRawTs])], gc=False))
 _LIST_RAWTS_DEC = msgspec.json.Decoder(list[_EventRawTs])
+
+
+# The streamed decode's events (stream.py): ``ph`` and ``cat`` as Literals of every one-character phase
+# and the usual Kineto categories, so the decoder hands out one shared str per value instead of a new one
+# per event (no allocation, free or hash per event).  A batch with any other ph or cat fails validation
+# and is decoded again with plain str fields (_LIST_DEC), as every later batch is (_STREAM_DECS).
+_KNOWN_CATS = ("kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset", "cuda_runtime", "runtime", "hip_runtime",
+               "cuda_driver", "driver", "cpu_op", "operator", "python_function", "user_annotation",
+               "gpu_user_annotation", "cuda_sync", "overhead", "trace", "ac2g", "async_cpu_to_gpu", "fwdbwd",
+               "cpu_instant_event", "cuda_profiler_range", "python")
+_KNOWN_CATS = _KNOWN_CATS + tuple(c.capitalize() for c in _KNOWN_CATS)
+
+
+class _EventS(_Event, gc=False):
+    ph: Optional[Literal[tuple(chr(c) for c in range(32, 127))]] = None  # type: ignore[valid-type]
+    cat: Optional[Literal[_KNOWN_CATS]] = None  # type: ignore[valid-type]
+
+
+class _EventSI(_EventS, gc=False):
+    """... and ts an int (or missing): the int64 ts column in one pass (columns.py); a batch with a float
+    ts is decoded again as _EventS."""
+    ts: Optional[int] = None
+
+
+_LIST_DEC_S = msgspec.json.Decoder(list[_EventS])
+_LIST_DEC_SI = msgspec.json.Decoder(list[_EventSI])
+_STREAM_DECS = (_LIST_DEC_SI, _LIST_DEC_S, _LIST_DEC)   # tried in this order, each failure for good
 
 
 class _Fallback(Exception):

@@ -6,7 +6,7 @@ import re
 
 import msgspec
 
-from .decode import _Fallback, _LIST_DEC, _TOP_DEC
+from .decode import _Fallback, _LIST_DEC, _STREAM_DECS, _TOP_DEC
 from .timestamps import _TS_RE
 
 # Streaming decode: traceEvents is cut into batches of about this many bytes.  Small enough that a
@@ -33,6 +33,7 @@ def stream_decode(chunks, batch_bytes: int, cols, progress):
     last cut is moved to its front), not appended to a growing bytearray: 16 MB pieces appended and
     cut from the front cost ~0.3 s of reallocations and copies on a 535 MB trace (issue 26)."""
     fill = _filler(chunks)
+    dec = [0]
     buf = bytearray()
     n = 0
     eof = False
@@ -93,7 +94,7 @@ def stream_decode(chunks, batch_bytes: int, cols, progress):
             sep = buf[k + 1]
             buf[k + 1] = 0x5D   # ']'
             try:
-                evs, raw = _decode_in_place(buf, k + 2)
+                evs, raw = _decode_in_place(buf, k + 2, dec)
             except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, ValueError):
                 buf[k + 1] = sep
                 hi = k
@@ -122,7 +123,7 @@ def stream_decode(chunks, batch_bytes: int, cols, progress):
             raise _Fallback
         hi = r
         try:
-            evs, raw = _decode_in_place(tail, r + 1)     # tail[0] is '[', tail[r] is ']'
+            evs, raw = _decode_in_place(tail, r + 1, dec)     # tail[0] is '[', tail[r] is ']'
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, ValueError):
             continue
         rest = prefix + b'"traceEvents":[]' + bytes(memoryview(tail)[r + 1:n])
@@ -172,11 +173,19 @@ def _filler(chunks):
     return fill
 
 
-def _decode_in_place(buf: bytearray, end: int):
+def _decode_in_place(buf: bytearray, end: int, dec: list):
     """(events of ``buf[:end]``, the view they were decoded from) without copying the batch; the
-    view must be given to ``_release`` once the events are dropped (msgspec.Raw fields point into it)."""
+    view must be given to ``_release`` once the events are dropped (msgspec.Raw fields point into it).
+    dec: [index into _STREAM_DECS]: a batch failing the validation of one decoder is decoded again by
+    the next (fewer constraints, the same values), which then serves the rest; the last (_LIST_DEC, the
+    whole-file decode's types) decides."""
     view = memoryview(buf)[:end]
     try:
+        while dec[0] < len(_STREAM_DECS) - 1:
+            try:
+                return _STREAM_DECS[dec[0]].decode(view), view
+            except msgspec.ValidationError:
+                dec[0] += 1
         return _LIST_DEC.decode(view), view
     except BaseException:
         view.release()
