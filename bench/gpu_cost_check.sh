@@ -8,22 +8,9 @@
 # clock error, collector cost); 4. the GPU tests (flows, clock, parity with torch.profiler);
 # 5. storm overhead pairs (bench_gpu.py); 6. the PM sampling probe. Everything lands in $OUT.
 set -u
-export PYTHONUNBUFFERED=1
 PAIRS=${1:-5}
 CONFIGS=${2:-ck,inferscope,inferscope_objects}
-O=${OUT:-/tmp/gpu-out}; mkdir -p "$O"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 3
-  export PYTHONPATH=/tmp/site:$PWD/src
-else
-  export PYTHONPATH=$PWD/src
-fi
-PY=python3
-T0=$(date +%s)
-el() { echo "== [$(( $(date +%s) - T0 )) s] $*"; }
-el versions
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-$PY -c "import torch, sys; print('torch', torch.__version__, torch.version.cuda, sys.version.split()[0])"
+. bench/gpu_env.sh
 el "CUPTI cost per launch: $CONFIGS"
 timeout 150 $PY bench/cupti_cost.py --rounds 2 --configs "$CONFIGS" --json "$O/cupti_cost.json" > "$O/cupti_cost.log" 2>&1
 grep -v '^round' "$O/cupti_cost.log"; grep '^round.*failed' "$O/cupti_cost.log" | cut -c1-300

@@ -7,21 +7,8 @@
 # 6. the PM sampling probe (bench/pm_probe.py).
 # Everything lands in $OUT (or /tmp/gpu-out).
 set -u
-export PYTHONUNBUFFERED=1
 PAIRS=${1:-8}
-O=${OUT:-/tmp/gpu-out}; mkdir -p "$O"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 3
-  export PYTHONPATH=/tmp/site:$PWD/src
-else
-  export PYTHONPATH=$PWD/src
-fi
-PY=python3
-T0=$(date +%s)
-el() { echo "== [$(( $(date +%s) - T0 )) s] $*"; }
-el versions
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-$PY -c "import torch, sys; print('torch', torch.__version__, torch.version.cuda, sys.version.split()[0])"
+. bench/gpu_env.sh
 $PY -m pip show nvidia-cuda-cupti cupti-python cuda-bindings 2>/dev/null | grep -E '^(Name|Version)'
 el capture torch
 timeout 120 $PY bench/cupti_capture.py "$O/cupti_torch.json" 2>&1 | tail -25

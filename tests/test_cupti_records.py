@@ -57,6 +57,20 @@ def _write(rec: np.ndarray, k: int, vals: dict, name_ptr: dict) -> None:
         rec[f] = name_ptr[v] if f == "name" else v
 
 
+def _scattered(planted, name_ptr, tamper=None):
+    """One allocation per record (cupti-python's copies): (the arrays, kept alive; the objects).
+    ``tamper(which, rec)`` may change the memory after it is written (the objects keep the truth)."""
+    keep, acts = [], []
+    for k, vals in planted:
+        rec = np.zeros(1, DTYPES[KINDS[k]])
+        _write(rec, k, vals, name_ptr)
+        if tamper is not None:
+            tamper(KINDS[k], rec)
+        keep.append(rec)
+        acts.append(Obj(k, rec.ctypes.data, vals))
+    return keep, acts
+
+
 @pytest.fixture(scope="module")
 def names():
     bufs = {s: ctypes.create_string_buffer(s.encode()) for s in ("void gemm<128>(float*)", "elementwise_add", "k\u00e9rnel")}
@@ -89,11 +103,7 @@ def test_gathered_rows_equal_the_records_written(names, layout):
             acts.append(Obj(k, raw.ctypes.data + off, vals))
             off += dt.itemsize
     else:                           # one allocation per record (cupti-python's copies)
-        for k, vals in planted:
-            rec = np.zeros(1, DTYPES[KINDS[k]])
-            _write(rec, k, vals, name_ptr)
-            keep.append(rec)
-            acts.append(Obj(k, rec.ctypes.data, vals))
+        keep, acts = _scattered(planted, name_ptr)
     acts.insert(5, Obj(99, 0, {}))  # a kind not asked for
     sink = _sink()
     half = len(acts) // 2           # two buffers
@@ -109,14 +119,11 @@ def test_records_that_do_not_decode_to_their_attributes_are_read_by_attribute(na
     the first record of the kind shows it, and the whole kind is read attribute by attribute."""
     name_ptr = {s: ctypes.addressof(b) for s, b in names.items()}
     planted = _planted(200, seed=3, names=list(names))
-    keep, acts = [], []
-    for k, vals in planted:
-        rec = np.zeros(1, DTYPES[KINDS[k]])
-        _write(rec, k, vals, name_ptr)
-        if KINDS[k] == "memcpy":
+
+    def tamper(which, rec):
+        if which == "memcpy":
             rec["bytes"] += 1                        # memory says otherwise
-        keep.append(rec)
-        acts.append(Obj(k, rec.ctypes.data, vals))
+    keep, acts = _scattered(planted, name_ptr, tamper)
     sink = _sink()
     sink.add(acts, room=10**6)
     n_memcpy = len(_truth(planted, "memcpy"))
@@ -132,12 +139,7 @@ def test_records_that_do_not_decode_to_their_attributes_are_read_by_attribute(na
 def test_room_keeps_the_first_records_of_the_buffer(names):
     name_ptr = {s: ctypes.addressof(b) for s, b in names.items()}
     planted = _planted(100, seed=11, names=list(names))
-    keep, acts = [], []
-    for k, vals in planted:
-        rec = np.zeros(1, DTYPES[KINDS[k]])
-        _write(rec, k, vals, name_ptr)
-        keep.append(rec)
-        acts.append(Obj(k, rec.ctypes.data, vals))
+    keep, acts = _scattered(planted, name_ptr)
     sink = _sink()
     assert sink.add(acts, room=30) == 100
     kept = planted[:30]
