@@ -15,7 +15,8 @@ Workloads (torch threads fixed to 1):
 Modes, run interleaved in a shuffled order within each round (>= 5 rounds):
   base        python WORKLOAD
   inferscope  inferscope run -- python WORKLOAD   (default settings; inferscope@HZ: sampling rate HZ;
-              inferscope-nofollow: child processes not followed, INFERSCOPE_FOLLOW_CHILDREN=0)
+              inferscope-nofollow: child processes not followed, INFERSCOPE_FOLLOW_CHILDREN=0;
+              inferscope+K=V[+K=V]: with that environment, e.g. inferscope+INFERSCOPE_PERF_PERIOD_US=4000)
   torchprof   torch.profiler (CPU activities, defaults) around the workload, export_chrome_trace at exit
   settrace    a sys.settrace/threading.settrace tracer recording every Python call
 Three times per run: "workload" = the time the workload measures itself (from after `import torch`
@@ -149,6 +150,9 @@ def run_once(mode: str, script: Path, tmp: Path, extra_env: dict) -> tuple[float
     elif mode.startswith("inferscope"):   # inferscope, or inferscope@HZ (sampling rate override)
         env.pop("INFERSCOPE_ENABLED")
         env.update(extra_env)
+        if "+" in mode:                 # inferscope+K=V[+K=V]: that environment for this mode only (A/B a knob)
+            mode, *kvs = mode.split("+")
+            env.update(kv.split("=", 1) for kv in kvs)
         if "@" in mode:
             env["INFERSCOPE_CPU_SAMPLING_FREQUENCY_HZ"] = mode.split("@", 1)[1]
         if mode.startswith("inferscope-nofollow"):

@@ -425,6 +425,12 @@ KERNEL_SHARE_DECAY = 0.9
 KERNEL_PERF_SHARE_CPU_NS = 100_000_000
 KERNEL_PERF_SHARE_PRIOR = 0.25
 KERNEL_FAULT_NS_PRIOR = 12_000
+#  The on-CPU time an interval's IP samples leave uncovered counts as kernel time of its faults up to this
+#  many times their learnt cost (faults x fault_cost): the cost varies ~10x with the page size (4 KiB vs
+#  transparent huge pages), and the uncovered time is a noisy estimate - with one perf sample per ~5 ms tick
+#  interval it is 0-2 ms whether or not the kernel ran, so one fault turned 1-2 ms of a pure-Python loop into
+#  cpu_compute (zoo py_between_ops_1.7ms: compute 12.5-63.7 % for 15 % true over runs).
+KERNEL_FAULT_COST_SPREAD = 10
 KERNEL_FAULT_PRIOR_N = 200
 # The stime carry (kernel time reported by /proc but not yet placed in an interval) is capped: its
 # 10 ms units arrive late, never more than ~2 units after the time they measure.

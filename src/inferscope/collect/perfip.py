@@ -1,8 +1,8 @@
 """Where a thread's CPU time is spent, natively: Linux perf_event task-clock IP sampling.
 
 One software event per sampled thread (PERF_COUNT_SW_TASK_CLOCK, user space only, so it works
-at perf_event_paranoid <= 2 without privileges), period 4 ms of that thread's CPU time, with
-PERF_SAMPLE_IP | PERF_SAMPLE_TIME on CLOCK_MONOTONIC (the clock of time.perf_counter_ns).  The
+at perf_event_paranoid <= 2 without privileges), one sample per 1 ms of that thread's CPU time
+(thread_state.PERF_PERIOD_NS, dithered), with PERF_SAMPLE_IP | PERF_SAMPLE_TIME on CLOCK_MONOTONIC (the clock of time.perf_counter_ns).  The
 kernel takes the samples; the sampler thread drains the ring buffer in batches (every ~100 ms,
 not every tick: one drain costs ~50 us with cold caches, most of it fixed) and maps every
 instruction pointer to the shared object it falls in (/proc/self/maps, cached); the timestamps

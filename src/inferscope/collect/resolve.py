@@ -132,7 +132,12 @@ def resolve(s, st: _ThreadState) -> None:
                 # each user-space IP sample stands for PERF_PERIOD_NS of user time: the on-CPU time
                 # they leave uncovered is kernel time too (unbiased on average; per interval the
                 # larger of the two estimates - faults x cost comes from a learnt mean cost)
-                kns = max(kns, end - prev - (tot + no) * PERF_PERIOD_NS)
+                # - at most KERNEL_FAULT_COST_SPREAD times the thread's cost per fault each: one fault in a
+                # 5.7 ms interval that held one sample gave 1.7 ms of "kernel time" (zoo py_between_ops_1.7ms:
+                # 10-20 ms of its Python loop read cpu_compute per run)
+                cap = int(kf * (st.kst.fault_cost() if st.kst is not None else T.KERNEL_FAULT_NS_PRIOR)
+                          * T.KERNEL_FAULT_COST_SPREAD)
+                kns = max(kns, min(cap, end - prev - (tot + no) * PERF_PERIOD_NS))
             if kf and (not tot or kns > 0):
                 # page faults: the kernel's memory work for the code that faulted (kernel_time.kernel_class,
                 # thresholds.KERNEL_*), not the previous verdict.  Native code faulted when the interval

@@ -16,7 +16,7 @@ Per sample and thread:
                innermost module being imported, and the stack is not walked.
   cpu_compute  an on-CPU thread whose domain is framework or user code and which is executing
   / native     native code: decided by Linux perf_event task-clock sampling of the thread's
-  tokenizers   instruction pointer (perfip.py; 1 sample per 4 ms of the thread's CPU time, user
+  tokenizers   instruction pointer (perfip.py; 1 sample per 1 ms of the thread's CPU time, user
                space only, unprivileged at perf_event_paranoid <= 2), by the role of the shared
                object each IP falls in (perfip.role_of): the fractions of the IP samples taken
                between the previous tick and this one in numeric libraries (torch, any BLAS/OpenMP,

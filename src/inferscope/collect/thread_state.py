@@ -2,6 +2,8 @@
 explains the classes and the tick rules, and re-exports every name here."""
 from __future__ import annotations
 
+import os
+
 from .. import thresholds as T
 from . import classify as C
 
@@ -18,11 +20,16 @@ SWITCH_INTERVAL_S = 0.0005
 # plus its slowest imports; 50 Hz at the default rate still gives ~200 samples over the demo's 4 s
 # of imports).  Every tick takes the GIL from the importing thread.
 IMPORT_RATE_DIVISOR = 4
-# One IP sample per 4 ms of a thread's CPU time (~1 per tick at 200 Hz; each sample is a timer
-# interrupt in the sampled thread: kernel cost measured at 1.4 % for 1 ms, 0.4 % for 4 ms).
-# Sampling is switched off (ioctl) while a module import runs: import ticks are "framework"
-# whatever the IP says, and start-up is most of a short inference script's life.
-PERF_PERIOD_NS = 4_000_000
+# One IP sample per 1 ms of a thread's CPU time (~5 per tick at 200 Hz).  The samples' classes are the
+# estimate of each interval's native/Python split, so their count sets its noise: at 4 ms a 260-450 ms zoo
+# window held 60-110 samples, +-4-6 points at 1 sigma, and its compute share read -8..+18 points over runs
+# of py_between_ops_1.7ms / mixed_culprit; at 1 ms -1..+4 (5 interleaved pairs each, 2026-11-27).  Cost: a
+# timer interrupt in the sampled thread and ~1-3 us of parsing each - a pure-Python loop ran 1.003x with
+# 1 ms sampling vs none in-process (15 rounds, noise +-0.3 %), ~1000 samples/s per busy thread.
+# INFERSCOPE_PERF_PERIOD_US overrides (bench A/B).  Sampling is switched off (ioctl) while a module import
+# runs: import ticks are "framework" whatever the IP says, and start-up is most of a short inference
+# script's life.
+PERF_PERIOD_NS = int(float(os.environ.get("INFERSCOPE_PERF_PERIOD_US", "1000")) * 1000) or 1_000_000
 # Overhead budget: the sampler may hold the GIL at most this fraction of the wall time on average
 # (its tick interval is stretched beyond 1/cpu_sampling_frequency_hz when ticks are expensive).
 # Measured on the 2-vCPU VM (bench/README.md): a tick holds the GIL ~20-120 us (more with cold
