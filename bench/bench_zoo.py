@@ -28,6 +28,8 @@ import zoo_harness as H  # noqa: E402
 PROGRAMS = {
     "tokenizers_serial": ("zoo_tokenizers.py", []),
     "tokenizers_parallel": ("zoo_tokenizers.py", ["--parallel"]),
+    "hf_tokenizer_serial": ("zoo_hf_tokenizer.py", []),
+    "hf_tokenizer_batched": ("zoo_hf_tokenizer.py", ["--batched"]),
     "numpy_mlp": ("zoo_numpy_mlp.py", []),
     "torch_preprocess": ("zoo_torch_preprocess.py", []),
     "lock_wait": ("zoo_lock_wait.py", []),

@@ -188,6 +188,20 @@ def test_rust_tokenizer_parallel_native_threads(tmp_path):
     assert res["ranking_ok"], res
 
 
+def test_transformers_fast_tokenizer_called_per_text(tmp_path):
+    """PreTrainedTokenizerFast called once per short text (transformers' Python around each Rust encode), then a
+    ~2 ms forward: ticks in the tokenizer's Python used to decide their whole interval as tokenization, the
+    forward inside it too - cpu_compute read 3.8 % for 13.8 % true (3 runs, 2026-11-27); split by perf like the
+    other Python ticks: 15.5-16.9 % for 13.2 %.  Bands for one run on a loaded box: tokenization the top
+    category within 20 points, the forward's compute at least half its truth (the bug read under a third)."""
+    res, rows = _run(tmp_path, "zoo_hf_tokenizer.py", env={"ZOO_ITERS": "20"})
+    _needs_perf(tmp_path, "zoo_hf_tokenizer")
+    _within(rows["cpu_preprocessing/tokenization"], tol=20.0)
+    comp = rows["cpu_compute"]
+    assert comp["measured_pct"] >= 0.5 * comp["truth_pct"], comp
+    assert res["ranking_ok"], res
+
+
 def test_numpy_mlp(tmp_path):
     """An MLP in numpy: numpy's bundled OpenBLAS and core loops are role COMPUTE, also without torch.
     Measured 100 % cpu_compute vs 99.5 % truth (was 0 %)."""

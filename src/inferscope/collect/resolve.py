@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from .. import thresholds as T
 from . import kernel_time as K
-from .perfip import COMPUTE, OTHER, TOKENIZER
+from .perfip import COMPUTE, OTHER, PYTHON, TOKENIZER
 from .thread_state import (CLS_COMPUTE, CLS_FRAMEWORK, CLS_RUNQ, CLS_TOKENIZATION, CLS_WAITING, KEEP, PERF_PERIOD_NS,
+                           PY_CLASSES,
                            _ThreadState, perf_kernel_share)
 
 
@@ -37,6 +38,11 @@ def resolve(s, st: _ThreadState) -> None:
     for t, cls, label, fallback, gil_free, off, *more in pend:
         while i < n and samples[i][0] <= prev:
             i += 1
+        # the Python class of the tick before this one (its frame's domain), and the interval's midpoint: the
+        # interpreter samples of its first half ran nearer that tick than this one (split_python below)
+        py_prev = st.py_last
+        st.py_last = fallback if cls is None else (cls if cls in PY_CLASSES else None)
+        mid = prev + (t - prev) // 2
         if cls is KEEP:
             cls = st.cls or CLS_FRAMEWORK     # (a pending KEEP always follows a decided tick)
         # the off-CPU part of the interval: first (off > 0) or last (off < 0); then the run-queue
@@ -115,7 +121,7 @@ def resolve(s, st: _ThreadState) -> None:
             # samples in libc / the loader / unknown extensions (OTHER) are helpers of whatever
             # runs (a Rust tokenizer's malloc/memcpy: 316 of 1011 samples measured): they follow
             # the mix of the classified ones (compute, tokenizer, interpreter) of the interval
-            nc = nk = tot = no = 0
+            nc = nk = tot = no = ne = 0
             while i < n and samples[i][0] <= t:
                 k = samples[i][1]
                 if k == COMPUTE:
@@ -125,8 +131,11 @@ def resolve(s, st: _ThreadState) -> None:
                 elif k == OTHER:
                     no += 1
                     tot -= 1
+                elif k == PYTHON and samples[i][0] < mid:
+                    ne += 1
                 tot += 1
                 i += 1
+            fp = 0.0     # the interval's share of interpreter time that was the previous tick's Python class
             kc = None
             if kf and st.perf is not None:
                 # each user-space IP sample stands for PERF_PERIOD_NS of user time: the on-CPU time
@@ -175,6 +184,14 @@ def resolve(s, st: _ThreadState) -> None:
                 frac, ftok = nc / tot, nk / tot
                 st.native, st.native_tok = frac, ftok
                 st.native_fresh = True
+                if ne and py_prev is not None and py_prev != fallback:
+                    # the thread ran Python of two classes in the interval (the tick before it in a
+                    # tokenizer's Python, this one at the forward's first GIL release): its interpreter samples
+                    # of the first half take the class of the tick before, not all the later one's
+                    # (zoo_hf_tokenizer: transformers' Python read framework, +5-7 points)
+                    fp = ne / tot
+                    if py_prev == CLS_TOKENIZATION:
+                        ftok, fp = ftok + fp, 0.0
             elif no:
                 # only libc / unknown-library samples: the helpers of the previous interval's mix
                 # when it had classified samples (a tokenizer's malloc), else the stack's class
@@ -203,12 +220,18 @@ def resolve(s, st: _ThreadState) -> None:
                 cls = CLS_COMPUTE
             elif ftok >= 1.0:
                 cls = CLS_TOKENIZATION
-            elif frac <= 0.0 and ftok <= 0.0:
+            elif frac <= 0.0 and ftok <= 0.0 and fp <= 0.0:
                 cls = fallback
             else:
-                # compute first, then native tokenization, then the stack's class; each part
-                # names the tick's function (its time is the function's, whatever the class)
+                # the previous tick's Python class first, then compute, then native tokenization, then the
+                # stack's class; each part names the tick's function (its time is the function's, whatever the
+                # class)
                 dt = end - prev
+                if fp > 0.0:
+                    prev += int(dt * fp)
+                    s._apply(st, prev, py_prev, label, exact=True, tick=tk)
+                    dt = end - prev
+                    frac, ftok = (frac / (1.0 - fp), ftok / (1.0 - fp)) if fp < 1.0 else (0.0, 0.0)
                 a = prev + int(dt * frac)
                 b = a + int(dt * ftok)
                 if a > prev:

@@ -10,7 +10,8 @@ from typing import Any, NamedTuple
 
 from .layout import LONG_INTERVAL_TICKS, SPLIT_MIN_NS, _pieces, _split_at_marks, owed_run_queue
 from .sampler_threads import register
-from .thread_state import (CLS_COMPUTE, CLS_FRAMEWORK, CLS_RUNQ, CLS_WAITING, KEEP, SPLIT_MIN_FRACTION, _close)
+from .thread_state import (CLS_COMPUTE, CLS_FRAMEWORK, CLS_RUNQ, CLS_TOKENIZATION, CLS_WAITING, KEEP, SPLIT_MIN_FRACTION,
+                           _close)
 
 
 class TickEnv(NamedTuple):
@@ -216,11 +217,15 @@ def tick_threads(env: TickEnv, frames: dict, t_tick: int, idmap: dict, probe, pe
                 # the interval went to what it did before (measured: 40 % of a spawn
                 # worker's resize time read as cpu_compute)
                 cls = KEEP
-            elif dom == FW or (dom == USER and (torch_seen or st.perf is not None or perf_pending)):
+            elif dom == FW or (dom == USER and (torch_seen or st.perf is not None or perf_pending)) or (
+                    st.perf is not None and names[dom] == CLS_TOKENIZATION):
                 # Python vs native code by role: decided from the perf IP samples at the next
                 # drain (pending: numeric libraries -> cpu_compute, native tokenizers ->
                 # tokenization, the rest the stack's class; numpy/BLAS-only programs too), or
-                # without perf by the GIL heuristic, only once torch is imported
+                # without perf by the GIL heuristic, only once torch is imported.  A tokenizer's Python
+                # (transformers' tokenization_*.py) too, with perf: the tick lands in it for intervals that
+                # also hold the model step after it (PreTrainedTokenizerFast called per text, then a 2 ms
+                # forward: the whole interval read tokenization, zoo_hf_tokenizer's compute 3.8 % vs 13.8 %)
                 fallback = names[dom]
                 if st.perf is None:
                     cls = CLS_COMPUTE if gil_free else fallback

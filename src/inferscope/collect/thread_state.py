@@ -63,6 +63,8 @@ CLS_RUNQ = "run_queue"
 CLS_COMPUTE = "cpu_compute"
 CLS_FRAMEWORK = "framework"
 CLS_TOKENIZATION = "tokenization"
+# the classes a tick's Python frame gives (classify.DOMAIN_NAMES' values)
+PY_CLASSES = frozenset(C.DOMAIN_NAMES.values())
 KEEP = "keep"   # pending-tick marker: the tick continues the thread's current class
 
 
@@ -137,7 +139,7 @@ def _switch_interval_s() -> float:
 
 class _ThreadState:
     __slots__ = ("clk", "cls", "cpu", "end", "label", "last_fb", "lines", "n", "native", "native_fresh", "native_tok", "pending",
-                 "kblk", "kio", "kst", "perf", "pcpu", "pn", "prev_vol", "rq", "rq_at", "rq_t", "start", "t", "tid",
+                 "kblk", "kio", "kst", "perf", "pcpu", "pn", "prev_vol", "py_last", "rq", "rq_at", "rq_t", "start", "t", "tid",
                  "on_cls", "on_label")
 
     def __init__(self, tid, clk, cpu, t):
@@ -167,5 +169,6 @@ class _ThreadState:
         self.end = t        # end of the current run = time of the last tick applied
         self.last_fb = None  # fallback class of the last tick if perf split it, else None
         self.prev_vol = False  # the previous tick got the GIL from a voluntary release
+        self.py_last = None  # the Python class of its last resolved tick (resolve: interpreter samples near it)
         self.on_cls = self.on_label = None  # the class and (function, line) of its last on-CPU run (_finish)
 

@@ -1,0 +1,47 @@
+"""Planted: Hugging Face `PreTrainedTokenizerFast` (transformers' Python around the Rust `tokenizers`) dominates;
+a tiny model step.
+
+Default: serial, one ``tokenizer(text)`` call per request text (transformers' Python per call - argument
+checks, BatchEncoding - around one Rust encode).  `--batched`: one ``tokenizer(batch, padding=True)`` call
+per batch (one Rust encode_batch; padding and BatchEncoding in Python).  RAYON_NUM_THREADS=1, parallelism
+off: the main thread does all of it.  Truth: each call is tokenization (transformers' tokenization_*.py
+and the Rust library alike), the model step cpu_compute; the loop between them is framework.
+The tokenizer is trained from in-memory text (nothing is downloaded).
+"""
+import os
+import sys
+
+BATCHED = "--batched" in sys.argv
+os.environ["TOKENIZERS_PARALLELISM"] = "false"
+os.environ["RAYON_NUM_THREADS"] = "1"
+
+import torch  # noqa: E402
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers  # noqa: E402
+from transformers import PreTrainedTokenizerFast  # noqa: E402
+
+from _truth import gap, phase  # noqa: E402
+from inferscope import scope  # noqa: E402
+
+torch.set_num_threads(1)
+words = [f"w{i % 997}x{(i * 7) % 131}" for i in range(20000)]
+corpus = [" ".join(words[i:i + 40]) for i in range(0, len(words), 40)]
+raw = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+raw.pre_tokenizer = pre_tokenizers.Whitespace()
+raw.train_from_iterator(corpus, trainers.WordPieceTrainer(vocab_size=2000, special_tokens=["[UNK]", "[PAD]"]))
+tok = PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="[UNK]", pad_token="[PAD]")
+# requests: short texts serially (per-call Python matters), longer ones batched (the Rust work dominates)
+texts = [" ".join(words[i:i + 24]) for i in range(0, 12000, 50)] if not BATCHED else \
+    [" ".join(words[i:i + 200]) for i in range(0, 12000, 50)]
+model = torch.nn.Linear(256, 256)
+gap("framework_overhead/framework_python")
+n_tokens = 0
+with scope("inference"):
+    for _ in range(int(os.environ.get("ZOO_ITERS", "8" if BATCHED else "30"))):
+        with phase("tokenize", expect="cpu_preprocessing/tokenization"):
+            encs = [tok(texts, padding=True)] if BATCHED else [tok(t) for t in texts]
+        with phase("model", expect="cpu_compute"), torch.inference_mode():
+            x = torch.randn(64, 256)
+            for _ in range(20):
+                x = model(x)
+        n_tokens += sum(len(ids) for e in encs for ids in (e["input_ids"] if BATCHED else [e["input_ids"]]))
+print("tokens", n_tokens)

@@ -1,0 +1,76 @@
+"""The perf resolver's interpreter samples (collect/resolve.py): a tick interval's Python samples take the
+Python class of the tick nearer to them, and a tokenizer's Python ticks are split by perf like the others."""
+from inferscope.collect import perfip as P
+from inferscope.collect import sampler as SM
+
+from test_kernel_time import FakePerf
+
+MS = 1_000_000
+LBL = ("app.py:step", 3)
+
+
+def _resolve(samples, pend, py_last=None):
+    buf = []
+    s = SM.Sampler(buf, 200, {}, set())
+    s._perf_maps = object()
+    st = SM._ThreadState(tid=1, clk=None, cpu=0, t=0)
+    st.cls, st.start, st.end = "tokenization", 0, 0
+    st.py_last = py_last
+    st.perf = FakePerf(samples)
+    st.pending = pend
+    s._resolve(st)
+    s._emit(st)
+    dur = {}
+    for ev in buf:
+        dur[ev[5]] = dur.get(ev[5], 0) + ev[4] - ev[3]
+    return dur
+
+
+def _tick(t, fallback):
+    # (t, cls: perf decides, label, fallback: the tick frame's class, gil_free, off, rq, faults, kernel ns, blocked)
+    return (t, None, LBL, fallback, True, 0, 0, 0, 0, False)
+
+
+def test_python_samples_of_the_first_half_take_the_previous_ticks_class():
+    """10 ms: the tick before it was in a tokenizer's Python (transformers), this one at a forward's first torch op
+    (framework).  Interpreter samples at 1-4 ms (the tokenizer's Python), compute samples at 6-9 ms: 4 ms of
+    tokenization first, then 4 ms of compute, then 2 ms of framework (the interpreter sample of the second half) -
+    not 6 ms of framework."""
+    samples = [(k * MS, P.PYTHON) for k in (1, 2, 3, 4)] + [(k * MS, P.COMPUTE) for k in (6, 7, 8, 9)] + \
+        [(int(9.5 * MS), P.PYTHON), (int(9.7 * MS), P.PYTHON)]
+    dur = _resolve(samples, [_tick(10 * MS, "framework")], py_last="tokenization")
+    assert dur == {"tokenization": 4 * MS, "cpu_compute": 4 * MS, "framework": 2 * MS}, dur
+    # the same class at both ticks: nothing moves (the stack's class for all interpreter samples)
+    dur = _resolve(samples, [_tick(10 * MS, "framework")], py_last="framework")
+    assert dur == {"cpu_compute": 4 * MS, "framework": 6 * MS}, dur
+    # after a wait (no Python class before): as before
+    dur = _resolve(samples, [_tick(10 * MS, "framework")], py_last=None)
+    assert dur == {"cpu_compute": 4 * MS, "framework": 6 * MS}, dur
+
+
+def test_previous_class_of_a_non_tokenizer_gets_its_own_part_first():
+    """User code before, framework now: the first half's interpreter samples are user code, laid first."""
+    samples = [(1 * MS, P.PYTHON), (2 * MS, P.PYTHON), (7 * MS, P.COMPUTE), (8 * MS, P.PYTHON)]
+    buf = []
+    s = SM.Sampler(buf, 200, {}, set())
+    s._perf_maps = object()
+    st = SM._ThreadState(tid=1, clk=None, cpu=0, t=0)
+    st.cls, st.start, st.end, st.py_last = "user_code", 0, 0, "user_code"
+    st.perf = FakePerf(samples)
+    st.pending = [_tick(8 * MS, "framework"), _tick(16 * MS, "framework")]
+    s._resolve(st)
+    s._emit(st)
+    runs = [(ev[5], ev[3], ev[4]) for ev in buf]
+    # first interval: 2 of 4 samples early interpreter -> 4 ms user code, then 2 ms compute, 2 ms framework;
+    # the second (no sample: the last fractions hold, the previous tick framework) - no user code in it
+    assert runs[0] == ("user_code", 0, 4 * MS), runs
+    user = sum(b - a for c, a, b in runs if c == "user_code")
+    assert user == 4 * MS, runs
+    # the resolver remembers this thread's last Python class for the next drain
+    assert st.py_last == "framework"
+
+
+def test_all_interpreter_samples_early_are_the_previous_class():
+    samples = [(1 * MS, P.PYTHON), (2 * MS, P.PYTHON)]
+    dur = _resolve(samples, [_tick(10 * MS, "framework")], py_last="user_code")
+    assert dur == {"user_code": 10 * MS}, dur
