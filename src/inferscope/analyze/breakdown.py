@@ -232,9 +232,10 @@ def source_intervals(trace: Trace) -> dict[str, Intervals]:
     py = s.kind == SpanKind.PYTHON
     pst, pen, powner = python_self_intervals(trace)
     out = {}
+    not_py = ~py
     for key, m in masks.items():
-        iv = _iv(trace, m & ~py)
-        if m[py].any() and len(powner):
+        iv = _iv(trace, m & not_py)
+        if len(powner) and m[py].any():
             sel = m[powner]
             iv = _cat(iv, (pst[sel], pen[sel]))
         out[key] = iv

@@ -19,12 +19,12 @@ import numpy as np
 
 from ...trace.builder import TraceBuilder
 from ...trace.kinds import FlowKind, SpanKind, TrackKind
-from ...trace.model import Flows, Trace
+from ...trace.model import Flows, Trace, codes_in
 
 
 def _launch_flows(b: TraceBuilder, skind, spid, corr, start, named, warnings) -> None:
     host = np.flatnonzero(((skind == SpanKind.RUNTIME) | (skind == SpanKind.DRIVER)) & (corr >= 0) & ~named)
-    work = np.isin(skind, [SpanKind.KERNEL, SpanKind.MEMCPY, SpanKind.MEMSET])
+    work = codes_in(skind, [SpanKind.KERNEL, SpanKind.MEMCPY, SpanKind.MEMSET])
     gdst = np.flatnonzero((work | (skind == SpanKind.GPU_SYNC)) & (corr >= 0))
     if not len(host) or not len(gdst):
         return
