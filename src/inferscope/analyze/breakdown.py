@@ -73,7 +73,8 @@ Intervals = tuple  # (starts int64[], ends int64[])
 
 def _iv(trace: Trace, mask: np.ndarray) -> Intervals:
     s = trace.spans
-    return s.start_ns[mask], s.end_ns[mask]
+    idx = np.flatnonzero(mask)      # one pass over the mask for both columns
+    return s.start_ns[idx], s.end_ns[idx]
 
 
 def _cat(*ivs: Intervals) -> Intervals:
@@ -233,7 +234,11 @@ def source_intervals(trace: Trace) -> dict[str, Intervals]:
     pst, pen, powner = python_self_intervals(trace)
     out = {}
     not_py = ~py
+    none = np.zeros(0, dtype=s.start_ns.dtype), np.zeros(0, dtype=s.end_ns.dtype)
     for key, m in masks.items():
+        if not m.any():     # most sources are empty in a given trace: no pass over the spans for them
+            out[key] = none
+            continue
         iv = _iv(trace, m & not_py)
         if len(powner) and m[py].any():
             sel = m[powner]
