@@ -269,7 +269,9 @@ def segment_classes(trace: Trace, window: Window):
         del edges
     seg_s = bounds[:-1]
     seg_e = bounds[1:]
-    c = {key: coverage_on_bounds(us, ue, bounds) for key, (us, ue) in unions.items()}
+    # 'in_op' only narrows user_code: without user code its coverage is never read (its edges stay in bounds)
+    c = {key: (np.zeros(len(seg_s), dtype=bool) if key == "in_op" and not len(unions["user_code"][0])
+               else coverage_on_bounds(us, ue, bounds)) for key, (us, ue) in unions.items()}
     del unions
     gpu_run = trace.has_gpu
     framework_python = c["framework_python"] if gpu_run else (c["framework_python"] & ~c["cpu_ops"])
