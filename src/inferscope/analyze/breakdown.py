@@ -73,7 +73,8 @@ Intervals = tuple  # (starts int64[], ends int64[])
 
 def _iv(trace: Trace, mask: np.ndarray) -> Intervals:
     s = trace.spans
-    return s.start_ns[mask], s.end_ns[mask]
+    idx = np.flatnonzero(mask)      # one pass over the mask for both columns
+    return s.start_ns[idx], s.end_ns[idx]
 
 
 def _cat(*ivs: Intervals) -> Intervals:
@@ -232,9 +233,14 @@ def source_intervals(trace: Trace) -> dict[str, Intervals]:
     py = s.kind == SpanKind.PYTHON
     pst, pen, powner = python_self_intervals(trace)
     out = {}
+    not_py = ~py
+    none = np.zeros(0, dtype=s.start_ns.dtype), np.zeros(0, dtype=s.end_ns.dtype)
     for key, m in masks.items():
-        iv = _iv(trace, m & ~py)
-        if m[py].any() and len(powner):
+        if not m.any():     # most sources are empty in a given trace: no pass over the spans for them
+            out[key] = none
+            continue
+        iv = _iv(trace, m & not_py)
+        if len(powner) and m[py].any():
             sel = m[powner]
             iv = _cat(iv, (pst[sel], pen[sel]))
         out[key] = iv
@@ -263,7 +269,9 @@ def segment_classes(trace: Trace, window: Window):
         del edges
     seg_s = bounds[:-1]
     seg_e = bounds[1:]
-    c = {key: coverage_on_bounds(us, ue, bounds) for key, (us, ue) in unions.items()}
+    # 'in_op' only narrows user_code: without user code its coverage is never read (its edges stay in bounds)
+    c = {key: (np.zeros(len(seg_s), dtype=bool) if key == "in_op" and not len(unions["user_code"][0])
+               else coverage_on_bounds(us, ue, bounds)) for key, (us, ue) in unions.items()}
     del unions
     gpu_run = trace.has_gpu
     framework_python = c["framework_python"] if gpu_run else (c["framework_python"] & ~c["cpu_ops"])

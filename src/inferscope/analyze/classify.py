@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 from ..trace.kinds import CopyKind, SpanKind
-from ..trace.model import Trace
+from ..trace.model import Trace, codes_in
 
 # re-exported for the analyses: every name rule lives in classes.py
 from ..classes import (BLOCKING_SYNC_API_RE, COMM_KERNEL_RE, GRAPH_LAUNCH_API_RE, LAUNCH_API_RE,  # noqa: F401
@@ -66,19 +66,20 @@ def spans_matching(trace: Trace, pattern: re.Pattern, kinds=None, base_mask: np.
     s = trace.spans
     m = np.ones(len(s), dtype=bool) if base_mask is None else base_mask.copy()
     if kinds is not None:
-        m &= np.isin(s.kind, [int(k) for k in kinds])
+        m &= codes_in(s.kind, [int(k) for k in kinds])
     if not m.any():
         return m
-    ids = s.name
-    nm = name_mask(trace, pattern, ids[m])      # only the names of the candidate spans are searched
-    ok = ids >= 0
-    res = np.zeros(len(s), dtype=bool)
-    res[ok] = nm[ids[ok]]
-    return m & res
+    idx = np.flatnonzero(m)
+    sid = s.name[idx]
+    nm = name_mask(trace, pattern, sid)      # only the names of the candidate spans are searched
+    ok = sid >= 0
+    res = np.zeros(len(s), dtype=bool)    # looked up for the candidates only (issue 26)
+    res[idx[ok]] = nm[sid[ok]]
+    return res
 
 
 def host_api_mask(trace: Trace) -> np.ndarray:
-    return _memo(trace, "host_api", lambda: np.isin(trace.spans.kind, [SpanKind.RUNTIME, SpanKind.DRIVER]))
+    return _memo(trace, "host_api", lambda: codes_in(trace.spans.kind, [SpanKind.RUNTIME, SpanKind.DRIVER]))
 
 
 def sync_api_mask(trace: Trace) -> np.ndarray:
@@ -133,13 +134,13 @@ def launch_api_mask(trace: Trace) -> np.ndarray:
 
 
 def gpu_work_mask(trace: Trace) -> np.ndarray:
-    return _memo(trace, "gpu_work", lambda: np.isin(trace.spans.kind, [SpanKind.KERNEL, SpanKind.MEMCPY,
+    return _memo(trace, "gpu_work", lambda: codes_in(trace.spans.kind, [SpanKind.KERNEL, SpanKind.MEMCPY,
                                                                        SpanKind.MEMSET, SpanKind.GRAPH_LAUNCH]))
 
 
 def kernel_mask(trace: Trace) -> np.ndarray:
     """Every GPU kernel and CUDA-graph execution (compute and communication)."""
-    return _memo(trace, "kernel", lambda: np.isin(trace.spans.kind, [SpanKind.KERNEL, SpanKind.GRAPH_LAUNCH]))
+    return _memo(trace, "kernel", lambda: codes_in(trace.spans.kind, [SpanKind.KERNEL, SpanKind.GRAPH_LAUNCH]))
 
 
 def comm_kernel_mask(trace: Trace) -> np.ndarray:

@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import thresholds as T
 from ..trace.kinds import SpanKind, TrackKind
-from ..trace.model import Trace
+from ..trace.model import Trace, codes_in
 from .intervals import active_at, union
 from .window import Window
 
@@ -344,7 +344,7 @@ def _by_range(trace: Trace, window: Window, per_track: dict, max_ranges: int) ->
     """Mean of each counter over the samples inside each step / range name (the longest names first)."""
     s = trace.spans
     lo, hi = int(window.start_ns), int(window.end_ns)
-    m = np.isin(s.kind, [int(SpanKind.STEP), int(SpanKind.ANNOTATION)]) & (s.end_ns > lo) & (s.start_ns < hi) & (s.end_ns > s.start_ns)
+    m = codes_in(s.kind, [int(SpanKind.STEP), int(SpanKind.ANNOTATION)]) & (s.end_ns > lo) & (s.start_ns < hi) & (s.end_ns > s.start_ns)
     idx = np.flatnonzero(m)
     present = {metric for metric, _, ts, _ in per_track.values() if len(ts)}
     metrics = [m for m in RANGE_METRICS if m in present]

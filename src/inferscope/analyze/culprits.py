@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import classes as CL
 from ..trace.kinds import GPU_WORK_KINDS, FlowKind, SpanKind
-from ..trace.model import Trace
+from ..trace.model import Trace, codes_in
 from .breakdown import python_self_intervals
 from .sample_labels import function_keys, sample_counts, split_label, top_line
 from .select import clipped_durations, in_window
@@ -120,7 +120,7 @@ def _ops(trace: Trace, window, win_ns: int) -> list[dict]:
     if len(f):
         fl = np.flatnonzero(f.kind == FlowKind.LAUNCH)
         src, dst = f.src[fl].astype(np.int64), f.dst[fl].astype(np.int64)
-        gw = np.isin(s.kind[dst], [int(k) for k in GPU_WORK_KINDS])
+        gw = codes_in(s.kind[dst], [int(k) for k in GPU_WORK_KINDS])
         src, dst = src[gw], dst[gw]
         if len(src):
             owner = _innermost_op(trace, src)
@@ -141,7 +141,7 @@ def _ops(trace: Trace, window, win_ns: int) -> list[dict]:
 
 def _apis(trace: Trace, window, win_ns: int) -> list[dict]:
     s = trace.spans
-    idx = in_window(trace, np.isin(s.kind, [SpanKind.RUNTIME, SpanKind.DRIVER, SpanKind.OS_RUNTIME]), window)
+    idx = in_window(trace, codes_in(s.kind, [SpanKind.RUNTIME, SpanKind.DRIVER, SpanKind.OS_RUNTIME]), window)
     if len(idx) == 0:
         return []
     d = clipped_durations(trace, idx, window).astype(np.int64)

@@ -16,7 +16,7 @@ from ..trace.kinds import SpanKind
 from ..trace.model import Trace
 from .classify import GRAPH_LAUNCH_API_RE, kernel_mask, launch_api_mask, spans_matching
 from .select import clipped_durations, group_sum, in_window
-from .stats import grouped_stats, percentile
+from .stats import fast_unique, grouped_stats, percentile
 from .window import Window
 
 
@@ -150,7 +150,7 @@ def kernel_classes(trace: Trace, name_ids: np.ndarray, dur: np.ndarray, total_ns
         return len(ps)
 
     # once per distinct kernel name (not per interned string: most are op and API names)
-    uniq, inv = np.unique(name_ids, return_inverse=True)
+    uniq, inv = fast_unique(name_ids, return_inverse=True)
     lst = trace.strings.as_list()     # list indexing as the former per-string table: id -1 -> the last string
     k = np.fromiter((cls(lst[i]) for i in uniq.tolist()), dtype=np.int8, count=len(uniq))[inv.reshape(-1)]
     labels = [c for c, _ in KERNEL_CLASSES] + ["other"]

@@ -18,7 +18,7 @@ import numpy as np
 from .stats import fast_unique
 
 from ..trace.kinds import CopyKind, FlowKind, SpanKind
-from ..trace.model import Trace
+from ..trace.model import Trace, codes_in
 from .select import clipped_durations, group_sum, in_window, pct_stats_us
 from ..classes import ASYNC_MEMOP_API_RE
 from .classify import pageable_copy_mask, sync_like_name_mask
@@ -39,13 +39,13 @@ def analyze_nsys_extras(trace: Trace, window=None, options=None) -> dict:
     lm = f.kind == FlowKind.LAUNCH if len(f) else np.zeros(0, bool)
     fsrc = f.src[lm].astype(np.int64) if len(f) else np.zeros(0, np.int64)
     fdst = f.dst[lm].astype(np.int64) if len(f) else np.zeros(0, np.int64)
-    host_ok = np.isin(s.kind[fsrc], [SpanKind.RUNTIME, SpanKind.DRIVER]) if len(fsrc) else np.zeros(0, bool)
+    host_ok = codes_in(s.kind[fsrc], [SpanKind.RUNTIME, SpanKind.DRIVER]) if len(fsrc) else np.zeros(0, bool)
     fsrc, fdst = fsrc[host_ok], fdst[host_ok]
     api_in = np.zeros(len(s), dtype=bool)
-    api_in[in_window(trace, np.isin(s.kind, [SpanKind.RUNTIME, SpanKind.DRIVER]), window)] = True
+    api_in[in_window(trace, codes_in(s.kind, [SpanKind.RUNTIME, SpanKind.DRIVER]), window)] = True
 
     # ---- launch latency ------------------------------------------------------
-    kflow = np.isin(s.kind[fdst], [SpanKind.KERNEL, SpanKind.GRAPH_LAUNCH]) & api_in[fsrc]
+    kflow = codes_in(s.kind[fdst], [SpanKind.KERNEL, SpanKind.GRAPH_LAUNCH]) & api_in[fsrc]
     ks, kd = fsrc[kflow], fdst[kflow]
     ll: dict = {"launches": 0, "api_ms": 0.0, "queue_ms": 0.0, "linked_kernel_sum_ms": 0.0, "queued_launches": 0,
                 "api_to_kernel_ratio": None}
@@ -80,7 +80,7 @@ def analyze_nsys_extras(trace: Trace, window=None, options=None) -> dict:
                     "kernel_avg_per_launch_us"], "rows": rows[:max(top_n, 50)]}
 
     # ---- memory operations by API ------------------------------------------------
-    mflow = np.isin(s.kind[fdst], [SpanKind.MEMCPY, SpanKind.MEMSET]) & api_in[fsrc]
+    mflow = codes_in(s.kind[fdst], [SpanKind.MEMCPY, SpanKind.MEMSET]) & api_in[fsrc]
     ms_, md = fsrc[mflow], fdst[mflow]
     is_async = trace.strings.ids_matching(lambda x: ASYNC_MEMOP_API_RE.search(x) is not None, s.name[ms_])
     mem = {"pageable_async_copies": 0, "pageable_async_bytes": 0, "pageable_async_ms": 0.0,
@@ -124,7 +124,7 @@ def analyze_nsys_extras(trace: Trace, window=None, options=None) -> dict:
             out["warnings"].append(
                 f"{mem['pageable_async_copies']} async copies use pageable host memory "
                 f"({mem['pageable_async_bytes']} bytes): the driver stages them and they do not overlap; pin the host buffer")
-    allm = in_window(trace, np.isin(s.kind, [SpanKind.MEMCPY, SpanKind.MEMSET]), window)
+    allm = in_window(trace, codes_in(s.kind, [SpanKind.MEMCPY, SpanKind.MEMSET]), window)
     linked = np.zeros(len(s), dtype=bool)
     linked[md] = True
     mem["unlinked_ops"] = int((~linked[allm]).sum())

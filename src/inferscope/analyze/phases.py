@@ -24,7 +24,7 @@ import numpy as np
 from .stats import fast_unique
 
 from ..trace.kinds import SpanKind
-from ..trace.model import Trace
+from ..trace.model import Trace, codes_in
 from .classify import gpu_work_mask
 from .intervals import union
 from .links import launchers_for
@@ -78,7 +78,7 @@ def _launch_table(trace: Trace, window: Window):
 def phases(trace: Trace, window: Window, phase_map: dict | None = None, max_steps: int = 100) -> dict:
     s = trace.spans
     lo, hi = window.start_ns, window.end_ns
-    rng = np.isin(s.kind, [SpanKind.STEP, SpanKind.ANNOTATION]) & (s.end_ns > lo) & (s.start_ns < hi) & (s.end_ns > s.start_ns)
+    rng = codes_in(s.kind, [SpanKind.STEP, SpanKind.ANNOTATION]) & (s.end_ns > lo) & (s.start_ns < hi) & (s.end_ns > s.start_ns)
     ridx = np.flatnonzero(rng)
     ltrack, lstart, ldur, total_gpu = _launch_table(trace, window)
     cum = np.concatenate(([0], np.cumsum(ldur)))

@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import thresholds as T
 from ..trace.kinds import GPU_WORK_KINDS, SpanKind
-from ..trace.model import Trace
+from ..trace.model import Trace, codes_in
 from .classify import launch_api_mask, sync_api_mask
 from .intervals import overlap_with_union, union
 from .sample_labels import function_of
@@ -105,7 +105,7 @@ def startup_calls(trace: Trace, lo: int, hi: int) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     lo_own = int(s.start_ns[own].min())
     limit = lo_own + (hi - lo_own) // 2
-    gw = np.isin(s.kind, [int(k) for k in GPU_WORK_KINDS]) & (s.start_ns >= lo) & (s.start_ns < hi)
+    gw = codes_in(s.kind, [int(k) for k in GPU_WORK_KINDS]) & (s.start_ns >= lo) & (s.start_ns < hi)
     if gw.any():   # context creation and lazy loading come before the first GPU work, wherever that is
         limit = max(limit, int(s.start_ns[gw].min()))
     cand = _outlier_calls(trace, lo, hi, limit)
@@ -129,7 +129,7 @@ def _outlier_base(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     if v is not None and v[0] == len(trace.spans):
         return v[1], v[2]
     s = trace.spans
-    m = np.isin(s.kind, [int(k) for k in HOST_CALL_KINDS]) & ~sync_api_mask(trace) & (s.end_ns > s.start_ns)
+    m = codes_in(s.kind, [int(k) for k in HOST_CALL_KINDS]) & ~sync_api_mask(trace) & (s.end_ns > s.start_ns)
     idx = np.flatnonzero(m)
     out = np.zeros(0, dtype=bool)
     if len(idx):
@@ -174,7 +174,7 @@ def _outlier_calls(trace: Trace, lo: int, hi: int, limit: int) -> np.ndarray:
     # a call with GPU work running through most of it waits on (or overlaps) the steady work: start-up
     # (context creation, lazy loading, allocator growth) runs with the GPU idle.
     if len(cand):
-        gw = np.isin(s.kind, [int(k) for k in GPU_WORK_KINDS])
+        gw = codes_in(s.kind, [int(k) for k in GPU_WORK_KINDS])
         if gw.any():
             us, ue = union(s.start_ns[gw], s.end_ns[gw])
             cov = overlap_with_union(s.start_ns[cand], s.end_ns[cand], us, ue)
@@ -193,11 +193,11 @@ def _outlier_calls(trace: Trace, lo: int, hi: int, limit: int) -> np.ndarray:
 
 def _teardown_start(trace: Trace) -> int | None:
     s = trace.spans
-    gw = np.isin(s.kind, [int(k) for k in GPU_WORK_KINDS])
+    gw = codes_in(s.kind, [int(k) for k in GPU_WORK_KINDS])
     if not gw.any():
         return None
     last_gpu = int(s.end_ns[gw].max())
-    api = np.flatnonzero(np.isin(s.kind, [SpanKind.RUNTIME, SpanKind.DRIVER]) & (s.start_ns >= last_gpu))
+    api = np.flatnonzero(codes_in(s.kind, [SpanKind.RUNTIME, SpanKind.DRIVER]) & (s.start_ns >= last_gpu))
     if len(api) == 0:
         return None
     rel_ids = trace.strings.ids_matching(lambda x: bool(RELEASE_API_RE.search(x)), s.name[api])
@@ -217,7 +217,7 @@ def _top_items(trace: Trace, a: int, b: int, n: int = 5) -> list[dict]:
     """What a cut part holds: host calls (top level) by name and sampled imports by module."""
     s = trace.spans
     m = (s.start_ns < b) & (s.end_ns > a)
-    calls = m & (np.isin(s.kind, [SpanKind.RUNTIME, SpanKind.DRIVER]) | ((s.kind == SpanKind.CPU_OP) & (s.depth == 0)))
+    calls = m & (codes_in(s.kind, [SpanKind.RUNTIME, SpanKind.DRIVER]) | ((s.kind == SpanKind.CPU_OP) & (s.depth == 0)))
     rows = []
     for kind_mask, key_col, prefix in ((calls, s.name, ""), (m & (s.kind == SpanKind.CPU_SAMPLE) & (s.detail >= 0), s.detail, "")):
         idx = np.flatnonzero(kind_mask)

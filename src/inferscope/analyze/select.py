@@ -31,10 +31,29 @@ def in_window(trace: Trace, mask: np.ndarray, window) -> np.ndarray:
     """Indices of spans in mask that overlap the window (marks: start inside)."""
     lo, hi = window_bounds(window)
     s = trace.spans
-    idx = np.flatnonzero(mask)
-    st, en = s.start_ns[idx], s.end_ns[idx]
-    keep = (st <= hi) & (en >= lo) & ((en > lo) | (st >= lo))
-    return idx[keep]
+    if not _start_sorted(trace):
+        idx = np.flatnonzero(mask)
+        st, en = s.start_ns[idx], s.end_ns[idx]
+        keep = (st <= hi) & (en >= lo) & ((en > lo) | (st >= lo))
+        return idx[keep]
+    # spans sorted by start (as the builder leaves them): the ones starting after hi are a suffix, and of
+    # the rest only those starting before lo need their end checked (start >= lo: end >= start >= lo)
+    idx = np.flatnonzero(mask[:int(np.searchsorted(s.start_ns, hi, side="right"))])
+    k = int(np.searchsorted(idx, np.searchsorted(s.start_ns, lo, side="left")))
+    if k == 0:
+        return idx
+    head = idx[:k]
+    return np.concatenate((head[s.end_ns[head] > lo], idx[k:]))
+
+
+def _start_sorted(trace: Trace) -> bool:
+    """Are the spans in ascending start order?  Checked once per trace (a Trace is not changed once built)."""
+    c = trace.__dict__.setdefault("_mask_cache", {})
+    v = c.get("start_sorted")
+    st = trace.spans.start_ns
+    if v is None or v[1] != len(st):
+        v = c["start_sorted"] = (bool(len(st) < 2 or (st[1:] >= st[:-1]).all()), len(st))
+    return v[0]
 
 
 def pct_stats_us(d_ns: np.ndarray) -> tuple[float, float, float, float]:

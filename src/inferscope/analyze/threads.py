@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..trace.kinds import FlowKind, SpanKind, TrackKind
-from ..trace.model import Trace
+from ..trace.model import Trace, codes_in
 from .classify import launch_api_mask
 from .intervals import clip, total
 from .window import SCOPE_CAT
@@ -41,9 +41,9 @@ def critical_tracks(trace: Trace) -> tuple[np.ndarray, str]:
     lt |= launch_api_mask(trace)
     if len(f):
         lt[f.src[f.kind == FlowKind.LAUNCH]] = True
-    lt &= np.isin(s.kind, [SpanKind.RUNTIME, SpanKind.DRIVER, SpanKind.CPU_OP])
+    lt &= codes_in(s.kind, [SpanKind.RUNTIME, SpanKind.DRIVER, SpanKind.CPU_OP])
     if lt.any():
-        out[np.unique(s.track[lt])] = True
+        out[s.track[lt]] = True     # (repeated tracks set the same True: no np.unique of every call)
         out &= cpu
         if out.any():
             return out, "gpu_launch"
@@ -123,7 +123,7 @@ def threads(trace: Trace, window) -> dict:
             a, b = clip(s.start_ns[grp], s.end_ns[grp], lo, hi)
             busy = total(a, b)
             name = s.name[grp]
-            waiting = np.isin(s.kind[grp], [SpanKind.OS_RUNTIME]) | (name == wid)
+            waiting = codes_in(s.kind[grp], [SpanKind.OS_RUNTIME]) | (name == wid)
             wa, wb = clip(s.start_ns[grp[waiting]], s.end_ns[grp[waiting]], lo, hi)
             row = {"thread": trace.track_label(t), "pid": int(tr.pid[t]), "tid": int(tr.tid[t]), "critical": bool(crit[t]),
                    "recorded_ms": busy / 1e6, "waiting_ms": total(wa, wb) / 1e6, "on_cpu_ms": None, "run_queue_ms": None}

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..trace.kinds import GPU_WORK_KINDS, SpanKind
-from ..trace.model import Trace
+from ..trace.model import Trace, codes_in
 
 
 @dataclass(frozen=True)
@@ -117,12 +117,12 @@ def available_windows(trace: Trace, limit: int = 200) -> list[str]:
     """The --window values this trace accepts: all, gpu (if any), step:1..N, step/range names."""
     s = trace.spans
     out = ["all"]
-    if np.isin(s.kind, [int(k) for k in GPU_WORK_KINDS]).any():
+    if codes_in(s.kind, [int(k) for k in GPU_WORK_KINDS]).any():
         out.append("gpu")
     nsteps = int((s.kind == SpanKind.STEP).sum())
     if nsteps:
         out.append(f"step:1..{nsteps}" if nsteps > 1 else "step:1")
-    cand = np.flatnonzero(np.isin(s.kind, [SpanKind.STEP, SpanKind.ANNOTATION]))
+    cand = np.flatnonzero(codes_in(s.kind, [SpanKind.STEP, SpanKind.ANNOTATION]))
     ids, counts = np.unique(s.name[cand], return_counts=True)
     for i, c in zip(ids.tolist()[:limit], counts.tolist()[:limit]):
         nm = trace.strings[int(i)]
@@ -184,7 +184,7 @@ def resolve_window(trace: Trace, spec: str | None, run_phases: dict | None = Non
     spec = spec.strip()
     s = trace.spans
     if spec.lower() == "gpu":
-        m = np.isin(s.kind, [int(k) for k in GPU_WORK_KINDS])
+        m = codes_in(s.kind, [int(k) for k in GPU_WORK_KINDS])
         if not m.any():
             raise ConfigError("--window gpu: the trace has no GPU activity")
         return Window(int(s.start_ns[m].min()), int(s.end_ns[m].max()), "GPU-active span", "gpu")
@@ -205,7 +205,7 @@ def resolve_window(trace: Trace, spec: str | None, run_phases: dict | None = Non
     elif re.match(r"^.+:\d+$", spec) and trace.strings.get(spec) < 0:
         name, k = spec.rsplit(":", 1)
         occ = int(k)
-    cand = np.isin(s.kind, [SpanKind.STEP, SpanKind.ANNOTATION])
+    cand = codes_in(s.kind, [SpanKind.STEP, SpanKind.ANNOTATION])
     if step_idx is not None:
         idx = np.flatnonzero(s.kind == SpanKind.STEP)
         if not (1 <= step_idx <= len(idx)):

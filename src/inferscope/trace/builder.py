@@ -12,7 +12,7 @@ import numpy as np
 
 from .kinds import TrackKind
 from .model import (COUNTER_COLUMNS, SPAN_COLUMNS, SPAN_DEFAULTS,
-                    Counters, Flows, Spans, Trace, Tracks)
+                    Counters, Flows, Spans, Trace, Tracks, codes_in)
 from .strings import StringTable
 
 
@@ -179,7 +179,7 @@ def compute_depth_parent(trace: Trace) -> None:
     if n:
         from .kinds import SpanKind
         host = (trace.tracks.kind[s.track] == TrackKind.CPU_THREAD) & \
-            ~np.isin(s.kind, [SpanKind.STEP, SpanKind.MARK, SpanKind.CPU_SAMPLE])
+            ~codes_in(s.kind, [SpanKind.STEP, SpanKind.MARK, SpanKind.CPU_SAMPLE])
         idx_host = np.flatnonzero(host)
         if len(idx_host):
             tr = s.track[idx_host]

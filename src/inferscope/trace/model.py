@@ -59,6 +59,18 @@ SPAN_DEFAULTS = {
 }
 
 
+def codes_in(codes: np.ndarray, wanted) -> np.ndarray:
+    """``np.isin(codes, wanted)`` for a column of small integer codes (span or track kinds) and a few
+    wanted codes: one comparison per code, ~10x less time than np.isin on millions of rows (issue 26)."""
+    ws = [int(w) for w in wanted]
+    if not ws:
+        return np.zeros(np.shape(codes), dtype=bool)
+    m = codes == ws[0]
+    for w in ws[1:]:
+        m |= codes == w
+    return m
+
+
 class Table:
     """A set of equal-length numpy columns with attribute access."""
 
@@ -135,7 +147,7 @@ class Trace:
         return self.tracks.kind[self.spans.track]
 
     def mask(self, *kinds: SpanKind) -> np.ndarray:
-        return np.isin(self.spans.kind, np.asarray([int(k) for k in kinds], dtype=np.uint8))
+        return codes_in(self.spans.kind, kinds)
 
     def name_of(self, span_index: int) -> str:
         return self.strings[int(self.spans.name[span_index])]
@@ -160,7 +172,7 @@ class Trace:
         c = self.__dict__.setdefault("_mask_cache", {})
         v = c.get("has_gpu")
         if v is None or v[1] != len(self.spans):
-            v = c["has_gpu"] = (bool(np.any(np.isin(self.spans.kind, [SpanKind.KERNEL, SpanKind.MEMCPY, SpanKind.MEMSET,
+            v = c["has_gpu"] = (bool(np.any(codes_in(self.spans.kind, [SpanKind.KERNEL, SpanKind.MEMCPY, SpanKind.MEMSET,
                                                                        SpanKind.GRAPH_LAUNCH]))), len(self.spans))
         return v[0]
 
@@ -169,11 +181,19 @@ class Trace:
         return len(self.spans) + len(self.counters) + len(self.flows)
 
     def bounds_ns(self) -> tuple[int, int]:
-        """Earliest start and latest end over duration events (excludes marks)."""
+        """Earliest start and latest end over duration events (excludes marks); computed once per trace
+        (several analyses ask; a Trace is not changed once built, as for ``has_gpu``)."""
         s = self.spans
         if len(s) == 0:
             return (0, 0)
+        c = self.__dict__.setdefault("_mask_cache", {})
+        v = c.get("bounds_ns")
+        if v is not None and v[1] == len(s):
+            return v[0]
         dur = s.end_ns > s.start_ns
         if not dur.any():
-            return (int(s.start_ns.min()), int(s.end_ns.max()))
-        return (int(s.start_ns[dur].min()), int(s.end_ns[dur].max()))
+            b = (int(s.start_ns.min()), int(s.end_ns.max()))
+        else:
+            b = (int(s.start_ns[dur].min()), int(s.end_ns[dur].max()))
+        c["bounds_ns"] = (b, len(s))
+        return b

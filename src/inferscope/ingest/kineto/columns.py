@@ -3,6 +3,7 @@ conversions of JSON values to int64 columns (ids, args numbers)."""
 from __future__ import annotations
 
 import re
+from itertools import compress
 from operator import attrgetter
 
 import numpy as np
@@ -194,19 +195,20 @@ class _Cols:
             self._row_flags = np.concatenate([self._row_flags, flags], axis=1)
         return np.fromiter(map(g.__getitem__, cd), dtype=np.int32, count=len(cd))[codes]
 
-    def _shape_codes(self, al: list, ops: np.ndarray) -> np.ndarray:
-        """Code of each event's record_shapes detail in ``self.shapes`` (-1: none); ``ops``: the CPU-op
+    def _shape_codes(self, al: list, is_op: np.ndarray) -> np.ndarray:
+        """Code of each event's record_shapes detail in ``self.shapes`` (-1: none); ``is_op``: the CPU-op
         events (the only ones whose details are read). The (dims, types, concrete) triples are factorised
         in C-level passes; the detail text is built once per distinct triple, in first-seen order."""
         shape = np.full(len(al), -1, np.int32)
-        ops_l = ops.tolist()
-        if not any(map(_GET["input_dims"], map(al.__getitem__, ops_l))):   # no record_shapes (empty Raw = missing key)
+        sel = is_op.tolist()      # the ops' args by itertools.compress: no index list, no lookup per op
+        if not any(map(_GET["input_dims"], compress(al, sel))):   # no record_shapes (empty Raw = missing key)
             return shape
+        ops = np.flatnonzero(is_op)
         # one key per op: the three raw texts joined by \x01, which valid JSON text never holds (a control
         # character must be escaped inside a string), so distinct triples keep distinct keys; one
         # buffer-protocol join instead of three bytes() copies and a tuple
         kc: dict = {}
-        codes = _first_seen_codes(kc, map(b"\x01".join, map(_SHAPE3, map(al.__getitem__, ops_l))), len(ops_l))
+        codes = _first_seen_codes(kc, map(b"\x01".join, map(_SHAPE3, compress(al, sel))), len(ops))
         sd, gs = self.shapes, self._shape_keys
         for key in [k for k in kc if k not in gs]:    # keys of earlier batches keep their code
             d, t, c = key.split(b"\x01")
@@ -287,7 +289,7 @@ class _Cols:
             P[k].append(_int_col_of(al, _GET[f], n))
         # device, stream, bytes and args.kind are read for GPU-side spans only (_build): -1 / absent elsewhere
         gpu = np.flatnonzero(is_gpu)
-        ga = list(map(al.__getitem__, gpu.tolist())) if len(gpu) < n else al
+        ga = list(compress(al, is_gpu.tolist())) if len(gpu) < n else al
         # kept for the GPU events only (their indices in "gpu"); col() scatters them into -1 columns
         P["gpu"].append(gpu + n0 if n0 else gpu)
         for k in ("device", "stream", "bytes"):
@@ -298,7 +300,7 @@ class _Cols:
                 self.kind[n0 + int(gpu[j])] = kinds[j]
         del kinds, ga
         # record_shapes details are read for CPU_OP spans only (_shape_details): look at ops only
-        P["shape"].append(self._shape_codes(al, np.flatnonzero(is_op)))
+        P["shape"].append(self._shape_codes(al, is_op))
         for i in np.flatnonzero(keep_args).tolist():
             self.margs[n0 + i] = args_l[i]
         # flow ids: only fwdbwd flows are paired by id (launch flows use the correlation)

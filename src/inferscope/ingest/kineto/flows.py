@@ -19,12 +19,12 @@ import numpy as np
 
 from ...trace.builder import TraceBuilder
 from ...trace.kinds import FlowKind, SpanKind, TrackKind
-from ...trace.model import Flows, Trace
+from ...trace.model import Flows, Trace, codes_in
 
 
 def _launch_flows(b: TraceBuilder, skind, spid, corr, start, named, warnings) -> None:
     host = np.flatnonzero(((skind == SpanKind.RUNTIME) | (skind == SpanKind.DRIVER)) & (corr >= 0) & ~named)
-    work = np.isin(skind, [SpanKind.KERNEL, SpanKind.MEMCPY, SpanKind.MEMSET])
+    work = codes_in(skind, [SpanKind.KERNEL, SpanKind.MEMCPY, SpanKind.MEMSET])
     gdst = np.flatnonzero((work | (skind == SpanKind.GPU_SYNC)) & (corr >= 0))
     if not len(host) or not len(gdst):
         return
@@ -39,8 +39,7 @@ def _launch_flows(b: TraceBuilder, skind, spid, corr, start, named, warnings) ->
         warnings.append(f"{int(dup.sum())} host API call(s) repeat a (pid, correlation) pair; the first is used for launch flows")
         host, hp, hc = host[~dup], hp[~dup], hc[~dup]
     gc = corr[gdst]
-    pids = np.unique(hp)
-    if len(pids) == 1:
+    if hp[0] == hp[-1]:      # sorted by pid first: one process (no np.unique of every call)
         pos = np.searchsorted(hc, gc)
         pos_c = np.minimum(pos, len(hc) - 1)
         ok = hc[pos_c] == gc

@@ -35,21 +35,31 @@ def _assign_tracks(b: TraceBuilder, tkind, tpid, ttid, tdev, meta_names, pid_l, 
     if len(tkind) == 0:
         return np.zeros(0, np.int32)
     cols4 = (tkind, tpid, ttid, tdev)
-    # one mixed int64 key per row -> 1-D unique (much faster than unique(axis=0)); verified
-    # column by column (no n x 4 copies: peak memory of big traces)
-    mix = ((tpid * np.int64(1000003) + ttid) * np.int64(8191) + tdev) * np.int64(8) + tkind
-    # the few distinct keys sorted, each row's by searchsorted and each key's first row by minimum.at:
-    # fewer and smaller temporaries than np.unique's stable argsort of all rows (issue 26)
+    n = len(tkind)
+    # rows come in runs of one track (a thread's events, a stream's kernels): the keys are made and
+    # matched per run, not per row (~70 ms less on a 2M-event trace, issue 26)
+    same = np.ones(n - 1, dtype=bool)
+    for c in cols4:
+        same &= c[1:] == c[:-1]
+    heads = np.concatenate(([0], np.flatnonzero(~same) + 1))
+    del same
+    hk = [c[heads] for c in cols4]
+    # one mixed int64 key per run -> 1-D unique (much faster than unique(axis=0)); verified
+    # column by column (every row of a run holds its head's values)
+    mix = ((hk[1] * np.int64(1000003) + hk[2]) * np.int64(8191) + hk[3]) * np.int64(8) + hk[0]
     u = np.sort(_unique_values(mix))
-    inv = np.searchsorted(u, mix)
+    inv_h = np.searchsorted(u, mix)
     del mix
-    first = np.full(len(u), len(inv), dtype=np.int64)
-    np.minimum.at(first, inv, np.arange(len(inv), dtype=np.int64))
-    if all(np.array_equal(c[first][inv], c) for c in cols4):
+    first_h = np.full(len(u), len(heads), dtype=np.int64)
+    np.minimum.at(first_h, inv_h, np.arange(len(heads), dtype=np.int64))
+    if all(np.array_equal(h[first_h][inv_h], h) for h in hk):
+        first = heads[first_h]
+        inv = np.repeat(inv_h, np.diff(np.append(heads, n)))
         uk = np.stack([c[first] for c in cols4], axis=1)
     else:  # hash collision (never seen): exact path
         uk, first, inv = np.unique(np.stack(cols4, axis=1), axis=0, return_index=True, return_inverse=True)
         inv = inv.reshape(-1)
+    del hk, heads, inv_h, first_h
     lut = np.empty(len(uk), dtype=np.int32)
     for j, (k, p, t, d) in enumerate(uk.tolist()):
         nm = ""
