@@ -203,7 +203,7 @@ def test_findings_render_escaped():
     """A hostile file path and frame reach the markdown and HTML reports escaped."""
     from inferscope.report.html import build_html
     from inferscope.report.markdown import render_markdown
-    from test_rules import _offcpu_trace, finding, run
+    from test_rules import _offcpu_trace, finding
     t = _offcpu_trace([(200, "pread64", {"fd": 3, "path": "/d/<script>alert(1)</script>|`x`.bin",
                                          "frame": "evil<img src=x>.py:1 f"})])
     trace = t.done()
