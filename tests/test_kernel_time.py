@@ -11,6 +11,7 @@ from inferscope.collect import kernel_time as K
 from inferscope.collect import perfip as P
 from inferscope.collect import sampler as SM
 
+from resolve_helpers import FakePerf, durations, resolve_thread
 from test_sampler_ticks import IDENT, Clock, decode_loop
 
 MS = 1_000_000
@@ -73,30 +74,9 @@ def test_carry_step():
     assert K.carry_step(-3 * MS, 0, 4 * MS, False) == (-3 * MS, 0)        # a debt: nothing to place
 
 
-class FakePerf:
-    def __init__(self, samples):
-        self.samples = samples
-
-    def read(self, maps):
-        out, self.samples = self.samples, []
-        return out
-
-
 def _resolve(samples, pend, cls0="user_code", native=None):
-    buf = []
-    s = SM.Sampler(buf, 200, {}, set())
-    s._perf_maps = object()
-    st = SM._ThreadState(tid=1, clk=None, cpu=0, t=0)
-    st.cls, st.start, st.end = cls0, 0, 0
-    st.native, st.native_fresh = native, native is not None
-    st.perf = FakePerf(samples)
-    st.pending = pend
-    s._resolve(st)
-    s._emit(st)
-    dur = {}
-    for ev in buf:
-        dur[ev[5]] = dur.get(ev[5], 0) + ev[4] - ev[3]
-    return dur, s
+    buf, s, _ = resolve_thread(samples, pend, cls0, native)
+    return durations(buf), s
 
 
 LBL = ("app.py:touch", 3)

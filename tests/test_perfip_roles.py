@@ -7,6 +7,8 @@ import pytest
 from inferscope.collect import perfip as P
 from inferscope.collect import sampler as SM
 
+from resolve_helpers import FakePerf, durations, resolve_thread
+
 SP = "/root/.pyenv/versions/3.11.7/lib/python3.11/site-packages"   # as /proc/self/maps shows it here
 
 
@@ -50,29 +52,9 @@ def test_this_process_maps_numpy_blas_as_compute():
     assert any(roles[p] == P.PYTHON for p in roles)
 
 
-class FakePerf:
-    def __init__(self, samples):
-        self.samples = samples
-
-    def read(self, maps):
-        out, self.samples = self.samples, []
-        return out
-
-
 def _durations(samples, pend, cls0="user_code"):
-    buf = []
-    s = SM.Sampler(buf, 200, {}, set())
-    s._perf_maps = object()
-    st = SM._ThreadState(tid=1, clk=None, cpu=0, t=0)
-    st.cls, st.start, st.end = cls0, 0, 0
-    st.perf = FakePerf(samples)
-    st.pending = pend
-    s._resolve(st)
-    s._emit(st)
-    dur = {}
-    for ev in buf:
-        dur[ev[5]] = dur.get(ev[5], 0) + ev[4] - ev[3]
-    return dur, st
+    buf, _, st = resolve_thread(samples, pend, cls0)
+    return durations(buf), st
 
 
 def test_split_by_role_tokenizer_compute_and_other():

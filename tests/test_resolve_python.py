@@ -1,29 +1,16 @@
 """The perf resolver's interpreter samples (collect/resolve.py): a tick interval's Python samples take the
 Python class of the tick nearer to them, and a tokenizer's Python ticks are split by perf like the others."""
 from inferscope.collect import perfip as P
-from inferscope.collect import sampler as SM
 
-from test_kernel_time import FakePerf
+from resolve_helpers import durations, resolve_thread
 
 MS = 1_000_000
 LBL = ("app.py:step", 3)
 
 
 def _resolve(samples, pend, py_last=None):
-    buf = []
-    s = SM.Sampler(buf, 200, {}, set())
-    s._perf_maps = object()
-    st = SM._ThreadState(tid=1, clk=None, cpu=0, t=0)
-    st.cls, st.start, st.end = "tokenization", 0, 0
-    st.py_last = py_last
-    st.perf = FakePerf(samples)
-    st.pending = pend
-    s._resolve(st)
-    s._emit(st)
-    dur = {}
-    for ev in buf:
-        dur[ev[5]] = dur.get(ev[5], 0) + ev[4] - ev[3]
-    return dur
+    buf, _, _ = resolve_thread(samples, pend, "tokenization", py_last=py_last)
+    return durations(buf)
 
 
 def _tick(t, fallback):
@@ -51,15 +38,8 @@ def test_python_samples_of_the_first_half_take_the_previous_ticks_class():
 def test_previous_class_of_a_non_tokenizer_gets_its_own_part_first():
     """User code before, framework now: the first half's interpreter samples are user code, laid first."""
     samples = [(1 * MS, P.PYTHON), (2 * MS, P.PYTHON), (7 * MS, P.COMPUTE), (8 * MS, P.PYTHON)]
-    buf = []
-    s = SM.Sampler(buf, 200, {}, set())
-    s._perf_maps = object()
-    st = SM._ThreadState(tid=1, clk=None, cpu=0, t=0)
-    st.cls, st.start, st.end, st.py_last = "user_code", 0, 0, "user_code"
-    st.perf = FakePerf(samples)
-    st.pending = [_tick(8 * MS, "framework"), _tick(16 * MS, "framework")]
-    s._resolve(st)
-    s._emit(st)
+    buf, _, st = resolve_thread(samples, [_tick(8 * MS, "framework"), _tick(16 * MS, "framework")], "user_code",
+                                py_last="user_code")
     runs = [(ev[5], ev[3], ev[4]) for ev in buf]
     # first interval: 2 of 4 samples early interpreter -> 4 ms user code, then 2 ms compute, 2 ms framework;
     # the second (no sample: the last fractions hold, the previous tick framework) - no user code in it
