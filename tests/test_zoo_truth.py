@@ -44,6 +44,20 @@ def _within(row, tol=TOL_PTS):
     assert abs(row["diff_pts"]) <= tol, row
 
 
+def _run_within(tmp_path, script, label, tol, env=None):
+    """One run; a run whose ``label`` row is outside ``tol`` points gets one more run (beside a CPU hog a run's
+    run queue reads partly off-CPU) - a real bias fails both.  Returns the last run's (result, rows)."""
+    res, rows = _run(tmp_path, script, env=env)
+    _needs_perf(tmp_path, Path(script).stem)
+    if abs(rows[label]["diff_pts"]) > tol:
+        first = rows[label]
+        tmp_path = tmp_path / "again"
+        tmp_path.mkdir()
+        res, rows = _run(tmp_path, script, env=env)
+        assert abs(rows[label]["diff_pts"]) <= tol, (first, rows[label])
+    return res, rows
+
+
 def test_truth_harness_reads_the_report_partition(tmp_path):
     """The truth covers the scope window and the segment accessor reproduces report.json exactly
     (compare() raises if a category differs by more than 0.01 %)."""
@@ -146,14 +160,7 @@ def test_rust_tokenizer_serial(tmp_path):
     20 points (the 0 % of the bug fails it; the 12 points used before failed about 1 run in 3).  Beside one
     CPU hog single runs read -7.7..-27.5 points (2026-11-26, 8 runs) and a fresh-clone CI run -36.7 once: a run
     outside the band gets one more run - a real bias fails both."""
-    res, rows = _run(tmp_path, "zoo_tokenizers.py", env={"ZOO_ITERS": "8"})
-    _needs_perf(tmp_path, "zoo_tokenizers")
-    if abs(rows["cpu_preprocessing/tokenization"]["diff_pts"]) > 20.0:
-        first = rows["cpu_preprocessing/tokenization"]
-        tmp_path = tmp_path / "again"
-        tmp_path.mkdir()
-        res, rows = _run(tmp_path, "zoo_tokenizers.py", env={"ZOO_ITERS": "8"})
-        assert abs(rows["cpu_preprocessing/tokenization"]["diff_pts"]) <= 20.0, (first, rows["cpu_preprocessing/tokenization"])
+    res, rows = _run_within(tmp_path, "zoo_tokenizers.py", "cpu_preprocessing/tokenization", 20.0, env={"ZOO_ITERS": "8"})
     _within(rows["cpu_preprocessing/tokenization"], tol=20.0)
 
 
@@ -195,15 +202,8 @@ def test_transformers_fast_tokenizer_called_per_text(tmp_path):
     other Python ticks: 15.5-16.9 % for 13.2 %.  Bands for one run on a loaded box: tokenization the top
     class within 20 points and above the compute, the forward's compute at least half its truth (the bug read under a
     third)."""
-    res, rows = _run(tmp_path, "zoo_hf_tokenizer.py", env={"ZOO_ITERS": "20"})
-    _needs_perf(tmp_path, "zoo_hf_tokenizer")
-    if abs(rows["cpu_preprocessing/tokenization"]["diff_pts"]) > 20.0:
-        # (as test_rust_tokenizer_serial: beside a CPU hog a run's run queue reads partly off-CPU; one more run)
-        first = rows["cpu_preprocessing/tokenization"]
-        tmp_path = tmp_path / "again"
-        tmp_path.mkdir()
-        res, rows = _run(tmp_path, "zoo_hf_tokenizer.py", env={"ZOO_ITERS": "20"})
-        assert abs(rows["cpu_preprocessing/tokenization"]["diff_pts"]) <= 20.0, (first, rows)
+    res, rows = _run_within(tmp_path, "zoo_hf_tokenizer.py", "cpu_preprocessing/tokenization", 20.0,
+                            env={"ZOO_ITERS": "20"})
     _within(rows["cpu_preprocessing/tokenization"], tol=20.0)
     comp = rows["cpu_compute"]
     assert comp["measured_pct"] >= 0.5 * comp["truth_pct"], comp

@@ -16,19 +16,14 @@ os.environ["TOKENIZERS_PARALLELISM"] = "false"
 os.environ["RAYON_NUM_THREADS"] = "1"
 
 import torch  # noqa: E402
-from tokenizers import Tokenizer, models, pre_tokenizers, trainers  # noqa: E402
+from _wordpiece import WORDS as words, train  # noqa: E402
 from transformers import PreTrainedTokenizerFast  # noqa: E402
 
 from _truth import gap, phase  # noqa: E402
 from inferscope import scope  # noqa: E402
 
 torch.set_num_threads(1)
-words = [f"w{i % 997}x{(i * 7) % 131}" for i in range(20000)]
-corpus = [" ".join(words[i:i + 40]) for i in range(0, len(words), 40)]
-raw = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-raw.pre_tokenizer = pre_tokenizers.Whitespace()
-raw.train_from_iterator(corpus, trainers.WordPieceTrainer(vocab_size=2000, special_tokens=["[UNK]", "[PAD]"]))
-tok = PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="[UNK]", pad_token="[PAD]")
+tok = PreTrainedTokenizerFast(tokenizer_object=train(("[UNK]", "[PAD]")), unk_token="[UNK]", pad_token="[PAD]")
 # requests: short texts serially (per-call Python matters), longer ones batched (the Rust work dominates)
 texts = [" ".join(words[i:i + 24]) for i in range(0, 12000, 50)] if not BATCHED else \
     [" ".join(words[i:i + 200]) for i in range(0, 12000, 50)]

@@ -13,17 +13,13 @@ if not PARALLEL:
     os.environ["RAYON_NUM_THREADS"] = "1"
 
 import torch  # noqa: E402
-from tokenizers import Tokenizer, models, pre_tokenizers, trainers  # noqa: E402
+from _wordpiece import WORDS as words, train  # noqa: E402
 
 from _truth import gap, phase  # noqa: E402
 from inferscope import scope  # noqa: E402
 
 torch.set_num_threads(1)
-words = [f"w{i % 997}x{(i * 7) % 131}" for i in range(20000)]
-corpus = [" ".join(words[i:i + 40]) for i in range(0, len(words), 40)]
-tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-tok.pre_tokenizer = pre_tokenizers.Whitespace()
-tok.train_from_iterator(corpus, trainers.WordPieceTrainer(vocab_size=2000, special_tokens=["[UNK]"]))
+tok = train()
 batch = [" ".join(words[i:i + 200]) for i in range(0, 12000, 50)]
 model = torch.nn.Linear(256, 256)
 gap("framework_overhead/framework_python")
