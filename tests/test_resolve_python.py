@@ -54,3 +54,20 @@ def test_all_interpreter_samples_early_are_the_previous_class():
     samples = [(1 * MS, P.PYTHON), (2 * MS, P.PYTHON)]
     dur = _resolve(samples, [_tick(10 * MS, "framework")], py_last="user_code")
     assert dur == {"user_code": 10 * MS}, dur
+
+
+def test_perf_period_override_never_raises_in_the_program():
+    """INFERSCOPE_PERF_PERIOD_US is read in the profiled program at import: a value that is no number keeps the
+    default (1 ms), others are held to 100 us - 1 s."""
+    import os
+    import subprocess
+    import sys
+    code = "from inferscope.collect import thread_state as t; print(t.PERF_PERIOD_NS)"
+    got = {}
+    for v in ("abc", "nan", "-5", "inf", "250", ""):
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "INFERSCOPE_PERF_PERIOD_US": v})
+        assert r.returncode == 0, (v, r.stderr[-500:])
+        got[v] = int(r.stdout)
+    assert got == {"abc": 1_000_000, "nan": 1_000_000, "-5": 100_000, "inf": 1_000_000_000, "250": 250_000,
+                   "": 1_000_000}, got

@@ -29,7 +29,20 @@ IMPORT_RATE_DIVISOR = 4
 # INFERSCOPE_PERF_PERIOD_US overrides (bench A/B).  Sampling is switched off (ioctl) while a module import
 # runs: import ticks are "framework" whatever the IP says, and start-up is most of a short inference
 # script's life.
-PERF_PERIOD_NS = int(float(os.environ.get("INFERSCOPE_PERF_PERIOD_US", "1000")) * 1000) or 1_000_000
+PERF_PERIOD_NS = 1_000_000
+
+
+def _perf_period_ns() -> int:
+    """INFERSCOPE_PERF_PERIOD_US (100 us - 1 s; a value that is no number keeps the default: the variable is read in
+    the profiled program, where an exception would be the program's)."""
+    try:
+        us = float(os.environ.get("INFERSCOPE_PERF_PERIOD_US", "") or PERF_PERIOD_NS / 1000)
+    except ValueError:
+        return PERF_PERIOD_NS
+    return int(min(1e6, max(100.0, us)) * 1000) if us == us else PERF_PERIOD_NS
+
+
+PERF_PERIOD_NS = _perf_period_ns()
 # Overhead budget: the sampler may hold the GIL at most this fraction of the wall time on average
 # (its tick interval is stretched beyond 1/cpu_sampling_frequency_hz when ticks are expensive).
 # Measured on the 2-vCPU VM (bench/README.md): a tick holds the GIL ~20-120 us (more with cold
