@@ -188,15 +188,20 @@ def test_inference_thread_found_running_is_probed_every_tick():
     waiting unnamed and blocking_io missing in 2-3 runs of 8.  Threads off the inference path (side) still back off
     (GIL contention: every Python thread is off-CPU part of each interval)."""
     n = {}
-    for side in (False, True):
+    for side, io_loop in ((False, True), (False, False), (True, True)):
         p = B.Probe(lambda e: None, lambda co: True)
         p._read = lambda tid: b"running"
         p._cur[7] = (B.RUNNING, None)          # its label in force: running
+        if io_loop:
+            p._io_loop.add(7)                  # the last call named was an I/O call
         for k in range(20):
             p.probe(7, k * 5_000_000, None, True, side=side)
-        n[side] = p.probes
+        n[(side, io_loop)] = p.probes
         p.close()
-    assert n[False] == 20 and n[True] <= 20 // (B.IDLE_SKIP + 1) + B.IDLE_AFTER, n
+    # an inference thread in an I/O loop: every tick; one whose last call was no I/O call (GIL contention: probed
+    # at every tick its GIL waits were misread as lock waits more often, CI 2026-11-27) and side threads back off
+    few = 20 // (B.IDLE_SKIP + 1) + B.IDLE_AFTER
+    assert n[(False, True)] == 20 and n[(False, False)] <= few and n[(True, True)] <= few, n
 
 
 def test_findings_render_escaped():

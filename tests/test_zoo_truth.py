@@ -263,9 +263,9 @@ def test_disk_io(tmp_path):
     assert rows.get("cpu_preprocessing", {"measured_pct": 0.0})["measured_pct"] <= 8.0, rows
     assert res["ranking_ok"], res
     # the cause is named: blocking_io, with one of the program's own I/O calls, its file and frame.  The probe's
-    # share is a lower bound read at ticks: since the inference thread is probed at every blocked tick, named in
-    # 8 of 8 quiet runs (io 44-74 % of the window; 2-3 of 8 missing before) and 5 of 6 beside a CPU hog and a
-    # benchmark (4.8-33 %) - a run without it gets one more run, a real regression fails both
+    # share is a lower bound read at ticks: since an inference thread in an I/O loop is probed at every blocked
+    # tick, named in 7 of 8 quiet runs (io 5-37 % of the window; 2-3 of 8 missing before) - a run without it gets
+    # one more run, a real regression fails both
     rep = json.loads((Path(tmp_path) / "zoo_disk_io.json").read_text())
     f = next((f for f in rep["findings"] if f["id"] == "blocking_io"), None)
     if f is None:

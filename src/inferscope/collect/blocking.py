@@ -232,6 +232,7 @@ class Probe:
         self._recent: dict = {}    # fd -> (monotonic ns of the last fdinfo check, (path, flags))
         self._details: dict = {}   # label tuple -> its JSON (interned once)
         self._backoff: dict = {}   # tid -> [probes in an unchanged call, ticks left to skip]
+        self._io_loop: set = set()  # tids whose last call named was an I/O call (an I/O loop: no idle backoff)
         self._hit = False          # the last label() came from an unchanged syscall line
         self._gil = False          # ... and was a GIL wait (futex deadline within the switch interval)
         self._gil_frame = None     # ... and the frame it waited at
@@ -581,10 +582,11 @@ class Probe:
                 b[0] += 1
                 if b[0] >= BACKOFF_AFTER:
                     b[1] = BACKOFF_SKIP
-            elif name == RUNNING and side and self._cur.get(tid) == cur:
+            elif name == RUNNING and (side or tid not in self._io_loop) and self._cur.get(tid) == cur:
                 # nothing to name again (runnable, or waiting for the GIL: Python threads under GIL
                 # contention): probed on every (IDLE_SKIP + 1)-th tick after IDLE_AFTER such probes - not a
-                # thread on the inference path: in an I/O loop of short calls (~90 us O_DIRECT reads) most
+                # thread on the inference path whose last call was an I/O call (probed at every tick, a thread
+                # under GIL contention had its GIL waits misread as lock waits more often): in an I/O loop of short calls (~90 us O_DIRECT reads) most
                 # probes find it back from its call, and backing off from it left 150 ms of zoo_disk_io's
                 # waiting unnamed (blocking_io missing in 2-3 of 8 runs, io 0-5 % of the window; 8 of 8
                 # named without the backoff, 11-74 %)
@@ -594,6 +596,11 @@ class Probe:
                     b[1] = IDLE_SKIP
             else:
                 self._backoff.pop(tid, None)
+        if name != RUNNING:
+            if kind_of(name) == "io":
+                self._io_loop.add(tid)
+            else:
+                self._io_loop.discard(tid)
         if self._cur.get(tid) != cur:
             self._cur[tid] = cur
             self.append((0, MARK, tid, at_ns, at_ns, name, detail, CAT))
@@ -613,6 +620,7 @@ class Probe:
         self._cur.pop(tid, None)
         self._backoff.pop(tid, None)
         self._side.pop(tid, None)
+        self._io_loop.discard(tid)
 
     def close(self) -> None:
         for tid in list(self._files):
