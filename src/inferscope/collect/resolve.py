@@ -119,11 +119,26 @@ def resolve(s, st: _ThreadState) -> None:
                 continue
         if cls is None:
             # samples in libc / the loader / unknown extensions (OTHER) are helpers of whatever
-            # runs (a Rust tokenizer's malloc/memcpy: 316 of 1011 samples measured): they follow
-            # the mix of the classified ones (compute, tokenizer, interpreter) of the interval
+            # runs (a Rust tokenizer's malloc/memcpy: 316 of 1011 samples measured): the native
+            # library's sampled right before them, else the mix of the classified ones (compute,
+            # tokenizer, interpreter) of the interval
             nc = nk = tot = no = ne = 0
+            last = None      # the kind of the interval's last native sample (None after an interpreter sample)
             while i < n and samples[i][0] <= t:
                 k = samples[i][1]
+                if k == OTHER:
+                    # a libc sample right after a native library's in the interval is that code's helper (the
+                    # Rust tokenizer's malloc and its free() of the Encodings it dropped, a torch op's memset):
+                    # it takes that kind, not the interval's mix - a forward's libc spread over a tokenizer's
+                    # interval read zoo_hf_tokenizer's tokenization as cpu_compute (bench/README.md).  After an
+                    # interpreter sample it follows the mix: Python's small objects are the interpreter's own
+                    # allocator's, and a loop of small numpy calls spends its libc time in numpy (zoo_numpy_mlp
+                    # lost 4-7 points of cpu_compute when libc followed the interpreter sample before it)
+                    k = last if last is not None else OTHER
+                elif k != PYTHON:
+                    last = k
+                else:
+                    last = None
                 if k == COMPUTE:
                     nc += 1
                 elif k == TOKENIZER:

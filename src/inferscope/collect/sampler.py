@@ -22,8 +22,8 @@ Per sample and thread:
                between the previous tick and this one in numeric libraries (torch, any BLAS/OpenMP,
                numpy's/scipy's compiled loops, JIT code) and in native tokenizers (HF tokenizers'
                Rust extension, sentencepiece, tiktoken) split that interval into cpu_compute,
-               tokenization and the stack's class; samples in libc/other extensions follow the mix
-               of the classified ones; an interval with no classified sample keeps the thread's last
+               tokenization and the stack's class; samples in libc/other extensions right after a
+               native library's are that library's, the others follow the mix of the classified ones; an interval with no classified sample keeps the thread's last
                fractions.  With perf this applies without torch too (numpy-only programs).  Such ticks wait in a per-thread queue and are decided in
                order when the perf ring is drained (every RESOLVE_NS), with the samples'
                CLOCK_MONOTONIC timestamps placing each sample between two ticks.
