@@ -71,3 +71,16 @@ def test_perf_period_override_never_raises_in_the_program():
         got[v] = int(r.stdout)
     assert got == {"abc": 1_000_000, "nan": 1_000_000, "-5": 100_000, "inf": 1_000_000_000, "250": 250_000,
                    "": 1_000_000}, got
+
+
+def test_an_interval_its_samples_decide_starts_where_it_starts():
+    """A split interval (0-10 ms: 4 compute, 4 Rust tokenizer, 2 interpreter samples - its last part the stack's
+    class, user code) and then one whose 10 samples are all Rust (a tokenizer's encode_batch): tokenization from
+    10 ms on.  The midpoint rule of a class seen at a tick gave the user-code part 5 ms of the second interval
+    (zoo_tokenizers serial: +5-7 points of user code)."""
+    samples = [(k * MS, P.COMPUTE) for k in (1, 2, 3, 4)] + [(k * MS, P.TOKENIZER) for k in (5, 6, 7, 8)] + \
+        [(k * MS, P.PYTHON) for k in (9, 10)] + [(k * MS, P.TOKENIZER) for k in range(11, 21)]
+    buf, _, _ = resolve_thread(samples, [_tick(10 * MS, "user_code"), _tick(20 * MS, "user_code")], "user_code")
+    runs = [(ev[5], ev[3], ev[4]) for ev in buf]
+    assert runs == [("cpu_compute", 0, 4 * MS), ("tokenization", 4 * MS, 8 * MS), ("user_code", 8 * MS, 10 * MS),
+                    ("tokenization", 10 * MS, 20 * MS)], runs

@@ -231,6 +231,14 @@ def resolve(s, st: _ThreadState) -> None:
                 frac, ftok = 0.0, 0.0
             else:
                 frac, ftok = (1.0 if gil_free else 0.0), 0.0
+            # the interval's own samples decided it: its class starts at the interval's start, as a split's
+            # parts do - not at the midpoint since the tick before (the rule for a class seen at a tick), which
+            # gave the last part of a split interval before it (the stack's class) half of this one: 2.6 ms of
+            # user code at each Rust encode_batch's second interval, zoo_tokenizers serial's +4-10 points of
+            # user code (-> +1-2, the same runs' ticks and samples laid both ways).  Not where the fault rule
+            # decided it (kc): where a page-touching phase began in it is unknown, the midpoint stays
+            # (zoo_pagefault's user code -3.3..-4.1 points when exact, +0.7..+3.8 as before)
+            kx = kx or (kc is None and tot + no > 0)
             if frac >= 1.0:
                 cls = CLS_COMPUTE
             elif ftok >= 1.0:
