@@ -14,9 +14,10 @@ class FakePerf:
         return out
 
 
-def resolve_thread(samples, pend, cls0="user_code", native=None, py_last=None):
+def resolve_thread(samples, pend, cls0="user_code", native=None, py_last=None, sigobs=None):
     """Resolve ``pend`` (pending ticks) of one thread whose current class is ``cls0`` against ``samples``;
-    returns (emitted rows, sampler, thread state)."""
+    ``sigobs``: the main thread's Python class at timer signals (sigframes.py).  Returns (emitted rows, sampler,
+    thread state)."""
     buf = []
     s = SM.Sampler(buf, 200, {}, set())
     s._perf_maps = object()
@@ -24,6 +25,8 @@ def resolve_thread(samples, pend, cls0="user_code", native=None, py_last=None):
     st.cls, st.start, st.end = cls0, 0, 0
     st.native, st.native_fresh = native, native is not None
     st.py_last = py_last
+    if sigobs is not None:
+        st.sigobs = list(sigobs)    # (t_ns, Python class) at the main thread's timer signals
     st.perf = FakePerf(samples)
     st.pending = pend
     s._resolve(st)

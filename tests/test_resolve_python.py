@@ -84,3 +84,32 @@ def test_an_interval_its_samples_decide_starts_where_it_starts():
     runs = [(ev[5], ev[3], ev[4]) for ev in buf]
     assert runs == [("cpu_compute", 0, 4 * MS), ("tokenization", 4 * MS, 8 * MS), ("user_code", 8 * MS, 10 * MS),
                     ("tokenization", 10 * MS, 20 * MS)], runs
+
+
+def test_interpreter_samples_take_the_class_of_the_nearest_timer_signal():
+    """A 10 ms interval whose tick before was in the program's own loop (user code) and this one in a tokenizer's
+    Python: the main thread's timer signals (sigframes.py) saw the tokenizer's Python at 0.5 and 5.5 ms, so all
+    nine interpreter samples are tokenization - the tick-midpoint rule gave the first four to user code (a 106 ms
+    interval of zoo_hf_tokenizer read 51 ms of user code that way)."""
+    samples = [(k * MS, P.PYTHON) for k in range(1, 10)]
+    sig = [(MS // 2, "tokenization"), (int(5.5 * MS), "tokenization")]
+    dur = _resolve(samples, [_tick(10 * MS, "tokenization")], py_last="user_code")
+    assert dur == {"user_code": 10 * MS * 4 // 9, "tokenization": 10 * MS - 10 * MS * 4 // 9}, dur   # (without)
+    buf, _, st = resolve_thread(samples, [_tick(10 * MS, "tokenization")], "tokenization", py_last="user_code",
+                                sigobs=sig)
+    assert durations(buf) == {"tokenization": 10 * MS}
+    assert st.sigobs == [(int(5.5 * MS), "tokenization")]     # kept: within a signal period of the interval's end
+
+
+def test_a_signal_names_a_third_python_class_between_two_ticks():
+    """Both ticks in the framework's Python, a signal at 2 ms in the program's own code: the interpreter samples
+    nearer to it than to the next signal (7 ms: framework) are user code - 4 of 9 samples - and a signal farther
+    than one signal period (5 ms) from a sample decides nothing for it."""
+    samples = [(k * MS, P.PYTHON) for k in range(1, 10)]
+    sig = [(2 * MS, "user_code"), (7 * MS, "framework")]
+    buf, _, _ = resolve_thread(samples, [_tick(10 * MS, "framework")], "framework", py_last="framework", sigobs=sig)
+    assert durations(buf) == {"user_code": 10 * MS * 4 // 9, "framework": 10 * MS - 10 * MS * 4 // 9}
+    # only a signal at -20 ms: too far from every sample - the ticks' rule (both framework)
+    buf, _, _ = resolve_thread(samples, [_tick(10 * MS, "framework")], "framework", py_last="framework",
+                               sigobs=[(-20 * MS, "user_code")])
+    assert durations(buf) == {"framework": 10 * MS}

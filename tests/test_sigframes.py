@@ -36,6 +36,10 @@ def test_handler_installed_and_given_back():
         sf.stop()
     assert signal.getsignal(signal.SIGPROF) == signal.SIG_DFL
     assert sf.count >= 5           # 50 ms at 2 ms: ~25 signals; a loaded host still delivers some
+    # the recent signals' (time, domain), in order, for the perf resolver's interpreter samples
+    rec = list(sf.recent)
+    assert len(rec) == sf.count - sf.stale and all(d == 0 for _, d in rec), rec
+    assert [t for t, _ in rec] == sorted(t for t, _ in rec)
 
 
 def test_foreign_handler_left_alone():
@@ -73,5 +77,7 @@ def test_late_handlers_after_native_calls_are_stale():
     finally:
         sf.stop()
     assert sf.stale >= 10, (sf.stale, sf.count)     # ~half of ~600 signals came during C calls
+    assert len(sf.recent) == min(len(seen), sigframes.RECENT_MAX)     # late ones keep no domain
     fresh_py = sum(1 for s in seen if s == "py_part")
     assert len(seen) >= 20 and fresh_py / len(seen) >= 0.8, (fresh_py, len(seen), set(seen))
+

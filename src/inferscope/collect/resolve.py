@@ -124,6 +124,10 @@ def resolve(s, st: _ThreadState) -> None:
             # tokenizer, interpreter) of the interval
             nc = nk = tot = no = ne = 0
             last = None      # the kind of the interval's last native sample (None after an interpreter sample)
+            # the main thread's Python class at timer signals (sigframes.py): each interpreter sample takes the
+            # one nearest to it, where one is within a signal period - else the tick nearer to it (mid)
+            obs, oj, near = st.sigobs, 0, s.interval_ns
+            xc = None        # interpreter samples by a signal's class that is neither tick's
             while i < n and samples[i][0] <= t:
                 k = samples[i][1]
                 if k == OTHER:
@@ -146,11 +150,34 @@ def resolve(s, st: _ThreadState) -> None:
                 elif k == OTHER:
                     no += 1
                     tot -= 1
-                elif k == PYTHON and samples[i][0] < mid:
-                    ne += 1
+                elif k == PYTHON:
+                    ts = samples[i][0]
+                    pc_ = None
+                    if obs:
+                        while oj < len(obs) and obs[oj][0] <= ts:
+                            oj += 1
+                        b_ = obs[oj - 1] if oj else None
+                        if oj < len(obs) and (b_ is None or obs[oj][0] - ts < ts - b_[0]):
+                            b_ = obs[oj]
+                        if b_ is not None and abs(b_[0] - ts) <= near:
+                            pc_ = b_[1]
+                    if pc_ is None:
+                        if ts < mid:
+                            ne += 1
+                    elif pc_ == py_prev and py_prev != fallback:
+                        ne += 1
+                    elif pc_ != fallback:
+                        xc = xc or {}
+                        xc[pc_] = xc.get(pc_, 0) + 1
                 tot += 1
                 i += 1
+            if obs:
+                k_ = 0
+                while k_ < len(obs) and obs[k_][0] < t - near:
+                    k_ += 1
+                del obs[:k_]
             fp = 0.0     # the interval's share of interpreter time that was the previous tick's Python class
+            fx = None    # ... and of a third Python class (xc)
             kc = None
             if kf and st.perf is not None:
                 # each user-space IP sample stands for PERF_PERIOD_NS of user time: the on-CPU time
@@ -207,6 +234,13 @@ def resolve(s, st: _ThreadState) -> None:
                     fp = ne / tot
                     if py_prev == CLS_TOKENIZATION:
                         ftok, fp = ftok + fp, 0.0
+                if xc:
+                    fx = {}
+                    for c_, n_ in xc.items():
+                        if c_ == CLS_TOKENIZATION:
+                            ftok += n_ / tot
+                        else:
+                            fx[c_] = n_ / tot
             elif no:
                 # only libc / unknown-library samples: the helpers of the previous interval's mix
                 # when it had classified samples (a tokenizer's malloc), else the stack's class
@@ -243,8 +277,10 @@ def resolve(s, st: _ThreadState) -> None:
                 cls = CLS_COMPUTE
             elif ftok >= 1.0:
                 cls = CLS_TOKENIZATION
-            elif frac <= 0.0 and ftok <= 0.0 and fp <= 0.0:
+            elif frac <= 0.0 and ftok <= 0.0 and fp <= 0.0 and not fx:
                 cls = fallback
+            elif fx and max(fx.values()) >= 1.0:
+                cls = max(fx, key=fx.get)
             else:
                 # the previous tick's Python class first, then compute, then native tokenization, then the
                 # stack's class; each part names the tick's function (its time is the function's, whatever the
@@ -255,12 +291,19 @@ def resolve(s, st: _ThreadState) -> None:
                     s._apply(st, prev, py_prev, label, exact=True, tick=tk)
                     dt = end - prev
                     frac, ftok = (frac / (1.0 - fp), ftok / (1.0 - fp)) if fp < 1.0 else (0.0, 0.0)
+                    if fx:
+                        fx = {c_: (f_ / (1.0 - fp) if fp < 1.0 else 0.0) for c_, f_ in fx.items()}
                 a = prev + int(dt * frac)
                 b = a + int(dt * ftok)
                 if a > prev:
                     s._apply(st, a, CLS_COMPUTE, label, exact=True, tick=tk)
                 if b > a:
                     s._apply(st, b, CLS_TOKENIZATION, label, exact=True, tick=tk)
+                for c_, f_ in (fx or {}).items():
+                    e_ = min(end, b + int(dt * f_))
+                    if e_ > b:
+                        s._apply(st, e_, c_, label, exact=True, tick=tk)
+                        b = e_
                 if end > b:
                     s._apply(st, end, fallback, label, exact=True, tick=tk)
                 if t > end:

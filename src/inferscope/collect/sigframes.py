@@ -17,6 +17,10 @@ sampler's own rules and stores ``(t_ns, walk result)``; the sampler takes the fu
 record of each tick interval for the main thread (when its domain agrees with the sampler's own walk),
 not the class: the class stays the sampler's rule's (taking it too added noise to a Rust tokenizer's
 split, bench/README.md).  The same loop then reads 56-77 % clean_rows for 63 % true (3 runs).
+Each record's domain is also kept (``recent``) for the perf resolver: an interpreter IP sample takes the
+Python class of the signal nearest to it in time, not that of the tick nearer to it (resolve.py) - a tick
+interval that waited 106 ms for the GIL had read half of a tokenizer's Python as the user code of the tick
+before it.
 
 A handler that runs late is not used: when the signal waited more than ``STALE_NS`` (or the timer
 overran), the main thread was in native code all that while and the frame is the first Python code
@@ -32,6 +36,7 @@ interval in the main thread, ~0.1-0.2 % at 200 Hz.
 """
 from __future__ import annotations
 
+import collections
 import ctypes
 import os
 import signal
@@ -47,6 +52,8 @@ _SIGEV_THREAD_ID = 4
 # running Python code runs within microseconds, one delayed by a sampler tick (the GIL held ~50-150 us)
 # within ~200 us; the last 250 us of a native call still lend their time to the Python code after it
 STALE_NS = 250_000
+# signals kept between two ticks of the sampler (a tick waiting 2.5 s for the GIL at 200 Hz)
+RECENT_MAX = 512
 
 
 class _SigEvent(ctypes.Structure):          # struct sigevent (Linux, 64 bytes)
@@ -83,6 +90,10 @@ class SignalFrames:
         self._walk = walk
         self._clock = clock
         self.latest = None
+        # (t_ns, domain) of the recent signals that were not late, oldest first: the sampler moves them to the
+        # main thread's state at each tick; its perf resolver gives each interpreter sample the domain of the
+        # signal nearest to it (resolve.py)
+        self.recent: collections.deque = collections.deque(maxlen=RECENT_MAX)
         self.count = 0
         self.active = False
         self.why_not: str | None = None
@@ -100,7 +111,10 @@ class SignalFrames:
             late = (t - self._t0) % self.interval_ns > self.stale_ns or self._overrun(self._timer) > 0
             if late:
                 self.stale += 1
-            self.latest = (t, None if late else self._walk(frame))
+            w = None if late else self._walk(frame)
+            self.latest = (t, w)
+            if w is not None:
+                self.recent.append((t, w[0]))
             self.count += 1
         except Exception:        # never raise into the program's code
             pass

@@ -152,7 +152,7 @@ def _switch_interval_s() -> float:
 
 class _ThreadState:
     __slots__ = ("clk", "cls", "cpu", "end", "label", "last_fb", "lines", "n", "native", "native_fresh", "native_tok", "pending",
-                 "kblk", "kio", "kst", "perf", "pcpu", "pn", "prev_vol", "py_last", "rq", "rq_at", "rq_t", "start", "t", "tid",
+                 "kblk", "kio", "kst", "perf", "pcpu", "pn", "prev_vol", "py_last", "rq", "sigobs", "rq_at", "rq_t", "start", "t", "tid",
                  "on_cls", "on_label")
 
     def __init__(self, tid, clk, cpu, t):
@@ -182,6 +182,7 @@ class _ThreadState:
         self.end = t        # end of the current run = time of the last tick applied
         self.last_fb = None  # fallback class of the last tick if perf split it, else None
         self.prev_vol = False  # the previous tick got the GIL from a voluntary release
+        self.sigobs = []     # (t_ns, Python class) of the main thread at timer signals (sigframes.py)
         self.py_last = None  # the Python class of its last resolved tick (resolve: interpreter samples near it)
         self.on_cls = self.on_label = None  # the class and (function, line) of its last on-CPU run (_finish)
 
