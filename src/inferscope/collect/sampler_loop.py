@@ -168,8 +168,16 @@ def run(s) -> None:
         s.torch_seen = torch_seen
         frames = getframes()
         kgate = kgate_fn is not None and kgate_fn()
+        pr = probe
+        if final and probe is not None:
+            # the final tick's off-CPU probe reads each thread now, after stop(): the main thread is in
+            # stop()'s join of this thread, and that label covered its whole last interval - in zoo_gil (ticks
+            # 50-100 ms apart) a timed futex in threading's _wait_for_tstate_lock read as the inference
+            # thread's lock wait, lock_wait beside gil_contention (2 suite runs of 5 on a loaded box)
+            mt = s.main_tid
+            pr = lambda tid, *a: None if tid == mt else probe(tid, *a)   # noqa: E731
         seen, running, registered, idmap, probe = tick_threads(
-            env, frames, t, idmap, probe, perf_maps, perf_off, perf_on_at, gil_free, voluntary, perf_pending,
+            env, frames, t, idmap, pr, perf_maps, perf_off, perf_on_at, gil_free, voluntary, perf_pending,
             torch_seen, kgate)
         if registered:
             setup = True
