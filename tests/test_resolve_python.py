@@ -92,13 +92,13 @@ def test_interpreter_samples_take_the_class_of_the_nearest_timer_signal():
     nine interpreter samples are tokenization - the tick-midpoint rule gave the first four to user code (a 106 ms
     interval of zoo_hf_tokenizer read 51 ms of user code that way)."""
     samples = [(k * MS, P.PYTHON) for k in range(1, 10)]
-    sig = [(MS // 2, "tokenization"), (int(5.5 * MS), "tokenization")]
+    sig = [(MS // 2, "tokenization", False), (int(5.5 * MS), "tokenization", False)]
     dur = _resolve(samples, [_tick(10 * MS, "tokenization")], py_last="user_code")
     assert dur == {"user_code": 10 * MS * 4 // 9, "tokenization": 10 * MS - 10 * MS * 4 // 9}, dur   # (without)
     buf, _, st = resolve_thread(samples, [_tick(10 * MS, "tokenization")], "tokenization", py_last="user_code",
                                 sigobs=sig)
     assert durations(buf) == {"tokenization": 10 * MS}
-    assert st.sigobs == [(int(5.5 * MS), "tokenization")]     # kept: within a signal period of the interval's end
+    assert st.sigobs == sig     # kept: within a signal period of the interval's end (and the last one before)
 
 
 def test_a_signal_names_a_third_python_class_between_two_ticks():
@@ -106,10 +106,27 @@ def test_a_signal_names_a_third_python_class_between_two_ticks():
     nearer to it than to the next signal (7 ms: framework) are user code - 4 of 9 samples - and a signal farther
     than one signal period (5 ms) from a sample decides nothing for it."""
     samples = [(k * MS, P.PYTHON) for k in range(1, 10)]
-    sig = [(2 * MS, "user_code"), (7 * MS, "framework")]
+    sig = [(2 * MS, "user_code", False), (7 * MS, "framework", False)]
     buf, _, _ = resolve_thread(samples, [_tick(10 * MS, "framework")], "framework", py_last="framework", sigobs=sig)
     assert durations(buf) == {"user_code": 10 * MS * 4 // 9, "framework": 10 * MS - 10 * MS * 4 // 9}
     # only a signal at -20 ms: too far from every sample - the ticks' rule (both framework)
     buf, _, _ = resolve_thread(samples, [_tick(10 * MS, "framework")], "framework", py_last="framework",
-                               sigobs=[(-20 * MS, "user_code")])
+                               sigobs=[(-20 * MS, "user_code", False)])
     assert durations(buf) == {"framework": 10 * MS}
+
+
+def test_an_open_collection_record_names_the_samples_after_it():
+    """A full garbage collection began at 1 ms in a tokenizer's Python (sigframes._gc: an open record) and no
+    signal record came after it: all interpreter samples after 1 ms are tokenization, however far from it - both
+    ticks (the one before the collection, the one a finalizer let in) read user code."""
+    samples = [(k * MS, P.PYTHON) for k in range(2, 31, 2)]
+    sig = [(int(0.5 * MS), "user_code", False), (1 * MS, "tokenization", True)]
+    buf, _, st = resolve_thread(samples, [_tick(30 * MS, "user_code")], "user_code", py_last="user_code", sigobs=sig)
+    assert durations(buf) == {"tokenization": 30 * MS}
+    # and a closed record at its end (20 ms): the samples after it are the nearest record's - the tick's class
+    # beyond a signal period (5 ms) from it
+    sig = sig + [(20 * MS, "tokenization", False)]
+    buf, _, _ = resolve_thread(samples, [_tick(30 * MS, "user_code")], "user_code", py_last="user_code", sigobs=sig)
+    dur = durations(buf)
+    # samples at 2..24 ms: tokenization (12 of 15); 26, 28, 30 ms: the ticks' class
+    assert dur == {"tokenization": 30 * MS * 12 // 15, "user_code": 30 * MS - 30 * MS * 12 // 15}, dur

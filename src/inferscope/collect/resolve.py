@@ -157,10 +157,16 @@ def resolve(s, st: _ThreadState) -> None:
                         while oj < len(obs) and obs[oj][0] <= ts:
                             oj += 1
                         b_ = obs[oj - 1] if oj else None
-                        if oj < len(obs) and (b_ is None or obs[oj][0] - ts < ts - b_[0]):
-                            b_ = obs[oj]
-                        if b_ is not None and abs(b_[0] - ts) <= near:
-                            pc_ = b_[1]
+                        if b_ is not None and b_[2]:
+                            pc_ = b_[1]       # a garbage collection that began there (sigframes._gc)
+                        else:
+                            if b_ is not None and ts - b_[0] > near:
+                                b_ = None
+                            n_ = obs[oj] if oj < len(obs) else None
+                            if n_ is not None and n_[0] - ts <= near and (b_ is None or n_[0] - ts < ts - b_[0]):
+                                b_ = n_
+                            if b_ is not None:
+                                pc_ = b_[1]
                     if pc_ is None:
                         if ts < mid:
                             ne += 1
@@ -175,7 +181,7 @@ def resolve(s, st: _ThreadState) -> None:
                 k_ = 0
                 while k_ < len(obs) and obs[k_][0] < t - near:
                     k_ += 1
-                del obs[:k_]
+                del obs[:max(0, k_ - 1)]      # (the last one before: an open record holds until the next)
             fp = 0.0     # the interval's share of interpreter time that was the previous tick's Python class
             fx = None    # ... and of a third Python class (xc)
             kc = None

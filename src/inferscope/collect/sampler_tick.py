@@ -199,8 +199,8 @@ def tick_threads(env: TickEnv, frames: dict, t_tick: int, idmap: dict, probe, pe
                 # take the one nearest to them (resolve.py)
                 q = sig.recent
                 while q:
-                    ts_, d_ = q.popleft()
-                    st.sigobs.append((ts_, names[d_]))
+                    ts_, d_, o_ = q.popleft()
+                    st.sigobs.append((ts_, names[d_], o_))
                 if len(st.sigobs) > 2048:     # (pruned by the resolver; bounded here too)
                     del st.sigobs[:1024]
             if rec is not None and rec[1] is not None and rec[0] > prev_t and rec[1][0] == dom:

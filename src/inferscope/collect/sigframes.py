@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import gc
 import os
 import signal
 import sys
@@ -90,9 +91,10 @@ class SignalFrames:
         self._walk = walk
         self._clock = clock
         self.latest = None
-        # (t_ns, domain) of the recent signals that were not late, oldest first: the sampler moves them to the
-        # main thread's state at each tick; its perf resolver gives each interpreter sample the domain of the
-        # signal nearest to it (resolve.py)
+        # (t_ns, domain, open) of the recent signals that were not late, oldest first (and of long garbage
+        # collections: _gc): the sampler moves them to the main thread's state at each tick; its perf resolver
+        # gives each interpreter sample the domain of the record nearest to it (resolve.py), of an open one
+        # until the next record
         self.recent: collections.deque = collections.deque(maxlen=RECENT_MAX)
         self.count = 0
         self.active = False
@@ -102,6 +104,42 @@ class SignalFrames:
         self._t0 = 0
         self.stale = 0
         self.stale_ns = min(STALE_NS, self.interval_ns // 4)
+        self._main = threading.main_thread().ident
+        self._gc_t = 0
+        self._gc_dom = None
+        self.gc_long = 0       # collections in the main thread that took half a signal period or more
+
+    def _gc(self, phase, info) -> None:
+        """gc.callbacks: a collection runs in the thread that allocated, holding the GIL, with no signal handler
+        in it (no bytecode boundary) and few sampler ticks (zoo_hf_tokenizer: gen-2 collections of 15-108 ms), its
+        perf samples in the interpreter: its time is the Python code's that triggered it (a tokenizer's
+        allocations), not the class of the tick before it.  A full collection leaves (start, domain, open) in
+        ``recent`` as it starts - the interpreter samples after it take that domain until the next record,
+        even where the sampler resolves them before the collection ends (a tick can come in it, at a
+        finalizer) - and (end, domain, closed) as it ends; a younger one that took half a signal period or
+        more leaves both as it ends.  Walking the stack at every young collection's start would cost more."""
+        try:
+            if threading.get_ident() != self._main or not self.active:
+                return
+            if phase == "start":
+                self._gc_t = t0 = self._clock()
+                self._gc_dom = None
+                if info.get("generation") == 2:
+                    self._gc_dom = d = self._walk(sys._getframe(1))[0]
+                    self.recent.append((t0, d, True))
+                return
+            t1 = self._clock()
+            t0, d = self._gc_t, self._gc_dom
+            if d is None:
+                if not t0 or t1 - t0 < self.interval_ns // 2:
+                    return
+                d = self._walk(sys._getframe(1))[0]
+                self.recent.append((t0, d, True))
+            if t1 - t0 >= self.interval_ns // 2:
+                self.gc_long += 1
+            self.recent.append((t1, d, False))
+        except Exception:        # never raise into the program's code
+            pass
 
     def _handler(self, signum, frame) -> None:
         if not self.active:
@@ -114,7 +152,7 @@ class SignalFrames:
             w = None if late else self._walk(frame)
             self.latest = (t, w)
             if w is not None:
-                self.recent.append((t, w[0]))
+                self.recent.append((t, w[0], False))
             self.count += 1
         except Exception:        # never raise into the program's code
             pass
@@ -152,6 +190,7 @@ class SignalFrames:
             sec, nsec = divmod(self.interval_ns, 1_000_000_000)
             spec = _ITimerSpec(_TimeSpec(sec, nsec), _TimeSpec(sec, nsec))
             self.active = True
+            gc.callbacks.append(self._gc)
             self._t0 = self._clock()      # expiries at t0 + k * interval (the same CLOCK_MONOTONIC)
             if libc.timer_settime(timer, 0, ctypes.byref(spec), None) != 0:
                 raise OSError(ctypes.get_errno(), "timer_settime")
@@ -165,6 +204,10 @@ class SignalFrames:
         """Delete the timer; give SIGPROF back its default action where that is safe (in the main thread,
         nothing pending: SIGPROF's default action ends the process).  Else our handler stays, inert."""
         self.active = False
+        try:
+            gc.callbacks.remove(self._gc)
+        except ValueError:
+            pass
         if self._timer is not None and self._libc is not None:
             try:
                 self._libc.timer_delete(self._timer)
