@@ -153,7 +153,7 @@ def python_gc(res: dict, found: dict) -> dict | None:
     e.cite("longest_thread", "gc_pauses.longest_thread")
     rec = g.get("record_min_ms")
     gens = ", ".join(f"{r['count']} of generation {r['generation']} ({r['total_ms']:,.1f} ms)" for r in g["by_generation"])
-    txt = [f"Python garbage collection paused the process {n} time(s) for {ms:,.1f} ms in all ({pct:.1f}% of the window), "
+    txt = [f"Python garbage collection paused the inference thread (every Python thread of the process) {n} time(s) for {ms:,.1f} ms in all ({pct:.1f}% of the window), "
            f"longest {longest:,.1f} ms (generation {gen}, on {g['longest_thread']})"
            + (f"; collections of at least {rec:g} ms counted" if rec else "") + f": {gens}.",
            "CPython holds the GIL for a whole collection: every Python thread of the process, the inference thread "
