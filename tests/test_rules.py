@@ -415,6 +415,22 @@ def case_page_fault_storm():
     assert "Culprit: touch (app.py) was running during 0.3 ms of the" in " ".join(f["evidence_text"])
 
 
+def case_python_gc():
+    def trace(pauses_ms):
+        t = Synth()
+        t.span(SpanKind.CPU_SAMPLE, "user_code", 0, 1_000_000)          # a 1 s window
+        for a, d, gen in pauses_ms:
+            t.span(SpanKind.GC_PAUSE, f"gc gen{gen}", a * 1000, (a + d) * 1000)
+        return t
+    res = run(trace([(100, 60, 2), (500, 30, 2), (700, 2, 0)]))        # 92 ms of 1 s, longest 60 ms
+    f = finding(res, "python_gc")
+    assert f["severity"] == "medium" and f["evidence"]["pauses"] == 3 and f["evidence"]["gc_ms"] == pytest.approx(92.0)
+    assert f["evidence"]["longest_ms"] == pytest.approx(60.0) and f["evidence"]["longest_generation"] == 2
+    assert f["evidence"]["culprit_thread"] == "main" and "gc.freeze()" in f["suggestion"]
+    # near miss: 1.5 % of the window in 3 short young collections
+    assert finding(run(trace([(100, 5, 0), (300, 5, 1), (600, 5, 0)])), "python_gc") is None
+
+
 def case_cpu_run_queue():
     def trace(runq_pct):
         t = Synth()

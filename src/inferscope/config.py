@@ -2,7 +2,7 @@
 
 Keys (seed 001): enabled, log_level, trace_size_mb, sync_error_margin_us, report_format,
 report_path, cuda_version, cpu_sampling_frequency_hz.  InferScope additions:
-system_sampling_hz, torch_profiler (auto|on|off), cupti, flush_interval_s, perf_ip_sampling, offcpu_probe.
+system_sampling_hz, torch_profiler (auto|on|off), cupti, flush_interval_s, perf_ip_sampling, offcpu_probe, gc_pauses.
 A bad value raises ConfigError (one line; the CLI exits 2).
 """
 from __future__ import annotations
@@ -31,6 +31,7 @@ ENV = {
     "flush_interval_s": "INFERSCOPE_FLUSH_INTERVAL_S",
     "perf_ip_sampling": "INFERSCOPE_PERF_IP_SAMPLING",
     "offcpu_probe": "INFERSCOPE_OFFCPU_PROBE",
+    "gc_pauses": "INFERSCOPE_GC_PAUSES",
     "follow_children": "INFERSCOPE_FOLLOW_CHILDREN",
     "max_decompressed_mb": "INFERSCOPE_MAX_DECOMPRESSED_MB",
     "metrics_port": "INFERSCOPE_METRICS_PORT",
@@ -78,6 +79,7 @@ class Config:
     flush_interval_s: float = 2.0
     perf_ip_sampling: bool = True          # perf_event IP samples decide cpu_compute vs framework (Linux)
     offcpu_probe: bool = True              # name the syscall/file/frame off-CPU threads block in (collect/blocking.py)
+    gc_pauses: bool = True                 # record Python garbage-collection pauses (collect/gcpauses.py)
     follow_children: bool = True           # `inferscope run` samples Python child processes too (collect/bootstrap.py)
     # cap on decompressed input (.json.gz, .iscope members); None: 50x the compressed size,
     # at least 64 MB, at most 4096 MB (ingest/kineto/__init__.py decompress_limit)
@@ -146,7 +148,7 @@ def _validate(key: str, v, where: str):
         return _num(v, where, 0, 1 << 20, positive=True)
     if key == "system_sampling_hz":
         return _num(v, where, 0, 1000)
-    if key in ("perf_ip_sampling", "follow_children", "offcpu_probe", "cupti"):
+    if key in ("perf_ip_sampling", "follow_children", "offcpu_probe", "cupti", "gc_pauses"):
         return _bool(v, where)
     if key == "flush_interval_s":
         return _num(v, where, 0.1, 3600)

@@ -708,6 +708,58 @@ class Contention(_S):
     blocking: Optional[Blocking] = None
 
 
+class GcGeneration(_S):
+    generation: int                # 0, 1, 2 (2: full collection)
+    count: int
+    total_ms: float                # clipped to the window
+    longest_ms: float
+
+
+class GcThread(_S):
+    thread: str                    # the thread that ran the collections (its track name)
+    tid: int
+    count: int
+    total_ms: float
+    pct_of_window: float
+    longest_ms: float
+
+
+class GcPause(_S):
+    thread: str
+    generation: int
+    ms: float
+    offset_ms: float               # from the window's start
+    collected: Optional[int]       # objects the collection freed
+    uncollectable: Optional[int]
+
+
+class GcRun(_S):
+    """The collector's whole-run counters: every collection, short ones included."""
+    collections: list[int]         # per generation 0, 1, 2
+    total_ms: list[float]
+    mean_us: list[Optional[float]]
+    not_recorded: int              # long pauses beyond the collector's cap (counted, no span)
+    thresholds: Optional[list[int]]   # gc.get_threshold() at the end of the run
+    frozen: Optional[int]          # gc.get_freeze_count()
+    gc_enabled: Optional[bool]
+
+
+class GcPauses(_S):
+    """Live runs: Python garbage-collection pauses in the window (analyze/gc_pauses.py)."""
+    count: int
+    total_ms: float
+    pct_of_window: float
+    longest_ms: float
+    longest_generation: Optional[int]
+    longest_thread: Optional[str]
+    record_min_ms: Optional[float]
+    by_generation: list[GcGeneration]
+    by_thread: list[GcThread]
+    longest: list[GcPause]
+    run: Optional[GcRun]
+    basis: str
+
+
 class Finding(_S):
     id: str
     severity: str                       # high | medium | low | info
@@ -1114,6 +1166,7 @@ class Report(_S):
     threads: Optional[Threads] = None
     children: Optional[Children] = None
     kernel_deep_dive: Optional[KernelDeepDive] = None
+    gc_pauses: Optional[GcPauses] = None
 
     def to_dict(self) -> dict:
         """The JSON form (what report.json holds)."""

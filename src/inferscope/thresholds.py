@@ -500,3 +500,25 @@ BUSY_WORKER_CPU_FRACTION = 0.25
 # on 2 idle cores: ~0.9 core idle; on the same box beside a CPU hog: < 0.2 idle, no finding).
 CPU_UNDERUSE_MIN_COMPUTE_PCT = 50.0
 CPU_UNDERUSE_MIN_IDLE_CORES = 0.5
+
+# --- Python garbage-collection pauses (collect/gcpauses.py, analyze/gc_pauses.py; finding python_gc) ---------
+# Source: InferScope's own rules; CPython's collector stops every Python thread of the process (it holds the
+# GIL) for the whole collection.  Gen-0/1 collections of a typical inference loop take 10-300 us and happen
+# hundreds to thousands of times a second; gen-2 (full) collections walk every tracked object: 15-99 ms each
+# in the main thread of examples/zoo/zoo_hf_tokenizer.py (tokenizers + transformers loaded), which is what a
+# request's latency feels.  The collector records each collection of at least GC_PAUSE_RECORD_MIN_NS as a
+# span (1 ms: a tenth of a typical 10 ms decode step, so a pause that moves a step's time is never left out,
+# while the thousands of sub-millisecond young collections per second cost only two counter updates each)
+# and at most GC_PAUSE_MAX_RECORDS spans per session (~200 bytes each in the ring buffer: 2 MB; the rest are
+# counted, not recorded).
+GC_PAUSE_RECORD_MIN_NS = 1_000_000
+GC_PAUSE_MAX_RECORDS = 10_000
+# Finding python_gc: the recorded pauses fill at least GC_PAUSE_LOW_PCT of the window (2 %: comparable to the
+# sampler's own cost, and 20 ms per second of serving is a p99 effect on every request), or the longest single
+# pause is at least GC_PAUSE_LONGEST_MS (50 ms: the length of a user-visible stall in a streaming response,
+# several decode steps; the 54-99 ms gen-2 pauses of zoo_hf_tokenizer.py reach it).  Medium from
+# GC_PAUSE_MEDIUM_PCT (5 %) or a pause of GC_PAUSE_LONGEST_MEDIUM_MS (100 ms, a tenth of a second).
+GC_PAUSE_LOW_PCT = 2.0
+GC_PAUSE_MEDIUM_PCT = 5.0
+GC_PAUSE_LONGEST_MS = 50.0
+GC_PAUSE_LONGEST_MEDIUM_MS = 100.0

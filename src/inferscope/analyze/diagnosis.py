@@ -25,6 +25,7 @@ from typing import Callable
 from .. import thresholds as T
 
 from .blocking import blocking_io, lock_wait
+from .gc_pauses import python_gc
 from .diagnosis_cpu import cpu_oversubscription, cpu_underuse
 from .diagnosis_gpu import (decode_low_mbu, dominant_kernel, gpu_communication, gpu_compute_bound, gpu_idle,
                             gpu_memory_pressure, gpu_temperature, gpu_throttling, gpu_util_counter, kernel_limiter,
@@ -42,7 +43,7 @@ RULES: list[Callable[[dict, dict], dict | None]] = [
     gpu_compute_bound, gpu_communication, cpu_preprocessing, host_launch_bound, framework_overhead,
     cpu_oversubscription, cpu_underuse, cpu_compute,
     gil_contention, host_waiting, low_coverage, gpu_throttling, gpu_temperature, gpu_memory_pressure, gpu_util_counter,
-    numa_placement, page_fault_storm, cpu_run_queue, blocking_io, lock_wait, slow_steps,
+    numa_placement, page_fault_storm, cpu_run_queue, python_gc, blocking_io, lock_wait, slow_steps,
     low_mfu, decode_low_mbu, latency_tail, kernel_limiter,
 ]
 FINDING_IDS = [r.__name__ for r in RULES]

@@ -16,6 +16,7 @@ from . import breakdown as B
 from .copies import copies, copy_table
 from .children import children, children_warning
 from .contention import contention
+from .gc_pauses import gc_pauses, gc_table
 from .culprits import culprits
 from .threads import threads
 from .diagnosis import lower_for_partial, findings_for, verdict_for
@@ -154,6 +155,7 @@ def _analyze_report(trace: Trace, options: AnalyzeOptions | None) -> Report:
     res["threads"] = threads(trace, window)
     res["children"] = children(trace, window)
     res["contention"] = contention(trace, window)
+    res["gc_pauses"] = gc_pauses(trace, window)
     cu = culprits(trace, window, options.top_n)
     culprit_tables = cu.pop("tables")
     res["culprits"] = cu
@@ -190,6 +192,8 @@ def _analyze_report(trace: Trace, options: AnalyzeOptions | None) -> Report:
     if res["syncs"]["count"]:
         tables["syncs"] = sync_table(res["syncs"])
     tables.update(phase_tables(res["phases"]))
+    if res["gc_pauses"] and res["gc_pauses"]["by_thread"]:
+        tables["gc_pauses"] = gc_table(res["gc_pauses"])
     tables.update(culprit_tables)
     if res["idle_gaps"] and res["idle_gaps"]["largest"]:
         tables["gpu_idle_gaps"] = {"columns": ["offset_ms", "ms", "host_activity", "host_overlap_pct"],

@@ -111,6 +111,7 @@ class Session:
         self.single_gpu_error: str | None = None
         self._hk_system = False
         self.metrics = None          # exporter.Metrics when a /metrics endpoint runs
+        self.gc_pauses = None        # gcpauses.GcPauses while gc_pauses is on
         self.metrics_server = None
 
     # ------------------------------------------------------------------ start
@@ -164,6 +165,10 @@ class Session:
             self.sampler.per_tick = self.system.faults_tick
         if getattr(cfg, "metrics_port", -1) >= 0:
             self.serve_metrics(cfg.metrics_host, cfg.metrics_port)
+        if getattr(cfg, "gc_pauses", True):
+            from .gcpauses import GcPauses
+            self.gc_pauses = GcPauses(self.buffer.append)
+            self.gc_pauses.start()
         self.sampler.start()
         self._hk_system = cfg.system_sampling_hz > 0 and not sys_on_sampler
         nvml_on = self.nvml.ok and cfg.system_sampling_hz > 0
@@ -348,6 +353,8 @@ class Session:
             "nvml": "on" if (self.nvml and self.nvml.ok) else "unavailable",
             "follow_children": bool(getattr(self.cfg, "follow_children", True)),
             "flushes": self.flushes,
+            # Python garbage collections (collect/gcpauses.py): whole-run counters (gc_* keys)
+            **(self.gc_pauses.meta() if self.gc_pauses is not None else {"gc_pauses": False}),
             "wall_start_unix_ns": self.wall_start_ns,
             # when the process started, on the trace's clock (/proc/self/stat starttime: 1/CLK_TCK s
             # resolution, usually 10 ms); the whole-run window starts here, not at the first tick
@@ -480,6 +487,8 @@ class Session:
 
     def stop_collectors(self) -> None:
         self._stop.set()
+        if self.gc_pauses is not None:
+            self.gc_pauses.stop()
         if self.torch_hook is not None:
             self.torch_hook.remove()
         for h in self._gpu_hooks:

@@ -48,6 +48,7 @@ SPAN_CAT = {
     SpanKind.GPU_ANNOTATION: "gpu_user_annotation", SpanKind.STEP: "step", SpanKind.CPU_SAMPLE: "cpu_sample",
     SpanKind.GPU_SYNC: "gpu_sync", SpanKind.MARK: "mark", SpanKind.OS_RUNTIME: "os_runtime",
     SpanKind.OVERHEAD: "overhead", SpanKind.GRAPH_LAUNCH: "cuda_graph",
+    SpanKind.GC_PAUSE: "python_gc",
 }
 FLOW_CAT = {FlowKind.LAUNCH: "launch", FlowKind.FWDBWD: "fwdbwd", FlowKind.OTHER: "flow"}
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -34,6 +34,7 @@ class SpanKind(IntEnum):
     OS_RUNTIME = 14     # OS call (nsys OSRT: futex, poll, read ...): host off-CPU / blocked
     OVERHEAD = 15       # profiler overhead record
     GRAPH_LAUNCH = 16   # GPU-side CUDA graph execution record (graph-level tracing)
+    GC_PAUSE = 17       # a Python garbage collection on a CPU thread (live runs, collect/gcpauses.py)
 
 
 GPU_WORK_KINDS = (SpanKind.KERNEL, SpanKind.MEMCPY, SpanKind.MEMSET, SpanKind.GRAPH_LAUNCH)
