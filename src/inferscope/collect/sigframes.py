@@ -107,6 +107,7 @@ class SignalFrames:
         self._main = threading.main_thread().ident
         self._gc_t = 0
         self._gc_dom = None
+        self._in_handler = False
         self.gc_long = 0       # collections in the main thread that took half a signal period or more
 
     def _gc(self, phase, info) -> None:
@@ -119,7 +120,7 @@ class SignalFrames:
         finalizer) - and (end, domain, closed) as it ends; a younger one that took half a signal period or
         more leaves both as it ends.  Walking the stack at every young collection's start would cost more."""
         try:
-            if threading.get_ident() != self._main or not self.active:
+            if threading.get_ident() != self._main or not self.active or self._in_handler:
                 return
             if phase == "start":
                 self._gc_t = t0 = self._clock()
@@ -144,6 +145,7 @@ class SignalFrames:
     def _handler(self, signum, frame) -> None:
         if not self.active:
             return
+        self._in_handler = True      # (a collection the walk's allocations trigger is ours: _gc leaves it)
         try:
             t = self._clock()
             late = (t - self._t0) % self.interval_ns > self.stale_ns or self._overrun(self._timer) > 0
@@ -156,6 +158,8 @@ class SignalFrames:
             self.count += 1
         except Exception:        # never raise into the program's code
             pass
+        finally:
+            self._in_handler = False
 
     def start(self) -> bool:
         why = available()
