@@ -53,6 +53,7 @@ frequent innermost function ("file:func").
 """
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 import time
@@ -85,6 +86,22 @@ __all__ = [
     "_split_at_marks", "_switch_interval_s", "owed_run_queue", "perf_kernel_share", "thread_life",
 ]
 
+def _current_frames() -> dict:
+    """``sys._current_frames()`` with the garbage collector off: CPython 3.11 holds the runtime's thread-list lock
+    while it builds the dict, and a collection that allocation triggers, freeing a ``threading.local``, takes that
+    lock again (local_clear) - the sampler deadlocked with the GIL held and every thread of the program stopped
+    (py-spy --native: gc_collect_main under _PyThread_CurrentFrames waiting on a lock, the suite hung once in an
+    in-process test).  No other thread runs in between (the call keeps the GIL), so a program's own gc.disable()
+    is not undone."""
+    if not gc.isenabled():
+        return sys._current_frames()
+    gc.disable()
+    try:
+        return sys._current_frames()
+    finally:
+        gc.enable()
+
+
 class Sampler(ThreadsMixin, PerfMixin):
     def __init__(self, buffer, hz: float, scope_stacks: dict, skip_idents: set, *, clock=None, sleep=None,
                  frames=None, cputime=None, getclk=None) -> None:
@@ -97,7 +114,7 @@ class Sampler(ThreadsMixin, PerfMixin):
         self._live = frames is None     # the real interpreter (tests inject fakes: leave its switch interval)
         self._clock = clock or time.perf_counter_ns
         self._sleep = sleep or time.sleep
-        self._frames = frames or sys._current_frames
+        self._frames = frames or _current_frames
         self._cputime = cputime or time.clock_gettime_ns
         self._getclk = getclk or time.pthread_getcpuclockid
         self.interval_ns = int(1e9 / hz) if hz > 0 else 0
