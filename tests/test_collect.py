@@ -281,39 +281,16 @@ def test_library_mode_multi_gpu_is_an_error(monkeypatch):
 
 def test_perf_fraction_splits_tick_intervals_without_majority_bias():
     """A tick interval with 7 of 10 IP samples in torch is 70 % cpu_compute, not 100 % (no vote)."""
-    from inferscope.collect import sampler as SM
     from inferscope.collect.perfip import NATIVE_TORCH, PYTHON
+    from resolve_helpers import durations, resolve_thread
 
-    class Buf(list):
-        pass
-
-    class FakePerf:
-        def __init__(self, samples):
-            self.samples = samples
-
-        def read(self, maps):
-            out, self.samples = self.samples, []
-            return out
-
-        def close(self):
-            pass
-
-    buf = Buf()
-    s = SM.Sampler(buf, 200, {}, set())
-    s._perf_maps = object()
-    st = SM._ThreadState(tid=1, clk=None, cpu=0, t=0)
-    st.cls, st.start, st.end = "framework", 0, 0
     ms = 1_000_000
     # tick 1 covers (0, 10 ms]: 7 native + 3 python samples; tick 2 covers (10, 20 ms]: no sample
     samples = [(i * ms + ms // 2, NATIVE_TORCH if i < 7 else PYTHON) for i in range(10)]
-    st.perf = FakePerf(samples)
-    st.pending = [(10 * ms, None, "m.py:f", "framework", False, 0), (20 * ms, None, "m.py:f", "framework", False, 0),
-                  (30 * ms, "waiting", None, None, False, 0)]
-    s._resolve(st)
-    s._emit(st)
-    dur = {}
-    for ev in buf:
-        dur[ev[5]] = dur.get(ev[5], 0) + ev[4] - ev[3]
+    pend = [(10 * ms, None, "m.py:f", "framework", False, 0), (20 * ms, None, "m.py:f", "framework", False, 0),
+            (30 * ms, "waiting", None, None, False, 0)]
+    buf, _, st = resolve_thread(samples, pend, "framework")
+    dur = durations(buf)
     assert dur["cpu_compute"] == 14 * ms          # 70 % of each 10 ms interval (the 2nd keeps the fraction)
     assert dur["framework"] == 6 * ms + 5 * ms     # + half of the last interval: the change to waiting
     assert dur["waiting"] == 5 * ms                # happened somewhere in (20, 30] ms: split at the midpoint

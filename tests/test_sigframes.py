@@ -40,6 +40,9 @@ def test_handler_installed_and_given_back():
     rec = list(sf.recent)
     assert len(rec) == sf.count - sf.stale and all(d == 0 and not o for _, d, o in rec), rec
     assert [r[0] for r in rec] == sorted(r[0] for r in rec)
+    out = []
+    sf.drain(out, {0: "user_code"})       # moved to a thread state's list, by class name
+    assert out == [(t, "user_code", o) for t, _, o in rec] and not sf.recent
 
 
 def test_foreign_handler_left_alone():

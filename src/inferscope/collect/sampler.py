@@ -269,9 +269,7 @@ class Sampler(ThreadsMixin, PerfMixin):
         sig, main = self._sig, self.threads.get(threading.main_thread().ident)
         if sig is not None and main is not None and main.perf is not None:
             # the signals' records since the last tick, for the main thread's last intervals (sigframes.py)
-            while sig.recent:
-                t_, d_, o_ = sig.recent.popleft()
-                main.sigobs.append((t_, C.DOMAIN_NAMES[d_], o_))
+            sig.drain(main.sigobs, C.DOMAIN_NAMES)
         for ident, st in list(self.threads.items()):
             self._finish(st, self.cpu_marks.get(ident), alive=True)
             self._emit(st)

@@ -197,12 +197,7 @@ def tick_threads(env: TickEnv, frames: dict, t_tick: int, idmap: dict, probe, pe
             if rec is not None and st.perf is not None:
                 # the Python class at each signal since the last tick: the perf resolver's interpreter samples
                 # take the one nearest to them (resolve.py)
-                q = sig.recent
-                while q:
-                    ts_, d_, o_ = q.popleft()
-                    st.sigobs.append((ts_, names[d_], o_))
-                if len(st.sigobs) > 2048:     # (pruned by the resolver; bounded here too)
-                    del st.sigobs[:1024]
+                sig.drain(st.sigobs, names)
             if rec is not None and rec[1] is not None and rec[0] > prev_t and rec[1][0] == dom:
                 # the main thread's function at a signal in this interval (sigframes.py): taken
                 # at a uniform moment, not where the thread let the sampler have the GIL.  Only

@@ -110,6 +110,16 @@ class SignalFrames:
         self._in_handler = False
         self.gc_long = 0       # collections in the main thread that took half a signal period or more
 
+    def drain(self, out: list, names) -> None:
+        """Move the records of ``recent`` to ``out`` (a thread state's ``sigobs``) as (t_ns, class, open), the
+        class by ``names`` (domain -> class name); ``out`` bounded (the resolver prunes it)."""
+        q = self.recent
+        while q:
+            t, d, o = q.popleft()
+            out.append((t, names[d], o))
+        if len(out) > 2048:
+            del out[:1024]
+
     def _gc(self, phase, info) -> None:
         """gc.callbacks: a collection runs in the thread that allocated, holding the GIL, with no signal handler
         in it (no bytecode boundary) and few sampler ticks (zoo_hf_tokenizer: gen-2 collections of 15-108 ms), its
