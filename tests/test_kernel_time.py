@@ -239,7 +239,7 @@ class FakePerfIP:
         self.last = 0
 
     @classmethod
-    def open(cls, tid, period):
+    def open(cls, tid, period, stack_bytes=0):
         return cls()
 
     def enable(self, on):

@@ -6,7 +6,8 @@ at perf_event_paranoid <= 2 without privileges), one sample per 1 ms of that thr
 kernel takes the samples; the sampler thread drains the ring buffer in batches (every ~100 ms,
 not every tick: one drain costs ~50 us with cold caches, most of it fixed) and maps every
 instruction pointer to the shared object it falls in (/proc/self/maps, cached); the timestamps
-place each sample between two ticks.  Each mapping has a role (``role_of``): an IP in a numeric
+place each sample between two ticks; a Python thread's samples also carry the top of its user stack, which
+names the caller of a sample in libc (``caller_kind``).  Each mapping has a role (``role_of``): an IP in a numeric
 library (torch and its runtimes, any BLAS/OpenMP, numpy's and scipy's compiled loops, JIT code) means
 the thread computes; in a native tokenizer (HF tokenizers' Rust extension, sentencepiece, tiktoken) it
 tokenizes; inside the interpreter it runs Python.
@@ -30,9 +31,19 @@ PERF_TYPE_SOFTWARE = 1
 PERF_COUNT_SW_TASK_CLOCK = 1
 PERF_SAMPLE_IP = 1
 PERF_SAMPLE_TIME = 4
+PERF_SAMPLE_STACK_USER = 1 << 13
 CLOCK_MONOTONIC = 1
 PERF_RECORD_SAMPLE = 9
 PAGES = 8                      # data pages (power of two): 32 KiB = ~1300 samples
+# A Python thread's samples also carry the top STACK_BYTES of its user stack (PERF_SAMPLE_STACK_USER): a sample
+# in libc (malloc, free, memcpy, a futex) takes the role of the code that called it - the first return address
+# on the stack that falls in a classified library (``caller_kind``).  Measured on zoo_hf_tokenizer's loop
+# (bench/README.md, issue 23): of the libc samples in its tokenizer phase 293 of 305 found the Rust tokenizer,
+# in its model phase 11 of 14 the interpreter and 3 torch; the caller's return address sat within 48 words of
+# the stack pointer in 99.7 % of them (39 % within 8).  Each record is then 552 bytes, so such a ring has
+# STACK_PAGES (256 KiB: ~470 samples, ~0.4 s of the thread's CPU; the sampler drains every 0.1 s).
+STACK_BYTES = 512              # (thread_state.PERF_STACK_BYTES: what the sampler asks for)
+STACK_PAGES = 64
 MAPS_RELOAD_MIN_S = 0.02          # re-read /proc/self/maps on an unknown IP at most every 20 ms
 # Roles of the code an instruction pointer falls in (one table, the only place they are decided):
 COMPUTE, PYTHON, OTHER, TOKENIZER = 1, 2, 3, 4
@@ -181,37 +192,64 @@ PERIOD_DITHER = 0.3
 _rng = random.Random()
 
 
+def caller_kind(maps: Maps, data: bytes, off: int, nbytes: int) -> int:
+    """The role of the code that called the one a sample fell in (libc, the loader, an unknown extension): the
+    first word of the sampled user stack (``nbytes`` at ``off``, from the stack pointer up) that is an address
+    in a mapping with a role of its own.  A leaf's return address is the first code address above its frame;
+    a libc function called from libc (malloc's _int_malloc) is skipped over to its caller; the interpreter
+    (PYTHON) counts, so a hash loop in libcrypto called from Python code is that code's.  OTHER: none found."""
+    kind = maps.kind
+    for (w,) in struct.iter_unpack("<Q", data[off:off + (nbytes & ~7)]):
+        k = kind(w)
+        if k and k != OTHER:
+            return k
+    return OTHER
+
+
 class PerfIP:
     """One thread's task-clock IP sampler."""
 
-    def __init__(self, fd: int, buf: mmap.mmap, period_ns: int = 0) -> None:
+    def __init__(self, fd: int, buf: mmap.mmap, period_ns: int = 0, stack_bytes: int = 0) -> None:
         self.fd = fd
         self.buf = buf
-        self.size = PAGES * mmap.PAGESIZE
+        self.size = len(buf) - mmap.PAGESIZE
+        self.stack_bytes = stack_bytes  # user stack bytes per sample (0: IP and time only)
         self.tail = 0
         self.period_ns = period_ns      # the mean sampling period (dithered at each read, PERIOD_DITHER)
 
     @classmethod
-    def open(cls, tid: int, period_ns: int = 1_000_000):
+    def open(cls, tid: int, period_ns: int = 1_000_000, stack_bytes: int = 0):
+        """The sampler of thread ``tid``; ``stack_bytes`` > 0: with that much of its user stack per sample
+        (``caller_kind``) - where the kernel or the locked-memory limit refuses it, without."""
         if _NR is None:
             return None
+        if stack_bytes > 0:
+            p = cls._open(tid, period_ns, stack_bytes)
+            if p is not None:
+                return p
+        return cls._open(tid, period_ns, 0)
+
+    @classmethod
+    def _open(cls, tid: int, period_ns: int, stack_bytes: int):
         attr = _Attr()
         attr.type = PERF_TYPE_SOFTWARE
         attr.size = ctypes.sizeof(_Attr)
         attr.config = PERF_COUNT_SW_TASK_CLOCK
         attr.sample_period = period_ns
-        attr.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TIME
+        attr.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TIME | (PERF_SAMPLE_STACK_USER if stack_bytes else 0)
+        attr.sample_stack_user = stack_bytes
         attr.flags = (1 << 5) | (1 << 6) | (1 << 25)   # exclude_kernel, exclude_hv, use_clockid
         attr.clockid = CLOCK_MONOTONIC
         fd = _syscall()(_NR, ctypes.byref(attr), tid, -1, -1, 8)   # PERF_FLAG_FD_CLOEXEC
         if fd < 0:
             return None
+        pages = STACK_PAGES if stack_bytes else PAGES
         try:
-            buf = mmap.mmap(fd, (1 + PAGES) * mmap.PAGESIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        except (OSError, ValueError):
+            buf = mmap.mmap(fd, (1 + pages) * mmap.PAGESIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except (OSError, ValueError):     # (EPERM past RLIMIT_MEMLOCK and perf_event_mlock_kb)
             os.close(fd)
             return None
-        return cls(fd, buf, period_ns)
+        return cls(fd, buf, period_ns, stack_bytes)
 
     def read(self, maps: Maps) -> list[tuple[int, int]]:
         """[(timestamp_ns, kind)] of the samples since the last read, oldest first."""
@@ -236,6 +274,7 @@ class PerfIP:
         out = []
         kind = maps.kind_or_reload
         unpack = struct.unpack_from
+        stack = self.stack_bytes > 0
         off, end = 0, len(data)
         while off + 8 <= end:
             typ, _misc, sz = unpack("<IHH", data, off)
@@ -243,8 +282,13 @@ class PerfIP:
                 break
             if typ == PERF_RECORD_SAMPLE and sz >= 24 and off + 24 <= end:
                 ip, ts = unpack("<QQ", data, off + 8)
-                k = kind(ip)
-                out.append((ts, k or OTHER))
+                k = kind(ip) or OTHER
+                if k == OTHER and stack and off + 40 <= end:
+                    n = unpack("<Q", data, off + 24)[0]        # u64 size, char data[size], u64 dyn_size
+                    if n and off + 40 + n <= end and off + 40 + n <= off + sz:
+                        dyn = unpack("<Q", data, off + 32 + n)[0]
+                        k = caller_kind(maps, data, off + 32, min(n, dyn))
+                out.append((ts, k))
             off += sz
         return out
 

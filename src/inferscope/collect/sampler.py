@@ -144,6 +144,7 @@ class Sampler(ThreadsMixin, PerfMixin):
         self.torch_seen = False
         self.use_perf = True
         self.perf_active = False
+        self.perf_stack = False     # the main thread's perf samples carry its user stack (libc callers named)
         self.periodic = None     # (fn(t_ns), period_ns): system counters, called between ticks
         self.per_tick = None     # fn(t_ns): cheap counters read on every tick (page faults)
         self.follow_native = True   # native (non-Python) threads by perf role (native_threads.py)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from .thread_state import PERF_PERIOD_NS, _ThreadState
+from .thread_state import PERF_PERIOD_NS, PERF_STACK_BYTES, _ThreadState
 
 
 class PerfMixin:
@@ -16,10 +16,11 @@ class PerfMixin:
         self.skip.add(threading.get_ident())
         try:
             from .perfip import Maps, PerfIP
-            main = PerfIP.open(self.main_tid, PERF_PERIOD_NS)   # the system call releases the GIL
+            main = PerfIP.open(self.main_tid, PERF_PERIOD_NS, PERF_STACK_BYTES)   # the system call releases the GIL
             if main is not None:
                 maps = Maps()
                 self._perf_main = main
+                self.perf_stack = main.stack_bytes > 0
                 self._PerfIP = PerfIP
                 self._perf_maps = maps        # set last: the sampler adopts perf when it appears
         except Exception:
@@ -40,7 +41,7 @@ class PerfMixin:
             st.perf, self._perf_main = self._perf_main, None
         else:
             try:
-                st.perf = self._PerfIP.open(st.tid, PERF_PERIOD_NS)
+                st.perf = self._PerfIP.open(st.tid, PERF_PERIOD_NS, PERF_STACK_BYTES)
             except Exception:
                 st.perf = None
         if st.perf is not None and off:

@@ -263,6 +263,7 @@ class Session:
 
     # ---------------------------------------------------------- housekeeping
     def _housekeeping(self) -> None:
+        from .gcpauses import no_collection
         self.skip_idents.add(threading.get_ident())
         try:
             self._hk_clk = time.pthread_getcpuclockid(threading.get_ident())
@@ -283,16 +284,18 @@ class Session:
             if sampling:
                 now = time.perf_counter_ns()
                 try:
-                    if sample_system:
-                        self.system.sample(now)
-                    if sample_nvml:
-                        self.nvml.sample(now)
+                    with no_collection():       # (no program's collection in this thread: gcpauses.py)
+                        if sample_system:
+                            self.system.sample(now)
+                        if sample_nvml:
+                            self.nvml.sample(now)
                 except Exception as e:
                     log.debug(f"system sampling failed: {e}")
             if self.trace_out and time.monotonic() >= next_flush:
                 c0 = time.thread_time_ns()
                 try:
-                    self.flush()
+                    with no_collection():
+                        self.flush()
                 except Exception as e:
                     log.debug(f"periodic flush failed: {e}")
                 # keep flushing below ~2 % of one core, paced by the flush's own CPU time: its wall
@@ -346,8 +349,9 @@ class Session:
             "cpu_sampling_threads": thread_rates(smp, self.thread_names),
             # wall time the sampler held the GIL: a lower bound on what it cost a Python-bound thread
             "sampler_gil_held_ms": round(smp.busy_ns / 1e6, 1) if smp else 0.0,
-            "cpu_compute_source": ("perf_event task-clock IP samples" if smp and smp.perf_active
-                                   else "GIL heuristic (perf_event off or unavailable)"),
+            "cpu_compute_source": (("perf_event task-clock IP samples" + (
+                ", libc samples by their caller on the user stack" if smp.perf_stack else ""))
+                if smp and smp.perf_active else "GIL heuristic (perf_event off or unavailable)"),
             "system_sampling_hz": self.cfg.system_sampling_hz,
             "torch_profiler": self.torch_state,
             "nvml": "on" if (self.nvml and self.nvml.ok) else "unavailable",

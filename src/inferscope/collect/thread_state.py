@@ -43,6 +43,9 @@ def _perf_period_ns() -> int:
 
 
 PERF_PERIOD_NS = _perf_period_ns()
+# Bytes of user stack a Python thread's IP samples carry, to name the caller of a libc sample (perfip.py
+# STACK_BYTES, caller_kind); INFERSCOPE_PERF_STACK=0 turns it off (bench A/B).
+PERF_STACK_BYTES = 0 if os.environ.get("INFERSCOPE_PERF_STACK", "") == "0" else 512
 # Overhead budget: the sampler may hold the GIL at most this fraction of the wall time on average
 # (its tick interval is stretched beyond 1/cpu_sampling_frequency_hz when ticks are expensive).
 # Measured on the 2-vCPU VM (bench/README.md): a tick holds the GIL ~20-120 us (more with cold
@@ -58,7 +61,8 @@ GIL_BUDGET = 0.015   # (the tick loop reads sampler.GIL_BUDGET, re-exported ther
 # scope("tokenize") got no tick at all).
 # Pending ticks are decided from the perf ring every RESOLVE_NS (a drain costs ~50 us with cold
 # caches, mostly fixed: per tick it was a third of the sampler's time holding the GIL).  The
-# ring (PAGES in perfip.py) holds ~1300 samples = 2.6 s of one thread's CPU time.
+# ring (PAGES in perfip.py) holds ~1300 samples = 1.3 s of one thread's CPU time (STACK_PAGES with the user stack:
+# ~470 samples, ~0.5 s).
 RESOLVE_NS = 100_000_000
 # An interval whose thread CPU time (+ run-queue delay) covers less than 1 - SPLIT_MIN_FRACTION of it
 # and more than SPLIT_MIN_FRACTION is split into an off-CPU ('waiting') part and an on-CPU part of
