@@ -146,3 +146,37 @@ def test_open_falls_back_without_the_stack_when_refused(monkeypatch):
         return None if stack_bytes else "plain"
     monkeypatch.setattr(P.PerfIP, "_open", classmethod(fake_open))
     assert P.PerfIP.open(1, 1_000_000, 512) == "plain" and calls == [512, 0]
+
+
+def test_stack_rings_are_capped():
+    """At most STACK_MAX_RINGS rings with the user stack at once (locked memory: a 64-thread pool would leave its
+    last threads no ring at all); the threads past it are sampled by IP and time; a closed ring frees its slot."""
+    import mmap
+    import resource
+    need = (P.STACK_MAX_RINGS + 2) * (1 + P.STACK_PAGES) * mmap.PAGESIZE
+    soft = resource.getrlimit(resource.RLIMIT_MEMLOCK)[0]
+    if soft != resource.RLIM_INFINITY and soft < need:
+        pytest.skip(f"RLIMIT_MEMLOCK {soft} B < {need} B: the limit, not the cap, would refuse rings")
+    tid = threading.get_native_id()
+    rings = []
+    base = P.PerfIP.stack_rings           # (rings another test's sampler still holds)
+    try:
+        for _ in range(P.STACK_MAX_RINGS + 2):
+            p = P.PerfIP.open(tid, 1_000_000, P.STACK_BYTES)
+            if p is None:
+                pytest.skip("perf_event unavailable (perf_event_paranoid > 2, seccomp)")
+            rings.append(p)
+        with_stack = [p.stack_bytes > 0 for p in rings]
+        if not with_stack[0]:
+            pytest.skip("the kernel or the locked-memory limit refused a stack-sampling ring")
+        n = sum(with_stack)
+        assert 0 < n <= P.STACK_MAX_RINGS - base and not any(with_stack[n:]), (with_stack, base)
+        assert P.PerfIP.stack_rings == base + n == P.STACK_MAX_RINGS
+        rings.pop(0).close()
+        assert P.PerfIP.stack_rings == base + n - 1
+        rings.append(P.PerfIP.open(tid, 1_000_000, P.STACK_BYTES))
+        assert rings[-1].stack_bytes == P.STACK_BYTES and P.PerfIP.stack_rings == base + n
+    finally:
+        for p in rings:
+            p.close()
+    assert P.PerfIP.stack_rings == base

@@ -44,6 +44,11 @@ PAGES = 8                      # data pages (power of two): 32 KiB = ~1300 sampl
 # STACK_PAGES (256 KiB: ~470 samples, ~0.4 s of the thread's CPU; the sampler drains every 0.1 s).
 STACK_BYTES = 512              # (thread_state.PERF_STACK_BYTES: what the sampler asks for)
 STACK_PAGES = 64
+# At most STACK_MAX_RINGS such rings at once (2 MiB of locked memory): past the per-user perf_event_mlock_kb
+# (516 KiB by default) rings count against RLIMIT_MEMLOCK (8 MiB here, 64 KiB in some containers), and a server's
+# 64-thread pool with the stack would leave its last threads no ring at all; the threads opened later are
+# sampled by IP and time only (the main thread's ring is opened first).
+STACK_MAX_RINGS = 8
 MAPS_RELOAD_MIN_S = 0.02          # re-read /proc/self/maps on an unknown IP at most every 20 ms
 # Roles of the code an instruction pointer falls in (one table, the only place they are decided):
 COMPUTE, PYTHON, OTHER, TOKENIZER = 1, 2, 3, 4
@@ -209,6 +214,8 @@ def caller_kind(maps: Maps, data: bytes, off: int, nbytes: int) -> int:
 class PerfIP:
     """One thread's task-clock IP sampler."""
 
+    stack_rings = 0         # rings with the user stack open now (STACK_MAX_RINGS)
+
     def __init__(self, fd: int, buf: mmap.mmap, period_ns: int = 0, stack_bytes: int = 0) -> None:
         self.fd = fd
         self.buf = buf
@@ -223,9 +230,10 @@ class PerfIP:
         (``caller_kind``) - where the kernel or the locked-memory limit refuses it, without."""
         if _NR is None:
             return None
-        if stack_bytes > 0:
+        if stack_bytes > 0 and PerfIP.stack_rings < STACK_MAX_RINGS:
             p = cls._open(tid, period_ns, stack_bytes)
             if p is not None:
+                PerfIP.stack_rings += 1
                 return p
         return cls._open(tid, period_ns, 0)
 
@@ -314,6 +322,9 @@ class PerfIP:
         fcntl.ioctl(self.fd, 0x2400 if on else 0x2401, 0)
 
     def close(self) -> None:
+        if self.stack_bytes:
+            self.stack_bytes = 0
+            PerfIP.stack_rings = max(0, PerfIP.stack_rings - 1)
         try:
             self.buf.close()
         except Exception:
