@@ -170,6 +170,7 @@ def register(s, env, ident, frame, tho, t: int, idmap: dict, perf_maps, perf_off
             st.kst = None
     if perf_maps is not None:
         s._open_perf(st, perf_off)
+        st.perf_at = t
     oncpu_by_tid.setdefault(tid, 0)
     thread_ticks.setdefault(tid, [0, 0])
     if p0 is None:

@@ -265,7 +265,7 @@ def tick_threads(env: TickEnv, frames: dict, t_tick: int, idmap: dict, probe, pe
             ent = (t, cls, label, fallback, gil_free, off if (oncpu and not first_iv) else -off, rqn, kf, kns,
                    (2 if st.kio else 1) if (kblk or off != 0) else 0,
                    dcpu if (st.clk is not None and not perf_off and perf_on_at is not None
-                            and prev_t >= perf_on_at) else -1, True)
+                            and prev_t >= perf_on_at and prev_t >= st.perf_at) else -1, True)
             cut = bool(marks) and st.clk is not None and any(prev_t < m[0] < t for m in marks)
             if (off or rqn) and (cut or (not kf and not kns)) and t - prev_t > LONG_INTERVAL_TICKS * s.interval_ns:
                 # (with faults or kernel time only when cut at CPU readings: each part gets its share

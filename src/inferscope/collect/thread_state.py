@@ -156,7 +156,7 @@ def _switch_interval_s() -> float:
 
 class _ThreadState:
     __slots__ = ("clk", "cls", "cpu", "end", "label", "last_fb", "lines", "n", "native", "native_fresh", "native_tok", "pending",
-                 "kblk", "kio", "kst", "perf", "pcpu", "pn", "prev_vol", "py_last", "rq", "sigobs", "rq_at", "rq_t", "start", "t", "tid",
+                 "kblk", "kio", "kst", "perf", "perf_at", "pcpu", "pn", "prev_vol", "py_last", "rq", "sigobs", "rq_at", "rq_t", "start", "t", "tid",
                  "on_cls", "on_label")
 
     def __init__(self, tid, clk, cpu, t):
@@ -178,6 +178,7 @@ class _ThreadState:
         self.pn = 0.0     # sums (KERNEL_PERF_SHARE_CPU_NS): its kernel share by perf (perf_kernel_share)
         self.rq_at = 0    # sample time of the rq reading
         self.perf = None  # PerfIP of this thread (perf_event task-clock IP samples)
+        self.perf_at = 0  # when it was opened (the tick that registered the thread, or adopted perf)
         self.native = None  # last perf verdict: fraction of IP samples in numeric libraries (role COMPUTE)
         self.native_tok = 0.0  # ... and in native tokenizers (role TOKENIZER)
         self.native_fresh = False  # the last perf-decided interval had classified (non-libc) samples
