@@ -130,3 +130,41 @@ def test_an_open_collection_record_names_the_samples_after_it():
     dur = durations(buf)
     # samples at 2..24 ms: tokenization (12 of 15); 26, 28, 30 ms: the ticks' class
     assert dur == {"tokenization": 30 * MS * 12 // 15, "user_code": 30 * MS - 30 * MS * 12 // 15}, dur
+
+
+def test_the_previous_ticks_class_part_is_its_function():
+    """The part of an interval in the previous tick's Python class ran the previous tick's function: a tick in the
+    tokenizer's Python (encode), the next at a forward's first op (forward) - the early interpreter samples'
+    part is encode's tokenization, not forward's (the functions table read Linear.forward as tokenization,
+    8 % of zoo_hf_tokenizer); the compute and framework parts are forward's."""
+    enc, fwd = ("tok.py:encode", 7), ("model.py:forward", 3)
+    samples = [(1 * MS, P.PYTHON), (3 * MS, P.PYTHON)] + \
+        [(k * MS, P.PYTHON) for k in (9, 10, 11)] + [(k * MS, P.COMPUTE) for k in (13, 14, 15)] + [(int(15.5 * MS), P.PYTHON)]
+    pend = [(8 * MS, None, enc, "tokenization", True, 0, 0, 0, 0, False),
+            (16 * MS, None, fwd, "framework", True, 0, 0, 0, 0, False)]
+    buf, _, st = resolve_thread(samples, pend, "tokenization")
+    by_fn = {}
+    for ev in buf:
+        by_fn[(ev[6], ev[5])] = by_fn.get((ev[6], ev[5]), 0) + ev[4] - ev[3]
+    # its tick's interval, and the second one's interpreter samples before its midpoint (3 of 7: 24/7 ms)
+    assert abs(by_fn.get(("tok.py:encode:7", "tokenization"), 0) - (8 * MS + 8 * MS * 3 / 7)) <= 2, by_fn
+    assert ("model.py:forward:3", "tokenization") not in by_fn, by_fn
+    assert abs(by_fn.get(("model.py:forward:3", "cpu_compute"), 0) - 8 * MS * 3 / 7) <= 2, by_fn
+    assert abs(by_fn.get(("model.py:forward:3", "framework"), 0) - 8 * MS / 7) <= 2, by_fn
+    assert st.lb_last == fwd
+
+
+def test_compute_that_began_the_interval_is_the_previous_ticks_function():
+    """A forward's last op runs on past its tick (forward) into an interval whose tick is in the tokenizer (encode):
+    the compute part is forward's; compute after the interval's interpreter samples is the current tick's."""
+    fwd, enc = ("model.py:forward", 3), ("tok.py:encode", 7)
+    pend = [(8 * MS, None, fwd, "framework", True, 0, 0, 0, 0, False),
+            (16 * MS, None, enc, "tokenization", True, 0, 0, 0, 0, False)]
+    for second, compute_fn in (([(9 * MS, P.COMPUTE), (10 * MS, P.COMPUTE), (13 * MS, P.PYTHON), (15 * MS, P.PYTHON)],
+                                "model.py:forward:3"),
+                               ([(9 * MS, P.PYTHON), (10 * MS, P.PYTHON), (13 * MS, P.COMPUTE), (15 * MS, P.COMPUTE)],
+                                "tok.py:encode:7")):
+        samples = [(k * MS, P.COMPUTE) for k in (2, 4, 6)] + second
+        buf, _, _ = resolve_thread(samples, list(pend), "framework")
+        fns = {ev[6] for ev in buf if ev[5] == "cpu_compute" and ev[4] > 8 * MS}     # (a run may begin before)
+        assert fns == {compute_fn}, [(ev[5], ev[6], ev[3], ev[4]) for ev in buf]
