@@ -242,7 +242,7 @@ def cpu_sample_part(con, schema, has_gpu: bool, intern, active_threads: set | No
     e = np.concatenate(E)
     c = np.concatenate(C)
     names = np.array([intern(n) for n in CLASS_NAMES], np.int32)[c]
-    uniq = {d: intern(d) if d else -1 for d in set(D)}
+    uniq = {d: intern(d) if d else -1 for d in dict.fromkeys(D)}  # first-seen order, not hash order
     detail = np.array([uniq[d] for d in D], np.int32)
     info["threads"] = len(threads)
     return dict(start_ns=s, end_ns=e, gtid=np.concatenate(G), name=names, detail=detail, kind=SpanKind.CPU_SAMPLE,
