@@ -40,9 +40,8 @@ def resolve(s, st: _ThreadState) -> None:
             i += 1
         # the Python class of the tick before this one (its frame's domain), and the interval's midpoint: the
         # interpreter samples of its first half ran nearer that tick than this one (split_python below)
-        py_prev, lb_prev = st.py_last, st.lb_last
+        py_prev = st.py_last
         st.py_last = fallback if cls is None else (cls if cls in PY_CLASSES else None)
-        st.lb_last = label if st.py_last is not None else None
         mid = prev + (t - prev) // 2
         if cls is KEEP:
             cls = st.cls or CLS_FRAMEWORK     # (a pending KEEP always follows a decided tick)
@@ -129,7 +128,6 @@ def resolve(s, st: _ThreadState) -> None:
             # one nearest to it, where one is within a signal period - else the tick nearer to it (mid)
             obs, oj, near = st.sigobs, 0, s.interval_ns
             xc = None        # interpreter samples by a signal's class that is neither tick's
-            k0 = None        # the kind of the interval's first classified sample
             while i < n and samples[i][0] <= t:
                 k = samples[i][1]
                 if k == OTHER:
@@ -145,8 +143,6 @@ def resolve(s, st: _ThreadState) -> None:
                     last = k
                 else:
                     last = None
-                if k0 is None and k != OTHER:
-                    k0 = k
                 if k == COMPUTE:
                     nc += 1
                 elif k == TOKENIZER:
@@ -187,7 +183,6 @@ def resolve(s, st: _ThreadState) -> None:
                     k_ += 1
                 del obs[:max(0, k_ - 1)]      # (the last one before: an open record holds until the next)
             fp = 0.0     # the interval's share of interpreter time that was the previous tick's Python class
-            tokf = False  # ... that was the previous tick's tokenizer: with the native tokenizer's, first, its function
             fx = None    # ... and of a third Python class (xc)
             kc = None
             if kf and st.perf is not None:
@@ -244,7 +239,7 @@ def resolve(s, st: _ThreadState) -> None:
                     # (zoo_hf_tokenizer: transformers' Python read framework, +5-7 points)
                     fp = ne / tot
                     if py_prev == CLS_TOKENIZATION:
-                        ftok, fp, tokf = ftok + fp, 0.0, True
+                        ftok, fp = ftok + fp, 0.0
                 if xc:
                     fx = {}
                     for c_, n_ in xc.items():
@@ -295,31 +290,19 @@ def resolve(s, st: _ThreadState) -> None:
             else:
                 # the previous tick's Python class first, then compute, then native tokenization, then the
                 # stack's class; each part names the tick's function (its time is the function's, whatever the
-                # class) - but the previous tick's class part its function: the interval began there (a forward's
-                # first interval named Linear.forward for 8 % of zoo_hf_tokenizer as tokenization)
+                # class)
                 dt = end - prev
                 if fp > 0.0:
                     prev += int(dt * fp)
-                    s._apply(st, prev, py_prev, lb_prev or label, exact=True, tick=tk)
+                    s._apply(st, prev, py_prev, label, exact=True, tick=tk)
                     dt = end - prev
                     frac, ftok = (frac / (1.0 - fp), ftok / (1.0 - fp)) if fp < 1.0 else (0.0, 0.0)
                     if fx:
                         fx = {c_: (f_ / (1.0 - fp) if fp < 1.0 else 0.0) for c_, f_ in fx.items()}
-                elif tokf and ftok > 0.0:
-                    # the previous tick in a tokenizer's Python: its early interpreter samples and the native
-                    # tokenizer's are that call's - first, named after the previous tick's function
-                    prev += int(dt * ftok)
-                    s._apply(st, prev, CLS_TOKENIZATION, lb_prev or label, exact=True, tick=tk)
-                    dt, r_ = end - prev, 1.0 - ftok
-                    frac, ftok = (frac / r_ if r_ > 0.0 else 0.0), 0.0
-                    if fx:
-                        fx = {c_: (f_ / r_ if r_ > 0.0 else 0.0) for c_, f_ in fx.items()}
                 a = prev + int(dt * frac)
                 b = a + int(dt * ftok)
                 if a > prev:
-                    # (the previous tick's function's when the interval began in native compute: a forward's
-                    # last op before the tokenizer's tick - _encode_plus read 8 % cpu_compute in zoo_hf_tokenizer)
-                    s._apply(st, a, CLS_COMPUTE, (lb_prev or label) if k0 == COMPUTE else label, exact=True, tick=tk)
+                    s._apply(st, a, CLS_COMPUTE, label, exact=True, tick=tk)
                 if b > a:
                     s._apply(st, b, CLS_TOKENIZATION, label, exact=True, tick=tk)
                 for c_, f_ in (fx or {}).items():
