@@ -119,3 +119,22 @@ def test_a_long_collection_lends_its_time_to_the_code_that_triggered_it():
     assert sf.gc_long >= 1 and len(opened) == 1 and opened[0][1] == 7, (sf.gc_long, rec[-5:])
     closed = [r for r in rec[rec.index(opened[0]) + 1:] if r[1] == 7 and not r[2] and r[0] <= t1]
     assert len(closed) == 1, rec[rec.index(opened[0]):]
+
+
+def test_records_stay_in_time_order_when_a_collections_start_is_recorded_late():
+    """A young collection long enough to record is recorded at its end, with its start time: a finalizer's signal
+    record made inside it is later than that start, so the start goes in before it (the resolver reads the
+    records in order; a suite run once found them out of order)."""
+    sf = sigframes.SignalFrames(1_000_000, lambda f: (0, None))
+    q = sf.recent
+    q.extend([(10, 0, False), (20, 1, False), (30, 1, False)])
+    sf._insert((25, 2, True))
+    sf._insert((40, 2, False))
+    sf._insert((5, 3, True))
+    assert [r[0] for r in q] == [5, 10, 20, 25, 30, 40]
+    q.clear()
+    q.extend((i, 0, False) for i in range(q.maxlen))          # full: the oldest drops
+    sf._insert((3.5, 1, True))
+    assert len(q) == q.maxlen and [r[0] for r in q][:4] == [1, 2, 3, 3.5]
+    sf._insert((-1, 1, True))                                  # older than all of a full deque: dropped
+    assert q[0][0] == 1

@@ -145,12 +145,28 @@ class SignalFrames:
                 if not t0 or t1 - t0 < self.interval_ns // 2:
                     return
                 d = self._walk(sys._getframe(1))[0]
-                self.recent.append((t0, d, True))
+                self._insert((t0, d, True))     # (a finalizer's signal records may be later than t0: in order)
             if t1 - t0 >= self.interval_ns // 2:
                 self.gc_long += 1
             self.recent.append((t1, d, False))
         except Exception:        # never raise into the program's code
             pass
+
+    def _insert(self, rec) -> None:
+        """Append ``rec`` to ``recent`` in time order (the records after it move up; the oldest drops when full)."""
+        q = self.recent
+        i = len(q)
+        while i > 0 and q[i - 1][0] > rec[0]:
+            i -= 1
+        if i == len(q):
+            q.append(rec)
+            return
+        if len(q) == q.maxlen:
+            if i == 0:
+                return                      # (older than all of a full ring)
+            q.popleft()
+            i -= 1
+        q.insert(i, rec)
 
     def _handler(self, signum, frame) -> None:
         if not self.active:
