@@ -137,7 +137,7 @@ class SignalFrames:
                 self._gc_dom = None
                 if info.get("generation") == 2:
                     self._gc_dom = d = self._walk(sys._getframe(1))[0]
-                    self.recent.append((t0, d, True))
+                    self._insert((t0, d, True))    # (a signal handled in the walk is later)
                 return
             t1 = self._clock()
             t0, d = self._gc_t, self._gc_dom
@@ -148,7 +148,7 @@ class SignalFrames:
                 self._insert((t0, d, True))     # (a finalizer's signal records may be later than t0: in order)
             if t1 - t0 >= self.interval_ns // 2:
                 self.gc_long += 1
-            self.recent.append((t1, d, False))
+            self._insert((t1, d, False))
         except Exception:        # never raise into the program's code
             pass
 
@@ -180,7 +180,7 @@ class SignalFrames:
             w = None if late else self._walk(frame)
             self.latest = (t, w)
             if w is not None:
-                self.recent.append((t, w[0], False))
+                self._insert((t, w[0], False))
             self.count += 1
         except Exception:        # never raise into the program's code
             pass
