@@ -248,10 +248,14 @@ def test_profiler_threads_run_no_collection_of_the_program(tmp_path):
     threads (the sampler, housekeeping) must not be that thread - one 96 ms full collection in the sampler read
     as 21 % 'waiting' of a tokenizer program (its main thread blocked for the GIL).  A program that churns
     young collections (~10,000/s) beside 30 idle threads: before the sampler and housekeeping kept the
-    collector off while they work, 0-3 of its collections per 1.5 s ran in them (2 runs of 3)."""
+    collector off while they work, 0-3 of its collections per 1.5 s ran in them (2 runs of 3); after, none in
+    the sampler (200 wake-ups a second in time.sleep), 0-1 in housekeeping's Event wait."""
     out = tmp_path / "by_thread.json"
     _run(tmp_path, CHURN, [out, 2.0])
     by = json.loads(out.read_text())
     assert by.get("MainThread", 0) >= 1000, by                  # the program's collections all ran
-    ours = {k: v for k, v in by.items() if k.startswith("inferscope")}
-    assert not ours, by
+    assert "inferscope-sampler" not in by, by
+    # housekeeping wakes ~10 times a second, and its wait (threading.Event: a `with` block's bound __exit__) is a
+    # Python allocation with the collector on - it must be on while it waits: 0-1 young collections per run
+    hk = sum(v for k, v in by.items() if k.startswith("inferscope"))
+    assert hk <= 3, by

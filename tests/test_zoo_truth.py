@@ -282,8 +282,10 @@ def test_disk_io(tmp_path):
     for 20 ticks in a row, so no I/O label, and the calls' kernel CPU read as user code; the thread's
     kernel share by its perf samples places it now (thresholds.KERNEL_PERF_SHARE_CPU_NS, issue 25).
     Measured 2026-11-26: waiting 93.2-99.2 % vs 99.3-99.6 % (20 single runs, 8 of them beside a CPU hog:
-    96.1-99.0); user code 0-6.8 %."""
-    res, rows = _run(tmp_path, "zoo_disk_io.py", env={"ZOO_ITERS": "30"})
+    96.1-99.0); user code 0-6.8 %.  60 iterations since 2026-11-27: at 30 the blocking_io finding (the probe's
+    lower bound, io 2-29 % of the window, named from 5 %) was missing in 3 of 10 runs - and in both runs of a
+    suite once; at 60: 6 of 6, io 7.9-55.7 %."""
+    res, rows = _run(tmp_path, "zoo_disk_io.py", env={"ZOO_ITERS": "60"})
     _needs_perf(tmp_path, "zoo_disk_io")
     prep = rows.get("cpu_preprocessing", {"measured_pct": 0.0})["measured_pct"]
     if abs(rows["waiting"]["diff_pts"]) > 8.0 or prep > 8.0:
@@ -293,7 +295,7 @@ def test_disk_io(tmp_path):
         first = rows["waiting"]
         tmp_path = tmp_path / "again"
         tmp_path.mkdir()
-        res, rows = _run(tmp_path, "zoo_disk_io.py", env={"ZOO_ITERS": "30"})
+        res, rows = _run(tmp_path, "zoo_disk_io.py", env={"ZOO_ITERS": "60"})
         assert abs(rows["waiting"]["diff_pts"]) <= 8.0, (first, rows["waiting"])
     _within(rows["waiting"], 8.0)
     assert rows.get("cpu_preprocessing", {"measured_pct": 0.0})["measured_pct"] <= 8.0, rows
@@ -308,7 +310,7 @@ def test_disk_io(tmp_path):
         first = [f["id"] for f in rep["findings"]]
         tmp_path = tmp_path / "again_finding"
         tmp_path.mkdir()
-        H.run_program("zoo_disk_io.py", tmp_path, [], env={"ZOO_ITERS": "30"})
+        H.run_program("zoo_disk_io.py", tmp_path, [], env={"ZOO_ITERS": "60"})
         rep = json.loads((Path(tmp_path) / "zoo_disk_io.json").read_text())
         f = next((f for f in rep["findings"] if f["id"] == "blocking_io"), None)
         assert f is not None, (first, [f["id"] for f in rep["findings"]])

@@ -32,26 +32,23 @@ CAT = "python.gc"
 NAMES = ("gc gen0", "gc gen1", "gc gen2")
 
 
-class no_collection:
-    """Context: no garbage collection starts in this (InferScope's own) thread inside it - the collector is off
-    there, unless the program turned it off itself.  Whichever thread allocates past the threshold runs a
-    collection, holding the GIL: run by the profiler's thread it is a pause of the program charged to the
-    profiler, and the program's threads blocked for the GIL read as 'waiting' (collect/sampler_loop.py does the
-    same around its ticks).  Deferred, the collection runs at the program's next allocation, in its thread.
-    A gc.disable() the program makes in another thread meanwhile (only while this one is in a system call)
-    is undone at the exit."""
+def collector_off() -> bool:
+    """Turn the garbage collector off in this (InferScope's own) thread's work; True when it was on (give that to
+    ``collector_on``).  Whichever thread allocates past the threshold runs a collection, holding the GIL: run by a
+    profiler thread it is a pause of the program charged to the profiler, and the program's threads blocked for
+    the GIL read as 'waiting' (collect/sampler_loop.py does the same around its ticks).  Deferred, the collection
+    runs at the program's next allocation, in its thread.  No allocation here (a context-manager object would be
+    one - and could itself start the collection).  A gc.disable() the program makes in another thread meanwhile
+    (only while this one is in a system call) is undone by collector_on."""
+    if gc.isenabled():
+        gc.disable()
+        return True
+    return False
 
-    __slots__ = ("on",)
 
-    def __enter__(self):
-        self.on = gc.isenabled()
-        if self.on:
-            gc.disable()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.on:
-            gc.enable()
+def collector_on(was_on: bool) -> None:
+    if was_on:
+        gc.enable()
 
 
 class GcPauses:

@@ -263,7 +263,7 @@ class Session:
 
     # ---------------------------------------------------------- housekeeping
     def _housekeeping(self) -> None:
-        from .gcpauses import no_collection
+        from .gcpauses import collector_off, collector_on
         self.skip_idents.add(threading.get_ident())
         try:
             self._hk_clk = time.pthread_getcpuclockid(threading.get_ident())
@@ -276,34 +276,39 @@ class Session:
         period = 1.0 / hz if sampling else None
         flush_every = self.cfg.flush_interval_s
         next_flush = time.monotonic() + min(1.0, flush_every) if self.trace_out else float("inf")
-        while True:
-            # wake only when there is something to do (each wake-up takes the GIL)
-            wait = period if sampling else max(0.0, min(next_flush - time.monotonic(), 3600.0))
-            if self._stop.wait(wait):
-                break
-            if sampling:
-                now = time.perf_counter_ns()
-                try:
-                    with no_collection():       # (no program's collection in this thread: gcpauses.py)
+        gc_on = collector_off()      # no program's collection in this thread but while it waits (gcpauses.py)
+        try:
+            while True:
+                # wake only when there is something to do (each wake-up takes the GIL)
+                wait = period if sampling else max(0.0, min(next_flush - time.monotonic(), 3600.0))
+                collector_on(gc_on)
+                if self._stop.wait(wait):
+                    gc_on = False
+                    break
+                gc_on = collector_off()
+                if sampling:
+                    now = time.perf_counter_ns()
+                    try:
                         if sample_system:
                             self.system.sample(now)
                         if sample_nvml:
                             self.nvml.sample(now)
-                except Exception as e:
-                    log.debug(f"system sampling failed: {e}")
-            if self.trace_out and time.monotonic() >= next_flush:
-                c0 = time.thread_time_ns()
-                try:
-                    with no_collection():
+                    except Exception as e:
+                        log.debug(f"system sampling failed: {e}")
+                if self.trace_out and time.monotonic() >= next_flush:
+                    c0 = time.thread_time_ns()
+                    try:
                         self.flush()
-                except Exception as e:
-                    log.debug(f"periodic flush failed: {e}")
-                # keep flushing below ~2 % of one core, paced by the flush's own CPU time: its wall
-                # time includes every GIL hand-back of its writes (up to 5 ms each next to a busy
-                # Python thread), which on a loaded host pushed the next flush 1-2.5 s out and a
-                # terminated worker lost that much of its journal
-                dt = (time.thread_time_ns() - c0) / 1e9
-                next_flush = time.monotonic() + max(flush_every, 50 * dt)
+                    except Exception as e:
+                        log.debug(f"periodic flush failed: {e}")
+                    # keep flushing below ~2 % of one core, paced by the flush's own CPU time: its wall
+                    # time includes every GIL hand-back of its writes (up to 5 ms each next to a busy
+                    # Python thread), which on a loaded host pushed the next flush 1-2.5 s out and a
+                    # terminated worker lost that much of its journal
+                    dt = (time.thread_time_ns() - c0) / 1e9
+                    next_flush = time.monotonic() + max(flush_every, 50 * dt)
+        finally:
+            collector_on(gc_on)
 
     def thread_cpu_ns(self) -> int:
         n = self.sampler.own_cpu_ns() if self.sampler else 0
