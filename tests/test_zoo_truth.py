@@ -107,33 +107,43 @@ def test_gil_contention_main_thread(tmp_path):
     within 3 points in 11, -8 once; before: -13..+12 and 0.0 % in 1 run of 3 (no final tick).  The GIL is
     named: gil_contention, with the spinners' function."""
     res, rows = _run(tmp_path, "zoo_gil.py", env={"ZOO_ITERS": "25"})
-    if abs(rows["cpu_preprocessing/user_code"]["diff_pts"]) > TOL_PTS:
-        # one more run must come out within the band (one single run in 12 read -8 on an idle box; a loaded
-        # one scatters more) - a real bias fails both
-        first = rows["cpu_preprocessing/user_code"]
+    bad = _gil_misreads(tmp_path, rows)
+    if bad:
+        # one more run must come out within every band (one single run in 12 read user code -8 on an idle box, a
+        # loaded one scatters more; the all-threads row read -22.5 in a fresh-clone CI run, 2026-11-27) - a real
+        # bias fails both
         tmp_path = tmp_path / "again"
         tmp_path.mkdir()
         res, rows = _run(tmp_path, "zoo_gil.py", env={"ZOO_ITERS": "25"})
-        assert abs(rows["cpu_preprocessing/user_code"]["diff_pts"]) <= TOL_PTS, (first, rows["cpu_preprocessing/user_code"])
+        assert not _gil_misreads(tmp_path, rows), (bad, _gil_misreads(tmp_path, rows))
     rep = json.loads((Path(tmp_path) / "zoo_gil.json").read_text())
-    _within(rows["cpu_preprocessing/user_code"])
-    # waiting as a whole (off-CPU + run queue): which of the two a hand-over delay lands in depends on
-    # whether the thread was runnable at the tick (both are waiting)
-    off, rq = rows["waiting/off_cpu"], rows.get("waiting/run_queue", {"truth_pct": 0.0, "measured_pct": 0.0})
-    assert abs(off["measured_pct"] + rq["measured_pct"] - off["truth_pct"] - rq["truth_pct"]) <= TOL_PTS, (off, rq)
     ids = {f["id"]: f for f in rep["findings"]}
     assert "gil_contention" in ids, (list(ids), rep["contention"]["gil"])
     assert ids["gil_contention"]["evidence"]["culprit"] == "spinner"
+
+
+def _gil_misreads(tmp_path, rows) -> list:
+    """zoo_gil's rows outside their bands, [] when none."""
+    bad = []
+    if abs(rows["cpu_preprocessing/user_code"]["diff_pts"]) > TOL_PTS:
+        bad.append(rows["cpu_preprocessing/user_code"])
+    # waiting as a whole (off-CPU + run queue): which of the two a hand-over delay lands in depends on
+    # whether the thread was runnable at the tick (both are waiting)
+    off, rq = rows["waiting/off_cpu"], rows.get("waiting/run_queue", {"truth_pct": 0.0, "measured_pct": 0.0})
+    if abs(off["measured_pct"] + rq["measured_pct"] - off["truth_pct"] - rq["truth_pct"]) > TOL_PTS:
+        bad.append((off, rq))
     # all threads together (the union view): the spinners hold the GIL whenever the main thread does not, ~100 %
     # of a core by the threads' own CPU readings.  The sampler sees them at a few ticks only: their CPU before
     # the first and after the last comes from thread_life, cut at the scope's edges by every thread's CPU
     # clock (api._cpu_mark while starved).  Measured 2026-11-27, 6 single runs: 86.0-103.4 % for 99.4 % true
     # (median -3.9); before: 13.8-227.5 % (spinners missing or their CPU laid across the window's edge)
     u = rows["all threads: on CPU (sum)"]
-    assert abs(u["diff_pts"]) <= 20.0, u
+    if abs(u["diff_pts"]) > 20.0:
+        bad.append(u)
     # and each thread's own CPU in the window (threads table) against its CPU readings: a thread's first
     # interval, from its start to the tick that opened its perf sampler, held no IP sample and was taken for
     # kernel time (on-CPU read 'waiting'): 8/41, 1/10, 20/47 ms in one run, 4.6/41.6 in another (2026-11-27)
+    rep = json.loads((Path(tmp_path) / "zoo_gil.json").read_text())
     truth = json.loads(next(Path(tmp_path).glob("zoo_gil*.truth.json")).read_text())
     lo, hi = rep["window"]["start_ns"], rep["window"]["end_ns"]
     for row in rep["threads"]["threads"]:
@@ -141,7 +151,9 @@ def test_gil_contention_main_thread(tmp_path):
         if len(marks) < 2:
             continue
         true_ms = (marks[-1][1] - marks[0][1]) / 1e6
-        assert abs(row["on_cpu_ms"] - true_ms) <= max(12.0, 0.3 * true_ms), (row, true_ms)
+        if abs(row["on_cpu_ms"] - true_ms) > max(12.0, 0.3 * true_ms):
+            bad.append((row["thread"], row["on_cpu_ms"], true_ms))
+    return bad
 
 
 def test_warmup_scope(tmp_path):
