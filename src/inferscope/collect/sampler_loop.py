@@ -4,12 +4,12 @@ pacing (GIL budget, import rate), the tick's time and GIL verdict, perf adoption
 that ended).  collect/sampler.py explains the rules."""
 from __future__ import annotations
 
-import gc
 import sys
 import threading
 
 from . import classify as C
 from . import kernel_time as K
+from .gcpauses import collector_off, collector_on
 from .layout import LONG_INTERVAL_TICKS
 from .sampler_tick import TickEnv, tick_threads
 from .thread_state import (GIL_WAIT_NS, IMPORT_RATE_DIVISOR, PERF_PERIOD_NS, RESOLVE_NS, _close, _decides, _import_probe,
@@ -72,8 +72,19 @@ def run(s) -> None:
     try:
         _ticks(s)
     finally:
-        if s._gc_held:            # (a tick that raised: the collector it turned off is turned on again)
-            gc.enable()
+        _gc_release(s)            # (after the last tick, or one that raised)
+
+
+def _gc_hold(s) -> None:
+    """The collector off while the sampler works (gcpauses.collector_off: no program collection in this thread)."""
+    if not s._gc_held:
+        s._gc_held = collector_off()
+
+
+def _gc_release(s) -> None:
+    """... and on again while it sleeps or waits."""
+    collector_on(s._gc_held)
+    s._gc_held = False
 
 
 def _ticks(s) -> None:
@@ -108,9 +119,7 @@ def _ticks(s) -> None:
     final = False
     while not stop.is_set() or not ticked or (s._stop_at and not final):
         if not s._running.is_set():      # paused
-            if s._gc_held:
-                gc.enable()
-                s._gc_held = False
+            _gc_release(s)
             s._running.wait()
             if stop.is_set():
                 break
@@ -121,9 +130,7 @@ def _ticks(s) -> None:
         # program's next allocation, in its own thread, where sigframes/gcpauses time it as the program's.
         # (A gc.disable() the program makes in another thread while this one waits in a system call is undone
         # at the sleep; the tick holds the GIL but for those calls.)
-        if not s._gc_held and gc.isenabled():
-            gc.disable()
-            s._gc_held = True
+        _gc_hold(s)
         # never catch up on missed ticks: always release the GIL for a full interval,
         # otherwise a late sampler would hold the GIL back-to-back and starve the workload.
         # While a module import runs (start-up, reported as one bucket) sample less often:
@@ -133,14 +140,10 @@ def _ticks(s) -> None:
         iv = max(interval * IMPORT_RATE_DIVISOR if module_locks else interval, int(ema_busy / SM.GIL_BUDGET))
         target = clock() + iv
         if not stop.is_set():
-            if s._gc_held:
-                gc.enable()
-                s._gc_held = False
+            _gc_release(s)
             sleep(iv / 1e9)
         t = clock()
-        if not s._gc_held and gc.isenabled():
-            gc.disable()
-            s._gc_held = True
+        _gc_hold(s)
         try:
             cpu0 = cputime(my_clk)
         except OSError:
