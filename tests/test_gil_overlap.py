@@ -77,3 +77,35 @@ def test_culprit_function_counts_every_thread_not_one_stretched_tick():
     assert (g["functions"][1]["function"], g["functions"][1]["overlap_ms"]) == ("setup", 90.0)
     own = {r["thread"].split()[0]: r["function"] for r in g["threads"]}
     assert own["worker2"] == "setup" and own["worker3"] == own["worker4"] == "spin", own
+
+
+def test_culprit_named_when_the_blocks_do_not_intersect():
+    """The blocks of one tick interval side by side with no exact intersection at all: main 12 ms of user
+    code then 8 ms waiting, each spinner 4 ms of Python at the interval start (a loaded CI run: the
+    headline matched 100+ ms, the culprit row was empty).  The functions are ranked by the per-bin match
+    that gives the totals: each bin of two intervals matches 16 ms (waiting 16, Python 16), shared by the
+    spans in proportion to their time - 8 ms per spinner per bin, 40 ms each over the 5 bins."""
+    b = TraceBuilder()
+    main = b.track(TrackKind.CPU_THREAD, pid=1, tid=1, name="main")
+    spin = [b.track(TrackKind.CPU_THREAD, pid=1, tid=t, name=f"spinner{t}") for t in (2, 3)]
+    uc, wt = b.strings.intern("user_code"), b.strings.intern("waiting")
+    loop, poll = b.strings.intern("zoo.py:spin:7"), b.strings.intern("zoo.py:poll:20")
+    for k in range(10):
+        t0 = k * 20 * MS
+        b.add_spans(start_ns=[t0, t0 + 12 * MS], end_ns=[t0 + 12 * MS, t0 + 20 * MS], track=main,
+                    kind=SpanKind.CPU_SAMPLE, name=[uc, wt])
+        for tr, fn in zip(spin, (loop, poll)):
+            b.add_spans(start_ns=[t0, t0 + 4 * MS], end_ns=[t0 + 4 * MS, t0 + 20 * MS], track=tr,
+                        kind=SpanKind.CPU_SAMPLE, name=[uc, wt], detail=[fn, -1])
+    b.meta["collection"] = {"cpu_sampling_hz_steady": 50.0}
+    t = b.finalize()
+    crit = np.zeros(len(t.tracks), dtype=bool)
+    crit[main] = True
+    g = gil_wait(t, 0, 200 * MS, crit)
+    assert g["waiting_while_python_ms"] == 80.0, g
+    assert sorted((f["function"], round(f["overlap_ms"], 6)) for f in g["functions"]) == [("poll", 40.0), ("spin", 40.0)]
+    assert sum(f["overlap_ms"] for f in g["functions"]) == g["waiting_while_python_ms"]
+    assert {r["function"] for r in g["threads"]} == {"spin", "poll"}, g["threads"]
+    # without a rate (imported trace) the exact intersection is empty and so is the match
+    t.meta.pop("collection")
+    assert gil_wait(t, 0, 200 * MS, crit)["waiting_while_python_ms"] == 0.0

@@ -46,13 +46,14 @@ KERNEL_METRIC = "proc.sys_cpu_s"     # cumulative kernel-mode CPU s at tick reso
 
 
 def _by_function(trace: Trace, idx: np.ndarray, us: np.ndarray, ue: np.ndarray, limit: int = 5,
-                 by_thread: bool = True) -> list[dict]:
+                 by_thread: bool = True, weight_ns: np.ndarray | None = None) -> list[dict]:
     """Sampled spans idx: time inside the union (us, ue) per (function label, thread), largest first;
-    ``by_thread`` False: per function over all the spans' threads ("thread": where it had the most)."""
+    ``by_thread`` False: per function over all the spans' threads ("thread": where it had the most).
+    ``weight_ns``: each span's time given (the union is then unused)."""
     s = trace.spans
-    if not len(idx) or not len(us):
+    if not len(idx) or (weight_ns is None and not len(us)):
         return []
-    ov = overlap_with_union(s.start_ns[idx], s.end_ns[idx], us, ue)
+    ov = overlap_with_union(s.start_ns[idx], s.end_ns[idx], us, ue) if weight_ns is None else weight_ns
     keep = (ov > 0) & (s.detail[idx] >= 0)
     idx, ov = idx[keep], ov[keep]
     if not len(idx):
@@ -103,12 +104,15 @@ def gil_wait(trace: Trace, lo: int, hi: int, crit: np.ndarray) -> dict | None:
     bin_ns = _tick_bin_ns(trace, lo, hi)
     ps, pe = clip(s.start_ns[pidx], s.end_ns[pidx], lo, hi)
     both_ns = _overlap_ns(wu, ps, pe, lo, hi, bin_ns)
+    # the functions are ranked by the same matching as the totals: with per-bin matching the blocks' exact
+    # intersection can be empty while the bins match 100+ ms (a CI run named no culprit at all)
+    matched = _matched_ns(wu, ps, pe, lo, hi, bin_ns)
     rows = []
     for t in np.unique(s.track[pidx]).tolist():
         sel = s.track[pidx] == t
         ti, a, b = pidx[sel], ps[sel], pe[sel]
         ov = _overlap_ns(wu, a, b, lo, hi, bin_ns)
-        top = _by_function(trace, ti, wu[0], wu[1], limit=1)
+        top = _by_function(trace, ti, wu[0], wu[1], limit=1, weight_ns=_matched_ns(wu, a, b, lo, hi, bin_ns))
         rows.append({"thread": trace.track_label(int(t)), "python_ms": float((b - a).sum()) / 1e6, "overlap_ms": ov / 1e6,
                      "function": top[0]["function"] if top else None, "file": top[0]["file"] if top else None})
     rows.sort(key=lambda r: (-r["overlap_ms"], -r["python_ms"], r["thread"]))
@@ -116,7 +120,8 @@ def gil_wait(trace: Trace, lo: int, hi: int, crit: np.ndarray) -> dict | None:
     # start-up helper) over 200 ms of one thread, outweighing its loop there; the loop three threads
     # share stays the largest over all of them (zoo_gil named `cpu_mark` in 1 of ~27 runs by thread)
     funcs = [{"function": r["function"], "file": r["file"], "thread": r["thread"], "overlap_ms": r["ms"],
-              "threads": r["threads"]} for r in _by_function(trace, pidx, wu[0], wu[1], limit=5, by_thread=False)]
+              "threads": r["threads"]} for r in _by_function(trace, pidx, wu[0], wu[1], limit=5, by_thread=False,
+                                                          weight_ns=matched)]
     win = max(1, hi - lo)
     return {"critical_waiting_ms": waiting_ns / 1e6, "waiting_while_python_ms": both_ns / 1e6,
             "pct_of_window": 100.0 * both_ns / win, "pct_of_waiting": 100.0 * both_ns / waiting_ns if waiting_ns else 0.0,
@@ -155,6 +160,28 @@ def _overlap_ns(wu: tuple[np.ndarray, np.ndarray], ps: np.ndarray, pe: np.ndarra
     w = np.diff(summed_until(wu[0] - lo, wu[1] - lo, edges))
     p = np.diff(summed_until(ps - lo, pe - lo, edges))
     return int(np.minimum(w, p).sum())
+
+
+def _matched_ns(wu: tuple[np.ndarray, np.ndarray], ps: np.ndarray, pe: np.ndarray, lo: int, hi: int,
+                bin_ns: int) -> np.ndarray:
+    """Each Python span's part of _overlap_ns: its exact overlap with the waiting (bin_ns 0), else its time
+    in each bin times that bin's matched fraction min(waiting, Python) / Python - the spans of a bin share
+    its match in proportion to their time, and the parts sum to _overlap_ns."""
+    if not len(ps):
+        return np.zeros(0)
+    if not bin_ns:
+        return overlap_with_union(ps, pe, wu[0], wu[1]).astype(np.float64)
+    edges = np.arange(0, hi - lo + bin_ns, bin_ns, dtype=np.int64)
+    edges[-1] = min(int(edges[-1]), hi - lo)
+    w = np.diff(summed_until(wu[0] - lo, wu[1] - lo, edges)).astype(np.float64)
+    p = np.diff(summed_until(ps - lo, pe - lo, edges)).astype(np.float64)
+    frac = np.divide(np.minimum(w, p), p, out=np.zeros_like(p), where=p > 0)
+    cum = np.concatenate(([0.0], np.cumsum(frac * np.diff(edges))))     # integral of the fraction up to each edge
+
+    def integral(t):
+        k = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, len(frac) - 1)
+        return cum[k] + frac[k] * (t - edges[k])
+    return np.maximum(integral(pe - lo) - integral(ps - lo), 0.0)
 
 
 def _series(trace: Trace, metric: str) -> tuple[np.ndarray, np.ndarray]:

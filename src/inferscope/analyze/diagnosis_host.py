@@ -261,11 +261,12 @@ def gil_contention(res: dict, found: dict) -> dict | None:
                                        python_threads="python_threads")
     e.cite("gil_wait_pct", "contention.gil.pct_of_window", 2)
     if g.get("functions"):    # the function over all the other threads (a thread's own top can be one stretched tick)
-        top = g["functions"][0]
-        e.cite_all("contention.gil.functions[0]", culprit_thread="thread", culprit="function", culprit_ms="overlap_ms")
+        top, path = g["functions"][0], "contention.gil.functions[0]"
     else:
-        top = g["threads"][0]
-        e.cite_all("contention.gil.threads[0]", culprit_thread="thread", culprit="function", culprit_ms="overlap_ms")
+        top, path = g["threads"][0], "contention.gil.threads[0]"
+    e.cite("culprit_thread", f"{path}.thread")
+    e.cite("culprit", f"{path}.function", default=None)     # a name, or none sampled: never a number
+    e.cite("culprit_ms", f"{path}.overlap_ms")
     where = f" ({top['file']})" if top.get("file") else ""
     txt = [f"The inference thread was off-CPU for {wait_ms:,.1f} ms of the window; for {ms:,.1f} ms of it ({pct:.1f}% of the "
            f"window, {share:.0f}% of its waiting) another thread of the process was running Python. CPython runs one thread's "
