@@ -359,7 +359,9 @@ def render_markdown(result: dict) -> str:
     labels = {"collection_ms": "collection time (ms)", "events": "events collected", "dropped_events": "events dropped (buffer full)",
               "clock_sync_error_us": "clock-sync error (us)", "estimated_overhead_pct": "estimated profiling overhead (%)",
               "report_ms": "report generation (ms)",
-              "sampler_gil_held_ms": "sampler time holding the GIL (ms)"}
+              "sampler_gil_held_ms": "sampler time holding the GIL (ms)",
+              "signal_frames": "main-thread timer signals handled (frames at uniform moments)",
+              "signal_frames_late": "timer signals handled late (frame not used: native code ran meanwhile)"}
     for key, val in col.items():
         if key == "wall_start_unix_ns" and isinstance(val, int):
             import datetime
