@@ -17,9 +17,12 @@ def spinner():
     s = 0
     cpu_mark()
     while not stop.is_set():
-        for i in range(1000):
+        for i in range(10_000):
             s += i
-        cpu_mark()     # its CPU time for the all-threads truth (every ~30 us of its work)
+        # its CPU time for the all-threads truth, every ~150-300 us of its work (an edge error of one gap; a mark
+        # per ~30 us was ~6 % of the spinner's CPU, and the GIL-point bias of the sampler's frames (not the main
+        # thread's: no timer signal there) read it as 38 % of the spinners' overlap once, naming cpu_mark)
+        cpu_mark()
 
 
 def spin(n):
