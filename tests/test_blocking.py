@@ -8,43 +8,44 @@ import time
 import pytest
 
 from inferscope.collect import blocking as B
+from inferscope.collect import blocking_syscalls as SC
 
 linux = pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs Linux /proc")
 
 
 def test_decode_x86_64():
-    t = B.arch_table("x86_64")
+    t = SC.arch_table("x86_64")
     # pread64(fd 5, buf, 4096, off 0), then sp and pc
-    assert B.decode(b"17 0x5 0x7f00 0x1000 0x0 0x0 0x0 0x7ffd 0x7f01\n", t) == ("pread64", [5, 0x7f00, 4096, 0, 0, 0])
-    assert B.decode("74 0x3 0x0 0x0 0x0 0x0 0x0 0x1 0x2", t)[0] == "fsync"
-    assert B.decode("202 0x55 0x80 0x0 0x0 0x0 0x0 0x1 0x2", t)[0] == "futex"
-    name, args = B.decode("257 0xffffffffffffff9c 0x7f00 0x0 0x0 0x0 0x0 0x1 0x2", t)
-    assert name == "openat" and args[0] == B.AT_FDCWD            # signed: AT_FDCWD
-    assert B.decode("running\n", t) is None and B.decode("-1 0x7ffd 0x7f01", t) is None and B.decode("", t) is None
-    assert B.decode("9999 0x0 0x0 0x0 0x0 0x0 0x0 0x0 0x0", t)[0] == "syscall_9999"
-    assert B.decode("garbage", t) is None
+    assert SC.decode(b"17 0x5 0x7f00 0x1000 0x0 0x0 0x0 0x7ffd 0x7f01\n", t) == ("pread64", [5, 0x7f00, 4096, 0, 0, 0])
+    assert SC.decode("74 0x3 0x0 0x0 0x0 0x0 0x0 0x1 0x2", t)[0] == "fsync"
+    assert SC.decode("202 0x55 0x80 0x0 0x0 0x0 0x0 0x1 0x2", t)[0] == "futex"
+    name, args = SC.decode("257 0xffffffffffffff9c 0x7f00 0x0 0x0 0x0 0x0 0x1 0x2", t)
+    assert name == "openat" and args[0] == SC.AT_FDCWD            # signed: AT_FDCWD
+    assert SC.decode("running\n", t) is None and SC.decode("-1 0x7ffd 0x7f01", t) is None and SC.decode("", t) is None
+    assert SC.decode("9999 0x0 0x0 0x0 0x0 0x0 0x0 0x0 0x0", t)[0] == "syscall_9999"
+    assert SC.decode("garbage", t) is None
 
 
 def test_decode_aarch64_and_kinds():
-    t = B.arch_table("arm64")
-    assert t is B.SYSCALLS["aarch64"]
-    assert [B.decode(f"{n} 0x3 0x0 0x0 0x0 0x0 0x0 0x0 0x0", t)[0] for n in (63, 64, 67, 82, 83, 56, 98, 115)] == [
+    t = SC.arch_table("arm64")
+    assert t is SC.SYSCALLS["aarch64"]
+    assert [SC.decode(f"{n} 0x3 0x0 0x0 0x0 0x0 0x0 0x0 0x0", t)[0] for n in (63, 64, 67, 82, 83, 56, 98, 115)] == [
         "read", "write", "pread64", "fsync", "fdatasync", "openat", "futex", "clock_nanosleep"]
-    assert B.arch_table("sparc") == {}
-    assert [B.kind_of(n) for n in ("pread64", "fsync", "openat", "futex", "clock_nanosleep", "epoll_wait", "wait4")] == [
+    assert SC.arch_table("sparc") == {}
+    assert [SC.kind_of(n) for n in ("pread64", "fsync", "openat", "futex", "clock_nanosleep", "epoll_wait", "wait4")] == [
         "io", "io", "io", "lock", "sleep", "poll", "other"]
     # every name the tables produce has a kind and the fd/io sets use only known names
-    names = set(B.SYSCALLS["x86_64"].values()) | set(B.SYSCALLS["aarch64"].values())
-    assert B.FD_CALLS <= names and B.IO_CALLS <= names | {"sync"} and B.LOCK_CALLS <= names
+    names = set(SC.SYSCALLS["x86_64"].values()) | set(SC.SYSCALLS["aarch64"].values())
+    assert SC.FD_CALLS <= names and SC.IO_CALLS <= names | {"sync"} and SC.LOCK_CALLS <= names
 
 
 def test_flags_and_paths():
     if hasattr(os, "O_DIRECT"):
-        assert B.flag_names(os.O_WRONLY | os.O_DIRECT) == ["O_DIRECT"]
-    assert B.flag_names(os.O_DSYNC) == ["O_DSYNC"]
-    assert B.flag_names(os.O_SYNC) == ["O_SYNC"]                   # O_SYNC includes O_DSYNC's bit: named once
-    assert B.clean_path("/a\nb\x1b[31m") == "/a?b?[31m"
-    assert len(B.clean_path("x" * 1000)) == 300
+        assert SC.flag_names(os.O_WRONLY | os.O_DIRECT) == ["O_DIRECT"]
+    assert SC.flag_names(os.O_DSYNC) == ["O_DSYNC"]
+    assert SC.flag_names(os.O_SYNC) == ["O_SYNC"]                   # O_SYNC includes O_DSYNC's bit: named once
+    assert SC.clean_path("/a\nb\x1b[31m") == "/a?b?[31m"
+    assert len(SC.clean_path("x" * 1000)) == 300
 
 
 @linux

@@ -187,7 +187,7 @@ def test_expensive_ticks_still_paced_by_budget():
 
 def test_low_sampling_rate_warning():
     from types import SimpleNamespace
-    from inferscope.collect.session import sampling_rate_warning
+    from inferscope.collect.session_meta import sampling_rate_warning
     slow = SimpleNamespace(steady_ticks=29, steady_ns=2_000_000_000)       # 14.5 Hz
     assert "14 Hz of the 200 Hz" in sampling_rate_warning(slow, 200)
     assert sampling_rate_warning(SimpleNamespace(steady_ticks=300, steady_ns=2_000_000_000), 200) is None
@@ -345,7 +345,7 @@ def test_thread_ticks_count_rate_per_thread():
 
 def test_low_rate_warning_names_the_thread():
     from types import SimpleNamespace
-    from inferscope.collect.session import sampling_rate_warning, thread_rates
+    from inferscope.collect.session_meta import sampling_rate_warning, thread_rates
     smp = SimpleNamespace(steady_ticks=400, steady_ns=2_000_000_000, main_tid=10,      # 200 Hz overall
                           thread_ticks={10: [400, 2_000_000_000], 11: [60, 1_000_000_000], 12: [5, 100_000_000]})
     rows = thread_rates(smp, {11: "model_0", 12: "short"})

@@ -8,6 +8,8 @@ Modules: config of a run lives in ``inferscope.config``; here:
   nvml.py       GPU counters through NVML (optional)
   torchprof.py  torch.profiler for the whole run, exported as Chrome JSON, merged on one clock
   session.py    one collection session: starts/stops collectors, builds and saves the Trace
+  session_trace.py  the session's Trace: build, crash-journal flush, finalize (save)
+  session_meta.py   the trace's meta: meta.collection, tool versions, devices, sampling-rate warning
   api.py        scope(), mark(), save_report()
   bootstrap.py  started by the injected sitecustomize in the child of ``inferscope run``
   runner.py     the parent side of ``inferscope run``
