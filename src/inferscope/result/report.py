@@ -1,0 +1,116 @@
+"""Findings, the verdict, tables, about, and ``Report`` itself (report.json); ``from_dict`` and
+``json_schema``."""
+
+from typing import Any, Optional
+
+import msgspec
+
+from .base import Category, Num, SCHEMA_VERSION, Source, Tool, WindowInfo, _S
+from .contention import Contention, GcPauses
+from .counters import CountersSection
+from .deep_dive import KernelDeepDive
+from .gpu import Copies, Gpu, IdleGaps, Kernels, NsysExtras, Nvtx, PerPid, Syncs
+from .host import Children, CollectionCost, CpuSampling, Culprits, OneOffCalls, Phases, RunPhases, Threads
+from .llm import Efficiency, Llm, Model
+
+
+class Finding(_S):
+    id: str
+    severity: str                       # high | medium | low | info
+    title: str
+    evidence: dict[str, Any]
+    evidence_source: dict[str, str]     # evidence key -> result path it was read from
+    evidence_derived: dict[str, str]    # evidence key -> formula over cited values
+    evidence_text: list[str]
+    suggestion: str
+
+
+class Verdict(_S):
+    id: str
+    title: str
+    confidence: float
+    confidence_basis: str
+    evidence: list[str]
+    shares_pct: dict[str, float] = {}
+
+
+class Table(_S):
+    columns: list[str]
+    rows: list[list[Any]]
+
+
+class About(_S):
+    analysis_ms: float
+    events: int
+    collection: Optional[dict[str, Any]] = None
+    load_ms: Num = None
+
+
+class Report(_S):
+    """report.json"""
+    schema_version: int
+    tool: Tool
+    source: Source
+    window: WindowInfo
+    e2e_ms: float
+    breakdown: list[Category]
+    breakdown_rule: str
+    gpu: Optional[Gpu]
+    idle_gaps: Optional[IdleGaps]
+    kernels: Kernels
+    copies: Copies
+    syncs: Syncs
+    phases: Phases
+    one_off_calls: OneOffCalls
+    cpu_sampling: Optional[CpuSampling]
+    findings: list[Finding]
+    verdict: Verdict
+    warnings: list[str]
+    limitations: list[str]
+    tables: dict[str, Table]
+    about: About
+    nvtx: Optional[Nvtx] = None
+    contention: Optional[Contention] = None
+    per_pid: Optional[PerPid] = None
+    nsys_extras: Optional[NsysExtras] = None
+    collection_cost: Optional[CollectionCost] = None
+    counters: Optional[CountersSection] = None
+    efficiency: Optional[Efficiency] = None
+    llm: Optional[Llm] = None
+    model: Optional[Model] = None
+    run_phases: Optional[RunPhases] = None
+    culprits: Optional[Culprits] = None
+    threads: Optional[Threads] = None
+    children: Optional[Children] = None
+    kernel_deep_dive: Optional[KernelDeepDive] = None
+    gc_pauses: Optional[GcPauses] = None
+
+    def to_dict(self) -> dict:
+        """The JSON form (what report.json holds)."""
+        return msgspec.to_builtins(self)
+
+    def table(self, name: str) -> Table:
+        return self.tables[name]
+
+    def to_pandas(self) -> dict:
+        """Every table as a pandas DataFrame, by name (``breakdown``, ``kernels``, ``syncs`` ...).
+        Needs pandas (``pip install pandas``)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            from ..errors import ConfigError
+            raise ConfigError("Report.to_pandas() needs pandas: pip install pandas") from None
+        return {name: pd.DataFrame(t.rows, columns=t.columns) for name, t in self.tables.items()}
+
+
+def from_dict(d: dict) -> Report:
+    """Validate a result dict against the model (unknown keys are an error) and type it."""
+    return msgspec.convert(d, Report)
+
+
+def json_schema() -> dict:
+    """JSON Schema (draft 2020-12) of report.json, generated from ``Report``."""
+    s = msgspec.json.schema(Report)
+    s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    s["title"] = f"InferScope report.json, schema_version {SCHEMA_VERSION}"
+    return s
