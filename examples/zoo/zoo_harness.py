@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -41,10 +43,32 @@ def run_program(script: str, workdir: Path, args: list[str] = (), env: dict | No
     e.update(env or {})
     cmd = [sys.executable, "-m", "inferscope", "run", "--format", "json", "--report", str(rep), "--trace", str(trc),
            "--", sys.executable, str(ZOO / script), *args]
+    busy0, kids0, t0 = _busy_cpu_s(), _children_cpu_s(), time.monotonic()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=e, cwd=str(workdir))
+    wall = time.monotonic() - t0
+    other = None
+    if busy0 is not None and wall > 0:
+        busy1 = _busy_cpu_s()
+        if busy1 is not None:
+            other = max(0.0, (busy1 - busy0) - (_children_cpu_s() - kids0)) / wall
     if r.returncode != 0 or not rep.exists() or not tru.exists():
         raise RuntimeError(f"{script}: rc={r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
-    return {"report": rep, "trace": trc, "truth": tru, "stdout": r.stdout}
+    return {"report": rep, "trace": trc, "truth": tru, "stdout": r.stdout, "other_load_cpus": other}
+
+
+def _busy_cpu_s() -> float | None:
+    """The machine's busy CPU time so far (/proc/stat: all but idle and iowait), in s; None where unreadable."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return (sum(v[:8]) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _children_cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def _union(iv: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -192,7 +216,10 @@ def compare(paths: dict) -> dict:
         rows += function_shares(rep, truth, truth["functions"])
     return {"window": w, "rows": rows, "truth_top": truth_top, "measured_top": meas_top,
             "ranking_ok": truth_top == meas_top, "verdict": rep["verdict"]["id"],
-            "rate_hz": (rep.get("cpu_sampling") or {}).get("rate_hz")}
+            "rate_hz": (rep.get("cpu_sampling") or {}).get("rate_hz"),
+            # CPUs kept busy by other processes meanwhile (the machine's busy time less this run's): on a loaded
+            # host native worker threads wait in the run queue, which the truth (the main thread's schedstat) cannot see
+            "other_load_cpus": paths.get("other_load_cpus")}
 
 
 def function_shares(rep: dict, truth: dict, names: list[str]) -> list[dict]:
