@@ -1,6 +1,6 @@
 """Renderers for ``inferscope diff``: diff.md, diff.json, diff.html (one self-contained page).
 
-Every name from a trace or report is escaped (``markdown.md_escape``, ``html.text``)."""
+Every name from a trace or report is escaped (``markdown.md_escape``, ``html_text.text``)."""
 from __future__ import annotations
 
 import html as _html
@@ -9,7 +9,8 @@ from pathlib import Path
 
 from ..errors import ConfigError, InferScopeError
 from ..util.atomic import atomic_write_text
-from .html import CSP, CSS, fmt_ms, text
+from .html_assets import CSP, CSS
+from .html_text import fmt_ms, text
 from .markdown import md_escape
 
 FORMATS = {"md": "diff.md", "markdown": "diff.md", "json": "diff.json", "html": "diff.html", "htm": "diff.html"}
@@ -97,7 +98,7 @@ def _row(cells, numeric_from=1) -> str:
 
 def _bars(d: dict) -> str:
     """Before/after stacked breakdown bars (inline SVG)."""
-    from .html import CATEGORY_COLOURS
+    from .html_assets import CATEGORY_COLOURS
     W, H, x0 = 900, 70, 60
     out = [f'<svg class="chart" viewBox="0 0 {W} {H + 20}" role="img" aria-label="breakdown before and after">']
     for j, (side, key) in enumerate((("before", "before_pct"), ("after", "after_pct"))):

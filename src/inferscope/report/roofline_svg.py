@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from .html import attr, text
+from .html_text import attr, text
 
 W, H, ML, MR, MT, MB = 760, 420, 70, 20, 16, 46
 PT, BAR, ROOF = "#2e86c1", "#d68910", "#555"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import html as _html
 
-from .html import CATEGORY_COLOURS, CSP, CSS, fmt_ms, text
+from .html_assets import CATEGORY_COLOURS, CSP, CSS
+from .html_text import fmt_ms, text
 
 _SERIES = ["#4e79a7", "#e15759", "#59a14f", "#f28e2b", "#b07aa1", "#76b7b2", "#edc948", "#9c755f"]
 
