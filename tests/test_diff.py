@@ -245,8 +245,11 @@ def test_live_runs_same_program_within_noise_and_tokenizer_change(tmp_path):
     parts = [p for c in d["categories"] if c["category"] != "waiting" for p in c["parts"]]
     assert min(parts, key=lambda p: p["delta_ms"])["name"] == "tokenization", parts
     tok = next(p for p in parts if p["name"] == "tokenization")
-    # (bounds at half the typical figures: the sampler under-reads tokenization today, see the stop note)
-    assert tok["before_pct"] > 20 and tok["after_ms"] < tok["before_ms"] / 2, tok
+    # bounds at about half the typical figures: tokenization is 73 % of the slow run's time less its waiting
+    # (2026-11-27); of the whole window it fell to 17 % once beside the fast run on a busy box (load ~2.5), its
+    # run queue grown
+    own_ms = sum(c["before_ms"] for c in d["categories"] if c["category"] != "waiting")
+    assert tok["before_ms"] > 0.35 * own_ms and tok["after_ms"] < tok["before_ms"] / 2, (tok, own_ms)
     # the slow tokenizer's function is gone from the sampled hottest functions
     assert "_toy_tokenizer.py:tokenize" in [r["name"] for r in d["named"]["function"]["disappeared"]]
     # report.json inputs of the same runs: per-occurrence times are not in report.json, so the
