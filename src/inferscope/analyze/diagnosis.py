@@ -27,9 +27,10 @@ from .. import thresholds as T
 from .blocking import blocking_io, lock_wait
 from .gc_pauses import python_gc
 from .diagnosis_cpu import cpu_oversubscription, cpu_underuse
-from .diagnosis_gpu import (decode_low_mbu, dominant_kernel, gpu_communication, gpu_compute_bound, gpu_idle,
-                            gpu_memory_pressure, gpu_temperature, gpu_throttling, gpu_util_counter, kernel_limiter,
-                            launch_storm, low_mfu, pageable_copy, small_copies, sync_stall)
+from .diagnosis_gpu import (dominant_kernel, gpu_communication, gpu_compute_bound, gpu_idle, launch_storm,
+                            pageable_copy, small_copies, sync_stall)
+from .diagnosis_gpu_counters import gpu_memory_pressure, gpu_temperature, gpu_throttling, gpu_util_counter
+from .diagnosis_gpu_efficiency import decode_low_mbu, kernel_limiter, low_mfu
 from .diagnosis_host import (cpu_compute, cpu_preprocessing, cpu_run_queue, framework_overhead, gil_contention,
                              host_launch_bound, host_waiting, latency_tail, low_coverage, numa_placement,
                              page_fault_storm, slow_steps, warmup_in_window)

@@ -12,202 +12,25 @@ Counting rules (each op counted once, nested calls never twice):
     attention/convolution ops that contain a GEMM op are left to the GEMM rule.
 Bytes per op: every operand read once and the output written once (a lower bound on its DRAM traffic).
 Kernel time per op: the kernels whose launching call has the op as its nearest counted ancestor.
+FLOPs and bytes of one op call from its shapes: op_flops.py; device peaks: device_peaks.py.
 """
 from __future__ import annotations
 
-import json
 import math
-import re
 
 import numpy as np
 
-from .. import thresholds as T
 from ..trace.kinds import SpanKind
 from ..trace.model import Trace
 from .classify import gpu_work_mask
+from .device_peaks import device_peak, resolve_peaks
 from .links import launchers_for
+from .op_flops import ATTN_OPS, CONV_OPS, GEMM_OPS, dtype_of, op_cost
 from .window import Window
 
-GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear")
-ATTN_OPS = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention",
-            "aten::_scaled_dot_product_efficient_attention", "aten::_scaled_dot_product_cudnn_attention",
-            "aten::_scaled_dot_product_flash_attention_for_cpu")
-CONV_OPS = ("aten::convolution",)
-# index of is_causal among each attention op's inputs
-_CAUSAL_ARG = {"aten::scaled_dot_product_attention": 5, "aten::_scaled_dot_product_flash_attention": 4,
-               "aten::_scaled_dot_product_efficient_attention": 6, "aten::_scaled_dot_product_cudnn_attention": 6,
-               "aten::_scaled_dot_product_flash_attention_for_cpu": 4}
-
-_DTYPES = (("bfloat16", "bf16", 2), ("half", "fp16", 2), ("float8", "fp8", 1), ("double", "fp64", 8),
-           ("float", "fp32", 4), ("long", "int64", 8), ("int", "int32", 4))
-
-
-def dtype_of(t) -> tuple[str | None, int]:
-    """(short dtype, bytes per element) from a recorded type ("c10::BFloat16", "float", "c10::Half")."""
-    s = str(t or "").lower()
-    for key, short, size in _DTYPES:
-        if key in s:
-            return short, size
-    return None, 0
-
-
-def _prod(xs) -> int:
-    p = 1
-    for x in xs:
-        p *= int(x)
-    return p
-
-
-def _gemm(name: str, dims: list) -> tuple[int, int] | None:
-    """(flops, elements moved) of one GEMM-family call, or None when the shapes do not fit."""
-    if name in ("aten::addmm", "aten::baddbmm"):
-        c, a, b = dims[0], dims[1], dims[2]
-    else:
-        a, b = dims[0], dims[1]
-        c = []
-    if name == "aten::linear":   # input [..., K], weight [N, K]
-        if len(a) < 1 or len(b) != 2 or a[-1] != b[1]:
-            return None
-        m, k, n = _prod(a[:-1]), int(a[-1]), int(b[0])
-        return 2 * m * n * k, m * k + n * k + m * n + (_prod(dims[2]) if len(dims) > 2 and dims[2] else 0)
-    if len(a) == 1:
-        a = [1] + list(a)
-    if len(b) == 1:
-        b = list(b) + [1]
-    if len(a) < 2 or len(b) < 2 or a[-1] != b[-2]:
-        return None
-    m, k, n = int(a[-2]), int(a[-1]), int(b[-1])
-    ba, bb = list(a[:-2]), list(b[:-2])
-    nd = max(len(ba), len(bb))
-    ba, bb = [1] * (nd - len(ba)) + ba, [1] * (nd - len(bb)) + bb
-    batch = _prod(max(x, y) for x, y in zip(ba, bb))
-    return 2 * batch * m * n * k, _prod(a) + _prod(b) + batch * m * n + (_prod(c) if c else 0)
-
-
-def _attention(name: str, dims: list, concrete: list | None) -> tuple[int, int] | None:
-    q, k = dims[0], dims[1]
-    if len(q) != 4 or len(k) != 4:
-        return None
-    b, h, sq, d = (int(x) for x in q)
-    sk = int(k[2])
-    flops = 4 * b * h * sq * sk * d
-    ci = _CAUSAL_ARG.get(name)
-    causal = bool(concrete) and ci is not None and ci < len(concrete) and str(concrete[ci]).strip().lower() == "true"
-    if causal and sq == sk:
-        flops //= 2
-    moved = _prod(q) + 2 * _prod(k) + _prod(q)
-    return flops, moved
-
-
-def _conv(dims: list, concrete: list | None) -> tuple[int, int] | None:
-    x, w = dims[0], dims[1]
-    if len(x) < 3 or len(w) != len(x):
-        return None
-    sp = len(x) - 2
-
-    def lst(i, default):
-        try:
-            v = json.loads(concrete[i]) if concrete and concrete[i] not in ("", None) else default
-        except (ValueError, TypeError, IndexError):
-            return default
-        v = v if isinstance(v, list) else [v]
-        return (v * sp)[:sp] if len(v) == 1 else v
-
-    stride, pad, dil = lst(3, [1] * sp), lst(4, [0] * sp), lst(5, [1] * sp)
-    try:
-        transposed = str(concrete[6]).strip().lower() == "true" if concrete and len(concrete) > 6 else False
-        groups = int(concrete[8]) if concrete and len(concrete) > 8 and str(concrete[8]).strip() else 1
-    except (ValueError, TypeError):
-        return None
-    if transposed or len(stride) != sp:
-        return None
-    n, cin = int(x[0]), int(x[1])
-    cout, kern = int(w[0]), [int(v) for v in w[2:]]
-    out = [(int(x[2 + i]) + 2 * int(pad[i]) - int(dil[i]) * (kern[i] - 1) - 1) // int(stride[i]) + 1 for i in range(sp)]
-    if min(out) <= 0 or groups <= 0:
-        return None
-    flops = 2 * n * cout * _prod(out) * (cin // groups) * _prod(kern)
-    return flops, _prod(x) + _prod(w) + n * cout * _prod(out)
-
-
-def op_cost(name: str, shape_json: str) -> tuple[str, int, int, str | None] | None:
-    """(family, flops, bytes, dtype) of one recorded op call, or None when it is not countable."""
-    try:
-        sh = json.loads(shape_json)
-        dims = sh.get("dims") or []
-        types = sh.get("types") or []
-        concrete = sh.get("concrete")
-    except (ValueError, AttributeError):
-        return None
-    if not isinstance(dims, list) or len(dims) < 2 or not all(isinstance(d, list) for d in dims[:2]):
-        return None
-    try:
-        if name in GEMM_OPS:
-            fam, r = "gemm", _gemm(name, dims)
-            ti = 1 if name in ("aten::addmm", "aten::baddbmm") else 0
-        elif name in ATTN_OPS:
-            fam, r, ti = "attention", _attention(name, dims, concrete), 0
-        elif name in CONV_OPS:
-            fam, r, ti = "conv", _conv(dims, concrete), 0
-        else:
-            return None
-    except (TypeError, ValueError, IndexError):
-        return None
-    if r is None:
-        return None
-    dt, size = dtype_of(types[ti] if ti < len(types) else None)
-    return fam, int(r[0]), int(r[1]) * (size or 2), dt
-
-
-# ------------------------------------------------------------------------------- peaks
-
-def _word(p: str) -> re.Pattern:
-    return re.compile(r"(?<![a-z0-9])" + re.escape(p) + r"(?![a-z0-9])")
-
-
-def device_peak(name: str | None):
-    """The DEVICE_PEAKS row for a device name (word-bounded patterns), or None."""
-    n = (name or "").lower()
-    if not n.strip():
-        return None
-    for pats, label, tflops, gbps, source in T.DEVICE_PEAKS:
-        if all(_word(p).search(n) for p in pats):
-            return {"label": label, "tflops": tflops, "gbps": gbps, "source": source}
-    return None
-
-
-def resolve_peaks(trace: Trace, dtype: str | None, peak_tflops: float | None = None, peak_gbps: float | None = None):
-    """(peak_tflops, peak_gbps, source, device_name, warnings)."""
-    warnings = []
-    devs = trace.meta.get("devices") or []
-    names = [d.get("name") for d in devs if isinstance(d, dict) and d.get("name")]
-    dev = names[0] if names else None
-    row = device_peak(dev)
-    parts = []
-    tf = gb = None
-    if peak_tflops is not None:
-        tf = float(peak_tflops)
-        parts.append("TFLOP/s from --peak-tflops")
-    elif row is not None:
-        tf = row["tflops"].get(dtype or "", None)
-        if tf is None:
-            warnings.append(f"peak TFLOP/s unknown: the {row['label']} datasheet gives no {dtype or 'matching'} rate; "
-                            "MFU is null (pass --peak-tflops)")
-    if peak_gbps is not None:
-        gb = float(peak_gbps)
-        parts.append("GB/s from --peak-gbps")
-    elif row is not None:
-        gb = row["gbps"]
-    if row is not None and (peak_tflops is None or peak_gbps is None):
-        what = [f"{dtype} dense {tf:g} TFLOP/s" if (dtype and tf is not None and peak_tflops is None) else None,
-                f"{gb:g} GB/s" if (gb is not None and peak_gbps is None) else None]
-        parts.insert(0, f"{row['label']} (" + ", ".join(x for x in what if x) + f"): {row['source']}")
-    if row is None and (peak_tflops is None or peak_gbps is None):
-        what = f"device {dev!r} is not in the peak table" if dev else "the trace names no device"
-        warnings.append(f"peak FLOP/s and memory bandwidth unknown: {what}; MFU/MBU are null "
-                        "(pass --peak-tflops / --peak-gbps)")
-    src = "; ".join(parts) or None
-    return tf, gb, src, dev, warnings
+# re-exported: op_flops and device_peaks were part of this module
+__all__ = ["ATTN_OPS", "CONV_OPS", "GEMM_OPS", "count_ops", "device_peak", "dominant_dtype", "dtype_of", "efficiency",
+           "efficiency_table", "link_kernels", "op_cost", "resolve_peaks"]
 
 
 # ------------------------------------------------------------------------------- analysis

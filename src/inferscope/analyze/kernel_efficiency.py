@@ -119,7 +119,8 @@ def _wavg(rows: list, key: str) -> tuple:
 
 def measured_vs_estimated(trace, window, options, rows: list, groups: dict, dev: dict, cap: dict) -> tuple[dict | None, dict]:
     """Adds pairing/estimate/disagreement fields to each row; returns (measured_vs_estimated, launch_range)."""
-    from .efficiency import count_ops, dominant_dtype, link_kernels, resolve_peaks
+    from .device_peaks import resolve_peaks
+    from .efficiency import count_ops, dominant_dtype, link_kernels
     from .kernel_limits import join_key
     for k in rows:
         measured(k, dev)

@@ -53,7 +53,7 @@ def join_key(name: str) -> str:
 
 
 def _peaks(la: dict) -> dict:
-    from .efficiency import device_peak
+    from .device_peaks import device_peak
     m = la["metrics"]
     out = {"name": la.get("device_name"), "sm_count": m.get("sm_count"), "sm_clock_ghz": None, "peak_dram_gbps": None,
            "peak_fp32_tflops": None, "peak_tensor_tflops": None, "peak_source": None}

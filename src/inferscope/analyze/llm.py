@@ -24,7 +24,7 @@ import numpy as np
 
 from ..trace.kinds import SpanKind
 from ..trace.model import Trace
-from .efficiency import resolve_peaks
+from .device_peaks import resolve_peaks
 from .llm_requests import detail as _detail, requests as _requests
 from .phases import phase_matcher
 from .window import Window
