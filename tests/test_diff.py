@@ -289,7 +289,12 @@ def test_diff_of_batch_sizes_judges_the_work_done(tmp_path):
     # the latency call is still made and shown: the window is longer (+67 %), and the two calls disagree;
     # on a busy host the latency change can sit inside the measured noise (seen under load 4-5): then no
     # trade-off is claimed
-    assert ch["latency"]["id"] in ("regression", "within_noise"), ch
+    # the latency call follows the runs' own wall times (one after the other: beside other jobs a batch-16 run came
+    # out shorter than the batch-1 run before it once, load ~5, and the call said improvement)
+    wall = truth[16]["wall_ms"] / truth[1]["wall_ms"]
+    ok = {"regression", "within_noise"} if wall > 1.1 else {"improvement", "within_noise"} if wall < 1 / 1.1 else \
+        {"regression", "within_noise", "improvement"}
+    assert ch["latency"]["id"] in ok, (ch, wall)
     assert bool(ch["tradeoff"]) == (ch["latency"]["id"] == "regression"), ch
     assert "latency" in ch["text"] or ch["latency"]["id"] == "within_noise"
     assert not inferscope.compare.regressed_beyond(d, 5.0)        # --fail-on-regression follows the work-normalised call
