@@ -228,23 +228,31 @@ def span_categories(trace: Trace) -> np.ndarray:
 
 def source_intervals(trace: Trace) -> dict[str, Intervals]:
     """Intervals for every evidence source the categories are built from (Python frames: self time)."""
+    return dict(iter_source_intervals(trace))
+
+
+def iter_source_intervals(trace: Trace):
+    """(source, intervals) for each evidence source in priority order, one at a time: a source's mask
+    is dropped once its intervals are made (a consumer that keeps less than the intervals, as
+    segment_classes does, holds one source's full-length arrays at a time)."""
     s = trace.spans
     masks = source_masks(trace)
     py = s.kind == SpanKind.PYTHON
     pst, pen, powner = python_self_intervals(trace)
-    out = {}
     not_py = ~py
     none = np.zeros(0, dtype=s.start_ns.dtype), np.zeros(0, dtype=s.end_ns.dtype)
-    for key, m in masks.items():
+    for key in list(masks):
+        m = masks.pop(key)
         if not m.any():     # most sources are empty in a given trace: no pass over the spans for them
-            out[key] = none
+            yield key, none
             continue
         iv = _iv(trace, m & not_py)
         if len(powner) and m[py].any():
             sel = m[powner]
             iv = _cat(iv, (pst[sel], pen[sel]))
-        out[key] = iv
-    return out
+        del m
+        yield key, iv
+        del iv
 
 
 def segment_classes(trace: Trace, window: Window):
@@ -254,11 +262,9 @@ def segment_classes(trace: Trace, window: Window):
     where the category has no sub-parts.
     """
     lo, hi = int(window.start_ns), int(window.end_ns)
-    src = source_intervals(trace)
     # coverage only changes at the edges of each source's union, so segment there
     unions = {}
-    for key in list(src):
-        a, b = src.pop(key)
+    for key, (a, b) in iter_source_intervals(trace):
         unions[key] = union(*clip(a, b, lo, hi))
         del a, b
     if hi <= lo:

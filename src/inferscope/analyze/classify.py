@@ -69,12 +69,10 @@ def spans_matching(trace: Trace, pattern: re.Pattern, kinds=None, base_mask: np.
         m &= codes_in(s.kind, [int(k) for k in kinds])
     if not m.any():
         return m
-    idx = np.flatnonzero(m)
-    sid = s.name[idx]
-    nm = name_mask(trace, pattern, sid)      # only the names of the candidate spans are searched
-    ok = sid >= 0
-    res = np.zeros(len(s), dtype=bool)    # looked up for the candidates only (issue 26)
-    res[idx[ok]] = nm[sid[ok]]
+    nm = name_mask(trace, pattern, s.name[m])      # only the names of the candidate spans are searched
+    nm = np.append(nm, False)      # id -1 (no name) reads the last entry: False
+    res = nm[s.name]
+    res &= m
     return res
 
 

@@ -126,7 +126,7 @@ def idle_gaps(trace: Trace, window: Window, top_n: int = 10) -> dict:
         mb = b == i
         out["distribution"].append({"bucket": lab, "count": int(mb.sum()), "stream_ms": float(g_ns[mb].sum()) / 1e6})
     # device-wide gaps: no GPU activity on any stream
-    del idx, tr, nxt, lsrc, launch_start
+    del idx, tr, nxt, lsrc, launch_start, g_ns, g_prev_end, gi, gtr, cls, b, mb
     gw = gpu_work_mask(trace)   # start-sorted, so the union needs no sort
     us, ue = union(*clip(s.start_ns[gw], s.end_ns[gw], lo, hi))
     del gw

@@ -11,6 +11,8 @@ def clip(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> tuple[np.nda
     s = np.maximum(starts, lo)
     e = np.minimum(ends, hi)
     keep = e > s
+    if keep.all():      # s and e are new arrays already: no second copy
+        return s, e
     return s[keep], e[keep]
 
 

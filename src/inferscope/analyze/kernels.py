@@ -51,20 +51,24 @@ def kernels(trace: Trace, window: Window, top_n: int = 20) -> dict:
         out.update({"kernel_sum_ms": 0.0, "top": [], "launch_storm": False})
         return out
     st, en = s.start_ns[idx], s.end_ns[idx]
-    dur = en - st
+    span_ns = int(en.max() - st.min())
+    first_last_ns = int(st.max() - st.min())
+    dur = en
+    dur -= st
+    del st, en
     cdur = clipped_durations(trace, idx, window)
     total_ns = int(cdur.sum())
-    g = grouped_stats(s.name[idx], dur)
-    g["sum"] = group_sum(s.name[idx], cdur)[1]     # same key order (sorted unique names)
+    nm = s.name[idx]
+    g = grouped_stats(nm, dur)
+    g["sum"] = group_sum(nm, cdur)[1]     # same key order (sorted unique names)
     order = np.argsort(-g["sum"], kind="stable")
     rows = []
     names = trace.strings.as_list()
-    devs = trace.tracks.device[s.track[idx]]
     # device of each name's first kernel (g["key"] is the sorted unique names)
-    nm = s.name[idx]
     so = np.argsort(nm, kind="stable")
     first = so[np.concatenate(([0], np.flatnonzero(np.diff(nm[so])) + 1))]
-    dev_of = devs[first]
+    del so
+    dev_of = trace.tracks.device[s.track[idx[first]]]
     for k in order.tolist():
         key = int(g["key"][k])
         rows.append({
@@ -73,8 +77,6 @@ def kernels(trace: Trace, window: Window, top_n: int = 20) -> dict:
             "mean_us": g["mean"][k] / 1e3, "p50_us": g["p50"][k] / 1e3, "p90_us": g["p90"][k] / 1e3,
             "max_us": g["max"][k] / 1e3, "share_pct": 100.0 * g["sum"][k] / total_ns if total_ns else 0.0,
         })
-    span_ns = int(en.max() - st.min())
-    first_last_ns = int(st.max() - st.min())
     rate = (n - 1) / (first_last_ns / 1e9) if first_last_ns > 0 else 0.0
     p50_us = percentile(dur, 50) / 1e3
     storm, storm_rule = classify_launch_storm(rate, p50_us)
@@ -100,7 +102,7 @@ def kernels(trace: Trace, window: Window, top_n: int = 20) -> dict:
         "launch_api_vs_kernel_ratio": launch_api_ns / total_ns if total_ns else None,
         "launch_api_p50_us": launch_p50_ns / 1e3,
         "launch_api_typical_vs_kernel_ratio": typical_ns / total_ns if total_ns else None,
-        "classes": kernel_classes(trace, s.name[idx], cdur, total_ns),
+        "classes": kernel_classes(trace, nm, cdur, total_ns),
         "graph_launches": int((la & (_graph_launch_mask(trace))).sum()),
         "top": rows[:top_n],
         "_all": rows,      # every kernel name: tables/kernels.csv (popped by the pipeline)

@@ -30,33 +30,64 @@ def _ms(ns) -> float:
     return round(float(ns) / 1e6, 6)
 
 
+def _host_launches(trace: Trace, api_in: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(src, dst) span indices (int32, flow order) of the LAUNCH flows from a runtime/driver call in
+    the window (``api_in``: only such calls are True)."""
+    f = trace.flows
+    if not len(f):
+        return np.zeros(0, np.int32), np.zeros(0, np.int32)
+    lm = f.kind == FlowKind.LAUNCH
+    src, dst = f.src[lm], f.dst[lm]
+    del lm
+    ok = api_in[src]
+    return src[ok], dst[ok]
+
+
 def analyze_nsys_extras(trace: Trace, window=None, options=None) -> dict:
     top_n = int(getattr(options, "top_n", 20) or 20)
     s = trace.spans
     strings = trace.strings.as_list()
     out: dict = {"warnings": [], "tables": {}}
-    f = trace.flows
-    lm = f.kind == FlowKind.LAUNCH if len(f) else np.zeros(0, bool)
-    fsrc = f.src[lm].astype(np.int64) if len(f) else np.zeros(0, np.int64)
-    fdst = f.dst[lm].astype(np.int64) if len(f) else np.zeros(0, np.int64)
-    host_ok = codes_in(s.kind[fsrc], [SpanKind.RUNTIME, SpanKind.DRIVER]) if len(fsrc) else np.zeros(0, bool)
-    fsrc, fdst = fsrc[host_ok], fdst[host_ok]
     api_in = np.zeros(len(s), dtype=bool)
     api_in[in_window(trace, codes_in(s.kind, [SpanKind.RUNTIME, SpanKind.DRIVER]), window)] = True
+    fsrc, fdst = _host_launches(trace, api_in)
+    kflow = codes_in(s.kind[fdst], [SpanKind.KERNEL, SpanKind.GRAPH_LAUNCH])
+    out["launch_latency"], out["tables"]["launch_latency"] = _launch_latency(trace, fsrc[kflow], fdst[kflow], strings, top_n)
+    del kflow
+    mflow = codes_in(s.kind[fdst], [SpanKind.MEMCPY, SpanKind.MEMSET])
+    ms_, md = fsrc[mflow], fdst[mflow]
+    del fsrc, fdst, mflow
+    out["memory_ops"], out["tables"]["memory_ops_by_api"] = _memory_ops(trace, window, ms_, md, strings, out["warnings"])
+    del ms_, md
+    sel = np.flatnonzero(api_in & sync_like_name_mask(trace))
+    del api_in
+    out["sync_like_api_names_calls_sum_ms"], out["tables"]["sync_like_api_names"] = _sync_like_names(trace, window, sel, strings)
+    return out
 
-    # ---- launch latency ------------------------------------------------------
-    kflow = codes_in(s.kind[fdst], [SpanKind.KERNEL, SpanKind.GRAPH_LAUNCH]) & api_in[fsrc]
-    ks, kd = fsrc[kflow], fdst[kflow]
+
+def _launch_latency(trace: Trace, ks: np.ndarray, kd: np.ndarray, strings: list, top_n: int) -> tuple[dict, dict]:
+    """Per launch API call ``ks`` and the kernels it launched ``kd``: the summary and the per-name table."""
+    s = trace.spans
     ll: dict = {"launches": 0, "api_ms": 0.0, "queue_ms": 0.0, "linked_kernel_sum_ms": 0.0, "queued_launches": 0,
                 "api_to_kernel_ratio": None}
     rows = []
     if len(ks):
         apis, inv = fast_unique(ks, return_inverse=True)
+        del ks
         first = np.full(len(apis), np.iinfo(np.int64).max, dtype=np.int64)
-        np.minimum.at(first, inv, s.start_ns[kd])
-        ktime = np.bincount(inv, weights=(s.end_ns[kd] - s.start_ns[kd]).astype(np.float64), minlength=len(apis))
-        api_dur = (s.end_ns[apis] - s.start_ns[apis]).astype(np.int64)
-        queue = first - s.end_ns[apis]
+        kst = s.start_ns[kd]
+        np.minimum.at(first, inv, kst)
+        kdur = s.end_ns[kd]
+        del kd
+        kdur -= kst
+        del kst
+        ktime = np.bincount(inv, weights=kdur.astype(np.float64), minlength=len(apis))
+        del inv, kdur
+        api_dur = s.end_ns[apis]
+        api_dur -= s.start_ns[apis]
+        queue = first
+        queue -= s.end_ns[apis]
+        del first
         queued = queue > 0
         ll.update(launches=int(len(apis)), api_ms=_ms(api_dur.sum()), queue_ms=_ms(queue[queued].sum()),
                   linked_kernel_sum_ms=_ms(ktime.sum()), queued_launches=int(queued.sum()),
@@ -73,15 +104,14 @@ def analyze_nsys_extras(trace: Trace, window=None, options=None) -> dict:
                          round(a90, 3), int((m & queued).sum()), round(qa, 3), round(q50, 3), round(q90, 3),
                          round(qmax, 3), _ms(kt), round(kt / m.sum() / 1e3, 3)])
         rows.sort(key=lambda r: -r[10])
-    out["launch_latency"] = ll
-    out["tables"]["launch_latency"] = {
-        "columns": ["api_name", "launches", "api_total_ms", "api_avg_us", "api_p90_us", "queued_launches",
-                    "queue_avg_us", "queue_p50_us", "queue_p90_us", "queue_max_us", "kernel_total_ms",
-                    "kernel_avg_per_launch_us"], "rows": rows[:max(top_n, 50)]}
+    return ll, {"columns": ["api_name", "launches", "api_total_ms", "api_avg_us", "api_p90_us", "queued_launches",
+                            "queue_avg_us", "queue_p50_us", "queue_p90_us", "queue_max_us", "kernel_total_ms",
+                            "kernel_avg_per_launch_us"], "rows": rows[:max(top_n, 50)]}
 
-    # ---- memory operations by API ------------------------------------------------
-    mflow = codes_in(s.kind[fdst], [SpanKind.MEMCPY, SpanKind.MEMSET]) & api_in[fsrc]
-    ms_, md = fsrc[mflow], fdst[mflow]
+
+def _memory_ops(trace: Trace, window, ms_: np.ndarray, md: np.ndarray, strings: list, warnings: list) -> tuple[dict, dict]:
+    """Copies and memsets ``md`` launched by the API calls ``ms_``: the summary and the per-API table."""
+    s = trace.spans
     is_async = trace.strings.ids_matching(lambda x: ASYNC_MEMOP_API_RE.search(x) is not None, s.name[ms_])
     mem = {"pageable_async_copies": 0, "pageable_async_bytes": 0, "pageable_async_ms": 0.0,
            "sync_copies": 0, "sync_copy_bytes": 0, "sync_copy_api_ms": 0.0,
@@ -121,20 +151,20 @@ def analyze_nsys_extras(trace: Trace, window=None, options=None) -> dict:
                           _ms(gdur[m].sum()), _ms((s.end_ns[apis_j] - s.start_ns[apis_j]).sum())])
         mrows.sort(key=lambda r: -r[6])
         if mem["pageable_async_copies"]:
-            out["warnings"].append(
+            warnings.append(
                 f"{mem['pageable_async_copies']} async copies use pageable host memory "
                 f"({mem['pageable_async_bytes']} bytes): the driver stages them and they do not overlap; pin the host buffer")
     allm = in_window(trace, codes_in(s.kind, [SpanKind.MEMCPY, SpanKind.MEMSET]), window)
     linked = np.zeros(len(s), dtype=bool)
     linked[md] = True
     mem["unlinked_ops"] = int((~linked[allm]).sum())
-    out["memory_ops"] = mem
-    out["tables"]["memory_ops_by_api"] = {
-        "columns": ["api_name", "gpu_op", "synchronous", "pageable_ops", "ops", "bytes", "gpu_time_ms", "api_time_ms"],
-        "rows": mrows}
+    return mem, {"columns": ["api_name", "gpu_op", "synchronous", "pageable_ops", "ops", "bytes", "gpu_time_ms", "api_time_ms"],
+                 "rows": mrows}
 
-    # ---- sync-like API names (seed 004 name rule; not blocked time) ------------------
-    sel = np.flatnonzero(api_in & sync_like_name_mask(trace))
+
+def _sync_like_names(trace: Trace, window, sel: np.ndarray, strings: list) -> tuple[float, dict]:
+    """Sync-like API calls ``sel`` by name (seed 004 name rule; not blocked time): the summed time and the table."""
+    s = trace.spans
     srows = []
     if len(sel):
         d = clipped_durations(trace, sel, window)
@@ -143,10 +173,8 @@ def analyze_nsys_extras(trace: Trace, window=None, options=None) -> dict:
             dj = d[s.name[sel] == uk[j]]
             srows.append([strings[int(uk[j])], int(tc[j]), _ms(ts[j]), round(ts[j] / tc[j] / 1e3, 3),
                           round(float(dj.max()) / 1e3, 3)])
-    out["sync_like_api_names_calls_sum_ms"] = round(sum(r[2] for r in srows), 6)
-    out["tables"]["sync_like_api_names"] = {"columns": ["api_name", "call_count", "total_time_ms", "avg_duration_us",
-                                              "max_duration_us"], "rows": srows}
-    return out
+    return round(sum(r[2] for r in srows), 6), {"columns": ["api_name", "call_count", "total_time_ms", "avg_duration_us",
+                                                          "max_duration_us"], "rows": srows}
 
 
 def _register() -> None:

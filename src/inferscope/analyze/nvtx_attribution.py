@@ -43,7 +43,8 @@ def enclosing(trace: Trace, q: np.ndarray, accept: np.ndarray) -> np.ndarray:
     res = np.full(len(q), -1, dtype=np.int64)
     if len(q) == 0:
         return res
-    cur = np.where(q >= 0, parent[np.maximum(q, 0)], -1).astype(np.int64)
+    cur = parent[np.maximum(q, 0)]      # span indices as parent's int32 (half the bytes of int64)
+    cur[q < 0] = -1
     active = np.flatnonzero(cur >= 0)
     for _ in range(40000):   # bounded by the nesting depth
         if len(active) == 0:
@@ -51,8 +52,10 @@ def enclosing(trace: Trace, q: np.ndarray, accept: np.ndarray) -> np.ndarray:
         c = cur[active]
         hit = accept[c]
         res[active[hit]] = c[hit]
-        rest = active[~hit]
-        nxt = parent[c[~hit]].astype(np.int64)
+        np.logical_not(hit, out=hit)
+        rest = active[hit]
+        nxt = parent[c[hit]]
+        del c, hit
         cur[rest] = nxt
         active = rest[nxt >= 0]
     return res
@@ -229,31 +232,38 @@ def nvtx_by_pid(trace: Trace, window=None, options=None) -> dict:
     out = {"pids": {}, "warnings": warnings, "tables": {}}
     if len(ann) == 0:
         return out
-    spid = trace.tracks.pid[s.track]
+    tpid = trace.tracks.pid
+    apid = tpid[s.track[ann]]         # per range (not per span: a full-length pid column is 8 bytes a span)
     dur = clipped_durations(trace, ann, window)
     kern = in_window(trace, kernel_mask(trace), window)
     kdur = clipped_durations(trace, kern, window)
     launcher = launchers_for(trace, kern)
-    kpid = np.where(launcher >= 0, spid[np.maximum(launcher, 0)], spid[kern])
+    kpid = tpid[s.track[np.where(launcher >= 0, launcher, kern)]]
     rng = np.full(len(kern), -1, dtype=np.int64)
     if do_map and len(kern):
         has = launcher >= 0
         rng[has] = enclosing(trace, launcher[has], nested_range_mask(trace))
+        del has
+    del launcher
     # (pid, name) keys
-    key_a = (spid[ann].astype(np.int64) << 32) | s.name[ann].astype(np.int64)
+    key_a = apid.astype(np.int64)
+    key_a <<= 32
+    key_a |= s.name[ann]
     uk, tot, cnt = group_sum(key_a, dur)
     ok = rng >= 0
-    key_k = (kpid[ok].astype(np.int64) << 32) | s.name[rng[ok]].astype(np.int64)
+    key_k = kpid[ok].astype(np.int64)
+    key_k <<= 32
+    key_k |= s.name[rng[ok]]
     kk, ksum, kcnt = group_sum(key_k, kdur[ok])
     kmap = {int(k): (float(v), int(c)) for k, v, c in zip(kk.tolist(), ksum.tolist(), kcnt.tolist())}
-    pids = fast_unique(spid[ann])
+    pids = fast_unique(apid)
     cov_by_pid = {}
     for p in pids.tolist():
         ktot = int(kdur[kpid == p].sum())
         katt = int(kdur[ok & (kpid == p)].sum()) if do_map else 0
         cov = (katt / ktot) if (ktot and do_map) else None
         cov_by_pid[p] = cov
-        out["pids"][int(p)] = {"ranges": int((spid[ann] == p).sum()), "kernel_sum_ms": _ms(ktot),
+        out["pids"][int(p)] = {"ranges": int((apid == p).sum()), "kernel_sum_ms": _ms(ktot),
                                "attributed_ms": _ms(katt) if do_map else None,
                                "coverage_pct": None if cov is None else round(100 * cov, 3)}
     rows = []

@@ -22,9 +22,10 @@ def _ms(ns) -> float:
 
 
 def kernel_pids(trace: Trace, kern: np.ndarray) -> np.ndarray:
-    spid = trace.tracks.pid[trace.spans.track]
+    """pid of each kernel's launching call (of the kernel's own track where it has none); looked up for
+    these spans only (a full-length pid column is 8 bytes a span)."""
     launcher = launchers_for(trace, kern)
-    return np.where(launcher >= 0, spid[np.maximum(launcher, 0)], spid[kern])
+    return trace.tracks.pid[trace.spans.track[np.where(launcher >= 0, launcher, kern)]]
 
 
 def analyze_per_pid(trace: Trace, window=None, options=None) -> dict:
@@ -33,7 +34,6 @@ def analyze_per_pid(trace: Trace, window=None, options=None) -> dict:
     strings = trace.strings.as_list()
     warnings: list[str] = []
     out: dict = {"pids": [], "warnings": warnings, "tables": {}}
-    spid = trace.tracks.pid[s.track]
 
     # ---- kernels by pid ------------------------------------------------------
     kern = in_window(trace, kernel_mask(trace), window)
@@ -68,7 +68,9 @@ def analyze_per_pid(trace: Trace, window=None, options=None) -> dict:
     if len(sel):
         d = clipped_durations(trace, sel, window)
         sync_total = int(d.sum())
-        key = (spid[sel].astype(np.int64) << 32) | s.name[sel].astype(np.int64)
+        key = trace.tracks.pid[s.track[sel]].astype(np.int64)
+        key <<= 32
+        key |= s.name[sel]
         uk, ts, tc = group_sum(key, d)
         o = np.lexsort((-ts, uk >> 32))
         for j in o.tolist():

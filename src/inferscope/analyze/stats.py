@@ -14,7 +14,11 @@ def fast_unique(x: np.ndarray, return_inverse: bool = False, return_counts: bool
         # (the same sorted distinct values, inverse and counts)
         mn, mx = int(x.min()), int(x.max())
         if mx - mn <= 2 * len(x) + 65536:
-            off = x.astype(np.int64) - mn if mn else x
+            if mn:
+                off = x.astype(np.int64)
+                off -= mn
+            else:
+                off = x
             cnt = np.bincount(off, minlength=mx - mn + 1)
             present = cnt > 0
             uk = (np.flatnonzero(present) + mn).astype(x.dtype)
@@ -41,14 +45,18 @@ def fast_unique(x: np.ndarray, return_inverse: bool = False, return_counts: bool
         keep[0] = True
         np.not_equal(b[1:], b[:-1], out=keep[1:])
     uk = b[keep]
+    del b
     out = [uk]
     if return_inverse:
         inv = np.empty(len(x), dtype=np.int64)
-        inv[o] = np.cumsum(keep) - 1
+        c = np.cumsum(keep)
+        c -= 1
+        inv[o] = c
+        del c
         out.append(inv)
     if return_counts:
         idx = np.flatnonzero(keep)
-        out.append(np.diff(np.append(idx, len(b))))
+        out.append(np.diff(np.append(idx, len(x))))
     return tuple(out)
 
 
