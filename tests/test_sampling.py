@@ -67,3 +67,52 @@ def test_per_thread_rates_flag_low_threads():
     assert [(t["name"], t["low"]) for t in out["threads"]] == [("main", False), ("model_0", True), ("brief", False)]
     res = analyze(tr)
     assert any("model_0 (60 Hz)" in n for n in res["limitations"])
+
+
+def test_late_timer_signals_make_a_limitation():
+    """The main thread's timer signals (collect/sigframes.py) that came late leave their intervals to the tick's
+    GIL-biased frame: from thresholds.SIGNAL_LATE_WARN_FRACTION of them the report says so."""
+    from inferscope import thresholds as T
+    tr = _live(200.0)
+    n = 200
+    k = int(T.SIGNAL_LATE_WARN_FRACTION * n)
+    tr.meta["collection"].update(signal_frames=n, signal_frames_late=k)
+    assert any(f"{k} of the main thread's {n} timer signals came late" in x for x in analyze(tr)["limitations"])
+    tr.meta["collection"].update(signal_frames_late=k - 1)
+    assert not any("timer signals came late" in x for x in analyze(tr)["limitations"])
+
+
+def test_late_timer_signals_counted_live(tmp_path):
+    """A main thread that spends ~3/4 of its time in one GIL-holding C call (sum over a range, ~3 ms) and the rest
+    in pure Python: a signal that fires during the call but its last 250 us (sigframes.STALE_NS) is handled after it,
+    late - about 2/3 of them (190 of 291 beside a test suite, 2026-11-27; more on a busy host).  The collection meta
+    counts them and the report says so."""
+    import json
+    import subprocess
+    import sys
+    prog = tmp_path / "prog.py"
+    prog.write_text(
+        "import time\n"
+        "n = 100_000\n"
+        "while True:\n"
+        "    t = time.perf_counter_ns(); sum(range(n)); dt = time.perf_counter_ns() - t\n"
+        "    if dt >= 3_000_000 or n > 10**9: break\n"
+        "    n *= 2\n"
+        "end = time.perf_counter_ns() + 1_500_000_000\n"
+        "while time.perf_counter_ns() < end:\n"
+        "    sum(range(n))\n"
+        "    t1 = time.perf_counter_ns() + dt // 3\n"
+        "    while time.perf_counter_ns() < t1:\n"
+        "        pass\n")
+    r = subprocess.run([sys.executable, "-m", "inferscope", "run", "-q", "--format", "json", "--report",
+                        str(tmp_path / "r.json"), "--trace", str(tmp_path / "t.iscope"), "--", sys.executable, str(prog)],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rep = json.loads((tmp_path / "r.json").read_text())
+    coll = rep["about"]["collection"]
+    if not coll.get("signal_frames"):
+        import pytest
+        pytest.skip(f"no timer signals here: {coll.get('signal_frames')}")
+    n, late = coll["signal_frames"], coll["signal_frames_late"]
+    assert n >= 50 and late >= 0.5 * n, (n, late)       # 1.5 s at 200 Hz: ~300 signals
+    assert any(f"{late} of the main thread's {n} timer signals came late" in x for x in rep["limitations"]), rep["limitations"]

@@ -258,11 +258,19 @@ def test_disk_io_names_syscall_file_and_frame(tmp_path):
     b = rep["contention"]["blocking"]
     if b is None or b["io_ms"] < 1:
         pytest.skip(f"no blocking file I/O on this filesystem (tmpfs?): {b and b['by_syscall']}")
+    if b["io_pct_of_window"] < 2.0:
+        # the named share is a lower bound (the call is seen at ticks): 1.6 % once in a suite beside other jobs
+        # (2026-11-27) - one more run; never named fails both
+        first = b["io_pct_of_window"]
+        tmp_path = tmp_path / "again"
+        tmp_path.mkdir()
+        rep, _ = run_zoo(tmp_path, "zoo_disk_io.py", iters=12)
+        b = rep["contention"]["blocking"]
+        assert b is not None and b["io_pct_of_window"] >= 2.0, (first, b)
     ids = {x["id"]: x for x in rep["findings"]}
     # the named share is a lower bound (the call is seen at ticks): 6-24 % of the window under load 3-5,
     # ~35 % idle; the finding follows its threshold
     from inferscope import thresholds as T
-    assert b["io_pct_of_window"] >= 2.0, b
     assert ("blocking_io" in ids) == (b["io_pct_of_window"] >= T.BLOCKING_IO_LOW_PCT), b
     calls = [c for c in b["calls"] if c["kind"] == "io"]
     rd = [c for c in calls if c["syscall"] in ("preadv2", "preadv", "pread64", "read")]

@@ -364,6 +364,11 @@ GIL_WAIT_EXPLAINED_FRACTION = 0.5
 # by side.  Exact overlap on zoo_gil.py: 31-100 ms of 190-350 ms of GIL wait (3 runs, 35 Hz); two
 # intervals absorb a block placed at either end of its interval.  At most GIL_OVERLAP_MAX_BINS bins.
 GIL_OVERLAP_BIN_TICKS = 2.0
+# a live trace whose main-thread timer signals (collect/sigframes.py) came late this often gets a limitation
+# line: those intervals' functions come from the sampler's tick, biased toward where the thread released the GIL.
+# Measured 2026-11-27 (zoo_mixed_culprit beside one CPU hog): 2-4 % late at 1000 iterations, 5-12 % at 300
+# (clean_rows 55-67 % for 63 % true at 1000); 36-56 % late beside two hogs (33-38 % for 62 %)
+SIGNAL_LATE_WARN_FRACTION = 0.25
 GIL_OVERLAP_MAX_BINS = 1_000_000
 # Page faults: a counter interval (20 Hz system samples) is a fault storm at this many faults/s.
 # Cost per fault measured on the VM (numpy writes to fresh 48 MiB arrays, THP on): 12-13 us of

@@ -107,6 +107,13 @@ def _limitations(trace: Trace, res: dict) -> list[str]:
         out.append("The sampler achieved less than half its rate on thread(s) " +
                    ", ".join(f"{t['name']} ({t['hz']:.0f} Hz)" for t in low[:4]) +
                    ": their CPU classes and culprits rest on fewer samples (host load or an expensive tick).")
+    coll = trace.meta.get("collection") or {}
+    n_sig, n_late = coll.get("signal_frames"), coll.get("signal_frames_late")
+    if isinstance(n_sig, int) and isinstance(n_late, int) and n_sig > 0 and n_late >= T.SIGNAL_LATE_WARN_FRACTION * n_sig:
+        out.append(f"{n_late} of the main thread's {n_sig} timer signals came late (it was off the CPU or in native code "
+                   f"when they fired; {100.0 * n_late / n_sig:.0f} %, e.g. other processes competing for the CPUs): for "
+                   "those intervals the sampled function is the one the sampler saw when the thread let go of the GIL, "
+                   "which leans toward GIL-releasing calls (numpy/torch, I/O) - function shares are less certain.")
     out.append("The breakdown is an exclusive partition (categories in priority order: " + ", ".join(B.CATEGORIES) +
                "); time where several things overlap goes to the highest-priority one.")
     return out

@@ -361,7 +361,7 @@ def render_markdown(result: dict) -> str:
               "report_ms": "report generation (ms)",
               "sampler_gil_held_ms": "sampler time holding the GIL (ms)",
               "signal_frames": "main-thread timer signals handled (frames at uniform moments)",
-              "signal_frames_late": "timer signals handled late (frame not used: native code ran meanwhile)"}
+              "signal_frames_late": "timer signals handled late (off the CPU or in native code meanwhile: frame not used)"}
     for key, val in col.items():
         if key == "wall_start_unix_ns" and isinstance(val, int):
             import datetime
