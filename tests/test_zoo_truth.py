@@ -268,7 +268,9 @@ def test_transformers_fast_tokenizer_batched(tmp_path):
                             env={"ZOO_ITERS": "6"}, args=["--batched"])
     _within(rows["cpu_preprocessing/tokenization"])
     _within(rows["cpu_compute"])
-    assert res["ranking_ok"], res
+    # (with the CPUs busy elsewhere the batch's Rayon workers wait in the run queue: waiting came out on top
+    # once beside a CPU hog and a test suite, 2026-11-27 - see _busy)
+    assert res["ranking_ok"] or (_busy(res) and res["measured_top"] == "waiting"), res
 
 
 def test_python_check_between_decode_steps(tmp_path):
