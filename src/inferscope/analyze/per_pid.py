@@ -42,14 +42,21 @@ def analyze_per_pid(trace: Trace, window=None, options=None) -> dict:
     total = int(kdur.sum())
     rows = []
     if len(kern):
-        dev = trace.tracks.device[s.track[kern]].astype(np.int64)
         pids, ptot, pcnt = group_sum(kpid, kdur)
         for p, pt, pc in sorted(zip(pids.tolist(), ptot.tolist(), pcnt.tolist()), key=lambda r: -r[1]):
             m = kpid == p
             out["pids"].append({"pid": int(p), "kernel_sum_ms": _ms(pt), "kernels": int(pc),
                                 "pct_of_kernel_time": round(100 * pt / total, 3) if total else 0.0})
-            key = (s.name[kern[m]].astype(np.int64) << 8) | (dev[m] & 0xFF)
+            km = kern[m]        # (name << 8 | device) keys for this pid's kernels only
+            key = s.name[km].astype(np.int64)
+            key <<= 8
+            dev = trace.tracks.device[s.track[km]]
+            del km
+            dev &= 0xFF
+            key |= dev
+            del dev
             uk, ks, kc = group_sum(key, kdur[m])
+            del key
             for j in np.argsort(-ks, kind="stable")[:top_n].tolist():
                 nid, d = int(uk[j]) >> 8, int(uk[j]) & 0xFF
                 rows.append([int(p), _ms(pt), round(100 * pt / total, 3) if total else 0.0,
@@ -116,9 +123,10 @@ def _process_names(trace: Trace) -> dict[int, str]:
 
 
 def analyze_pids(trace: Trace, window=None, options=None) -> dict:
-    """kernels_by_pid + sync_by_pid + nvtx_by_pid in one result (one pipeline step)."""
-    a = analyze_per_pid(trace, window, options)
+    """kernels_by_pid + sync_by_pid + nvtx_by_pid in one result (one pipeline step).  nvtx_by_pid runs
+    first: it takes the kernel -> range walk that analyze_nvtx left in the trace's cache out of it."""
     b = nvtx_by_pid(trace, window, options)
+    a = analyze_per_pid(trace, window, options)
     a["tables"].update(b["tables"])
     a["warnings"].extend(b["warnings"])
     a["nvtx_by_pid"] = b["pids"]
