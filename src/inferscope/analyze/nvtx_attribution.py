@@ -40,7 +40,7 @@ def nested_range_mask(trace: Trace) -> np.ndarray:
 def enclosing(trace: Trace, q: np.ndarray, accept: np.ndarray) -> np.ndarray:
     """For host spans q: the nearest ancestor (via spans.parent) with accept[ancestor], else -1."""
     parent = trace.spans.parent
-    res = np.full(len(q), -1, dtype=np.int64)
+    res = np.full(len(q), -1, dtype=parent.dtype)      # ancestors are parent values (int32)
     if len(q) == 0:
         return res
     cur = parent[np.maximum(q, 0)]      # span indices as parent's int32 (half the bytes of int64)
@@ -73,9 +73,11 @@ def kernel_ranges(trace: Trace, kern: np.ndarray, window) -> tuple[np.ndarray, i
     launcher = launchers_for(trace, kern)
     has = launcher >= 0
     n_linked = int(has.sum())
-    rng = np.full(len(kern), -1, dtype=np.int32 if len(trace.spans) < 2 ** 31 else np.int64)
-    rng[has] = enclosing(trace, launcher[has], nested_range_mask(trace))
-    del launcher, has
+    q = launcher[has]
+    del launcher
+    rng = np.full(len(kern), -1, dtype=trace.spans.parent.dtype)
+    rng[has] = enclosing(trace, q, nested_range_mask(trace))
+    del q, has
     cache["kernel_ranges"] = (key, rng, n_linked)
     return rng, n_linked
 
@@ -256,8 +258,9 @@ def nvtx_by_pid(trace: Trace, window=None, options=None) -> dict:
     dur = clipped_durations(trace, ann, window)
     kern = in_window(trace, kernel_mask(trace), window)
     kdur = clipped_durations(trace, kern, window)
-    launcher = launchers_for(trace, kern)
-    kpid = tpid[s.track[np.where(launcher >= 0, launcher, kern)]]
+    launcher = launchers_for(trace, kern)       # the pid of the launching call, else the kernel's own
+    np.copyto(launcher, kern, where=launcher < 0)
+    kpid = tpid[s.track[launcher]]
     del launcher
     if do_map and len(kern):
         rng = kernel_ranges(trace, kern, window)[0]

@@ -25,7 +25,8 @@ def kernel_pids(trace: Trace, kern: np.ndarray) -> np.ndarray:
     """pid of each kernel's launching call (of the kernel's own track where it has none); looked up for
     these spans only (a full-length pid column is 8 bytes a span)."""
     launcher = launchers_for(trace, kern)
-    return trace.tracks.pid[trace.spans.track[np.where(launcher >= 0, launcher, kern)]]
+    np.copyto(launcher, kern, where=launcher < 0)      # in place (a fresh array)
+    return trace.tracks.pid[trace.spans.track[launcher]]
 
 
 def analyze_per_pid(trace: Trace, window=None, options=None) -> dict:
@@ -97,10 +98,9 @@ def analyze_per_pid(trace: Trace, window=None, options=None) -> dict:
         if weird.any():
             warnings.append(f"PID attribution looks suspicious: {int(weird.sum())} kernels decode to pid 0 or a pid "
                             f"above {LINUX_PID_MAX} (hardware/VM bits not masked in the export?)")
-        launcher = launchers_for(trace, kern)
-        has = launcher >= 0
+        # a kernel without a launcher has its own track's pid (kernel_pids): only launched ones can differ
         gpu_pid = trace.tracks.pid[s.track[kern]]
-        mismatch = has & (gpu_pid >= 0) & (gpu_pid != kpid)
+        mismatch = (gpu_pid >= 0) & (gpu_pid != kpid)
         if mismatch.any():
             warnings.append(f"PID attribution: {int(mismatch.sum())} kernels run under a different pid than the "
                             "thread that launched them; the launching pid is used")
