@@ -16,13 +16,17 @@ from ..classes import (BLOCKING_SYNC_API_RE, COMM_KERNEL_RE, GRAPH_LAUNCH_API_RE
 
 
 def _memo(trace: Trace, key: str, fn) -> np.ndarray:
-    """Per-trace cache of span masks (a Trace is immutable once built).  Returns a copy, so
-    callers may modify the result in place."""
+    """Per-trace cache of span masks (a Trace is immutable once built), kept as packed bits (1 bit a
+    span, not 8: the cache lives as long as the trace).  Returns a new array, so callers may modify
+    the result in place (unpacking reads 8x less than a copy)."""
     cache = trace.__dict__.setdefault("_mask_cache", {})
-    m = cache.get(key)
-    if m is None or len(m) != len(trace.spans):
-        m = cache[key] = fn()
-    return m.copy()
+    n = len(trace.spans)
+    v = cache.get(key)
+    if v is None or v[1] != n:
+        m = fn()
+        cache[key] = (np.packbits(m), n)
+        return m
+    return np.unpackbits(v[0], count=n).view(bool)
 
 
 _TWINS: dict = {}

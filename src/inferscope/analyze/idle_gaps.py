@@ -96,23 +96,35 @@ def idle_gaps(trace: Trace, window: Window, top_n: int = 10) -> dict:
         np.maximum.accumulate(cm[b0:b1], out=cm[b0:b1])
     gap = st[1:] - cm[:-1]          # gap before activity i+1
     del st
-    gi = np.flatnonzero(same & (gap > 0)) + 1
+    same &= gap > 0
+    gi = np.flatnonzero(same)       # activity gi + 1 follows a gap (in place below: one index array alive)
     del same
-    g_ns = gap[gi - 1]
-    g_prev_end = cm[gi - 1]
+    g_ns = gap[gi]
+    g_prev_end = cm[gi]
     del gap, cm
+    gi += 1
+    gtr = tr[gi]
+    streams = fast_unique(tr)
+    del tr
     nxt = idx[gi]
+    del idx, gi
     lsrc = launchers_for(trace, nxt)
-    launch_start = np.where(lsrc >= 0, s.start_ns[np.maximum(lsrc, 0)], -1)
-    cls = np.full(len(gi), 2, dtype=np.int8)  # other
-    cls[(lsrc >= 0) & (launch_start >= g_prev_end)] = 0  # host_wait
+    del nxt
+    host_wait = lsrc >= 0
+    np.maximum(lsrc, 0, out=lsrc)
+    launch_start = s.start_ns[lsrc]
+    del lsrc
+    host_wait &= launch_start >= g_prev_end     # b's launching call started after a ended
+    del launch_start, g_prev_end
+    cls = np.full(len(g_ns), 2, dtype=np.int8)  # other
+    cls[host_wait] = 0  # host_wait
+    del host_wait
     cls[g_ns <= thresholds.IDLE_GAP_MIN_NS] = 1  # kernel_wait
     names = ("host_wait", "kernel_wait", "other")
     for c in range(3):
         out["by_class_stream_ms"][names[c]] = float(g_ns[cls == c].sum()) / 1e6
-    gtr = tr[gi]
-    out["streams"] = int(len(fast_unique(tr)))
-    for t in fast_unique(tr).tolist():
+    out["streams"] = int(len(streams))
+    for t in streams.tolist():
         mt = gtr == t
         out["per_stream"].append({
             "track": int(t), "stream": trace.track_label(int(t)),
@@ -126,7 +138,7 @@ def idle_gaps(trace: Trace, window: Window, top_n: int = 10) -> dict:
         mb = b == i
         out["distribution"].append({"bucket": lab, "count": int(mb.sum()), "stream_ms": float(g_ns[mb].sum()) / 1e6})
     # device-wide gaps: no GPU activity on any stream
-    del idx, tr, nxt, lsrc, launch_start, g_ns, g_prev_end, gi, gtr, cls, b, mb
+    del g_ns, gtr, cls, b, mb
     gw = gpu_work_mask(trace)   # start-sorted, so the union needs no sort
     us, ue = union(*clip(s.start_ns[gw], s.end_ns[gw], lo, hi))
     del gw

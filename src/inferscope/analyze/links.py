@@ -15,10 +15,15 @@ def launchers_for(trace: Trace, idx: np.ndarray) -> np.ndarray:
     if not len(f) or not len(idx):
         return out
     dst, src = _launch_links(trace)
-    pos = np.searchsorted(dst, idx)
-    ok = pos < len(dst)
-    ok[ok] = dst[pos[ok]] == idx[ok]
-    out[ok] = src[pos[ok]]
+    if not len(dst):
+        return out
+    # idx in dst's int32 (span indices fit): searchsorted would otherwise convert all of dst to int64
+    q = idx.astype(dst.dtype) if len(trace.spans) <= np.iinfo(dst.dtype).max else idx
+    pos = np.searchsorted(dst, q)
+    np.minimum(pos, len(dst) - 1, out=pos)      # past the end: dst[-1] < q, no match
+    ok = dst[pos] == q
+    del q
+    np.copyto(out, src[pos], where=ok)
     return out
 
 

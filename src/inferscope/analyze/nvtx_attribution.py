@@ -40,7 +40,7 @@ def nested_range_mask(trace: Trace) -> np.ndarray:
 def enclosing(trace: Trace, q: np.ndarray, accept: np.ndarray) -> np.ndarray:
     """For host spans q: the nearest ancestor (via spans.parent) with accept[ancestor], else -1."""
     parent = trace.spans.parent
-    res = np.full(len(q), -1, dtype=np.int64)
+    res = np.full(len(q), -1, dtype=parent.dtype)      # ancestors are parent values (int32)
     if len(q) == 0:
         return res
     cur = parent[np.maximum(q, 0)]      # span indices as parent's int32 (half the bytes of int64)
@@ -59,6 +59,31 @@ def enclosing(trace: Trace, q: np.ndarray, accept: np.ndarray) -> np.ndarray:
         cur[rest] = nxt
         active = rest[nxt >= 0]
     return res
+
+
+def kernel_ranges(trace: Trace, kern: np.ndarray, window) -> tuple[np.ndarray, int]:
+    """(innermost nested range enclosing each kernel's launching call, -1 none; how many kernels have a
+    launch link) for the window's kernels ``kern``.  Walked once for analyze_nvtx and nvtx_by_pid: kept
+    in the trace's cache (int32) until ``drop_kernel_ranges``."""
+    cache = trace.__dict__.setdefault("_mask_cache", {})
+    key = (len(trace.spans), window_bounds(window), len(kern))
+    v = cache.get("kernel_ranges")
+    if v is not None and v[0] == key:
+        return v[1], v[2]
+    launcher = launchers_for(trace, kern)
+    has = launcher >= 0
+    n_linked = int(has.sum())
+    q = launcher[has]
+    del launcher
+    rng = np.full(len(kern), -1, dtype=trace.spans.parent.dtype)
+    rng[has] = enclosing(trace, q, nested_range_mask(trace))
+    del q, has
+    cache["kernel_ranges"] = (key, rng, n_linked)
+    return rng, n_linked
+
+
+def drop_kernel_ranges(trace: Trace) -> None:
+    trace.__dict__.get("_mask_cache", {}).pop("kernel_ranges", None)
 
 
 def phase_of_names(trace: Trace, phase_map: dict | None) -> tuple[np.ndarray, list[str]]:
@@ -132,12 +157,8 @@ def analyze_nvtx(trace: Trace, window=None, options=None) -> dict:
     kdur = clipped_durations(trace, kern, window)
     k_total = int(kdur.sum())
     attributed_by_name: dict[int, tuple[float, int]] = {}
-    rng = np.full(len(kern), -1, dtype=np.int64)
     if do_map and len(kern):
-        launcher = launchers_for(trace, kern)
-        has = launcher >= 0
-        accept = nested_range_mask(trace)
-        rng[has] = enclosing(trace, launcher[has], accept)
+        rng, n_linked = kernel_ranges(trace, kern, window)
         ok = rng >= 0
         att = int(kdur[ok].sum())
         ak, asum, acnt = group_sum(s.name[rng[ok]], kdur[ok])
@@ -146,7 +167,7 @@ def analyze_nvtx(trace: Trace, window=None, options=None) -> dict:
         result["attribution"] = {
             "enabled": True, "kernel_sum_ms": _ms(k_total), "attributed_ms": _ms(att),
             "kernels": int(len(kern)), "attributed_kernels": int(ok.sum()),
-            "kernels_with_launch_link": int(has.sum()),
+            "kernels_with_launch_link": n_linked,
             "coverage_pct": None if cov is None else round(100.0 * cov, 3),
             "warn_threshold_pct": round(100.0 * thr, 3),
             "rule": "innermost push/pop range enclosing the launching API call on its thread, matched on (pid, correlation)",
@@ -155,7 +176,7 @@ def analyze_nvtx(trace: Trace, window=None, options=None) -> dict:
             warnings.append(
                 f"NVTX-attributed GPU kernel time is best-effort (range -> launching API -> kernel). "
                 f"Coverage is {100 * cov:.1f}% (< {100 * thr:.1f}%). Low coverage: interpret per-range kernel time cautiously.")
-        if k_total and int(has.sum()) == 0:
+        if k_total and n_linked == 0:
             warnings.append("no kernel has a launch link to a host API call (correlation ids missing?): "
                             "NVTX -> kernel attribution is not possible")
     else:
@@ -237,14 +258,15 @@ def nvtx_by_pid(trace: Trace, window=None, options=None) -> dict:
     dur = clipped_durations(trace, ann, window)
     kern = in_window(trace, kernel_mask(trace), window)
     kdur = clipped_durations(trace, kern, window)
-    launcher = launchers_for(trace, kern)
-    kpid = tpid[s.track[np.where(launcher >= 0, launcher, kern)]]
-    rng = np.full(len(kern), -1, dtype=np.int64)
-    if do_map and len(kern):
-        has = launcher >= 0
-        rng[has] = enclosing(trace, launcher[has], nested_range_mask(trace))
-        del has
+    launcher = launchers_for(trace, kern)       # the pid of the launching call, else the kernel's own
+    np.copyto(launcher, kern, where=launcher < 0)
+    kpid = tpid[s.track[launcher]]
     del launcher
+    if do_map and len(kern):
+        rng = kernel_ranges(trace, kern, window)[0]
+        drop_kernel_ranges(trace)       # analyze_nvtx walked it first; nothing after this step reads it
+    else:
+        rng = np.full(len(kern), -1, dtype=np.int64)
     # (pid, name) keys
     key_a = apid.astype(np.int64)
     key_a <<= 32

@@ -25,7 +25,8 @@ def kernel_pids(trace: Trace, kern: np.ndarray) -> np.ndarray:
     """pid of each kernel's launching call (of the kernel's own track where it has none); looked up for
     these spans only (a full-length pid column is 8 bytes a span)."""
     launcher = launchers_for(trace, kern)
-    return trace.tracks.pid[trace.spans.track[np.where(launcher >= 0, launcher, kern)]]
+    np.copyto(launcher, kern, where=launcher < 0)      # in place (a fresh array)
+    return trace.tracks.pid[trace.spans.track[launcher]]
 
 
 def analyze_per_pid(trace: Trace, window=None, options=None) -> dict:
@@ -42,14 +43,21 @@ def analyze_per_pid(trace: Trace, window=None, options=None) -> dict:
     total = int(kdur.sum())
     rows = []
     if len(kern):
-        dev = trace.tracks.device[s.track[kern]].astype(np.int64)
         pids, ptot, pcnt = group_sum(kpid, kdur)
         for p, pt, pc in sorted(zip(pids.tolist(), ptot.tolist(), pcnt.tolist()), key=lambda r: -r[1]):
             m = kpid == p
             out["pids"].append({"pid": int(p), "kernel_sum_ms": _ms(pt), "kernels": int(pc),
                                 "pct_of_kernel_time": round(100 * pt / total, 3) if total else 0.0})
-            key = (s.name[kern[m]].astype(np.int64) << 8) | (dev[m] & 0xFF)
+            km = kern[m]        # (name << 8 | device) keys for this pid's kernels only
+            key = s.name[km].astype(np.int64)
+            key <<= 8
+            dev = trace.tracks.device[s.track[km]]
+            del km
+            dev &= 0xFF
+            key |= dev
+            del dev
             uk, ks, kc = group_sum(key, kdur[m])
+            del key
             for j in np.argsort(-ks, kind="stable")[:top_n].tolist():
                 nid, d = int(uk[j]) >> 8, int(uk[j]) & 0xFF
                 rows.append([int(p), _ms(pt), round(100 * pt / total, 3) if total else 0.0,
@@ -90,10 +98,9 @@ def analyze_per_pid(trace: Trace, window=None, options=None) -> dict:
         if weird.any():
             warnings.append(f"PID attribution looks suspicious: {int(weird.sum())} kernels decode to pid 0 or a pid "
                             f"above {LINUX_PID_MAX} (hardware/VM bits not masked in the export?)")
-        launcher = launchers_for(trace, kern)
-        has = launcher >= 0
+        # a kernel without a launcher has its own track's pid (kernel_pids): only launched ones can differ
         gpu_pid = trace.tracks.pid[s.track[kern]]
-        mismatch = has & (gpu_pid >= 0) & (gpu_pid != kpid)
+        mismatch = (gpu_pid >= 0) & (gpu_pid != kpid)
         if mismatch.any():
             warnings.append(f"PID attribution: {int(mismatch.sum())} kernels run under a different pid than the "
                             "thread that launched them; the launching pid is used")
@@ -116,9 +123,10 @@ def _process_names(trace: Trace) -> dict[int, str]:
 
 
 def analyze_pids(trace: Trace, window=None, options=None) -> dict:
-    """kernels_by_pid + sync_by_pid + nvtx_by_pid in one result (one pipeline step)."""
-    a = analyze_per_pid(trace, window, options)
+    """kernels_by_pid + sync_by_pid + nvtx_by_pid in one result (one pipeline step).  nvtx_by_pid runs
+    first: it takes the kernel -> range walk that analyze_nvtx left in the trace's cache out of it."""
     b = nvtx_by_pid(trace, window, options)
+    a = analyze_per_pid(trace, window, options)
     a["tables"].update(b["tables"])
     a["warnings"].extend(b["warnings"])
     a["nvtx_by_pid"] = b["pids"]

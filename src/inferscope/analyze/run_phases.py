@@ -121,13 +121,14 @@ def startup_calls(trace: Trace, lo: int, hi: int) -> np.ndarray:
     return cand
 
 
-def _outlier_base(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """(indices of the host calls, whether each is an outlier against its own name), whatever the window:
-    computed once per trace (run_phases and one_off_host_calls ask with different windows)."""
+def _outlier_base(trace: Trace) -> np.ndarray:
+    """Indices (ascending) of the host calls that are outliers against their own name, whatever the
+    window: computed once per trace (run_phases and one_off_host_calls ask with different windows;
+    the outliers alone are kept, not every host call)."""
     cache = trace.__dict__.setdefault("_mask_cache", {})
     v = cache.get("startup_outlier_base")
     if v is not None and v[0] == len(trace.spans):
-        return v[1], v[2]
+        return v[1]
     s = trace.spans
     m = codes_in(s.kind, [int(k) for k in HOST_CALL_KINDS]) & ~sync_api_mask(trace) & (s.end_ns > s.start_ns)
     idx = np.flatnonzero(m)
@@ -151,17 +152,19 @@ def _outlier_base(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
         single = (n < T.ONE_OFF_RECURRING_MIN_CALLS) & (dur >= T.ONE_OFF_CALL_MIN_MS * 1e6) \
             & (dur >= total * T.ONE_OFF_CALL_MIN_PCT / 100.0)
         out = recurring | single
-    cache["startup_outlier_base"] = (len(s), idx, out)
-    return idx, out
+    idx = idx[out] if len(idx) else idx
+    cache["startup_outlier_base"] = (len(s), idx)
+    return idx
 
 
 def _outlier_calls(trace: Trace, lo: int, hi: int, limit: int) -> np.ndarray:
     """Indices of host calls that are outliers against their own name, starting in [lo, limit)."""
     s = trace.spans
-    idx, outlier = _outlier_base(trace)
+    idx = _outlier_base(trace)
     if len(idx) == 0:
         return idx.copy()
-    cand = idx[outlier & (s.start_ns[idx] >= lo) & (s.start_ns[idx] < limit)]
+    st = s.start_ns[idx]
+    cand = idx[(st >= lo) & (st < limit)]
     # inside a step the first_step rule decides (a long call in a typical step is steady work); serving
     # engines' step ranges (vLLM execute_..., SGLang step[...], analyze/llm.py) are steps too
     from .llm import EXEC_RE, SGL_RE

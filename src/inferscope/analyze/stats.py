@@ -72,9 +72,16 @@ def grouped_stats(keys: np.ndarray, values: np.ndarray, percentiles=(50, 90)) ->
     if span * len(uk) < 2**62 and values.dtype.kind in "iu":
         # one combined int64 key, sorted (not argsorted: ~3x faster again, issue 26); group and value
         # come back from it, the same arrays as values[o] and inv[o] of any order sorting the key
-        c = np.sort(inv.astype(np.int64) * span + (values.astype(np.int64) - vmin))
+        # (in place: c >= 0, so c // span is the group and c % span the value - vmin)
+        c = inv.astype(np.int64, copy=False) * span
+        del inv
+        c += values.astype(np.int64, copy=False)
+        c -= vmin
+        c.sort()
         g = c // span
-        v = (c - g * span + vmin).astype(np.float64)
+        np.remainder(c, span, out=c)
+        c += vmin
+        v = c.astype(np.float64)
         del c
     else:
         if span * len(uk) < 2**62:   # one combined int64 key sorts ~3x faster than lexsort
