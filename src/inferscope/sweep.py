@@ -156,7 +156,7 @@ def scaling(points: list[dict], params: list[tuple[str, list[str]]], min_gain_pc
                  "e2e_ms": [p["e2e_ms"] for p in series], "throughput": [p["throughput"] for p in series],
                  "throughput_unit": series[0]["throughput_unit"], "stops_scaling_at": None, "statements": []}
             if left_out:
-                s["statements"].append(f"left out, every run failed (exit code != 0 or no report): "
+                s["statements"].append("left out, every run failed (exit code != 0 or no report): "
                                        + ", ".join(f"{name}={v}" for v in left_out))
             thr = s["throughput"]
             if all(t is not None for t in thr):

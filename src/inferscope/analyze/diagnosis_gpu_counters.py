@@ -27,7 +27,7 @@ def gpu_throttling(res: dict, found: dict) -> dict | None:
         n = e.cite("affected_samples", f"{base}.affected_samples")
         e.cite("reason_samples", f"{base}.samples")
         top = e.cite("top_reason", f"{base}.reasons[0].reason", default=None)
-        top_pct = e.cite("top_reason_pct_of_window", f"{base}.reasons[0].window_pct", 2)
+        e.cite("top_reason_pct_of_window", f"{base}.reasons[0].window_pct", 2)
         txt = [f"GPU {dev}: NVML clock-event reasons report a slowdown for {pct:.1f}% of the window ({n} of "
                f"{t['samples']} samples; each sample holds until the next).",
                "Reasons: " + ", ".join(f"{r['reason']} (0x{r['bit']:x}) {r['window_pct']:.1f}%" for r in t["reasons"]) + "."]
