@@ -105,7 +105,7 @@ def gil_wait(trace: Trace, lo: int, hi: int, crit: np.ndarray) -> dict | None:
     ps, pe = clip(s.start_ns[pidx], s.end_ns[pidx], lo, hi)
     both_ns = _overlap_ns(wu, ps, pe, lo, hi, bin_ns)
     # the functions are ranked by the same matching as the totals: with per-bin matching the blocks' exact
-    # intersection can be empty while the bins match 100+ ms (a CI run named no culprit at all)
+    # intersection can be empty while the bins match (a CI run's finding named no culprit at all)
     matched = _matched_ns(wu, ps, pe, lo, hi, bin_ns)
     rows = []
     for t in np.unique(s.track[pidx]).tolist():
@@ -155,11 +155,17 @@ def _overlap_ns(wu: tuple[np.ndarray, np.ndarray], ps: np.ndarray, pe: np.ndarra
     if not bin_ns:
         pu = union(ps, pe)
         return int(overlap_with_union(wu[0], wu[1], pu[0], pu[1]).sum())
-    edges = np.arange(0, hi - lo + bin_ns, bin_ns, dtype=np.int64)
-    edges[-1] = min(int(edges[-1]), hi - lo)
+    edges = _bin_edges(lo, hi, bin_ns)
     w = np.diff(summed_until(wu[0] - lo, wu[1] - lo, edges))
     p = np.diff(summed_until(ps - lo, pe - lo, edges))
     return int(np.minimum(w, p).sum())
+
+
+def _bin_edges(lo: int, hi: int, bin_ns: int) -> np.ndarray:
+    """Edges of the matching bins, relative to lo; the last one clipped to hi."""
+    edges = np.arange(0, hi - lo + bin_ns, bin_ns, dtype=np.int64)
+    edges[-1] = min(int(edges[-1]), hi - lo)
+    return edges
 
 
 def _matched_ns(wu: tuple[np.ndarray, np.ndarray], ps: np.ndarray, pe: np.ndarray, lo: int, hi: int,
@@ -171,8 +177,7 @@ def _matched_ns(wu: tuple[np.ndarray, np.ndarray], ps: np.ndarray, pe: np.ndarra
         return np.zeros(0)
     if not bin_ns:
         return overlap_with_union(ps, pe, wu[0], wu[1]).astype(np.float64)
-    edges = np.arange(0, hi - lo + bin_ns, bin_ns, dtype=np.int64)
-    edges[-1] = min(int(edges[-1]), hi - lo)
+    edges = _bin_edges(lo, hi, bin_ns)
     w = np.diff(summed_until(wu[0] - lo, wu[1] - lo, edges)).astype(np.float64)
     p = np.diff(summed_until(ps - lo, pe - lo, edges)).astype(np.float64)
     frac = np.divide(np.minimum(w, p), p, out=np.zeros_like(p), where=p > 0)
