@@ -161,12 +161,18 @@ def measured_shares(trace, window) -> dict[str, float]:
     return out
 
 
-def _top_category(shares: dict[str, float]) -> str:
-    """Largest category; ``shares`` keys are "category" or "category/part", none counted twice."""
+def _categories(shares: dict[str, float]) -> dict[str, float]:
+    """Per category; ``shares`` keys are "category" or "category/part", none counted twice."""
     cats: dict[str, float] = {}
     for k, v in shares.items():
         c = k.split("/")[0]
         cats[c] = cats.get(c, 0.0) + v
+    return cats
+
+
+def _top_category(shares: dict[str, float]) -> str:
+    """Largest category; ``shares`` keys are "category" or "category/part", none counted twice."""
+    cats = _categories(shares)
     return max(cats, key=cats.get) if cats else ""
 
 
@@ -216,6 +222,8 @@ def compare(paths: dict) -> dict:
         rows += function_shares(rep, truth, truth["functions"])
     return {"window": w, "rows": rows, "truth_top": truth_top, "measured_top": meas_top,
             "ranking_ok": truth_top == meas_top, "verdict": rep["verdict"]["id"],
+            # the truth's share per category (the ranking check's inputs: a near tie there is not a misreading)
+            "truth_categories": _categories({k: v for k, v in t.items() if k != UNPLANTED}),
             "rate_hz": (rep.get("cpu_sampling") or {}).get("rate_hz"),
             # CPUs kept busy by other processes meanwhile (the machine's busy time less this run's): on a loaded
             # host native worker threads wait in the run queue, which the truth (the main thread's schedstat) cannot see
