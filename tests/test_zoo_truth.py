@@ -65,6 +65,15 @@ def _within(row, tol=TOL_PTS):
     assert abs(row["diff_pts"]) <= tol, row
 
 
+def _run_again(tmp_path, script, args=(), env=None):
+    """One more run of ``script`` in tmp_path/again (a run outside a band: a real bias fails both); returns
+    (its folder, result, rows)."""
+    tmp_path = tmp_path / "again"
+    tmp_path.mkdir()
+    res, rows = _run(tmp_path, script, args, env=env)
+    return tmp_path, res, rows
+
+
 def _run_within(tmp_path, script, label, tol, env=None, args=()):
     """One run; a run whose ``label`` row is outside ``tol`` points gets one more run (beside a CPU hog a run's
     run queue reads partly off-CPU) - a real bias fails both.  Returns the last run's (result, rows)."""
@@ -72,9 +81,7 @@ def _run_within(tmp_path, script, label, tol, env=None, args=()):
     _needs_perf(tmp_path, Path(script).stem)
     if abs(rows[label]["diff_pts"]) > tol:
         first = rows[label]
-        tmp_path = tmp_path / "again"
-        tmp_path.mkdir()
-        res, rows = _run(tmp_path, script, args, env=env)
+        tmp_path, res, rows = _run_again(tmp_path, script, args, env=env)
         assert abs(rows[label]["diff_pts"]) <= tol, (first, rows[label])
     return res, rows
 
@@ -138,9 +145,7 @@ def test_gil_contention_main_thread(tmp_path):
         # one more run must come out within every band (one single run in 12 read user code -8 on an idle box, a
         # loaded one scatters more; the all-threads row read -22.5 in a fresh-clone CI run, 2026-11-27) - a real
         # bias fails both
-        tmp_path = tmp_path / "again"
-        tmp_path.mkdir()
-        res, rows = _run(tmp_path, "zoo_gil.py", env={"ZOO_ITERS": "25"})
+        tmp_path, res, rows = _run_again(tmp_path, "zoo_gil.py", env={"ZOO_ITERS": "25"})
         assert not _gil_misreads(tmp_path, rows), (bad, _gil_misreads(tmp_path, rows))
     rep = json.loads((Path(tmp_path) / "zoo_gil.json").read_text())
     ids = {f["id"]: f for f in rep["findings"]}
@@ -341,9 +346,7 @@ def test_disk_io(tmp_path):
         # read -0.2..-2.7 at one time and -1.9..-6.1 at another; two fresh-clone CI runs -7.4/-8.1 with 8.4 %
         # user code): a run outside the band gets one more run - a real bias fails both
         first = rows["waiting"]
-        tmp_path = tmp_path / "again"
-        tmp_path.mkdir()
-        res, rows = _run(tmp_path, "zoo_disk_io.py", env={"ZOO_ITERS": "60"})
+        tmp_path, res, rows = _run_again(tmp_path, "zoo_disk_io.py", env={"ZOO_ITERS": "60"})
         assert abs(rows["waiting"]["diff_pts"]) <= 8.0, (first, rows["waiting"])
     _within(rows["waiting"], 8.0)
     assert rows.get("cpu_preprocessing", {"measured_pct": 0.0})["measured_pct"] <= 8.0, rows
@@ -457,9 +460,7 @@ def test_culprit_next_to_gil_releasing_calls(tmp_path):
         # clean_rows read 33-38 % for 62 % beside three CPU hogs, 49-54 % beside two (2026-11-27); there the
         # band is 25 %
         first = (clean, feats, res["other_load_cpus"])
-        tmp_path = tmp_path / "again"
-        tmp_path.mkdir()
-        res, rows = _run(tmp_path, "zoo_mixed_culprit.py", env={"ZOO_ITERS": "1000"})
+        tmp_path, res, rows = _run_again(tmp_path, "zoo_mixed_culprit.py", env={"ZOO_ITERS": "1000"})
         clean, feats = rows["function clean_rows"], rows["function numpy_features"]
         assert clean["measured_pct"] >= (25 if _busy(res) else 35), (first, clean, feats, res["other_load_cpus"])
         assert feats["measured_pct"] < 60, (first, clean, feats)
@@ -487,9 +488,7 @@ def test_asyncio_server_culprits_and_rate(tmp_path):
         # one more run: a suite beside two CPU hogs and other jobs (load ~5) read tokenize 11.3 % for 40 % once
         # (2026-11-27); the trial's misreading fails both
         first = (post, tok, res["other_load_cpus"])
-        tmp_path = tmp_path / "again"
-        tmp_path.mkdir()
-        res, rows = _run(tmp_path, "zoo_asyncio_server.py", env={"ZOO_ITERS": "2"})
+        tmp_path, res, rows = _run_again(tmp_path, "zoo_asyncio_server.py", env={"ZOO_ITERS": "2"})
         post, tok = rows["function slow_postprocess"], rows["function tokenize"]
         assert post["measured_pct"] >= 10 and tok["measured_pct"] >= 12, (first, post, tok)
     assert post["truth_pct"] > 40 and tok["truth_pct"] > 15, (post, tok)       # the planted split holds

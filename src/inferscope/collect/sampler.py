@@ -330,6 +330,11 @@ class Sampler(ThreadsMixin, PerfMixin):
         """The sampler thread's tick loop (sampler_loop.py; the per-thread part of a tick: sampler_tick.py)."""
         run(self)
 
+    def signal_counts(self) -> tuple[int, int] | None:
+        """(handled, late) timer signals of the main thread (sigframes.py); None when they were not used."""
+        sig = self._sig
+        return (sig.count, sig.stale) if sig is not None else None
+
     def own_cpu_ns(self) -> int:
         clk = getattr(self, "my_clk", None)
         if clk is not None and self._thread is not None and self._thread.is_alive():

@@ -49,8 +49,8 @@ def collection_meta(s, end_ns: int, complete: bool) -> dict:
         # wall time the sampler held the GIL: a lower bound on what it cost a Python-bound thread
         "sampler_gil_held_ms": round(smp.busy_ns / 1e6, 1) if smp else 0.0,
         # the main thread's timer signals (collect/sigframes.py): handled, and late (not used for its frame)
-        "signal_frames": smp._sig.count if smp and smp._sig is not None else None,
-        "signal_frames_late": smp._sig.stale if smp and smp._sig is not None else None,
+        "signal_frames": (smp.signal_counts() or (None, None))[0] if smp else None,
+        "signal_frames_late": (smp.signal_counts() or (None, None))[1] if smp else None,
         "cpu_compute_source": (("perf_event task-clock IP samples" + (
             ", libc samples by their caller on the user stack" if smp.perf_stack else ""))
             if smp and smp.perf_active else "GIL heuristic (perf_event off or unavailable)"),
