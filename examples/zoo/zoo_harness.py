@@ -41,8 +41,10 @@ def run_program(script: str, workdir: Path, args: list[str] = (), env: dict | No
         p.unlink(missing_ok=True)
     e = dict(os.environ, ZOO_TRUTH=str(tru), PYTHONPATH=str(ZOO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     e.update(env or {})
-    cmd = [sys.executable, "-m", "inferscope", "run", "--format", "json", "--report", str(rep), "--trace", str(trc),
-           "--", sys.executable, str(ZOO / script), *args]
+    # --facts: the sampler's decision inputs are kept in the trace, so each run can be replayed offline (compare()
+    # checks the replay gives the same report; bench_zoo.py --replay re-scores recorded runs with changed rules)
+    cmd = [sys.executable, "-m", "inferscope", "run", "--facts", "--format", "json", "--report", str(rep),
+           "--trace", str(trc), "--", sys.executable, str(ZOO / script), *args]
     busy0, kids0, t0 = _busy_cpu_s(), _children_cpu_s(), time.monotonic()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=e, cwd=str(workdir))
     wall = time.monotonic() - t0
@@ -176,13 +178,52 @@ def _top_category(shares: dict[str, float]) -> str:
     return max(cats, key=cats.get) if cats else ""
 
 
-def compare(paths: dict) -> dict:
-    """Truth vs InferScope for one run: {window, rows: [{label, truth_pct, measured_pct, diff_pts}], ...}."""
+# report.json keys that are about the analysing process, not the trace (a replay's report may differ in them)
+_NOT_DERIVED = ("about", "generated_at")
+
+
+def _derived(d):
+    if isinstance(d, dict):
+        return {k: _derived(v) for k, v in d.items() if k not in _NOT_DERIVED}
+    if isinstance(d, list):
+        return [_derived(x) for x in d]
+    return d
+
+
+def replay_report(trace) -> dict:
+    """report.json's dict of ``trace`` with its sampler classes re-derived from its recorded facts (collect/replay.py)
+    by the current rules, analysed with the default options as `inferscope run` did."""
+    from inferscope.analyze.pipeline import analyze
+    from inferscope.collect.replay import replay_trace
+    return analyze(replay_trace(trace)[0])
+
+
+def replay_differences(rep: dict, trace) -> list[str]:
+    """The report.json keys whose values differ between the live report and the replay of its recorded facts."""
+    a, b = _derived(rep), _derived(replay_report(trace))
+    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+
+
+def compare(paths: dict, check_replay: bool = True, rules: str = "recorded") -> dict:
+    """Truth vs InferScope for one run: {window, rows: [{label, truth_pct, measured_pct, diff_pts}], ...}.
+    ``check_replay``: the run's recorded facts replayed offline must give the same report (raises otherwise).
+    ``rules="replay"``: score the replay of the recorded facts by the current rules instead of the recorded report
+    (bench_zoo.py --replay)."""
     from inferscope.analyze.window import Window
     from inferscope.ingest import load_trace
     rep = json.loads(Path(paths["report"]).read_text())
     truth = json.loads(Path(paths["truth"]).read_text())
     trace = load_trace(paths["trace"])
+    if rules == "replay":
+        from inferscope.collect.replay import replay_trace
+        trace = replay_trace(trace)[0]
+        from inferscope.analyze.pipeline import analyze
+        rep = json.loads(json.dumps(analyze(trace), default=str))
+    elif check_replay and trace.facts:
+        diff = replay_differences(rep, trace)
+        if diff:
+            raise AssertionError(f"the replay of {Path(paths['trace']).name}'s recorded facts differs from its live "
+                                 f"report in {diff}")
     w = rep["window"]
     window = Window(int(w["start_ns"]), int(w["end_ns"]), w["label"], w["kind"])
     t = truth_shares(truth, window.start_ns, window.end_ns)

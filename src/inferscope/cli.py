@@ -65,6 +65,8 @@ def cmd_analyze(args) -> int:
         if not one_file or args.engine != "local" or args.address:
             from .batch import cli_analyze_many, is_many
             if is_many(args.trace) or args.engine != "local" or args.address:
+                if getattr(args, "replay", False):
+                    raise InputError("--replay re-derives one live trace's classes; give a single .iscope")
                 if getattr(args, "ncu", None):
                     raise InputError("--ncu joins one Nsight Compute capture to one trace; give a single trace")
                 return cli_analyze_many(args)
@@ -105,6 +107,12 @@ def _analyze_one(args) -> int:
     try:
         t0 = time.perf_counter()
         trace = load_trace(args.trace, max_decompressed=_max_bytes(cfg), progress=prog)
+        if getattr(args, "replay", False):
+            from . import log
+            from .collect.replay import replay_trace
+            trace, n = replay_trace(trace, Path(args.trace).name)
+            log.info(f"Replayed the sampler's decisions of {n['threads']} thread(s) from the recorded facts: "
+                     f"{n['runs_replayed']} runs (recorded: {n['runs_recorded']})")
         if getattr(args, "ncu", None):
             from .ingest import ncu
             if prog is not None:
@@ -195,6 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "trace's kernels of the same names, weighted by their share of GPU time")
     a.add_argument("--print-schema", action="store_true", help="Nsight Systems: print the tables and columns found, then exit")
     a.add_argument("--list-windows", action="store_true", help="print the values --window accepts for this trace, then exit")
+    a.add_argument("--replay", action="store_true",
+                   help="an .iscope recorded with `run --facts`: re-derive the live sampler's classes from its recorded "
+                        "facts with this version's rules, then analyse")
     _add_analysis_args(a)
     a.set_defaults(func=cmd_analyze)
 
@@ -214,6 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--report", default=None, help="report path (default ./report.md, or INFERSCOPE_REPORT_PATH)")
     r.add_argument("--format", default=None, help="comma-separated: md,html,json,csv,chrome")
     r.add_argument("--trace", default=None, help="also keep the collected trace here (.iscope)")
+    r.add_argument("--facts", action="store_true",
+                   help="record what the sampler decided from in the trace (for `analyze --replay`; ~25 MB per busy "
+                        "thread-minute, bounded)")
     r.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors (the program's own output passes through)")
     r.add_argument("--metrics-port", default=None, metavar="PORT",
                    help="serve live Prometheus metrics from the program on this port (0: a free port, printed on stderr)")

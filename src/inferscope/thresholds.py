@@ -527,3 +527,11 @@ GC_PAUSE_LOW_PCT = 2.0
 GC_PAUSE_MEDIUM_PCT = 5.0
 GC_PAUSE_LONGEST_MS = 50.0
 GC_PAUSE_LONGEST_MEDIUM_MS = 100.0
+
+# --- recorded facts of the live sampler (collect/facts.py, collect/replay.py) ------------------------------------
+# Source: InferScope's own bound.  With facts kept (`inferscope run --facts`) the sampler keeps every pending tick
+# and perf IP sample it decided from: ~1,000 samples and ~200 ticks a second per busy thread, ~60-70 bytes each held
+# in memory until the trace is written (~25 MB per busy thread-minute: about as much again on disk as msgpack).
+# FACTS_MAX_ITEMS (2,000,000 items: ~130 MB, ~30 minutes of one busy thread or a few minutes of a busy thread
+# pool) bounds it; past it recording stops and the file says so (a replay needs the whole log).
+FACTS_MAX_ITEMS = 2_000_000

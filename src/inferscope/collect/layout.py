@@ -2,11 +2,36 @@
 the pending tick tuples its _resolve() turns into spans.  A long interval (the sampler starved of the GIL) is
 cut at the thread's CPU readings at scope() edges and laid out in tick-sized pieces.
 
-Pending tick tuple: (t, cls, label, fallback, gil_free, off, rq, faults, kernel_ns, blocked, perf_cpu_ns, tick,
-piece) - ``off`` > 0: the off-CPU part first, < 0: last; ``tick``: the tick's function counts (once per tick);
-``piece``: a piece of a long interval (its kernel estimate takes the expected value, sampler._resolve).
+A pending tick is a ``Tick`` (below): the facts the tick measured about one thread's interval, decided at the next
+perf drain (resolve.py) and recorded as such when facts are kept (facts.py).
 """
 from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Tick(NamedTuple):
+    """One pending sampler tick of one thread: what the tick measured about the interval since the thread's
+    previous tick, ending at ``t``.  The resolver (resolve.py) decides its classes from these facts and the perf
+    IP samples taken in it."""
+    t: int                  # the tick's time (ns): the interval's end
+    cls: object             # the class the tick decided (a class name), None: perf decides, KEEP: the current class
+    label: object           # (function "file:func", line) the tick names, or None
+    fallback: object        # the stack's class where perf decides (None otherwise)
+    gil_free: bool          # the GIL was free at the tick (the no-perf heuristic)
+    off: int = 0            # off-CPU ns: > 0 the off-CPU part comes first, < 0 last
+    rq: int = 0             # run-queue ns (schedstat), placed before the on-CPU part
+    faults: int = 0         # page faults in the interval (kernel_time.py)
+    kernel_ns: int = 0      # its kernel-mode CPU ns (stime carry)
+    blocked: int = 0        # blocked in this interval or the previous one: 1, in an I/O call: 2
+    perf_cpu_ns: int = -1   # its CPU ns where perf sampled all of it, else -1
+    tick: bool = True       # the tick's function counts (the last of _pieces only)
+    piece: bool = False     # a piece of a long interval (its kernel estimate takes the expected value)
+
+
+def as_tick(ent) -> Tick:
+    """A pending entry as a Tick (a plain tuple of the first 5..13 fields: tests and older callers)."""
+    return ent if type(ent) is Tick else Tick(*ent)
 
 # A tick interval longer than LONG_INTERVAL_TICKS nominal intervals (the sampler starved: 3 Python threads
 # spinning beside the main thread kept it from the GIL 25-260 ms at a time) with off-CPU or run-queue parts
@@ -23,7 +48,7 @@ MAX_PIECES = 64
 SPLIT_MIN_NS = 1_000_000
 
 
-def _pieces(ent: tuple, prev_t: int, interval_ns: int) -> list:
+def _pieces(ent: Tick, prev_t: int, interval_ns: int) -> list:
     """One pending tick over [prev_t, t] as k pieces of ~interval_ns (LONG_INTERVAL_TICKS): each with 1/k of the
     off-CPU, run-queue, page-fault, kernel and perf CPU amounts (remainders in the last); the tick's function
     counts once (the last piece's ``tick`` field)."""
@@ -36,12 +61,12 @@ def _pieces(ent: tuple, prev_t: int, interval_ns: int) -> list:
         last = i == k
         part = (lambda v: v - (v // k if v >= 0 else -((-v) // k)) * (k - 1)) if last else (
             lambda v: v // k if v >= 0 else -((-v) // k))
-        out.append((prev_t + dt * i // k if not last else t, *ent[1:5], part(off), part(rqn), part(kf), part(kns),
-                    ent[9], part(pc) if pc >= 0 else -1, last and ent[11], True))
+        out.append(Tick(prev_t + dt * i // k if not last else t, *ent[1:5], part(off), part(rqn), part(kf), part(kns),
+                        ent[9], part(pc) if pc >= 0 else -1, last and ent[11], True))
     return out
 
 
-def _split_at_marks(ent: tuple, prev_t: int, cpu0: int, cpu1: int, marks: list, interval_ns: int) -> list:
+def _split_at_marks(ent: Tick, prev_t: int, cpu0: int, cpu1: int, marks: list, interval_ns: int) -> list:
     """A long pending tick over [prev_t, t] cut at the thread's CPU readings at scope edges inside it (``marks``:
     (t_ns, thread CPU ns), api._cpu_mark): each part gets its own measured CPU time, the run-queue delay in
     proportion to its time off CPU, the rest off-CPU, its page faults and kernel time in proportion to its CPU;
@@ -77,7 +102,7 @@ def _split_at_marks(ent: tuple, prev_t: int, cpu0: int, cpu1: int, marks: list, 
         kns = kns_left if last else (ent[8] * c // cpu_tot if cpu_tot else 0)
         kf_left -= kf
         kns_left -= kns
-        sub = (b, *ent[1:5], sign * off, rq, kf, kns, ent[9], c if ent[10] >= 0 else -1, last and ent[11])
+        sub = Tick(b, *ent[1:5], sign * off, rq, kf, kns, ent[9], c if ent[10] >= 0 else -1, last and ent[11])
         if dt > LONG_INTERVAL_TICKS * interval_ns and (off or rq):
             out.extend(_pieces(sub, a, interval_ns))
         else:
@@ -100,6 +125,7 @@ def owed_run_queue(pending: list, ns: int) -> int:
         if not off:
             break
         m = min(ns, abs(off))
-        pending[k] = (*e[:5], off - m if off > 0 else off + m, e[6] + m, *e[7:])
+        pending[k] = e._replace(off=off - m if off > 0 else off + m, rq=e[6] + m) if type(e) is Tick else (
+            *e[:5], off - m if off > 0 else off + m, e[6] + m, *e[7:])
         ns -= m
     return ns

@@ -6,13 +6,36 @@ from __future__ import annotations
 from .. import thresholds as T
 from . import kernel_time as K
 from .perfip import COMPUTE, OTHER, PYTHON, TOKENIZER
+from .layout import as_tick
 from .thread_state import (CLS_COMPUTE, CLS_FRAMEWORK, CLS_RUNQ, CLS_TOKENIZATION, CLS_WAITING, KEEP, PERF_PERIOD_NS,
                            PY_CLASSES,
                            _ThreadState, perf_kernel_share)
 
 
+def read_samples(s, st: _ThreadState) -> list:
+    """The thread's perf IP samples since the last drain, [(t_ns, role)] oldest first ([] without perf)."""
+    if st.perf is not None and s._perf_maps is not None:
+        try:
+            return st.perf.read(s._perf_maps)
+        except (OSError, ValueError, IndexError):   # a closed/unmapped ring: no verdicts
+            return []
+    return []
+
+
 def resolve(s, st: _ThreadState) -> None:
-    """Decide the pending ticks of one thread from its perf IP samples, in order.
+    """Decide the pending ticks of one thread from its perf IP samples (read now), in order (``decide``)."""
+    pend = st.pending
+    if not pend:
+        return
+    st.pending = []
+    decide(s, st, pend, read_samples(s, st))
+
+
+def decide(s, st: _ThreadState, pend: list, samples: list) -> None:
+    """Decide the pending ticks ``pend`` (layout.Tick) of one thread from its perf IP ``samples``, in order.
+
+    Reads the thread's state and, from the sampler ``s``, only ``_native_role()``, ``interval_ns`` and
+    ``kernel_totals``; writes runs through ``s._apply`` - so a recorded call replays offline (facts.py).
 
     A tick whose class needs the native verdict (cls None) covers the interval since the
     previous tick; the fraction f of the IP samples taken in it that fell in torch's libraries
@@ -23,19 +46,11 @@ def resolve(s, st: _ThreadState) -> None:
     tick).  With no sample in the interval the thread's last fraction holds; without perf,
     the GIL heuristic (gil_free) decides the whole interval.
     """
-    pend = st.pending
-    if not pend:
-        return
-    st.pending = []
-    samples = []
-    if st.perf is not None and s._perf_maps is not None:
-        try:
-            samples = st.perf.read(s._perf_maps)
-        except (OSError, ValueError, IndexError):   # a closed/unmapped ring: no verdicts
-            samples = []
     i, n = 0, len(samples)
     prev = st.end
-    for t, cls, label, fallback, gil_free, off, *more in pend:
+    for e in pend:
+        e = as_tick(e)
+        t, cls, label, fallback, gil_free, off = e[:6]
         while i < n and samples[i][0] <= prev:
             i += 1
         # the Python class of the tick before this one (its frame's domain), and the interval's midpoint: the
@@ -46,7 +61,7 @@ def resolve(s, st: _ThreadState) -> None:
         if cls is KEEP:
             cls = st.cls or CLS_FRAMEWORK     # (a pending KEEP always follows a decided tick)
         # the off-CPU part of the interval: first (off > 0) or last (off < 0); then the run-queue
-        # part (more[0] ns, runnable: waiting for a CPU); the on-CPU part [prev, end] is
+        # part (e.rq ns, runnable: waiting for a CPU); the on-CPU part [prev, end] is
         # classified below, with exact boundaries
         end = t
         if off > 0:
@@ -54,17 +69,17 @@ def resolve(s, st: _ThreadState) -> None:
             s._apply(st, prev, CLS_WAITING, None, exact=True)
         elif off < 0:
             end = t + off
-        rq = more[0] if more else 0
+        rq = e.rq
         if 0 < rq < end - prev:
             prev = prev + rq
             s._apply(st, prev, CLS_RUNQ, None, exact=True)
-        kf = more[1] if len(more) > 1 else 0     # page faults of the interval (kernel_time.py)
-        kns = more[2] if len(more) > 2 else 0    # its kernel-mode CPU time (stime carry)
+        kf = e.faults                            # page faults of the interval (kernel_time.py)
+        kns = e.kernel_ns                        # its kernel-mode CPU time (stime carry)
         kx = False                               # a kernel part was placed: exact boundaries
-        kb = more[3] if len(more) > 3 else 0      # blocked in this interval or the previous one (2: in I/O)
-        pc = more[4] if len(more) > 4 else -1     # its CPU time, where perf sampled all of the interval
-        tk = more[5] if len(more) > 5 else True   # the tick's function counts (the last of _pieces only)
-        pz = len(more) > 6 and more[6]            # a piece of a long interval (_pieces)
+        kb = e.blocked                           # blocked in this interval or the previous one (2: in I/O)
+        pc = e.perf_cpu_ns                       # its CPU time, where perf sampled all of the interval
+        tk = e.tick                              # the tick's function counts (the last of _pieces only)
+        pz = e.piece                             # a piece of a long interval (_pieces)
         if pc >= 0 and st.perf is not None:
             j = i
             while j < n and samples[j][0] <= t:

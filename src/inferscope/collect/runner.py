@@ -180,8 +180,11 @@ def run_command(args) -> int:
                         os.unlink(p)
                 except OSError as e:
                     raise ConfigError(f"--trace {keep}: cannot replace {p} ({e.strerror or e})") from None
+        env = child_env(trace_path, cfg)
+        if getattr(args, "facts", False):
+            env["INFERSCOPE_FACTS"] = "1"      # the sampler records its decisions' inputs (collect/facts.py)
         t0 = time.perf_counter()
-        rc = _spawn_and_wait(cmd, child_env(trace_path, cfg), prewarm=PREWARM + [
+        rc = _spawn_and_wait(cmd, env, prewarm=PREWARM + [
             m for m in (_renderer_module(f) for f, _ in outputs) if m])
         wall_ms = (time.perf_counter() - t0) * 1e3
         return _report(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep, outdir)

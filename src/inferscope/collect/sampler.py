@@ -65,7 +65,9 @@ from . import thread_life
 from .layout import LONG_INTERVAL_TICKS, SPLIT_MIN_NS, _pieces, _split_at_marks, owed_run_queue
 from .perfip import COMPUTE, OTHER, TOKENIZER
 from .rawio import ProcFile
-from .resolve import resolve
+from .facts import FactLog
+from .facts import enabled as _facts_enabled
+from .resolve import decide, read_samples, resolve  # noqa: F401 - resolve: re-exported
 from .sampler_loop import run
 from .sampler_perf import PerfMixin
 from .sampler_threads import ThreadsMixin
@@ -158,6 +160,8 @@ class Sampler(ThreadsMixin, PerfMixin):
         self._sig = None
         self._pre = None   # (main ident, its CPU clock ns, clock ns, run-queue ns or -1) read by start()
         self._stop_at = 0  # when stop() was called (the program's end): the final tick's time
+        # the decisions' inputs, recorded for an offline replay (facts.py; INFERSCOPE_FACTS=1), or None
+        self.facts = FactLog(self.interval_ns, PERF_PERIOD_NS) if (_facts_enabled() and self.interval_ns) else None
 
     # ---------------------------------------------------------------------
     def start(self) -> None:
@@ -273,12 +277,16 @@ class Sampler(ThreadsMixin, PerfMixin):
             sig.drain(main.sigobs, C.DOMAIN_NAMES)
         for ident, st in list(self.threads.items()):
             self._finish(st, self.cpu_marks.get(ident), alive=True)
+            if self.facts is not None:
+                self.facts.close(st, True)
             self._emit(st)
             st.cls = None
             _close(st)
         if self._live and self.started_ns:
             for st in self._ended_unseen():
                 self._finish(st)
+                if self.facts is not None:
+                    self.facts.close(st, False)
                 self._emit(st)
         self.threads.clear()
         self.kernel_totals.flush(self.buffer.append, self._clock())
@@ -322,8 +330,16 @@ class Sampler(ThreadsMixin, PerfMixin):
         st.end = t
 
     def _resolve(self, st: _ThreadState) -> None:
-        """Decide the pending ticks of one thread from its perf IP samples, in order (resolve.py)."""
-        resolve(self, st)
+        """Decide the pending ticks of one thread from its perf IP samples, in order (resolve.py); with facts
+        kept, what the decision reads is recorded first (facts.py)."""
+        pend = st.pending
+        if not pend:
+            return
+        st.pending = []
+        samples = read_samples(self, st)
+        if self.facts is not None:
+            self.facts.drain(self, st, pend, samples)
+        decide(self, st, pend, samples)
 
     # ---------------------------------------------------------------------
     def _run(self) -> None:

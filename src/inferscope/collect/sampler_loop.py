@@ -305,6 +305,8 @@ def _reap(s, frames: dict) -> None:
     for ident in [i for i in threads if i not in live]:
         gone = threads.pop(ident)
         s._finish(gone, s.cpu_marks.pop(ident, None))
+        if s.facts is not None:
+            s.facts.close(gone, False)
         s._emit(gone)
         _close(gone)
         if s.blocking is not None:

@@ -8,7 +8,7 @@ import threading
 from . import classify as C
 from . import kernel_time as K
 from . import thread_life
-from .layout import LONG_INTERVAL_TICKS, SPLIT_MIN_NS, _pieces, _split_at_marks
+from .layout import LONG_INTERVAL_TICKS, SPLIT_MIN_NS, Tick, _pieces, _split_at_marks
 from .rawio import ProcFile
 from .thread_state import CLS_RUNQ, CLS_WAITING, _close, _ThreadState
 
@@ -95,7 +95,7 @@ class ThreadsMixin:
             # on CPU after all (no tick saw it there): its spans are not an idle pool thread's (idle_tids)
             self.oncpu_by_tid[st.tid] = self.oncpu_by_tid.get(st.tid, 0) + 1
         off = dt - c if cls is not CLS_WAITING else 0
-        ent = (te, cls, st.on_label if cls is st.on_cls else None, None, False, -off, 0, 0, 0, 0, -1, False, False)
+        ent = Tick(te, cls, st.on_label if cls is st.on_cls else None, None, False, -off, tick=False)
         if off and dt > LONG_INTERVAL_TICKS * self.interval_ns:
             st.pending = _split_at_marks(ent, prev, st.cpu, ce, marks, self.interval_ns) if marks \
                 else _pieces(ent, prev, self.interval_ns)
@@ -107,6 +107,8 @@ class ThreadsMixin:
     def _owed_open_run(self, st: _ThreadState, ns: int) -> None:
         """The last ``ns`` of the thread's open 'waiting' run were a run-queue wait (layout.owed_run_queue): that
         run ends there, a run_queue run takes the rest up to the previous tick."""
+        if self.facts is not None:
+            self.facts.owed(st, ns)
         m = min(ns, st.end - st.start)
         if m <= 0:
             return

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .layout import LONG_INTERVAL_TICKS, SPLIT_MIN_NS, _pieces, _split_at_marks, owed_run_queue
+from .layout import LONG_INTERVAL_TICKS, SPLIT_MIN_NS, Tick, _pieces, _split_at_marks, owed_run_queue
 from .sampler_threads import register
 from .thread_state import (CLS_COMPUTE, CLS_FRAMEWORK, CLS_RUNQ, CLS_TOKENIZATION, CLS_WAITING, KEEP, SPLIT_MIN_FRACTION,
                            _close)
@@ -47,6 +47,7 @@ def tick_threads(env: TickEnv, frames: dict, t_tick: int, idmap: dict, probe, pe
     when a new ident is missing from it, ``probe`` (blocking.Probe.probe) becomes None when it fails."""
     (s, threads, skip, active_get, _, cputime, clock, _, _, _, oncpu_by_tid, thread_ticks,   # (the 4 _: register's)
      walk, scope_stacks, names, module_locks, importing_module, main_tid, main_ident, sig, USER, FW) = env
+    facts = s.facts     # the decisions' inputs are recorded (facts.py), or None
     seen = 0
     running = 0         # the program's threads on CPU in this tick's interval
     registered = False
@@ -63,6 +64,8 @@ def tick_threads(env: TickEnv, frames: dict, t_tick: int, idmap: dict, probe, pe
             # finished thread's pthread_t): close the old one's run, register the new one
             threads.pop(ident)
             s._finish(st)
+            if s.facts is not None:
+                s.facts.close(st, False)
             s._emit(st)
             _close(st)
             if s.blocking is not None:
@@ -262,10 +265,10 @@ def tick_threads(env: TickEnv, frames: dict, t_tick: int, idmap: dict, probe, pe
             # start-up (imports), before whatever blocks (zoo_disk_io read that CPU as user code in its
             # window, -18 points once)
             # (last: its CPU time where perf sampled all of the interval - the thread's kernel share by perf)
-            ent = (t, cls, label, fallback, gil_free, off if (oncpu and not first_iv) else -off, rqn, kf, kns,
-                   (2 if st.kio else 1) if (kblk or off != 0) else 0,
-                   dcpu if (st.clk is not None and not perf_off and perf_on_at is not None
-                            and prev_t >= perf_on_at and prev_t >= st.perf_at) else -1, True)
+            ent = Tick(t, cls, label, fallback, gil_free, off if (oncpu and not first_iv) else -off, rqn, kf, kns,
+                       (2 if st.kio else 1) if (kblk or off != 0) else 0,
+                       dcpu if (st.clk is not None and not perf_off and perf_on_at is not None
+                                and prev_t >= perf_on_at and prev_t >= st.perf_at) else -1, True)
             cut = bool(marks) and st.clk is not None and any(prev_t < m[0] < t for m in marks)
             if (off or rqn) and (cut or (not kf and not kns)) and t - prev_t > LONG_INTERVAL_TICKS * s.interval_ns:
                 # (with faults or kernel time only when cut at CPU readings: each part gets its share
@@ -276,6 +279,8 @@ def tick_threads(env: TickEnv, frames: dict, t_tick: int, idmap: dict, probe, pe
             else:
                 st.pending.append(ent)
         elif cls is KEEP:
+            if facts is not None:
+                facts.keep(st, t, label if fair else None)
             s._apply(st, t, st.cls, label if fair else None)
         else:
             # off CPU for the whole interval, or on CPU all of it after a wait, by the thread's CPU clock: the
@@ -283,6 +288,8 @@ def tick_threads(env: TickEnv, frames: dict, t_tick: int, idmap: dict, probe, pe
             # known at the tick: the midpoint rule).  The midpoint gave half of each fully off-CPU interval
             # to the class before it: zoo_gil (20-50 ms intervals) read 53.6 ms CPU in a window where the
             # thread ran 40.8 ms in all
+            if facts is not None:
+                facts.tick(st, t, cls, label)
             s._apply(st, t, cls, label, exact=st.clk is not None and (
                 cls is CLS_WAITING or st.cls is CLS_WAITING or st.cls is CLS_RUNQ))
         s.samples += 1

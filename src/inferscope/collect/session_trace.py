@@ -144,6 +144,10 @@ def finalize(s, exit_reason: str | None = None):
         except Exception:
             s.numa = None
         trace = build_trace(s, final=True, kineto_path=kpath, end_ns=end_ns)
+        fl = getattr(s.sampler, "facts", None) if s.sampler is not None else None
+        if fl is not None:       # (the sampler has stopped: every thread's log is closed)
+            trace.facts = fl.encode(os.getpid(), s.sampler.idle_tids())
+            trace.meta["collection"]["facts"] = {"items": fl.items, "truncated": fl.truncated}
         if kpath:
             try:
                 os.unlink(kpath)

@@ -157,7 +157,7 @@ def _switch_interval_s() -> float:
 class _ThreadState:
     __slots__ = ("clk", "cls", "cpu", "end", "label", "last_fb", "lines", "n", "native", "native_fresh", "native_tok", "pending",
                  "kblk", "kio", "kst", "perf", "perf_at", "pcpu", "pn", "prev_vol", "py_last", "rq", "sigobs", "rq_at", "rq_t", "start", "t", "tid",
-                 "on_cls", "on_label")
+                 "on_cls", "on_label", "facts")
 
     def __init__(self, tid, clk, cpu, t):
         self.tid = tid
@@ -190,4 +190,5 @@ class _ThreadState:
         self.sigobs = []     # (t_ns, Python class) of the main thread at timer signals (sigframes.py)
         self.py_last = None  # the Python class of its last resolved tick (resolve: interpreter samples near it)
         self.on_cls = self.on_label = None  # the class and (function, line) of its last on-CPU run (_finish)
+        self.facts = None    # its event log when facts are kept (facts.py)
 

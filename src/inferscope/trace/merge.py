@@ -45,4 +45,6 @@ def merge_traces(main: Trace, others: list[Trace]) -> Trace:
         c = t.counters
         if len(c):
             b.add_counters(tmap[c.track], c.ts_ns, c.value)
-    return b.finalize(compute_nesting=True)
+    out = b.finalize(compute_nesting=True)
+    out.facts = main.facts      # the main process's recorded sampler facts (children's are not kept)
+    return out

@@ -138,6 +138,8 @@ class Trace:
     flows: Flows
     counters: Counters
     meta: dict = field(default_factory=dict)
+    # the live sampler's recorded decision inputs (collect/facts.py, msgpack), carried by .iscope; None without
+    facts: bytes | None = None
 
     # ---- convenience views (cheap, vectorised) ---------------------------
     def span_pid(self) -> np.ndarray:

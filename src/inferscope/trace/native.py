@@ -4,6 +4,7 @@ A zip archive (stored, not deflated: loading is a memcpy) holding:
   inferscope.json        format marker, version, metadata
   strings.bin/.off       UTF-8 blob + int64 offsets of the string table
   <table>.<column>.npy   one numpy array per column of tracks/spans/flows/counters
+  facts.msgpack          optional: the live sampler's recorded decision inputs (collect/facts.py), kept as bytes
 Fast for millions of events: no per-event Python on either side.
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .strings import StringTable
 FORMAT_NAME = "inferscope-trace"
 FORMAT_VERSION = 1
 MARKER = "inferscope.json"
+FACTS_MEMBER = "facts.msgpack"   # (collect/facts.py MEMBER)
 _TABLES = {"tracks": Tracks, "spans": Spans, "flows": Flows, "counters": Counters}
 
 
@@ -49,6 +51,8 @@ def save(trace: Trace, path) -> None:
                 table = getattr(trace, tname)
                 for col in cls.COLUMNS:
                     z.writestr(f"{tname}.{col}.npy", _npy_bytes(getattr(table, col)))
+            if trace.facts:
+                z.writestr(FACTS_MEMBER, trace.facts)
 
 
 def is_native(path) -> bool:
@@ -151,7 +155,7 @@ def _load(path, cap: int, explicit: int | None = None) -> Trace:
             raise InputError(f"{path}: a zip file but not an InferScope trace")
         deflated = 0
         for zi in infos.values():
-            if zi.filename == MARKER or zi.filename.endswith(".npy") or zi.filename == "strings.bin":
+            if zi.filename in (MARKER, "strings.bin", FACTS_MEMBER) or zi.filename.endswith(".npy"):
                 total += zi.file_size
                 if zi.compress_type == zipfile.ZIP_DEFLATED:
                     deflated += zi.file_size
@@ -215,4 +219,5 @@ def _load(path, cap: int, explicit: int | None = None) -> Trace:
                 tables[tname] = cls(**cols)
             except ValueError as e:
                 raise InputError(f"{path}: corrupt InferScope trace ({e})") from None
-    return Trace(strings=strings, meta=meta, **tables)
+        facts = z.read(FACTS_MEMBER) if FACTS_MEMBER in infos else None   # (decoded only by a replay)
+    return Trace(strings=strings, meta=meta, facts=facts, **tables)

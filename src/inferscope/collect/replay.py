@@ -1,0 +1,191 @@
+"""Re-deriving the live sampler's runs offline from its recorded facts (facts.py), with the current rules.
+
+``replay_runs(facts)`` feeds each thread's event log, in order, through the same code the sampler ran: the
+resolver's ``decide`` for a perf drain, ``Sampler._apply`` for a tick decided at once, ``_owed_open_run`` and
+``_emit`` - on a stand-in sampler that holds only what those read (the interval, the process's native-thread
+role at the drain, the run buffer).  The rows it returns are the ``CPU_SAMPLE`` runs the live session emitted when
+the rules are unchanged (tests/test_facts_replay.py checks that on live runs), and what a changed rule would have
+emitted on the same observations otherwise: a rule is judged on recorded runs, not on fresh ones that drift.
+
+``replay_trace(trace)`` puts the replayed runs in place of the recorded ones (``inferscope analyze run.iscope
+--replay``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+from . import kernel_time as K
+from . import resolve as R
+from . import thread_state as TS
+from .facts import STATE_FIELDS, decode
+from .layout import Tick
+from .sampler import Sampler
+from .sampler_threads import ThreadsMixin
+
+_ON = object()      # st.perf / st.clk stand-in: "was on" (the rules test only `is not None`)
+# the class names the rules compare by identity (`is`): decoded strings are mapped back to these objects
+_CANON = {c: c for c in (TS.CLS_WAITING, TS.CLS_RUNQ, TS.CLS_COMPUTE, TS.CLS_FRAMEWORK, TS.CLS_TOKENIZATION, TS.KEEP,
+                         *TS.PY_CLASSES)}
+
+
+def _c(v):
+    return _CANON.get(v, v) if isinstance(v, str) else v
+
+
+def _label(v):
+    return tuple(v) if isinstance(v, list) else v
+
+
+class _Kst:
+    """kernel_time.ThreadStat as the resolver read it at the drain."""
+    __slots__ = ("fc", "ks")
+
+    def __init__(self, fc: float, ks: float) -> None:
+        self.fc, self.ks = float(fc), float(ks)
+
+    def fault_cost(self) -> float:
+        return self.fc
+
+    def kernel_share(self) -> float:
+        return self.ks
+
+
+class _Replayer:
+    """What the decision code reads of the Sampler."""
+    _apply = Sampler._apply
+    _emit = Sampler._emit
+    _detail = staticmethod(Sampler._detail)
+    _owed_open_run = ThreadsMixin._owed_open_run
+
+    def __init__(self, interval_ns: int) -> None:
+        self.interval_ns = interval_ns
+        self.buffer: list = []
+        self.class_totals = None
+        self.kernel_totals = K.Totals()
+        self.facts = None
+        self.role = None
+
+    def _native_role(self):
+        return self.role
+
+
+def _restore(st, state) -> None:
+    if not isinstance(state, list) or len(state) != len(STATE_FIELDS):
+        raise ValueError("thread state of the wrong shape")
+    for f, v in zip(STATE_FIELDS, state):
+        if f == "lines":
+            v = {int(ln): int(n) for ln, n in v}
+        elif f in ("cls", "on_cls", "py_last"):
+            v = _c(v)
+        elif f == "on_label":
+            v = _label(v)
+        setattr(st, f, v)
+
+
+def _thread(r: _Replayer, tid: int, events: list) -> None:
+    st = TS._ThreadState(int(tid), None, 0, 0)
+    for ev in events:
+        op = ev[0]
+        if op == "R":
+            _, ticks, samples, sigobs, role, perf, clk, kst = ev
+            r.role = _c(role)
+            st.perf = _ON if perf else None
+            st.clk = _ON if clk else None
+            st.kst = _Kst(*kst) if kst is not None else None
+            st.sigobs = [(int(t), _c(c), bool(o)) for t, c, o in sigobs]
+            pend = [Tick(int(e[0]), _c(e[1]), _label(e[2]), _c(e[3]), bool(e[4]), *e[5:]) for e in ticks]
+            R.decide(r, st, pend, [(int(t), int(k)) for t, k in samples])
+        elif op == "T":
+            _, t, cls, label, clk = ev
+            cls = _c(cls)
+            st.clk = _ON if clk else None
+            r._apply(st, int(t), cls, _label(label), exact=bool(clk) and (
+                cls is TS.CLS_WAITING or st.cls is TS.CLS_WAITING or st.cls is TS.CLS_RUNQ))
+        elif op == "K":
+            r._apply(st, int(ev[1]), st.cls, _label(ev[2]))
+        elif op == "O":
+            r._owed_open_run(st, int(ev[1]))
+        elif op in ("E", "X"):
+            r._emit(st)
+            if op == "X":
+                st.cls = None
+        elif op == "I":
+            _restore(st, ev[1])
+        else:
+            raise ValueError(f"unknown event {str(op)[:20]!r}")
+
+
+def replay_runs(facts: dict, where: str = "facts") -> list:
+    """The runs [(0, CPU_SAMPLE, tid, start_ns, end_ns, class, function, "sample", ticks)] the current rules give on
+    the recorded facts (a dict from facts.decode)."""
+    if facts.get("truncated"):
+        raise InputError(f"{where}: the recorded facts stop part-way (over thresholds.FACTS_MAX_ITEMS): "
+                         "they cannot be replayed")
+    r = _Replayer(int(facts["interval_ns"]))
+    # the perf period the samples stand for (INFERSCOPE_PERF_PERIOD_US in the recorded run)
+    saved = (R.PERF_PERIOD_NS, TS.PERF_PERIOD_NS)
+    R.PERF_PERIOD_NS = TS.PERF_PERIOD_NS = int(facts["perf_period_ns"])
+    try:
+        for item in facts["threads"]:
+            tid, events = item
+            _thread(r, tid, events)
+    except InputError:
+        raise
+    except (TypeError, ValueError, IndexError, KeyError, AttributeError, OverflowError, ZeroDivisionError) as e:
+        raise InputError(f"{where}: corrupt recorded facts ({type(e).__name__}: "
+                         f"{' '.join(str(e).split())[:120]})") from None
+    finally:
+        R.PERF_PERIOD_NS, TS.PERF_PERIOD_NS = saved
+    return r.buffer
+
+
+def replay_trace(trace, where: str = "trace"):
+    """``trace`` with the CPU_SAMPLE runs of its recorded threads re-derived from its facts (``trace.facts``);
+    InputError when it has none.  Returns (new trace, {"threads": n, "runs": n})."""
+    from ..trace.builder import TraceBuilder
+    from ..trace.kinds import SpanKind, TrackKind
+    if not getattr(trace, "facts", None):
+        raise InputError(f"{where}: no recorded facts to replay (record them with `inferscope run --facts`)")
+    facts = decode(trace.facts, where)
+    rows = replay_runs(facts, where)
+    pid = facts["pid"]
+    tk, tr = trace.tracks, trace.spans
+    tids = {int(t) for t, _ in facts["threads"]}
+    host = (tk.kind == int(TrackKind.CPU_THREAD)) & (tk.pid == pid)
+    track_of = {int(tk.tid[i]): int(i) for i in np.flatnonzero(host)}
+    cs = int(SpanKind.CPU_SAMPLE)
+    on = np.zeros(len(tk), dtype=bool)
+    on[[track_of[t] for t in tids if t in track_of]] = True
+    drop = (tr.kind == cs) & on[tr.track]
+    keep = ~drop
+    b = TraceBuilder(trace.strings)
+    rows_t = b.track_rows()
+    for k in rows_t:
+        rows_t[k].extend(getattr(tk, k).tolist())
+    b.add_spans(**{k: v[keep] for k, v in tr.columns().items()})
+    S = b.strings.intern
+    idle = {int(t) for t in facts.get("idle_tids") or ()}     # never on CPU: their runs are left out (assemble.py)
+    mine = [r for r in rows if int(r[2]) in track_of and int(r[2]) not in idle]
+    if mine:
+        b.add_spans(start_ns=np.array([r[3] for r in mine], dtype=np.int64),
+                    end_ns=np.array([r[4] for r in mine], dtype=np.int64),
+                    track=np.array([track_of[int(r[2])] for r in mine], dtype=np.int32),
+                    kind=cs, name=np.array([S(r[5]) for r in mine], dtype=np.int32),
+                    detail=np.array([S(r[6]) if r[6] else -1 for r in mine], dtype=np.int32),
+                    cat=S("sample"), correlation=np.array([r[8] for r in mine], dtype=np.int64))
+    if len(trace.flows):
+        new_index = np.cumsum(keep) - 1
+        fl = trace.flows
+        ok = keep[fl.src] & keep[fl.dst]
+        b.add_flows(new_index[fl.src[ok]], new_index[fl.dst[ok]], fl.kind[ok])
+    c = trace.counters
+    if len(c):
+        b.add_counters(c.track, c.ts_ns, c.value)
+    b.meta = dict(trace.meta)
+    coll = dict(b.meta.get("collection") or {})
+    coll["replayed_facts"] = {"threads": len(tids), "runs_recorded": int(drop.sum()), "runs_replayed": len(mine)}
+    b.meta["collection"] = coll
+    out = b.finalize()
+    out.facts = trace.facts
+    return out, coll["replayed_facts"]
