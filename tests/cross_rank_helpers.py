@@ -131,3 +131,18 @@ def plant_late_arrival(doc_slow: dict, doc_others: dict, coll_part: str, extra_u
     colls = [e for e in sorted((e for e in ev2 if e.get("cat") == "kernel"), key=lambda e: float(e["ts"]))
              if coll_part in str(e.get("name", ""))]
     return _stretch(ev2, [c for i, c in enumerate(colls) if i in first], extra_us)
+
+
+def write_with_info(src: Path, path: Path, info: dict | None, device_names: list[str] | None = None) -> Path:
+    """A copy of ``src`` with ``distributedInfo`` replaced by ``info`` (None: removed) and, when given, the
+    ``deviceProperties`` names replaced by ``device_names`` (one per listed device, in order)."""
+    doc = load(src)
+    doc.pop("distributedInfo", None)
+    if info is not None:
+        doc["distributedInfo"] = info
+    if device_names is not None:
+        for d, n in zip(doc.get("deviceProperties") or [], device_names, strict=True):
+            d["name"] = n
+    with gzip.open(path, "wt", compresslevel=1) as f:
+        json.dump(doc, f)
+    return path

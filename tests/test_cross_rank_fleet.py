@@ -179,19 +179,22 @@ def test_ranks_from_file_names_and_group_by(tmp_path):
     assert [(rows[str(p)]["rank"], rows[str(p)]["rank_source"], rows[str(p)]["straggler"]) for p in pa] == \
         [(0, "file name", False), (1, "file name", True), (2, "file name", False)]
     assert "rank from file name" in (out / "cross_rank.md").read_text()
-    # two runs' ranks 0-2 together: by configuration they collide (not compared); --group-by folder splits them
+    # two runs' ranks 0-2 together: file-name ranks group within their folder only (the same as --group-by folder);
+    # --group-by all puts them in one job, where they collide (not compared)
     out2 = tmp_path / "o2"
-    assert main(["analyze", str(a), str(b), "-o", str(out2), "-q", "--format", "json", "--window", "all"]) == 0
+    for extra in ([], ["--group-by", "folder"]):
+        assert main(["analyze", str(a), str(b), "-o", str(out2), "-q", "--format", "json", "--window", "all", *extra]) == 0
+        cr = json.loads((out2 / "cross_rank.json").read_text())
+        assert cr["group_by"] == (extra[1] if extra else "auto")
+        got = sorted((j["inputs"][0].split("/")[-2], j["straggler"]["rank"]) for j in cr["jobs"])
+        assert got == [("runA", 1), ("runB", 2)]
+        assert all(sorted(j["inputs"]) == sorted(map(str, p))
+                   for j, p in zip(sorted(cr["jobs"], key=lambda j: j["inputs"][0]), (pa, pb)))
+    assert "--group-by folder" in cr["rule"]
+    assert main(["analyze", str(a), str(b), "-o", str(out2), "-q", "--format", "json", "--window", "all",
+                 "--group-by", "all"]) == 0
     (job,) = json.loads((out2 / "cross_rank.json").read_text())["jobs"]
     assert "appear in several inputs" in job["error"]
-    assert main(["analyze", str(a), str(b), "-o", str(out2), "-q", "--format", "json", "--window", "all",
-                 "--group-by", "folder"]) == 0
-    cr = json.loads((out2 / "cross_rank.json").read_text())
-    assert cr["group_by"] == "folder" and "--group-by folder" in cr["rule"]
-    got = sorted((j["inputs"][0].split("/")[-2], j["straggler"]["rank"]) for j in cr["jobs"])
-    assert got == [("runA", 1), ("runB", 2)]
-    assert all(sorted(j["inputs"]) == sorted(map(str, p)) for j, p in zip(sorted(cr["jobs"], key=lambda j: j["inputs"][0]),
-                                                                           (pa, pb)))
     # --group-by all: ranks whose configurations differ (world size 4 vs 8) compared as one job
     c = tmp_path / "c"
     c.mkdir()

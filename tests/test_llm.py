@@ -54,6 +54,85 @@ def test_serving_traces_report_the_decode_step(name):
     assert res["tables"]["llm_steps"]["rows"][0][1] == "decode"
 
 
+_EXEC = re.compile(r"^execute_\d+_context_(\d+)\(sq(\d+)sk\d+sqsq\d+sqsk\d+\)_generation_(\d+)\(sq\d+sk\d+")
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("name", ["tracelens_mi300x_sglang_qwen3_8b_decode", "tracelens_mi300x_vllm_decode_graph_execution"])
+def test_serving_traces_tokens_per_s_recounted_from_the_raw_json(name, tmp_path):
+    """Generated tokens of a serving trace = one per decode sequence per step, read from the execute_ names; tokens/s
+    over the whole-trace window (first event start to last event end), all recounted here from the raw JSON; the
+    batch summary carries the same figure."""
+    from inferscope.cli import main
+    path = shared_path("kineto", name + ".json.gz")
+    ev = [e for e in json.load(gzip.open(path))["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X"]
+    steps = [_EXEC.match(e["name"]) for e in ev if e.get("cat") == "user_annotation"]
+    steps = [m for m in steps if m]
+    assert steps
+    gen = sum(int(m.group(3)) for m in steps)
+    prompt = sum(int(m.group(2)) for m in steps)
+    t0 = min(float(e["ts"]) for e in ev)
+    t1 = max(float(e["ts"]) + float(e.get("dur", 0)) for e in ev)
+    window_s = (t1 - t0) / 1e6
+    out = tmp_path / "o"
+    assert main(["analyze", str(path), str(path), "-o", str(out), "-q", "--format", "json"]) == 0
+    row = json.loads((out / "summary.jsonl").read_text().splitlines()[0])
+    res = json.loads((out / row["report_dir"] / "report.json").read_text())
+    llm = res["llm"]
+    assert res["window"]["label"] == "whole trace"
+    assert res["window"]["dur_ms"] == pytest.approx((t1 - t0) / 1e3, abs=1e-3)
+    assert llm["requests"] == 0 and llm["tokens"] == {"prompt": prompt, "generated": gen}
+    assert gen == 32                                      # batch 32, one decode step
+    assert llm["tokens_per_s"]["generated"] == pytest.approx(gen / window_s, rel=1e-6)
+    assert llm["tokens_per_s"]["prompt"] == pytest.approx(prompt / window_s, rel=1e-6)
+    assert "annotations" in llm["token_count_basis"] and "derived" in llm["token_count_basis"]
+    assert llm["ttft_ms"]["mean"] is None and llm["requests_per_s"] is None     # no request boundaries: not invented
+    assert row["llm"]["tokens_per_s"] == pytest.approx(gen / window_s, rel=1e-6)
+    assert row["llm"]["prompt_tokens_per_s"] == pytest.approx(prompt / window_s, rel=1e-6)
+    assert row["llm"]["ttft_ms"] is None and row["llm"]["requests_per_s"] is None
+
+
+def _serving_trace(extra=()):
+    t = Synth()
+    t.span(SpanKind.ANNOTATION, "execute_8_context_0(sq0sk0sqsq0sqsk0)_generation_8(sq8sk800sqsq8sqsk800)", 0, 100)
+    t.span(SpanKind.ANNOTATION, "step[DECODE bs=8]", 10, 90)                 # the same step as the execute_ range
+    t.span(SpanKind.ANNOTATION, "execute_70_context_2(sq64sk64sqsq2048sqsk2048)_generation_6(sq6sk600sqsq6sqsk600)",
+           100, 300)
+    t.span(SpanKind.ANNOTATION, "step[DECODE bs=4]", 300, 400)              # SGLang alone
+    for nm, a, b in extra:
+        t.span(SpanKind.ANNOTATION, nm, a, b)
+    return t.done()
+
+
+def test_serving_step_tokens_planted():
+    """Planted: decode 8 + mixed (2 prompts of 64 tokens in all, 6 decode) + SGLang decode 4 over a 400 us window."""
+    res = analyze(_serving_trace())
+    llm = res["llm"]
+    assert llm["tokens"] == {"prompt": 64, "generated": 8 + 6 + 4}
+    assert llm["tokens_per_s"]["generated"] == pytest.approx(18 / 400e-6)
+    assert llm["tokens_per_s"]["prompt"] == pytest.approx(64 / 400e-6)
+    assert any("first token of the context" in w for w in res["warnings"])
+    # a step whose name gives no count (a phase range: no batch) makes the count unknown, not low
+    res = analyze(_serving_trace([("decode", 400, 500)]))
+    assert res["llm"]["tokens_per_s"] == {"prompt": None, "generated": None} and res["llm"]["tokens"]["generated"] is None
+    assert any("name no generated-token count" in w for w in res["warnings"])
+    # SGLang prefill names no prompt-token count: generated known, prompt unknown
+    res = analyze(_serving_trace([("step[EXTEND bs=3]", 400, 500)]))
+    assert res["llm"]["tokens"] == {"prompt": None, "generated": 18}
+
+
+def test_serving_steps_cut_by_the_window_are_not_counted():
+    from inferscope.analyze.llm_tokens import step_tokens
+    from inferscope.analyze.window import Window
+    tr = _serving_trace()
+    steps = L._steps(tr, Window(0, 400_000), None)
+    assert [r["source"] for r in steps] == ["exec", "exec", "sgl"]
+    got, w = step_tokens(steps, Window(0, 350_000))                # the SGLang step ends after the window
+    assert (got["generated"], got["prompt"], got["steps"]) == (14, 64, 2) and any("cut by a window edge" in x for x in w)
+    got, w = step_tokens([r for r in steps if r["source"] == "sgl"], Window(0, 350_000))
+    assert got is None                                             # nothing wholly inside: no count at all
+
+
 def test_stats_need_two_samples_for_percentiles():
     w: list = []
     s = L.stats([5.0], "ttft_ms", w)

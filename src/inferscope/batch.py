@@ -86,13 +86,13 @@ def _folder_names(paths: list[Path]) -> list[str]:
 
 def summary_row(src: Path, result: dict, report_dir: str) -> dict:
     """One row per input; ``job``/``straggler`` are filled in from the cross-rank section (cross_rank.py)."""
-    from .cross_rank import rank_of
+    from .cross_rank import rank_of, used_devices
     g = result.get("gpu") or {}
     rank, world_size, rank_source = rank_of(result, os.path.abspath(src))   # abspath: the same on every engine
     findings = sorted(result.get("findings") or [], key=lambda f: SEVERITY_ORDER.get(f.get("severity"), 9))
     return {"source": str(src), "report_dir": report_dir, "error": None,
             "format": (result.get("source") or {}).get("format"),
-            "devices": [d.get("name") for d in (result.get("source") or {}).get("devices") or []],
+            "devices": used_devices(result),     # the ones its GPU work ran on (else the trace's list)
             "window": (result.get("window") or {}).get("label"), "e2e_ms": result.get("e2e_ms"),
             "shares_pct": {c["category"]: c["pct"] for c in result.get("breakdown") or []},
             "gpu_idle_pct": g.get("idle_pct") if g else None,

@@ -192,8 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--address", default=None, metavar="ADDR",
                    help="--engine ray: the cluster to use ('auto', HOST:PORT, ray://...); default: start a local Ray")
     a.add_argument("--group-by", dest="group_by", choices=("auto", "folder", "all"), default="auto",
-                   help="with several inputs: which traces are ranks of one job - 'auto' (same world size, backend, "
-                        "process groups, devices, tool versions), 'folder' (same folder), 'all' (every input with a rank)")
+                   help="with several inputs: which traces are ranks of one job - 'auto' (same world size >= 2, backend, "
+                        "process groups, devices, tool versions; a rank alone is its own job), 'folder' (same folder), "
+                        "'all' (every input with a rank)")
     a.add_argument("-o", "--output", default=None,
                    help="output directory (default ./inferscope-out) or a single report file (report.md, report.html, report.json)")
     a.add_argument("--format", default=None, help=f"comma-separated: md,json,csv,html,chrome (default {DEFAULT_FORMATS})")

@@ -8,7 +8,10 @@ compares the ranks of each job.
 Grouping rule (``job_key``): two traces belong to one job when they agree on world size, backend, NCCL
 version, the process groups (name, description, backend, size: every rank creates every group, since
 ``new_group`` is collective over the default group, so these agree across ranks; the member lists are
-left out), the device names and the CUDA/HIP tool versions; and their ranks differ.  A rank seen twice
+left out), the device names and the CUDA/HIP tool versions; and their ranks differ.  Only on evidence of a
+job of several ranks (``_multi_rank``): a world size >= 2 (or, without one, a process group of >= 2 ranks); a
+trace with a rank alone, or world size 1, is a job of its own (``--group-by`` overrides); ranks from file names
+(``rank3``) group with the rank files of the same folder only.  A rank seen twice
 under one key means several captures of jobs with the same configuration: that group is reported as
 ambiguous and not compared.  The key cannot tell apart two runs of one configuration whose ranks do not
 collide (e.g. rank 0 of Monday's run and rank 1 of Tuesday's): give the inputs of one capture together.
@@ -55,19 +58,53 @@ _RANK_NAME = re.compile(r"(?<![a-z0-9])rank[_-]?(\d{1,6})(?![0-9])", re.IGNORECA
 GROUP_BY = ("auto", "folder", "all")
 
 
-def rank_from_name(path: str | None) -> int | None:
-    """``rank3`` / ``rank_3`` / ``rank-3`` in the file name, else in its folder's name (``job/rank3/trace.json``);
-    None when neither names one, or names several different ranks."""
+def _name_rank(path: str | None) -> tuple[int, str] | None:
+    """(rank, the folder holding the rank-named file or folder) from ``rank3`` / ``rank_3`` / ``rank-3`` in the file
+    name, else in its folder's name (``job/rank3/trace.json``: job); None when neither names one, or names several."""
     if not path:
         return None
     p = PurePath(path)
-    for part in (p.name, p.parent.name):
+    for part, holder in ((p.name, p.parent), (p.parent.name, p.parent.parent)):
         found = {int(m.group(1)) for m in _RANK_NAME.finditer(part)}
         if len(found) == 1:
-            return found.pop()
+            return found.pop(), str(holder)
         if found:
             return None
     return None
+
+
+def rank_from_name(path: str | None) -> int | None:
+    """The rank a file or folder name gives (``_name_rank``), else None."""
+    found = _name_rank(path)
+    return None if found is None else found[0]
+
+
+def _int(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _multi_rank(d: dict) -> bool:
+    """Evidence of a job of several ranks: a world size >= 2, or (no world size) a process group of >= 2 ranks.
+    A rank alone, or world size 1, is not: such a trace is a job of its own."""
+    ws = _int(d.get("world_size"))
+    if ws is not None:
+        return ws >= 2
+    return any((_int(pg.get("pg_size")) or 0) >= 2 for pg in d.get("pg_config") or [] if isinstance(pg, dict))
+
+
+def used_devices(result: dict) -> list[str]:
+    """The devices the trace's GPU work ran on in the window (``gpu.devices``), by name: the listed device of that
+    id, else the one name all listed devices share (a node's GPUs alike; ROCm traces number the devices their
+    kernels ran on differently from ``deviceProperties``), else ``device N``.  No GPU work: the listed devices."""
+    listed = [x for x in (result.get("source") or {}).get("devices") or [] if isinstance(x, dict)]
+    used = [_int(x.get("device")) for x in (result.get("gpu") or {}).get("devices") or [] if isinstance(x, dict)]
+    used = [u for u in used if u is not None and u >= 0]
+    if not used:
+        return [str(x.get("name") or f"device {x.get('id')}") for x in listed]
+    by_id = {x.get("id"): x.get("name") for x in listed}
+    names = {x.get("name") for x in listed}
+    one = names.pop() if len(names) == 1 else None
+    return [str(by_id.get(u) or one or f"device {u}") for u in used]
 
 
 def _distributed(result: dict, path: str | None) -> tuple[dict, str] | None:
@@ -97,8 +134,14 @@ def job_key(result: dict, path: str | None = None) -> str | None:
     d, rank_source = found
     pgs = sorted((pg.get("pg_name"), pg.get("pg_desc"), pg.get("backend_config"), pg.get("pg_size"))
                  for pg in d.get("pg_config") or [])
+    if rank_source == "file name":      # rank files of one capture sit side by side: the folder is the evidence
+        scope = {"folder": _name_rank(path)[1]}
+    elif _multi_rank(d):
+        scope = {}
+    else:                               # a rank alone is no job evidence: this input is its own job
+        scope = {"alone": str(path or src.get("file") or "")}
     key = {"world_size": d.get("world_size"), "backend": d.get("backend"), "nccl_version": d.get("nccl_version"),
-           "pg_count": d.get("pg_count"), "pgs": pgs, "rank_source": rank_source,
+           "pg_count": d.get("pg_count"), "pgs": pgs, "rank_source": rank_source, **scope,
            "devices": sorted({str(x.get("name")) for x in src.get("devices") or []}),
            "tool_versions": {k: v for k, v in sorted((src.get("tool_versions") or {}).items()) if k != "schemaVersion"}}
     return json.dumps(key, sort_keys=True, default=str)
@@ -118,7 +161,7 @@ def rank_profile(result: dict, path: str | None = None) -> dict | None:
     cul = result.get("culprits") or {}
     return {"rank": d["rank"], "rank_source": rank_source, "world_size": d.get("world_size"), "backend": d.get("backend"),
             "job_key": key, "gpu_idle_pct": _num(g.get("idle_pct")),
-            "devices": sorted({str(x.get("name")) for x in (result.get("source") or {}).get("devices") or []}),
+            "devices": sorted(set(used_devices(result))),
             "window": (result.get("window") or {}).get("label"), "e2e_ms": _num(result.get("e2e_ms")),
             "steps_ms": [float(s["wall_ms"]) for s in ph.get("steps") or [] if _num(s.get("wall_ms")) is not None],
             "step_count": ph.get("step_count"),
@@ -269,7 +312,9 @@ def cross_rank(items: list[dict], top: int = CROSS_RANK_TOP_ITEMS, group_by: str
         j["job"] = f"job{n}"
     findings = [f for f in map(straggler_finding, jobs) if f]
     grouping = {"auto": "one job = same world size, backend, NCCL version, process groups (name, description, backend, "
-                        "size), device names, tool versions and rank source (distributedInfo or file name rankN), distinct ranks",
+                        "size), device names, tool versions and rank source, distinct ranks; only with evidence of several "
+                        "ranks: distributedInfo with world size >= 2 (or a process group of >= 2 ranks; a rank alone or world "
+                        "size 1 is a job of its own), or rankN file names in one folder",
                 "folder": "one job = the inputs of one folder (--group-by folder), distinct ranks",
                 "all": "one job = every input with a rank (--group-by all), distinct ranks"}[group_by]
     return {"schema": SCHEMA, "jobs": jobs, "findings": findings, "ungrouped": sorted(alone), "group_by": group_by,

@@ -5,7 +5,9 @@ LLM columns, from the report's ``llm`` section (analyze/llm.py): ``ttft_ms`` / `
 the requests (tokens) in the window (``llm.ttft_ms.mean``: percentiles are null with fewer than 2 samples,
 the mean is not), ``*_p90_ms`` their 90th percentiles, ``tokens_per_s`` the GENERATED tokens (x batch) per
 window second (``llm.tokens_per_s.generated``), ``prompt_tokens_per_s`` the prompt tokens per window second.
-All null when the report has no llm section or no requests in its window.
+A serving trace (vLLM/SGLang step annotations, no request ranges) has tokens/s DERIVED from its steps' names
+(``llm.token_count_basis``; analyze/llm_tokens.py) and null TTFT/TPOT/requests/s.  All null when the report has no
+llm section, or neither requests nor serving steps in its window.
 """
 from __future__ import annotations
 

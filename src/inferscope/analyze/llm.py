@@ -15,6 +15,9 @@ range (a generate() call or request scope inside a request scope is part of it: 
 a request: ``inferscope.mark_token()`` marks in it when present; else the start of each forward after
 the first (the previous token was sampled and emitted before it) and the end of the request for the
 last one.  TTFT = first token time - request start; TPOT = gaps between consecutive token times.
+Tokens and tokens/s: the requests' generated (prompt) tokens x batch; without requests, derived from the names of the
+serving steps wholly inside the window (llm_tokens.py: one generated token per decode sequence per step, prompt tokens =
+the context part's sq), per window second either way.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from ..trace.kinds import SpanKind
 from ..trace.model import Trace
 from .device_peaks import resolve_peaks
 from .llm_requests import detail as _detail, requests as _requests
+from .llm_tokens import step_tokens
 from .phases import phase_matcher
 from .window import Window
 
@@ -119,11 +123,12 @@ def _steps(trace: Trace, window: Window, phase_map) -> list[dict]:
             g = [int(x) for x in k[1].groups()]
             n, c, c_sq, c_sk, _, _, gen, g_sq, g_sk, _, _ = g
             kind = "decode" if c == 0 and gen > 0 else ("prefill" if gen == 0 and c > 0 else "mixed")
-            row.update(kind=kind, batch=c + gen, tokens=c_sq + g_sq, kv_tokens=c_sk + g_sk, scheduled_tokens=n)
+            row.update(kind=kind, batch=c + gen, tokens=c_sq + g_sq, kv_tokens=c_sk + g_sk, scheduled_tokens=n,
+                       context_sq=c_sq, generation=gen)
         elif k[0] == "sgl":
             mode = k[1].group(1).upper()
             row.update(kind={"DECODE": "decode", "PREFILL": "prefill", "EXTEND": "prefill"}.get(mode, "mixed"),
-                       batch=int(k[1].group(2)))
+                       batch=int(k[1].group(2)), sgl_mode=mode)
         else:
             row.update(kind=k[1][0])
         out.append(row)
@@ -206,19 +211,29 @@ def llm(trace: Trace, window: Window, phase_map=None, peak_tflops=None, peak_gbp
            "tpot_ms": stats(itl, "tpot_ms" if reqs else "", warnings),
            "request_ms": stats(rms, "request_ms" if reqs else "", warnings),
            "tokens_per_s": {"prompt": None, "generated": None}, "requests_per_s": None,
+           "tokens": {"prompt": None, "generated": None}, "token_count_basis": None,
            "token_time_basis": sorted({r["basis"] for r in reqs}),
            "steps": None, "stages": [], "rule": __doc__.split("\n\n", 1)[1].strip() if __doc__ else ""}
     sec["_requests"] = rrows[:500]
     if reqs and win_s > 0:
         sec["requests_per_s"] = len(reqs) / win_s
         if known_tokens:
-            sec["tokens_per_s"] = {"prompt": prompt_tok / win_s if any(isinstance(r["prompt_tokens"], int) for r in reqs) else None,
-                                   "generated": gen_tok / win_s}
+            has_prompt = any(isinstance(r["prompt_tokens"], int) for r in reqs)
+            sec["tokens"] = {"prompt": prompt_tok if has_prompt else None, "generated": gen_tok}
+            sec["tokens_per_s"] = {"prompt": prompt_tok / win_s if has_prompt else None, "generated": gen_tok / win_s}
+            sec["token_count_basis"] = "requests: generated_tokens (and prompt_tokens) x batch of each request range"
         else:
             warnings.append("tokens/s unknown: a request range lacks its batch or generated-token count")
     elif not reqs:
+        served, w = step_tokens(steps, window)
+        warnings.extend(w)
+        if served is not None and win_s > 0:
+            sec["tokens"] = {"prompt": served["prompt"], "generated": served["generated"]}
+            sec["tokens_per_s"] = {k: None if v is None else v / win_s for k, v in sec["tokens"].items()}
+            sec["token_count_basis"] = served["basis"]
+        what = "TTFT, TPOT and request latency are" if served is not None else "TTFT, TPOT, request latency and tokens/s are"
         warnings.append("LLM latency: no requests in the window (no generate() call recorded, no scope(name, tokens=..., "
-                        "batch=...) range): TTFT, TPOT, request latency and tokens/s are null")
+                        f"batch=...) range): {what} null")
     # model
     m = models[0] if models else None
     if m:

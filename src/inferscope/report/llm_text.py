@@ -39,6 +39,11 @@ def llm_lines(res: dict) -> tuple[list[str], list[list], list[list], list[str]]:
                          f"over the window. Token times from: {', '.join(llm.get('token_time_basis') or []) or 'n/a'}.")
         else:
             lines.append("No requests recorded in the window: TTFT, TPOT and request latency are unknown (see Warnings).")
+            if tps.get("generated") is not None:
+                tk = llm.get("tokens") or {}
+                lines.append(f"Generated {_n(tk.get('generated'))} tokens ({_n(tps.get('generated'), 1)} tokens/s), prompt "
+                             f"{_n(tk.get('prompt'))} tokens ({_n(tps.get('prompt'), 1)} tokens/s) over the window, from "
+                             f"{llm.get('token_count_basis') or 'n/a'}.")
         for key, label in (("ttft_ms", "TTFT ms (time to first token)"), ("tpot_ms", "TPOT ms (time per output token)"),
                            ("request_ms", "request ms (end to end)")):
             s = llm[key]

@@ -39,7 +39,7 @@ from .contention import (
     BlockingSyscall, Blocking, Contention, GcGeneration, GcThread, GcPause, GcRun, GcPauses,
 )
 from .llm import (
-    EfficiencyOp, Efficiency, LatencyStats, TokensPerS, LlmStep, StageCategory, LlmStage, Llm,
+    EfficiencyOp, Efficiency, LatencyStats, TokensPerS, TokenCounts, LlmStep, StageCategory, LlmStage, Llm,
     FlopsPerToken, Model,
 )
 from .deep_dive import (
@@ -61,7 +61,7 @@ __all__ = [
     "ProcessCores", "ThrottleReason", "Throttle", "NumaGpu", "Numa", "SlowStepMetric", "SlowSteps",
     "CountersSection", "GilThread", "GilFunction", "GilWait", "FaultFunction", "FaultStorms",
     "BlockingCall", "BlockingOther", "BlockingSyscall", "Blocking", "Contention", "GcGeneration",
-    "GcThread", "GcPause", "GcRun", "GcPauses", "EfficiencyOp", "Efficiency", "LatencyStats", "TokensPerS",
+    "GcThread", "GcPause", "GcRun", "GcPauses", "EfficiencyOp", "Efficiency", "LatencyStats", "TokensPerS", "TokenCounts",
     "LlmStep", "StageCategory", "LlmStage", "Llm", "FlopsPerToken", "Model", "DeepDiveDevice",
     "DeepDiveKernel", "MveFigure", "MeasuredVsEstimated", "LaunchRange", "KernelDeepDive", "Finding",
     "Verdict", "Table", "About", "Report", "from_dict", "json_schema",

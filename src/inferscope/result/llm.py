@@ -59,8 +59,13 @@ class LatencyStats(_S):
 
 
 class TokensPerS(_S):
-    prompt: Num      # prompt tokens (x batch) of the requests in the window / window seconds
-    generated: Num   # generated tokens (x batch) / window seconds
+    prompt: Num      # prompt tokens (x batch) of the requests in the window / window seconds (no requests: serving steps)
+    generated: Num   # generated tokens (x batch) / window seconds (token_count_basis says where the count comes from)
+
+
+class TokenCounts(_S):
+    prompt: Optional[int] = None     # prompt tokens in the window (x batch; serving steps: context sq)
+    generated: Optional[int] = None  # generated tokens in the window (x batch; serving steps: decode sequences)
 
 
 class LlmStep(_S):
@@ -116,6 +121,8 @@ class Llm(_S):
     steps: Optional[list[LlmStep]]
     stages: list[LlmStage]
     rule: str
+    tokens: TokenCounts = msgspec.field(default_factory=TokenCounts)  # the counts tokens_per_s divides by the window
+    token_count_basis: Optional[str] = None  # where the counts come from: request ranges, or serving step names (derived)
 
 
 class FlopsPerToken(_S):
