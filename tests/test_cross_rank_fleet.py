@@ -183,7 +183,7 @@ def test_ranks_from_file_names_and_group_by(tmp_path):
     out2 = tmp_path / "o2"
     assert main(["analyze", str(a), str(b), "-o", str(out2), "-q", "--format", "json", "--window", "all"]) == 0
     (job,) = json.loads((out2 / "cross_rank.json").read_text())["jobs"]
-    assert "appear in several inputs" in job["error"]
+    assert job["error"].startswith("; ".join(f"rank {r} in 2 inputs" for r in (0, 1, 2)) + ": ")
     assert main(["analyze", str(a), str(b), "-o", str(out2), "-q", "--format", "json", "--window", "all",
                  "--group-by", "folder"]) == 0
     cr = json.loads((out2 / "cross_rank.json").read_text())
