@@ -148,7 +148,8 @@ def test_md_escape_keeps_names_as_text_not_markup():
     from helpers import md_render
     from inferscope.report.markdown import md_escape
     names = ["max_pool<float, float>", "<script>alert(1)</script>", "a &lt; b &#60; c & d", "> quoted", "506 -> 410.4",
-             "start <= ts", "x|y`z`[l](http://e.vil)", "<a@b.c>", "<!-- c -->", "<?php ?>"]
+             "start <= ts", "x|y`z`[l](http://e.vil)", "<a@b.c>", "<=a@b.c>", "<-x@y.z>", "<4, T<2>>",
+             "<!-- c -->", "<?php ?>", "Host<->device", "<https://e.vil>"]
     for n in names:
         md = md_escape(n, 400)
         assert not ENTITY_RE.search(md) and md_markup(md) == [], (n, md)
@@ -156,6 +157,7 @@ def test_md_escape_keeps_names_as_text_not_markup():
         assert re.sub(r"</?p>\n?", "", html) == n.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") \
             .replace('"', "&quot;").replace("http://", "http://"), (n, md, html)
     assert md_escape("506 -> 410.4") == "506 -> 410.4" and md_escape("start <= ts") == "start <= ts"
+    assert md_escape("Host<->device") == "Host<->device" and md_escape("A<4, B<f>>") == "A\\<4, B\\<f>>"
 
 
 def test_cross_rank_counts_agree_and_pluralise():

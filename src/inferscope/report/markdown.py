@@ -12,9 +12,11 @@ LABEL_W = 22
 _URL_RE = re.compile(r"(?i)(https?|ftp|www)([:.])")
 _BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 # what Markdown could read as markup after the brackets, pipes and backticks are escaped: "<" opening a tag
-# (<a, </a, <!--, <?) or an autolink/e-mail link (<...> without spaces); "&" starting an entity (&lt; &#60;);
-# ">" opening a block quote at the start of a line
-_LT_RE = re.compile(r"<(?=[A-Za-z/!?]|[^\s<>]*>)")
+# (<a, </a, <!--, <?), a URI autolink (<scheme:...>) or an e-mail autolink (<local@...>; local-part characters
+# per CommonMark); "<" before a digit too, so that a template name reads the same throughout (Array\<char*, 3>,
+# Kernel\<4>); "<=", "<-", "< " stay as written.  "&" starting an entity (&lt; &#60;); ">" opening a block
+# quote at the start of a line.
+_LT_RE = re.compile(r"<(?=[A-Za-z0-9/!?]|[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@)")
 _ENTITY_RE = re.compile(r"&(?=#[0-9]{1,7};|#[xX][0-9A-Fa-f]{1,6};|[A-Za-z][A-Za-z0-9]{0,31};)")
 _QUOTE_RE = re.compile(r"^(\s*)>")
 
