@@ -294,3 +294,14 @@ def test_save_report_explicit_extension_wins_over_configured_format(tmp_path):
         S.set_current(None)
     assert [p.name for p in written] == ["x.md"]
     assert (tmp_path / "x.md").read_text().startswith("# InferScope report")
+
+
+def test_diff_md_reads_as_markdown():
+    """diff.md of two vendored traces: no entity, no identifier heading (its sections: "CPU ops", not "cpu_ops")."""
+    from inferscope.compare import diff_paths
+    from inferscope.report.diff import to_markdown
+    a, b = _vendored()[:2]
+    d = diff_paths(str(a), str(b))
+    md = to_markdown(d)
+    assert _md_problems(md, "diff.md") == []
+    assert "cpu_op" in d["named"] and "## CPU ops" in md
