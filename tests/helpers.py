@@ -53,3 +53,36 @@ def load_gz_iscope(gz_path, folder):
     with gzip.open(gz_path, "rb") as f, open(p, "wb") as g:
         shutil.copyfileobj(f, g)
     return native.load(p)
+
+
+# report.md's own raw HTML: the collapsible evidence table of each finding
+_OWN_MD_HTML = {"<details><summary>evidence values</summary>", "</details>"}
+
+
+def md_parse(md: str):
+    """report.md read by a CommonMark parser with GFM tables (markdown-it-py; the test skips without it)."""
+    import pytest
+    mdit = pytest.importorskip("markdown_it")
+    return mdit.MarkdownIt("commonmark").enable("table")
+
+
+def md_markup(md: str) -> list[str]:
+    """What a Markdown renderer would read as markup from the text: raw HTML (inline or block, except the
+    report's own <details>), links and autolinks, images.  A safely escaped report has none."""
+    out = []
+
+    def walk(tokens):
+        for t in tokens:
+            if t.type in ("html_inline", "html_block") and t.content.strip() not in _OWN_MD_HTML:
+                out.append(t.content.strip())
+            elif t.type in ("link_open", "image"):
+                out.append(f"{t.type}: {t.attrGet('href') or t.attrGet('src')}")
+            if t.children:
+                walk(t.children)
+    walk(md_parse(md).parse(md))
+    return out
+
+
+def md_render(md: str) -> str:
+    """report.md rendered to HTML by that parser (text escaped as a browser would show it)."""
+    return md_parse(md).render(md)

@@ -50,7 +50,8 @@ def test_analyze_writes_md_json_csv(tmp_path):
     assert rep["gpu"]["busy_ms"] == pytest.approx(0.05)
     md = (out / "report.md").read_text()
     assert "## Findings" in md and "End-to-end latency" in md
-    assert "<script>" not in md
+    from helpers import md_markup, md_render
+    assert md_markup(md) == [] and "gemm&lt;script&gt;alert" in md_render(md)   # shown as text, not markup
     assert (out / "tables" / "kernels.csv").read_text().startswith("kernel_name,")
     for f in out.rglob("*"):
         if f.is_file():

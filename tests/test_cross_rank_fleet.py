@@ -194,7 +194,7 @@ def test_ranks_from_file_names_and_group_by(tmp_path):
     assert main(["analyze", str(a), str(b), "-o", str(out2), "-q", "--format", "json", "--window", "all",
                  "--group-by", "all"]) == 0
     (job,) = json.loads((out2 / "cross_rank.json").read_text())["jobs"]
-    assert "appear in several inputs" in job["error"]
+    assert job["error"].startswith("; ".join(f"rank {r} in 2 inputs" for r in (0, 1, 2)) + ": ")
     # --group-by all: ranks whose configurations differ (world size 4 vs 8) compared as one job
     c = tmp_path / "c"
     c.mkdir()

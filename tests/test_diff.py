@@ -141,7 +141,9 @@ def test_untrusted_names_escaped_and_llm_section(pair, tmp_path):
     assert m["tokens_per_s"]["delta_pct"] == pytest.approx(25.0) and m["tokens_per_s"]["better"] is True
     md = (out / "diff.md").read_text()
     html = (out / "diff.html").read_text()
-    assert "<script>" not in md and "evil\\|kernel&lt;script&gt;" in md and "\u202e" not in md
+    from helpers import md_markup, md_render
+    assert md_markup(md) == [] and "evil\\|kernel\\<script>" in md and "\u202e" not in md
+    assert "evil|kernel&lt;script&gt;" in md_render(md)
     assert "<script>" not in html and "evil|kernel&lt;script&gt;" in html and "\u202e" not in html
     assert "| ttft_ms |" in md
     # no llm section on either side: no LLM table, no error

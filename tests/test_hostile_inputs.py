@@ -467,7 +467,9 @@ def test_markdown_and_csv_neutralise_hostile_names(tmp_path):
     md = (out / "report.md").read_text()
     import re
     assert not re.search(r"(?<!\\)\]\(", md) and not re.search(r"!(?<!\\)\[", md)   # no link/image syntax
-    assert "<img" not in md and "http://" not in md and "www.evil" not in md             # no HTML, no autolink
+    assert not re.search(r"(?<!\\)<img", md) and "http://" not in md and "www.evil" not in md   # no HTML, no autolink
+    from helpers import md_markup
+    assert md_markup(md) == []
     csv_text = "".join(f.read_text() for f in (out / "tables").glob("*.csv"))
     for ch in "\x1b\x07\x00\u202e":
         assert ch not in csv_text

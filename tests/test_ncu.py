@@ -191,7 +191,7 @@ def test_cli_end_to_end(tmp_path):
     rep = json.loads((tmp_path / "o" / "report.json").read_text())
     assert rep["source"]["format"] == "ncu" and len(rep["kernel_deep_dive"]["kernels"]) == 8
     md = (tmp_path / "o" / "report.md").read_text()
-    assert "## Kernel deep-dive (Nsight Compute)" in md and "Kernel2&lt;cutlass_80_simt_sgemm" in md   # names escaped
+    assert "## Kernel deep-dive (Nsight Compute)" in md and "Kernel2\\<cutlass_80_simt_sgemm" in md   # names escaped
     assert "<cutlass_80" not in (tmp_path / "o" / "report.html").read_text()
 
 

@@ -21,6 +21,11 @@ def report(trace, options=None, outputs=(), outdir: Path | None = None, inputs=(
     if progress is not None:
         progress.stage("analysing")
     result = analyze(trace, options)
+    if options is not None:
+        from . import log
+        from .analyze.options import unmatched_option_warnings
+        for w in unmatched_option_warnings(options, result):   # also in the report's warnings
+            log.warn(w)
     if progress is not None and outputs:
         progress.stage("writing the report")
     if about:

@@ -106,6 +106,14 @@ def finding_rows(src: Path, result: dict) -> list[dict]:
              "evidence": f.get("evidence"), "suggestion": f.get("suggestion")} for f in result.get("findings") or []]
 
 
+def _without_path(msg: str, src: str) -> str:
+    """An importer's message starts with the path it read; the batch lines name the input already."""
+    for p in dict.fromkeys((str(src), os.path.abspath(src))):
+        if msg.startswith(p + ": "):
+            return msg[len(p) + 2:]
+    return msg
+
+
 def analyze_one(src: str, outdir: str, folder: str, output_formats: str | None, options) -> tuple[dict, list[dict], dict | None]:
     """Worker: load, analyse, write one input's report folder; its summary row, finding rows and, when the
     trace names its rank, the few KB the cross-rank comparison reads (cross_rank.rank_profile)."""
@@ -118,7 +126,7 @@ def analyze_one(src: str, outdir: str, folder: str, output_formats: str | None, 
         trace = load_trace(src)
         result, _ = report(trace, options, resolve_outputs(str(rdir), output_formats))
     except InferScopeError as e:
-        return {"source": src, "report_dir": None, "error": str(e).splitlines()[0] if str(e) else type(e).__name__}, [], None
+        return {"source": src, "report_dir": None, "error": _without_path(str(e).splitlines()[0] if str(e) else type(e).__name__, src)}, [], None
     except MemoryError:
         return {"source": src, "report_dir": None, "error": "out of memory while processing the trace"}, [], None
     except Exception as e:  # a bug on one input must not lose the others
@@ -256,7 +264,8 @@ def cli_analyze_many(args) -> int:
     say = None
     if not args.quiet:
         def say(k, n, src, row):
-            status = f"error: {row['error']}" if row.get("error") else f"{row.get('verdict')}"
+            # an error is printed once, with the others at the end (the progress line only says which input failed)
+            status = "failed (error below)" if row.get("error") else f"{row.get('verdict')}"
             print(plain(f"[{k}/{n}] {src}: {status}", 400), file=sys.stderr, flush=True)
     rows, findings, profiles = analyze_many(list(args.trace), outdir, args.format, opts, args.jobs, say,
                                             engine=getattr(args, "engine", "local"), address=getattr(args, "address", None))
@@ -265,6 +274,12 @@ def cli_analyze_many(args) -> int:
     cr = cross_rank([{"source": r["source"], "report_dir": r["report_dir"], "profile": p}
                      for r, p in zip(rows, profiles) if p], group_by=getattr(args, "group_by", "auto"))
     by_src = row_fields(cr)
+    gb = getattr(args, "group_by", "auto")
+    if gb != "auto" and not (cr or {}).get("jobs") and not args.quiet:
+        ranked = sum(1 for p in profiles if p)
+        print(f"inferscope: warning: --group-by {gb} grouped nothing: inputs with a rank: {ranked} of {len(rows)}"
+              + (" and no two of them share a folder" if gb == "folder" and ranked >= 2 else "")
+              + "; no cross-rank section written", file=sys.stderr)
     # the straggler finding is the job's (cross_rank.json); findings.jsonl/parquet also list it under the
     # straggler's input, so a fleet query over findings (or joined with ranks.parquet) sees it
     findings += [{k: f[k] for k in ("source", "id", "severity", "title", "evidence", "suggestion")}

@@ -9,10 +9,29 @@ import sys
 import time
 from pathlib import Path
 
-from . import __version__
+from . import __version__, thresholds
 from .analyze.options import options_from_args as _options_from_args  # noqa: F401  (used by callers)
 from .errors import ConfigError, InferScopeError, InputError  # noqa: F401
 from .outputs import DEFAULT_FORMATS, output_folder, resolve_outputs, write_reports  # noqa: F401
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Appends "(default: X)" to an option's help when it has a default worth showing and its help does
+    not already say one (argparse's ArgumentDefaultsHelpFormatter also prints "default: None")."""
+
+    def _get_help_string(self, action):
+        h = action.help or ""
+        d = action.default
+        if ("default" in h or d is None or d is False or d is argparse.SUPPRESS or not action.option_strings
+                or isinstance(d, (list, tuple))):
+            return h
+        return f"{h} (default: %(default)s)"
+
+
+def _sub(sub, name: str, what: str, usage_hint: str = ""):
+    """A subcommand whose help page starts with the one line saying what it does."""
+    return sub.add_parser(name, help=what + usage_hint, description=what[:1].upper() + what[1:] + usage_hint + ".",
+                          formatter_class=_HelpFormatter)
 
 
 def _add_analysis_args(p: argparse.ArgumentParser) -> None:
@@ -22,9 +41,11 @@ def _add_analysis_args(p: argparse.ArgumentParser) -> None:
                         "or range name (e.g. 'ProfilerStep#6', 'decode', 'decode:2' for its 2nd occurrence), "
                         "'step:N' (N-th step), or 'START_MS:END_MS' relative to the trace start")
     p.add_argument("--phase-map", "--phases-json", dest="phase_map", default=None, metavar="FILE",
-                   help="JSON mapping phase -> list of range-name patterns, matched as whole words, e.g. {\"prefill\": [\"prefill\"], \"decode\": [\"decode_step\"]}")
+                   help="JSON mapping phase -> list of range-name patterns, matched as whole words, e.g. {\"prefill\": [\"prefill\"], \"decode\": [\"decode_step\"]} (default: ranges named exactly prefill, decode or sampling, "
+                        "optionally with 'step' and a number); a phase that matches no range is a warning")
     p.add_argument("--nvtx-coverage-warn-threshold", type=float, default=None, metavar="F",
-                   help="warn when range->kernel attribution covers less than F (0-1) of kernel time")
+                   help="warn when range->kernel attribution covers less than F (0-1) of kernel time "
+                        f"(default {thresholds.NVTX_COVERAGE_WARN_THRESHOLD:g})")
     p.add_argument("--no-nvtx-kernel-map", action="store_true",
                    help="skip attributing GPU kernel time to NVTX/annotation ranges")
     p.add_argument("--max-decompressed-mb", type=float, default=None, metavar="MB",
@@ -181,10 +202,11 @@ def cmd_schema(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="inferscope", description="Where does end-to-end inference time go?")
-    p.add_argument("--version", action="version", version=f"inferscope {__version__}")
-    sub = p.add_subparsers(dest="command")
+    p.add_argument("--version", action="version", version=f"inferscope {__version__}", help="print the version and exit")
+    sub = p.add_subparsers(dest="command", title="commands", metavar="COMMAND")
 
-    a = sub.add_parser("analyze", help="analyse a trace (PyTorch profiler JSON[.gz], Nsight Systems .sqlite, Nsight Compute --csv, InferScope .iscope)")
+    a = _sub(sub, "analyze", "analyse a trace (PyTorch profiler JSON[.gz], Nsight Systems .sqlite, Nsight Compute --csv, "
+                             "InferScope .iscope) and write its report")
     a.add_argument("trace", nargs="+", help="a trace; several, a folder or a glob: one report folder each plus summary.jsonl")
     a.add_argument("--jobs", type=int, default=1, metavar="N", help="with several inputs: analyse N at a time (processes)")
     a.add_argument("--engine", choices=("local", "ray"), default="local",
@@ -210,21 +232,22 @@ def build_parser() -> argparse.ArgumentParser:
     _add_analysis_args(a)
     a.set_defaults(func=cmd_analyze)
 
-    e = sub.add_parser("export", help="export the merged timeline (Chrome trace-event JSON for Perfetto UI / chrome://tracing)")
-    e.add_argument("trace")
-    e.add_argument("-o", "--output", required=True)
+    e = _sub(sub, "export", "export the merged timeline (Chrome trace-event JSON for Perfetto UI / chrome://tracing)")
+    e.add_argument("trace", help="the trace to export (any format analyze reads)")
+    e.add_argument("-o", "--output", required=True, metavar="FILE",
+                   help="the file to write (e.g. timeline.json, or timeline.json.gz for gzip)")
     e.add_argument("--format", default=None, help="chrome (default); md, json, html also work")
     e.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     _add_analysis_args(e)
     e.set_defaults(func=cmd_export)
 
-    sc = sub.add_parser("schema", help="print the JSON Schema of report.json (generated from the typed result)")
+    sc = _sub(sub, "schema", "print the JSON Schema of report.json (generated from the typed result)")
     sc.set_defaults(func=cmd_schema)
 
-    r = sub.add_parser("run", help="run a program under InferScope and write a report: inferscope run [opts] -- python app.py ...",
-                       add_help=True)
+    r = _sub(sub, "run", "run a program under InferScope and write a report", ": inferscope run [opts] -- python app.py ...")
     r.add_argument("--report", default=None, help="report path (default ./report.md, or INFERSCOPE_REPORT_PATH)")
-    r.add_argument("--format", default=None, help="comma-separated: md,html,json,csv,chrome")
+    r.add_argument("--format", default=None,
+                   help="comma-separated: md,html,json,csv,chrome (default: the --report file's extension, md for report.md)")
     r.add_argument("--trace", default=None, help="also keep the collected trace here (.iscope)")
     r.add_argument("--facts", action="store_true",
                    help="record what the sampler decided from in the trace (for `analyze --replay`; ~25 MB per busy "
@@ -240,31 +263,32 @@ def build_parser() -> argparse.ArgumentParser:
     _add_analysis_args(r)
     r.set_defaults(func=cmd_run, run_options=frozenset(o for a in r._actions for o in a.option_strings if o not in ("-h", "--help")))
 
-    d = sub.add_parser("diff", help="compare two runs: inferscope diff BEFORE AFTER (traces or report.json files)")
-    d.add_argument("before")
-    d.add_argument("after")
+    d = _sub(sub, "diff", "compare two runs", ": inferscope diff BEFORE AFTER (traces or report.json files)")
+    d.add_argument("before", help="the baseline: a trace or a report.json")
+    d.add_argument("after", help="the run compared with it: a trace or a report.json")
     d.add_argument("-o", "--output", default=None, help="output directory (default ./inferscope-diff)")
     d.add_argument("--format", default=None, help="comma-separated: md,json,html (default md,json)")
     d.add_argument("--fail-on-regression", type=float, default=None, metavar="PCT",
                    help="exit 1 when the compared time regressed (beyond noise when known) by more than PCT percent")
     d.add_argument("--min-change", type=float, default=None, metavar="PCT",
                    help="smallest change called a regression/improvement (default 10; see thresholds.DIFF_MIN_CHANGE_PCT)")
-    d.add_argument("-q", "--quiet", action="store_true")
+    d.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     _add_analysis_args(d)
     d.set_defaults(func=cmd_diff)
 
-    sw = sub.add_parser("sweep", help="run a program once per parameter value under collection: "
-                                      "inferscope sweep --param batch=1,2,4 -- python app.py --batch-size {batch}")
+    sw = _sub(sub, "sweep", "run a program once per parameter value under collection and compare the runs",
+              ": inferscope sweep --param batch=1,2,4 -- python app.py --batch-size {batch}")
     sw.add_argument("--param", action="append", required=True, metavar="NAME=V1,V2,...",
                     help="a parameter and its values; {NAME} in the command is replaced (several: Cartesian product)")
-    sw.add_argument("--repeat", type=int, default=1, help="runs per value (default 1)")
+    sw.add_argument("--repeat", type=int, default=1, metavar="N", help="runs per value (default 1)")
     sw.add_argument("-o", "--output", default=None, help="output directory (default ./outputs)")
     sw.add_argument("--items-param", default=None, metavar="NAME",
                     help="throughput when the reports have no llm.tokens_per_s: NAME items per run / e2e")
     sw.add_argument("--min-gain", type=float, default=None, metavar="PCT",
                     help="throughput 'stops scaling' below this gain per step (default 10)")
-    sw.add_argument("--window", default=None, help="analysis window for every run (see analyze --window)")
-    sw.add_argument("-q", "--quiet", action="store_true")
+    sw.add_argument("--window", default=None,
+                    help="analysis window for every run (see analyze --window; default: the steady state)")
+    sw.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     sw.add_argument("cmd", nargs=argparse.REMAINDER, help="-- the program and its arguments")
     sw.set_defaults(func=cmd_sweep)
     return p

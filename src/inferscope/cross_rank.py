@@ -299,8 +299,9 @@ def cross_rank(items: list[dict], top: int = CROSS_RANK_TOP_ITEMS, group_by: str
                "ranks_present": sorted(set(ranks)), "inputs": sorted(it["source"] for it in its)}
         dup = sorted({r for r in ranks if ranks.count(r) > 1})
         if dup:
-            job["error"] = (f"rank(s) {', '.join(map(str, dup))} appear in several inputs: captures of several jobs "
-                            "with the same configuration; give one capture's ranks together")
+            seen = "; ".join(f"rank {r} in {ranks.count(r)} inputs" for r in dup)
+            job["error"] = (f"{seen}: captures of several jobs with the same configuration; "
+                            "give one capture's ranks together")
         else:
             job.update(_compare(its, top))
             job["window_note"] = _window_note(job["ranks"])

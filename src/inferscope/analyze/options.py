@@ -18,6 +18,7 @@ class AnalyzeOptions:
     alert_thresholds: dict = field(default_factory=dict)   # {thresholds constant: value} from .inferscope.yaml / env
     peak_tflops: float | None = None          # --peak-tflops: MFU denominator (dense TFLOP/s)
     peak_gbps: float | None = None            # --peak-gbps: MBU denominator (GB/s)
+    phase_map_file: str | None = None         # the --phase-map file phase_map was read from (named in warnings)
     extra: dict = field(default_factory=dict)
 
 
@@ -62,6 +63,29 @@ def options_from_args(args) -> "AnalyzeOptions":
     from ..config import alert_thresholds, load_config
     return AnalyzeOptions(window=args.window, peak_tflops=getattr(args, "peak_tflops", None),
                           peak_gbps=getattr(args, "peak_gbps", None), phase_map=_load_phase_map(args.phase_map),
+                          phase_map_file=args.phase_map,
                           nvtx_kernel_map=not args.no_nvtx_kernel_map,
                           nvtx_coverage_warn_threshold=thresholds.NVTX_COVERAGE_WARN_THRESHOLD if thr is None else thr,
                           alert_thresholds=alert_thresholds(load_config()))
+
+
+def unmatched_option_warnings(options: "AnalyzeOptions", res: dict) -> list[str]:
+    """One line per option that matched nothing in this trace (the analysis still ran without it):
+    a --phase-map phase whose patterns match no step/range name in the window (neither in ``phases``
+    nor in the NVTX attribution), a START_MS:END_MS window outside the trace.  Each names the option
+    and its value; the CLI also prints them on stderr."""
+    out = []
+    pm = options.phase_map or {}
+    if pm:
+        matched = {r["phase"] for r in (res.get("phases") or {}).get("phases") or []}
+        matched |= {ph for ph, v in ((res.get("nvtx") or {}).get("phases") or {}).items() if v.get("ranges")}
+        missed = [ph for ph in pm if ph not in matched]
+        if missed:
+            src = f"--phase-map {options.phase_map_file}" if options.phase_map_file else "phase_map"
+            pats = "; ".join(f"{ph}: {', '.join(repr(p) for p in pm[ph][:5]) or 'no pattern'}" for ph in missed[:10])
+            what = "matched nothing" if len(missed) == len(pm) else f"phase(s) {', '.join(missed[:10])} matched nothing"
+            out.append(f"{src}: {what}: no step or range name in the window contains a pattern as whole words ({pats})")
+    w = res.get("window") or {}
+    if w.get("kind") == "time" and not w.get("dur_ms"):
+        out.append(f"--window {options.window}: matched nothing: the range lies outside the trace (empty window)")
+    return out

@@ -15,6 +15,10 @@ from .nvtx_attribution import nvtx_by_pid
 from .select import clipped_durations, group_sum, in_window
 
 LINUX_PID_MAX = 1 << 22   # 4194304: pid_max upper bound on Linux
+# where each format keeps a kernel's process id (a warning names the fields of the format it read)
+_PID_FIELDS = {"nsys": "globalPid/globalTid absent",
+               "kineto": "no numeric \"pid\" on the kernel event or on a launching call linked by an \"ac2g\" flow",
+               "inferscope": "no process id recorded for the launching thread"}
 
 
 def _ms(ns) -> float:
@@ -93,7 +97,8 @@ def analyze_per_pid(trace: Trace, window=None, options=None) -> dict:
         unknown = kpid < 0
         if unknown.any():
             warnings.append(f"PID attribution: {int(unknown.sum())} of {len(kern)} kernels have no process id "
-                            "(globalPid/globalTid absent); they are grouped under pid -1")
+                            f"({_PID_FIELDS.get(trace.meta.get('source_format'), 'no process id recorded')}); "
+                            "they are grouped under pid -1")
         weird = (kpid == 0) | (kpid > LINUX_PID_MAX)
         if weird.any():
             warnings.append(f"PID attribution looks suspicious: {int(weird.sum())} kernels decode to pid 0 or a pid "

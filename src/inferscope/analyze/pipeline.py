@@ -26,7 +26,7 @@ from .llm import llm, llm_tables
 from .host_calls import one_off_host_calls
 from .idle_gaps import idle_gaps
 from .kernels import kernel_table, kernels
-from .options import AnalyzeOptions
+from .options import AnalyzeOptions, unmatched_option_warnings
 from .phases import phase_tables, phases
 from .sampling import cpu_sampling
 from .collection_cost import collection_cost
@@ -225,6 +225,7 @@ def _analyze_report(trace: Trace, options: AnalyzeOptions | None) -> Report:
         tables.update(extra.pop("tables", {}) or {})
         warnings.extend(extra.pop("warnings", []) or [])
         res[key] = extra
+    warnings.extend(unmatched_option_warnings(options, res))
     findings = findings_for(res, options.alert_thresholds)
     res["findings"] = findings
     res["verdict"] = lower_for_partial(verdict_for(res, findings), trace.meta.get("collection"))

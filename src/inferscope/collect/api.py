@@ -272,7 +272,11 @@ def save_report(path: str | None = None, format: str | None = None, trace_path: 
     if trace_path:
         from ..trace import native
         native.save(trace, trace_path)
-    fmt = format if format is not None else s.cfg.report_format
+    from ..report import format_for_path
+    # the program's explicit file name wins over the configured format (`inferscope run --format html`
+    # sets that for the run's own report, not for save_report("x.md"))
+    named = bool(path) and format_for_path(path[:-3] if path.lower().endswith(".gz") else path) is not None
+    fmt = format if format is not None else (None if named else s.cfg.report_format)
     outputs = resolve_outputs(path or s.cfg.report_path, fmt)
     return report(trace, AnalyzeOptions(), outputs)[1]
 

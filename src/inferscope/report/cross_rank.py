@@ -16,6 +16,11 @@ def _f(v, nd=3, sign=False) -> str:
     return f"{v:+,.{nd}f}" if sign else f"{v:,.{nd}f}"
 
 
+def _n(n: int, word: str) -> str:
+    """``3 inputs``, ``1 input``."""
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
 def _row(cells) -> str:
     return "| " + " | ".join(cells) + " |"
 
@@ -30,7 +35,7 @@ def to_markdown(cr: dict) -> str:
         ranks = ", ".join(map(str, j["ranks_present"]))
         out += [f"## {j['job']}: world size {j['world_size'] if j['world_size'] is not None else 'n/a'}, "
                 f"backend {md_escape(j['backend'] or 'n/a')}, devices {md_escape(', '.join(j['devices']) or 'n/a')}", "",
-                f"Ranks present: {ranks} ({len(j['ranks_present'])} inputs; rank from "
+                f"{_n(len(j['ranks_present']), 'rank')} present: {ranks}, from {_n(len(j['inputs']), 'input')} (rank from "
                 f"{' and '.join(j.get('rank_source') or ['distributedInfo'])})", ""]
         if j.get("error"):
             out += [f"Not compared: {md_escape(j['error'], 400)}", ""]

@@ -11,7 +11,7 @@ from ..errors import ConfigError, InferScopeError
 from ..util.atomic import atomic_write_text
 from .html_assets import CSP, CSS
 from .html_text import fmt_ms, text
-from .markdown import md_escape
+from .markdown import md_code, md_escape, md_heading
 
 FORMATS = {"md": "diff.md", "markdown": "diff.md", "json": "diff.json", "html": "diff.html", "htm": "diff.html"}
 DEFAULT_FORMATS = "md,json"
@@ -30,9 +30,9 @@ def _f(v, nd=3, sign=False):
 def to_markdown(d: dict) -> str:
     e = d["e2e"]
     L = ["# InferScope diff", "",
-         f"- before: `{md_escape(d['before']['path'])}` ({md_escape(d['before']['input'])}, {md_escape(d['before']['format'])}, "
+         f"- before: {md_code(d['before']['path'])} ({md_escape(d['before']['input'])}, {md_escape(d['before']['format'])}, "
          f"window {md_escape(d['before']['window'])})",
-         f"- after: `{md_escape(d['after']['path'])}` ({md_escape(d['after']['input'])}, {md_escape(d['after']['format'])}, "
+         f"- after: {md_code(d['after']['path'])} ({md_escape(d['after']['input'])}, {md_escape(d['after']['format'])}, "
          f"window {md_escape(d['after']['window'])})", "",
          f"**{md_escape(d['change']['text'], 400)}**", "",
          f"End-to-end: {_f(e['before_ms'])} ms -> {_f(e['after_ms'])} ms ({_f(e['delta_ms'], sign=True)} ms, "
@@ -51,7 +51,7 @@ def to_markdown(d: dict) -> str:
         L.append(f"| {md_escape(c['category'])} | {_f(c['before_ms'])} | {_f(c['after_ms'])} | {_f(c['delta_ms'], sign=True)} | "
                  f"{_f(c['before_pct'], 1)} | {_f(c['after_pct'], 1)} | {_f(c['delta_pp'], 1, True)} |")
         for p in c["parts"]:
-            L.append(f"| &nbsp;&nbsp;{md_escape(p['name'])} | {_f(p['before_ms'])} | {_f(p['after_ms'])} | "
+            L.append(f"| ↳ {md_escape(p['name'])} | {_f(p['before_ms'])} | {_f(p['after_ms'])} | "
                      f"{_f(p['delta_ms'], sign=True)} | {_f(p['before_pct'], 1)} | {_f(p['after_pct'], 1)} | {_f(p['delta_pp'], 1, True)} |")
     n = d.get("noise")
     L += ["", "## Noise", ""]
@@ -70,9 +70,9 @@ def to_markdown(d: dict) -> str:
     for kind, t in d["named"].items():
         if not (t["recorded"]["before"] and t["recorded"]["after"]):
             side = "before" if not t["recorded"]["before"] else "after"
-            L += ["", f"## {md_escape(kind)}s", "", f"Not recorded in the {side} input: no comparison."]
+            L += ["", f"## {md_heading(kind + 's')}", "", f"Not recorded in the {side} input: no comparison."]
             continue
-        L += ["", f"## {md_escape(kind)}s", "",
+        L += ["", f"## {md_heading(kind + 's')}", "",
               f"{t['appeared_count']} appeared, {t['disappeared_count']} disappeared "
               f"({md_escape(d['named_basis']['before'])}).", ""]
         if t["changed"]:

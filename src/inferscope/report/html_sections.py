@@ -120,7 +120,7 @@ def _tables(result: dict, max_rows: int) -> str:
     tables = _dict(result.get("tables"))
     if not tables:
         return ""
-    from .shown import shown_tables
+    from .shown import shown_tables, table_title
     show = set(shown_tables(result))
     if not show:
         return ""
@@ -130,7 +130,7 @@ def _tables(result: dict, max_rows: int) -> str:
             continue
         cols = _list(t.get("columns"))
         rows = [r for r in _list(t.get("rows")) if isinstance(r, (list, tuple))]
-        out.append(f'<h3 id="table-{attr(re.sub(r"[^A-Za-z0-9_-]", "_", str(name)), 60)}">{text(name, 80)} '
+        out.append(f'<h3 id="table-{attr(re.sub(r"[^A-Za-z0-9_-]", "_", str(name)), 60)}">{text(table_title(name), 200)} '
                    f'<span class="muted">({len(rows):,} rows{", top " + str(max_rows) + " shown" if len(rows) > max_rows else ""})</span></h3>')
         if not rows:
             out.append('<p class="muted">empty</p>')
@@ -186,8 +186,8 @@ def _counters(result: dict) -> str:
         return ""
     return ('<section id="counters"><h2>Counters</h2><table class="ev"><tbody>' +
             "".join(f"<tr><td>{text(k, 80)}</td><td>{text(v, 400)}</td></tr>" for k, v in rows) +
-            '</tbody></table><p class="muted">Per-counter min/mean/p95/max: table counters; per step/range: '
-            'counters_by_range; per core: counters_cores.</p></section>')
+            '</tbody></table><p class="muted">Per-counter min/mean/p95/max, means per step / range and per core: '
+            'the counter tables below.</p></section>')
 
 
 def _llm(result: dict) -> str:

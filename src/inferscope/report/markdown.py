@@ -5,26 +5,57 @@ import re
 
 from ..analyze.diagnosis import partial_trace
 from ..analyze.kernels import short_kernel_name
-from .shown import more_rows_note, shown_tables
+from .shown import TABLE_TITLES, more_rows_note, shown_tables, table_title, words
 from ..util.atomic import atomic_write_text
 
 LABEL_W = 22
 _URL_RE = re.compile(r"(?i)(https?|ftp|www)([:.])")
+_BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+# what Markdown could read as markup after the brackets, pipes and backticks are escaped: "<" opening a tag
+# (<a, </a, <!--, <?), a URI autolink (<scheme:...>) or an e-mail autolink (<local@...>; local-part characters
+# per CommonMark); "<" before a digit too, so that a template name reads the same throughout (Array\<char*, 3>,
+# Kernel\<4>); "<=", "<-", "< " stay as written.  "&" starting an entity (&lt; &#60;); ">" opening a block
+# quote at the start of a line.
+_LT_RE = re.compile(r"<(?=[A-Za-z0-9/!?]|[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@)")
+_ENTITY_RE = re.compile(r"&(?=#[0-9]{1,7};|#[xX][0-9A-Fa-f]{1,6};|[A-Za-z][A-Za-z0-9]{0,31};)")
+_QUOTE_RE = re.compile(r"^(\s*)>")
+
+
+def _printable(s) -> str:
+    """No control characters (C0, DEL, C1: spaces) and no bidi overrides."""
+    s = "" if s is None else str(s)
+    s = "".join(ch if (ch >= " " or ch == "\t") and not ("\x7f" <= ch <= "\x9f") else " " for ch in s)
+    return s.translate({ord(c): None for c in _BIDI})
 
 
 def md_escape(s, limit: int = 120) -> str:
-    """Make a trace-provided string safe inside a Markdown table cell / line."""
-    s = "" if s is None else str(s)
-    s = "".join(ch if (ch >= " " or ch == "\t") and not ("\x7f" <= ch <= "\x9f") else " " for ch in s)
-    for ch in ("\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069"):
-        s = s.replace(ch, "")
+    """Make a trace-provided string safe inside a Markdown table cell / line: Markdown's own backslash
+    escapes, never HTML entities (report.md is read with ``cat`` as often as rendered)."""
+    s = _printable(s)
     if len(s) > limit:
         s = s[: limit - 1] + "…"
     # backslash first; then table pipes, code spans, link/image brackets ([x](u), ![x](u)),
-    # HTML and autolinks (<...>), and bare-URL autolinks (GFM links "http://", "www.")
+    # HTML and autolinks (<...>), entities, block quotes, and bare-URL autolinks (GFM links "http://", "www.")
     s = s.replace("\\", "\\\\").replace("|", "\\|").replace("`", "\\`").replace("[", "\\[").replace("]", "\\]")
-    s = s.replace("<", "&lt;").replace(">", "&gt;")
+    s = _QUOTE_RE.sub(r"\1\\>", _ENTITY_RE.sub(r"\\&", _LT_RE.sub(r"\\<", s)))
     return _URL_RE.sub(lambda m: m.group(1) + "\\" + m.group(2), s)
+
+
+def md_heading(name, limit: int = 200) -> str:
+    """An identifier (``gc_pauses``, ``cpu_op``) as heading words ("GC pauses", "CPU op"), escaped."""
+    return md_escape(words(name), limit)
+
+
+def md_code(s, limit: int = 300) -> str:
+    """A trace-provided string as a Markdown code span (shown verbatim: no escape is read inside one),
+    its fence longer than any backtick run inside."""
+    s = _printable(s).replace("\t", " ")
+    if len(s) > limit:
+        s = s[: limit - 1] + "…"
+    runs = [len(m) for m in re.findall(r"`+", s)]
+    fence = "`" * ((max(runs) + 1) if runs else 1)
+    pad = " " if s.startswith("`") or s.endswith("`") or (s.startswith(" ") and s.endswith(" ") and s.strip()) else ""
+    return f"{fence}{pad}{s}{pad}{fence}" if s else "` `"
 
 
 def _fmt(v, nd=3):
@@ -40,7 +71,7 @@ def _fmt(v, nd=3):
 def plain(s, limit: int = 200) -> str:
     """Trace-provided text for the terminal / code block: no control or bidi characters."""
     s = "" if s is None else str(s)
-    s = "".join(ch for ch in s if (ch >= " " or ch == "\t") and ch not in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+    s = "".join(ch for ch in s if (ch >= " " or ch == "\t") and ch not in _BIDI)
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
@@ -162,7 +193,7 @@ def _counters_md(result: dict) -> list[str]:
     pc = c.get("process_cores")
     if pc:
         L.append(f"- CPU cores of the process ({pc['cores']}; {md_escape(pc['basis'])}): mean utilisation "
-                 f"{pc['mean_util_pct']:.1f}%, busiest core {pc['max_core_mean_util_pct']:.1f}% on average (table counters_cores)")
+                 f"{pc['mean_util_pct']:.1f}%, busiest core {pc['max_core_mean_util_pct']:.1f}% on average (table: {TABLE_TITLES['counters_cores']})")
     nm = c.get("numa")
     if nm:
         gn = ", ".join(f"{md_escape(g['pci_bus_id'])} on node {g['numa_node']}" for g in nm.get("gpu_numa_nodes") or [])
@@ -178,33 +209,6 @@ def _counters_md(result: dict) -> list[str]:
     return L
 
 
-TABLE_TITLES = [
-    ("llm_requests", "LLM requests (TTFT and TPOT per request)"),
-    ("llm_steps", "LLM generation steps (prefill / decode)"),
-    ("efficiency_by_op", "FLOPs, bytes and achieved throughput per op (from recorded shapes)"),
-    ("top_python_functions", "Top Python functions (self time; the sampled function of each tick, or recorded frames)"),
-    ("top_ops", "Top framework ops (self CPU time; device time of the work they launched)"),
-    ("top_apis", "Top runtime / driver API calls (by total time)"),
-    ("kernels", "Top GPU kernels (by total time)"),
-    ("copies", "Copies"),
-    ("syncs", "Blocking sync calls (the breakdown's sync_wait rule; rows add up to every call)"),
-    ("gpu_idle_gaps", "Largest GPU idle gaps (no activity on any stream)"),
-    ("steps", "Profiler steps"),
-    ("ranges", "User / NVTX ranges (GPU time inclusive: a kernel counts for every range around its launch)"),
-    ("phases", "Phases"),
-    ("nvtx_ranges", "NVTX ranges with the kernel time attributed to them"),
-    ("nvtx_kernel_time", "GPU kernel time by innermost NVTX range (via the launching call)"),
-    ("nvtx_phases", "NVTX phases (--phase-map)"),
-    ("launch_latency", "Launch API time vs queue time vs kernel time, per launch API"),
-    ("memory_ops_by_api", "Memory operations by API (pageable async copies, synchronous copies / memsets)"),
-    ("sync_like_api_names", "API names that look sync-like (Synchronize / Wait / Query in the name; includes non-blocking polls, not blocked time)"),
-    ("kernels_by_pid", "Top kernels per process"),
-    ("counters", "Counters over the window (GPU first; cumulative counters as rates)"),
-    ("counters_by_range", "Counter means per step / range (samples inside its occurrences)"),
-    ("counters_cores", "CPU utilisation of the process's cores"),
-    ("sync_by_pid", "Blocking sync calls per process"),
-    ("nvtx_by_pid", "NVTX ranges per process"),
-]
 
 
 def _deep_dive_md(result: dict) -> list[str]:
@@ -278,7 +282,7 @@ def render_markdown(result: dict) -> str:
     for r in result["breakdown"]:
         L.append(f"| {r['label']} | {r['ms']:.3f} | {r['pct']:.2f} |")
         for p in r.get("parts", []):
-            L.append(f"| &nbsp;&nbsp;↳ {p['label']} | {p['ms']:.3f} | {p['pct']:.2f} |")
+            L.append(f"| ↳ {p['label']} | {p['ms']:.3f} | {p['pct']:.2f} |")
     total_pct = sum(r["pct"] for r in result["breakdown"])
     L.append(f"| **total** | **{sum(r['ms'] for r in result['breakdown']):.3f}** | **{total_pct:.2f}** |")
     v = result["verdict"]
@@ -337,16 +341,15 @@ def render_markdown(result: dict) -> str:
               f"(ratio to kernel time {_fmt(k.get('launch_api_vs_kernel_ratio'), 2)}).", ""]
     tables = result.get("tables", {})
     show = set(shown_tables(result))
-    for name, title in TABLE_TITLES:
+    for name, title in TABLE_TITLES.items():
         if name in show:
             t = tables[name]
             if name == "kernels":  # readable names here; tables/kernels.csv keeps the full ones
                 t = {"columns": t["columns"], "rows": [[short_kernel_name(str(r[0]))] + list(r[1:]) for r in t["rows"]]}
             L += [f"## {title}", ""] + _table(t, 10 if name.startswith("top_") else 20) + [""]
-    titled = {n for n, _ in TABLE_TITLES}
     for name, t in tables.items():
-        if name not in titled and name in show:
-            L += [f"## {md_escape(name)}", ""] + _table(t) + [""]
+        if name not in TABLE_TITLES and name in show:
+            L += [f"## {md_heading(table_title(name))}", ""] + _table(t) + [""]
     if result.get("warnings"):
         L += ["## Warnings", ""] + [f"- {md_escape(w, 400)}" for w in result["warnings"]] + [""]
     L += ["## Limitations", ""] + [f"- {md_escape(x, 600)}" for x in result.get("limitations", [])] + [""]
