@@ -46,7 +46,7 @@ def test_rank_alone_is_not_a_job(tmp_path):
     # --group-by says otherwise: the folder's ranks are one job (here two captures' rank 0: reported, not compared)
     _analyze(ins[:3], out, "--group-by", "folder")
     (job,) = json.loads((out / "cross_rank.json").read_text())["jobs"]
-    assert job["ranks_present"] == [0, 1] and "appear in several inputs" in job["error"]
+    assert job["ranks_present"] == [0, 1] and job["error"].startswith("rank 0 in 2 inputs: ")
 
 
 def test_process_groups_or_world_size_make_a_job(tmp_path):
