@@ -8,6 +8,7 @@ measure moves the opposite way, so the test fails if the gate looks at the wrong
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -111,3 +112,16 @@ def test_throughput_within_min_change_does_not_fail(tmp_path):
     assert diff_paths(b, a)["change"]["id"] == "within_noise"
     assert main(["diff", b, a, "-o", str(tmp_path / "o"), "-q", "--fail-on-regression", "0"]) == 0
     assert main(["diff", b, a, "-o", str(tmp_path / "o"), "-q", "--fail-on-regression", "0", "--min-change", "1"]) == 1
+
+
+def test_default_output_folder_is_outputs_diff(tmp_path, monkeypatch, capsys):
+    b = _report(tmp_path / "in" / "b.json", 100.0)
+    a = _report(tmp_path / "in" / "a.json", 150.0)
+    run = tmp_path / "cwd"
+    run.mkdir()
+    monkeypatch.chdir(run)
+    assert main(["diff", b, a]) == 0
+    wrote = sorted(ln.split(" ", 1)[1] for ln in capsys.readouterr().out.splitlines() if ln.startswith("wrote "))
+    assert wrote == [str(Path("outputs") / "diff" / "diff.json"), str(Path("outputs") / "diff" / "diff.md")]
+    assert json.loads((run / "outputs" / "diff" / "diff.json").read_text())["e2e"]["after_ms"] == 150.0
+    assert sorted(p.name for p in run.iterdir()) == ["outputs"]            # nothing else at the current directory

@@ -228,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("diff", help="compare two runs: inferscope diff BEFORE AFTER (traces or report.json files)")
     d.add_argument("before")
     d.add_argument("after")
-    d.add_argument("-o", "--output", default=None, help="output directory (default ./inferscope-diff)")
+    d.add_argument("-o", "--output", default=None, help="output directory (default ./outputs/diff)")
     d.add_argument("--format", default=None, help="comma-separated: md,json,html (default md,json)")
     d.add_argument("--fail-on-regression", type=float, default=None, metavar="PCT",
                    help="exit 1 when the call regressed (beyond noise when known) by more than PCT percent on its basis: "

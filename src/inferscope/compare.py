@@ -167,6 +167,7 @@ def cli_diff(args) -> int:
     """``inferscope diff``: write the diff files, print the headline; 1 with --fail-on-regression when it holds."""
     from .analyze.options import options_from_args
     from .errors import ConfigError
+    from .outputs import DEFAULT_DIFF_DIR
     from .report import diff as R
     from .report.markdown import plain
     if args.fail_on_regression is not None and not (args.fail_on_regression >= 0 and math.isfinite(args.fail_on_regression)):
@@ -175,7 +176,7 @@ def cli_diff(args) -> int:
         raise ConfigError("--min-change takes a percentage >= 0")
     opts = options_from_args(args)
     d = diff_paths(args.before, args.after, opts, args.min_change, quiet=bool(args.quiet))
-    written = R.write(d, args.output or "inferscope-diff", args.format)
+    written = R.write(d, args.output or DEFAULT_DIFF_DIR, args.format)
     if not args.quiet:
         for line in headline(d).splitlines():
             print(plain(line, 400))
