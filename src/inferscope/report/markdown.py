@@ -188,7 +188,7 @@ TABLE_TITLES = [
     ("kernels", "Top GPU kernels (by total time)"),
     ("copies", "Copies"),
     ("syncs", "Blocking sync calls (the breakdown's sync_wait rule; rows add up to every call)"),
-    ("gpu_idle_gaps", "Largest GPU idle gaps (no activity on any stream)"),
+    ("gpu_idle_gaps", "Largest GPU idle gaps (no activity on any stream; --format csv writes every gap)"),
     ("steps", "Profiler steps"),
     ("ranges", "User / NVTX ranges (GPU time inclusive: a kernel counts for every range around its launch)"),
     ("phases", "Phases"),
