@@ -48,8 +48,8 @@ def test_stage_ranges_are_phases_synthetic():
     t = Synth()
     for name, a, b, ks in PLAN:
         t.span(SpanKind.ANNOTATION, name, a, b)
-        for i, (ks_, ke) in enumerate(ks):
-            t.launch(ks_ - 8 + 0 * i, ks_ - 6, ks_, ke)
+        for ks_, ke in ks:
+            t.launch(ks_ - 8, ks_ - 6, ks_, ke)
     tr = t.done()
     ph = phases(tr, resolve_window(tr, "all"))
     _check(ph)
