@@ -172,7 +172,7 @@ def test_phases_attribution_and_coverage():
     phs = {p["phase"]: p for p in ph["phases"]}
     assert phs["prefill"]["gpu_ms"] == pytest.approx(0.040) and phs["decode"]["wall_ms"] == pytest.approx(0.1)
     assert phs["decode"]["mapped_from"] == [{"name": "decode_step", "rule": "conventional phase name (whole name)"}]
-    assert ph["phase_map_source"] == "conventional names only"
+    assert ph["phase_map_source"] == "conventional names and <name>_Stage ranges"
     ph2 = phases(tr, resolve_window(tr, None), {"first": ["prefill"], "second": ["decode"]})
     assert {p["phase"] for p in ph2["phases"]} == {"first", "second"}
     assert ph2["phases"][0]["mapped_from"][0]["rule"].startswith("--phase-map")

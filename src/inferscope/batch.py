@@ -255,7 +255,8 @@ def analyze_many(inputs: list[str], outdir: str, output_formats: str | None, opt
 def cli_analyze_many(args) -> int:
     from .analyze.options import options_from_args
     from .report.markdown import plain
-    outdir = args.output or "inferscope-out"
+    from .outputs import DEFAULT_DIR
+    outdir = args.output or DEFAULT_DIR
     if args.jobs is None or args.jobs < 1:
         raise ConfigError("--jobs must be >= 1")
     if Path(outdir).suffix.lower() in (".md", ".json", ".html", ".csv") and not Path(outdir).is_dir():

@@ -266,10 +266,11 @@ def build_parser() -> argparse.ArgumentParser:
     d = _sub(sub, "diff", "compare two runs", ": inferscope diff BEFORE AFTER (traces or report.json files)")
     d.add_argument("before", help="the baseline: a trace or a report.json")
     d.add_argument("after", help="the run compared with it: a trace or a report.json")
-    d.add_argument("-o", "--output", default=None, help="output directory (default ./inferscope-diff)")
+    d.add_argument("-o", "--output", default=None, help="output directory (default ./outputs/diff)")
     d.add_argument("--format", default=None, help="comma-separated: md,json,html (default md,json)")
     d.add_argument("--fail-on-regression", type=float, default=None, metavar="PCT",
-                   help="exit 1 when the compared time regressed (beyond noise when known) by more than PCT percent")
+                   help="exit 1 when the call regressed (beyond noise when known) by more than PCT percent on its basis: "
+                        "a time that grew or a throughput (tokens/s, requests/s) that fell")
     d.add_argument("--min-change", type=float, default=None, metavar="PCT",
                    help="smallest change called a regression/improvement (default 10; see thresholds.DIFF_MIN_CHANGE_PCT)")
     d.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")

@@ -141,9 +141,11 @@ def diff_paths(before: str, after: str, options=None, min_change_pct: float | No
 
 def regressed_beyond(d: dict, pct: float) -> bool:
     """--fail-on-regression: the change the verdict rests on is a regression (beyond noise when the
-    noise is known) of more than ``pct`` percent."""
+    noise is known) of more than ``pct`` percent on its own basis: a time (e2e, per step, per range) that
+    grew by more than ``pct`` %, or a throughput (generated tokens/s, requests/s) that fell by more than
+    ``pct`` % (``worse_pct``: the change in the worse direction; an improvement is never worse)."""
     ch = d["change"]
-    return ch["id"] == "regression" and ch["change_pct"] is not None and ch["change_pct"] > pct
+    return ch["id"] == "regression" and ch.get("worse_pct") is not None and ch["worse_pct"] > pct
 
 
 def headline(d: dict) -> str:
@@ -165,6 +167,7 @@ def cli_diff(args) -> int:
     """``inferscope diff``: write the diff files, print the headline; 1 with --fail-on-regression when it holds."""
     from .analyze.options import options_from_args
     from .errors import ConfigError
+    from .outputs import DEFAULT_DIFF_DIR
     from .report import diff as R
     from .report.markdown import plain
     if args.fail_on_regression is not None and not (args.fail_on_regression >= 0 and math.isfinite(args.fail_on_regression)):
@@ -173,7 +176,7 @@ def cli_diff(args) -> int:
         raise ConfigError("--min-change takes a percentage >= 0")
     opts = options_from_args(args)
     d = diff_paths(args.before, args.after, opts, args.min_change, quiet=bool(args.quiet))
-    written = R.write(d, args.output or "inferscope-diff", args.format)
+    written = R.write(d, args.output or DEFAULT_DIFF_DIR, args.format)
     if not args.quiet:
         for line in headline(d).splitlines():
             print(plain(line, 400))
@@ -183,6 +186,8 @@ def cli_diff(args) -> int:
         for p in written:
             print(f"wrote {p}")
     if args.fail_on_regression is not None and regressed_beyond(d, args.fail_on_regression):
-        print(f"inferscope: regression beyond {args.fail_on_regression:g}%: {plain(d['change']['text'], 400)}", file=sys.stderr)
+        ch = d["change"]
+        print(f"inferscope: regression beyond {args.fail_on_regression:g}% ({ch['worse_pct']:.1f}% worse on "
+              f"{plain(str(ch['basis']), 100)}): {plain(ch['text'], 400)}", file=sys.stderr)
         return 1
     return 0

@@ -12,7 +12,8 @@ runs (machine load, clocks), so the band is a lower bound on the real noise.
 
 ``environment``: the machine-load counters of a live trace (system CPU utilisation, the process's CPU),
 so the diff can warn when a run shared a busy machine.  ``_change_verdict``: the latency call
-(regression / improvement / within_noise / no_change) from the noise comparison, else from e2e.
+(regression / improvement / within_noise / no_change) from the noise comparison, else from e2e; a time, so
+its ``worse_pct`` (the change in the worse direction, what ``--fail-on-regression`` compares) is ``change_pct``.
 """
 from __future__ import annotations
 
@@ -141,8 +142,8 @@ def _change_verdict(e2e: dict, noise: dict | None, min_change_pct: float) -> dic
             why = f"beyond the 95% band ±{noise['band_pct']:.1f}% and the {min_change_pct:g}% minimum change"
         text = (f"{vid.replace('_', ' ')}: {basis} {noise['before']['mean_ms']:.3f} -> {noise['after']['mean_ms']:.3f} ms "
                 f"({pct:+.1f}%; {why}; n={noise['before']['n']}/{noise['after']['n']})")
-        return {"id": vid, "change_pct": pct, "basis": basis, "noise_known": True, "min_change_pct": min_change_pct,
-                "text": text}
+        return {"id": vid, "change_pct": pct, "worse_pct": pct, "basis": basis, "noise_known": True,
+                "min_change_pct": min_change_pct, "text": text}
     pct = e2e["delta_pct"]
     if pct is None or e2e["delta_ms"] == 0:
         vid = "no_change"
@@ -153,5 +154,5 @@ def _change_verdict(e2e: dict, noise: dict | None, min_change_pct: float) -> dic
     text = (f"{vid.replace('_', ' ')}: e2e {e2e['before_ms']:.3f} -> {e2e['after_ms']:.3f} ms"
             + (f" ({pct:+.1f}%" if pct is not None else " (") + f"; minimum change {min_change_pct:g}%)"
             "; per-run noise unknown (no repeated steps or ranges on both sides)")
-    return {"id": vid, "change_pct": pct, "basis": "e2e", "noise_known": False, "min_change_pct": min_change_pct,
-            "text": text}
+    return {"id": vid, "change_pct": pct, "worse_pct": pct, "basis": "e2e", "noise_known": False,
+            "min_change_pct": min_change_pct, "text": text}

@@ -49,5 +49,6 @@ def combine(latency: dict, work: dict | None, min_change_pct: float) -> dict:
             f"; latency: {latency['text']}" + ("; a trade-off: more work per second, each unit of time longer"
                                                if tradeoff and vid == "improvement" else
                                                "; a trade-off: less work per second, shorter times" if tradeoff else ""))
-    return {"id": vid, "change_pct": pct, "basis": "throughput", "noise_known": False, "min_change_pct": min_change_pct,
+    # a rate: lower is worse, so a fall of x % is x % worse (--fail-on-regression compares worse_pct)
+    return {"id": vid, "change_pct": pct, "worse_pct": -pct, "basis": "throughput", "noise_known": False, "min_change_pct": min_change_pct,
             "text": text, "latency": latency, "tradeoff": tradeoff, "work_unit": work["unit"]}

@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 DEFAULT_FORMATS = "md,json,csv"
+DEFAULT_DIR = "inferscope-out"          # analyze / run without -o (relative to the current directory)
+DEFAULT_DIFF_DIR = "outputs/diff"       # diff without -o (outputs/ is git-ignored, like sweep's ./outputs)
 
 
 def _split_gz(path: str) -> tuple[str, bool]:
@@ -21,7 +23,7 @@ def _stem_name(fmt: str, stem: Path, gz: bool) -> Path:
     return p.with_name(p.name + ".gz") if gz and fmt != "csv" else p
 
 
-def resolve_outputs(output: str | None, formats: str | None, default_dir: str = "inferscope-out") -> list[tuple[str, Path]]:
+def resolve_outputs(output: str | None, formats: str | None, default_dir: str = DEFAULT_DIR) -> list[tuple[str, Path]]:
     """Map -o/--format to [(format, path)].
 
     -o with a known extension (report.md, x.html, t.json, t.json.gz) names the set: one file, or
@@ -54,7 +56,7 @@ def resolve_outputs(output: str | None, formats: str | None, default_dir: str = 
     return [(f, outdir / default_filename(f)) for f in fmts]
 
 
-def output_folder(output: str | None, outputs: list[tuple[str, Path]], default_dir: str = "inferscope-out") -> Path | None:
+def output_folder(output: str | None, outputs: list[tuple[str, Path]], default_dir: str = DEFAULT_DIR) -> Path | None:
     """The folder -o named (None when -o named a file set)."""
     from .report import format_for_path
     plain = _split_gz(output)[0] if output else ""

@@ -119,6 +119,14 @@ ONE_OFF_NESTED_COVER_FRACTION = 0.9
 # Elementwise + copy kernels above this share of kernel time: fusion is the lever.
 ELEMENTWISE_COPY_SHARE_PCT = 30.0
 
+# --- Nsight Systems timestamp unit (seed 004 sanity check; ingest/nsys_units.py) ---
+# nsys writes ns since the session start; a capture longer than a day would be tens of GB (captures are seconds to
+# minutes), so a longer extent means ps/fs-scaled timestamps (an hour at ps reads as 42 days).
+NSYS_MAX_SESSION_NS = 86_400 * 10**9
+# CUPTI records no kernel much under 1 us (launch + drain; the shortest in the shared exports: 1,536 ns); a median
+# under 50 ns means us-scaled timestamps (a 10 us kernel reads as 10).
+NSYS_MIN_MEDIAN_KERNEL_NS = 50.0
+
 # --- verdict -----------------------------------------------------------------
 # Source: InferScope's own rule: about a third of the window, clearly ahead of any single other group
 # when the rest is spread over several categories.

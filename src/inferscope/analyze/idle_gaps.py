@@ -71,6 +71,24 @@ def _host_activity(trace: Trace, a: int, b: int, hostix=None) -> dict:
             "host_within": chain}
 
 
+def device_gaps(trace: Trace, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Device-wide idle gaps in [lo, hi): no GPU activity (kernel, graph, copy, memset) on any stream,
+    between the first and the last activity in the window; (starts, ends) int64 ns, in time order.
+    The one rule for ``idle_gaps.largest`` / ``device_gaps`` and ``tables/gpu_idle_gaps.csv``."""
+    s = trace.spans
+    gw = gpu_work_mask(trace)   # start-sorted, so the union needs no sort
+    us, ue = union(*clip(s.start_ns[gw], s.end_ns[gw], lo, hi))
+    del gw
+    if not len(us):
+        return us, ue
+    return gaps(us, ue, int(us[0]), int(ue[-1]))
+
+
+def largest_first(ds: np.ndarray, de: np.ndarray) -> np.ndarray:
+    """Order of the gaps, longest first (ties: the earlier first)."""
+    return np.argsort(ds - de, kind="stable")
+
+
 def idle_gaps(trace: Trace, window: Window, top_n: int = 10) -> dict:
     s = trace.spans
     m = gpu_work_mask(trace)
@@ -139,12 +157,9 @@ def idle_gaps(trace: Trace, window: Window, top_n: int = 10) -> dict:
         out["distribution"].append({"bucket": lab, "count": int(mb.sum()), "stream_ms": float(g_ns[mb].sum()) / 1e6})
     # device-wide gaps: no GPU activity on any stream
     del g_ns, gtr, cls, b, mb
-    gw = gpu_work_mask(trace)   # start-sorted, so the union needs no sort
-    us, ue = union(*clip(s.start_ns[gw], s.end_ns[gw], lo, hi))
-    del gw
-    ds, de = gaps(us, ue, int(us[0]) if len(us) else lo, int(ue[-1]) if len(ue) else hi)
+    ds, de = device_gaps(trace, lo, hi)
     dl = de - ds
-    top = np.argsort(-dl, kind="stable")[:top_n]
+    top = largest_first(ds, de)[:top_n]
     hostix = _host_index(trace)
     for j in top.tolist():
         a, bb = int(ds[j]), int(de[j])

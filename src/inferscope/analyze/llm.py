@@ -9,7 +9,8 @@ Steps (one forward of the model) come from, in this order:
     requests; sq = query tokens computed, sk = KV length read, each summed over the batch;
   * SGLang ``step[DECODE bs=N]`` / ``step[PREFILL|EXTEND bs=N]`` (unless inside an execute_ range);
   * ranges whose name is a phase by the phase rule (``phases.phase_matcher``: --phase-map whole words,
-    or conventional whole names prefill/decode): a step of that kind with unknown batch and tokens.
+    or conventional whole names prefill/decode; not ``<name>_Stage`` ranges, which wrap a whole phase): a step of that
+    kind with unknown batch and tokens.
 Requests: live ``hf.generate`` ranges, and ``scope(name, tokens=..., batch=...)`` ranges; one per outermost
 range (a generate() call or request scope inside a request scope is part of it: ``_requests``).  Token times of
 a request: ``inferscope.mark_token()`` marks in it when present; else the start of each forward after
@@ -30,7 +31,7 @@ from ..trace.model import Trace
 from .device_peaks import resolve_peaks
 from .llm_requests import detail as _detail, requests as _requests
 from .llm_tokens import step_tokens
-from .phases import phase_matcher
+from .phases import STAGE_RULE, phase_matcher
 from .window import Window
 
 EXEC_RE = re.compile(r"execute_(\d+)_context_(\d+)\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)"
@@ -102,7 +103,7 @@ def _steps(trace: Trace, window: Window, phase_map) -> list[dict]:
             kind_of[u] = ("sgl", m)
         else:
             ph = match(nm)
-            if ph and ph[0] in ("prefill", "decode"):
+            if ph and ph[0] in ("prefill", "decode") and ph[1] != STAGE_RULE:    # a stage wraps the whole phase
                 kind_of[u] = ("phase", ph)
     if not kind_of:
         return []

@@ -12,7 +12,10 @@ Phases come only from explicit names (``phase_of``):
     match ``ModelGenerationCoordinator``);
   * without it: only ranges whose whole name is a conventional phase name (``prefill``,
     ``decode``, ``sampling``, optionally followed by ``step`` and/or an index: ``decode_step``,
-    ``decode:3``, ``Prefill #2``).  No substring guessing.
+    ``decode:3``, ``Prefill #2``), or a stage: ``<name>_Stage`` (seed 003's profiling plan wraps
+    prefill and decode in NVTX ranges ``Prefill_Stage`` / ``Decode_Stage``; also ``Decode Stage``,
+    ``Vision_Encoder-Stage 2``) is phase ``<name>`` in lower case.  No substring guessing.
+    A stage range wraps a whole phase, not one generation step, so llm.py does not take it as a step.
 Each phase row says which names it took and by which rule.
 """
 from __future__ import annotations
@@ -35,6 +38,12 @@ _CONVENTIONAL_RE = re.compile(r"^\s*(?P<phase>" + "|".join(CONVENTIONAL_PHASES) 
                               r")(?:[\s_\-:#.]*step)?(?:[\s_\-:#.]*\d+)?\s*$", re.I)
 
 
+_STAGE_RE = re.compile(r"^\s*(?P<phase>[A-Za-z][A-Za-z0-9]*(?:[_\-][A-Za-z0-9]+)*?)[\s_\-]+stage(?:[\s_\-:#.]*\d+)?\s*$", re.I)
+CONVENTIONAL_RULE = "conventional phase name (whole name)"
+STAGE_RULE = "<name>_Stage range (whole name)"
+DEFAULT_SOURCE = "conventional names and <name>_Stage ranges"
+
+
 def _word_pattern(p: str) -> re.Pattern:
     left = r"(?<![A-Za-z0-9])" if p[:1].isalnum() else ""
     right = r"(?![A-Za-z0-9])" if p[-1:].isalnum() else ""
@@ -42,7 +51,7 @@ def _word_pattern(p: str) -> re.Pattern:
 
 
 def phase_matcher(phase_map: dict | None):
-    """``fn(name) -> (phase, rule) | None`` for the user's map, or the conventional exact names."""
+    """``fn(name) -> (phase, rule) | None`` for the user's map, or the conventional exact names and stages."""
     if phase_map:
         pats = [(ph, p, _word_pattern(p)) for ph, ps in phase_map.items() for p in ps if p]
 
@@ -55,7 +64,10 @@ def phase_matcher(phase_map: dict | None):
         def match(name: str):
             m = _CONVENTIONAL_RE.match(name)
             if m:
-                return m.group("phase").lower(), "conventional phase name (whole name)"
+                return m.group("phase").lower(), CONVENTIONAL_RULE
+            m = _STAGE_RE.match(name)
+            if m:
+                return m.group("phase").lower(), STAGE_RULE
             return None
     return match
 
@@ -137,7 +149,7 @@ def phases(trace: Trace, window: Window, phase_map: dict | None = None, max_step
                   for k, v in per_phase.items()]
     return {
         "steps": steps, "step_count": int((s.kind[ridx] == SpanKind.STEP).sum()),
-        "ranges": ranges, "phase_map_source": "--phase-map" if phase_map else "conventional names only",
+        "ranges": ranges, "phase_map_source": "--phase-map" if phase_map else DEFAULT_SOURCE,
         "phase_map": phase_map or None, "conventional_phase_names": None if phase_map else list(CONVENTIONAL_PHASES),
         "phases": phase_rows,
         "gpu_attribution_coverage_pct": None if coverage is None else 100.0 * coverage,

@@ -203,6 +203,7 @@ def _analyze_report(trace: Trace, options: AnalyzeOptions | None) -> Report:
         tables["gc_pauses"] = gc_table(res["gc_pauses"])
     tables.update(culprit_tables)
     if res["idle_gaps"] and res["idle_gaps"]["largest"]:
+        # the largest gaps; tables/gpu_idle_gaps.csv holds every gap (report/csv_tables.py: these columns + start/end ns)
         tables["gpu_idle_gaps"] = {"columns": ["offset_ms", "ms", "host_activity", "host_overlap_pct"],
                                    "rows": [[round(g["offset_ms"], 6), round(g["ms"], 6), g.get("host"), g.get("host_overlap_pct")]
                                             for g in res["idle_gaps"]["largest"]]}

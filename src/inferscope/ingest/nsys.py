@@ -49,6 +49,7 @@ from .nsys_schema import (GPU_INFO_TABLES, GRAPH_TABLE, KERNEL_TABLES, MEMCPY_TA
                           NVTX_TABLE, OSRT_TABLE, OVERHEAD_TABLE, PID_MASK, RUNTIME_TABLE, SYNC_TABLE,
                           VIEW_SQL_TIMEOUT_S, _WANTED_TABLES, _Interrupt, _connect, _is_nsys, _schema, _versions)
 from .nsys_tracks import _devices, _process_thread_names, _remap_strings, _session, _thread_tracks, _tracks_for
+from .nsys_units import unit_warnings
 
 LOAD_OPTIONS: tuple[str, ...] = ("include_osrt", "include_overhead", "chunk_rows")
 
@@ -282,6 +283,7 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows, guard=None, pro
     sess = _session(con, schema)
     if sess:
         meta["session"] = sess
+    warnings.extend(unit_warnings(all_parts, sess))
     for t, nb in sorted(rd.bad_rows.items()):
         warnings.append(f"skipped {nb} row(s) of {t} with a non-integer or out-of-range value in an integer column")
     for t, nb in sorted(rd.bad_ids.items()):

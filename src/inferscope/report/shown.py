@@ -1,6 +1,7 @@
 """Which result tables the human-readable reports show (report.md and report.html share the rule).
 
-report.json and the CSV tables keep every table; a page shows each table once and none that is empty:
+report.json and the CSV tables keep every table (``gpu_idle_gaps``: report.json the largest gaps, its CSV every gap);
+a page shows each table once and none that is empty:
 - a table without rows is left out;
 - ``breakdown``: both pages draw the breakdown in their own section;
 - without GPU work in the trace (``result["gpu"]`` is None) the GPU / CUDA API tables are left out, and
@@ -28,7 +29,7 @@ TABLE_TITLES = {
     "kernels": "Top GPU kernels (by total time)",
     "copies": "Copies",
     "syncs": "Blocking sync calls (the breakdown's sync_wait rule; rows add up to every call)",
-    "gpu_idle_gaps": "Largest GPU idle gaps (no activity on any stream)",
+    "gpu_idle_gaps": "Largest GPU idle gaps (no activity on any stream; --format csv writes every gap)",
     "steps": "Profiler steps",
     "ranges": "User / NVTX ranges (GPU time inclusive: a kernel counts for every range around its launch)",
     "phases": "Phases",
