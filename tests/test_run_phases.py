@@ -137,11 +137,13 @@ def test_one_short_outlier_op_is_not_startup():
     assert rp["startup"] is None and not rp["cut"], rp["startup"]
     res = analyze(tr)
     assert res["window"]["kind"] == "trace" and res["one_off_calls"]["count"] == 0
-    # a real start-up call still cuts: 300 ms of one call at the start of the same program
+    # a real start-up call still cuts: 300 ms of one call at the start of the same program (ops 290 of every
+    # 300 us: the window left is 3.3 % 'other' vs 2.2 % over the whole trace; with 250 of 300 it was 16.7 % vs
+    # 11.1 %, more than STEADY_MAX_OTHER_RISE_PCT above, and is no longer cut: issue 45)
     from helpers import Synth
     t = Synth()
     t.span(SpanKind.RUNTIME, "cudaMalloc", 0, 300_000)
     for k in range(2000):
-        t.span(SpanKind.CPU_OP, "aten::mm", 300_000 + k * 300, 300_000 + k * 300 + 250)
+        t.span(SpanKind.CPU_OP, "aten::mm", 300_000 + k * 300, 300_000 + k * 300 + 290)
     rp = run_phases(t.done())
     assert rp["startup"]["ms"] == pytest.approx(300.0) and rp["startup"]["rule"].startswith("outlier_call")

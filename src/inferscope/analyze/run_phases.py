@@ -332,7 +332,7 @@ def justification(rp: dict, other_win_pct: float, other_all_pct: float) -> str:
              for k, w in (("startup", "start-up"), ("teardown", "teardown")) if rp.get(k)]
     steps = (f"{rp['steady_steps']} complete steady steps remain (>= {T.STEADY_MIN_STEPS}); "
              if rp.get("steady_steps") is not None else "the trace has no steps; ")
-    return ("cut " + " and ".join(parts) + "; " + steps + f"'other' {other_win_pct:.1f}% of the steady state vs "
+    return ("left out " + " and ".join(parts) + "; " + steps + f"'other' {other_win_pct:.1f}% of the steady state vs "
             f"{other_all_pct:.1f}% over the whole trace (at most +{T.STEADY_MAX_OTHER_RISE_PCT:g} points)")
 
 

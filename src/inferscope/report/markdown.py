@@ -64,7 +64,7 @@ def run_phase_lines(result: dict) -> list[str]:
         out.append(f"{what} {seg['ms']:,.1f} ms at +{seg['offset_ms']:,.1f} ms ({state})" + (f": {items}" if items else "")
                    + f" [rule {seg['rule'].split(':')[0]}]")
     if rp.get("justification") and rp.get("applied"):
-        out.append(f"Cut because: {rp['justification']}")
+        out.append(f"Steady-state cut: {rp['justification']}")
     for k in rp.get("not_cut") or []:
         what = "Start-up" if k["part"] == "startup" else "Teardown"
         out.append(f"{what} {k['ms']:,.1f} ms found by rule {k['rule']} but not cut: {k['reason']}")
