@@ -40,18 +40,23 @@ def test_memfusion_unload_count_independent():
     assert n == 5490 and tot / 1e6 == pytest.approx(479.449, abs=0.01)
 
 
-def test_mi250_lazy_launch_is_startup_not_launch_bound():
+def test_mi250_first_step_is_not_cut_to_one_step():
+    """Issue 45: the first step (9.29 ms, a 6.5 ms lazy hipLaunchKernel) is 186x the second (0.05 ms), but cutting
+    it left one step (0.29 of 9.58 ms, GPU idle 100 %, 77 % 'other', verdict balanced 0.18).  That window was
+    less informative than the whole trace (this test used to assert the cut): the whole trace stays, and the
+    report says why."""
     tr = load_trace(shared_path("kineto", "hta_amd_mi250_minitoy.json.gz"))
     full = analyze(tr, AnalyzeOptions(window="all"))
-    assert full["verdict"]["id"] == "launch_bound"           # one 6.5 ms lazy hipLaunchKernel decides it
     res = analyze(tr)
-    su = res["run_phases"]["startup"]
-    assert su is not None and su["rule"].startswith("first_step")
-    assert any(r["name"] == "hipLaunchKernel" and r["ms"] > 6 for r in su["top"])
-    assert res["window"]["kind"] == "steady"
-    assert res["verdict"]["id"] != "launch_bound"
-    # the lazy launch is outside the window
-    assert all(r["max_us"] < 1000 for r in res["culprits"]["apis"] if r["name"] == "hipLaunchKernel")
+    rp = res["run_phases"]
+    s = tr.spans
+    assert int((s.kind == SpanKind.STEP).sum()) == 2                 # recount: one step would remain
+    assert res["window"]["kind"] == "trace" and not rp["cut"] and rp["startup"] is None
+    assert res["window"]["start_ns"] == full["window"]["start_ns"] and res["window"]["end_ns"] == full["window"]["end_ns"]
+    assert rp["not_cut"][0]["rule"] == "first_step" and "only 1 complete step would remain" in rp["not_cut"][0]["reason"]
+    assert "not cut: only 1 complete step" in res["window"]["label"]
+    assert res["verdict"]["id"] == full["verdict"]["id"] == "launch_bound"
+    assert "found by rule first_step but not cut" in render_markdown(res)
 
 
 def test_scope_and_explicit_windows_win():
@@ -132,11 +137,13 @@ def test_one_short_outlier_op_is_not_startup():
     assert rp["startup"] is None and not rp["cut"], rp["startup"]
     res = analyze(tr)
     assert res["window"]["kind"] == "trace" and res["one_off_calls"]["count"] == 0
-    # a real start-up call still cuts: 300 ms of one call at the start of the same program
+    # a real start-up call still cuts: 300 ms of one call at the start of the same program (ops 290 of every
+    # 300 us: the window left is 3.3 % 'other' vs 2.2 % over the whole trace; with 250 of 300 it was 16.7 % vs
+    # 11.1 %, more than STEADY_MAX_OTHER_RISE_PCT above, and is no longer cut: issue 45)
     from helpers import Synth
     t = Synth()
     t.span(SpanKind.RUNTIME, "cudaMalloc", 0, 300_000)
     for k in range(2000):
-        t.span(SpanKind.CPU_OP, "aten::mm", 300_000 + k * 300, 300_000 + k * 300 + 250)
+        t.span(SpanKind.CPU_OP, "aten::mm", 300_000 + k * 300, 300_000 + k * 300 + 290)
     rp = run_phases(t.done())
     assert rp["startup"]["ms"] == pytest.approx(300.0) and rp["startup"]["rule"].startswith("outlier_call")

@@ -314,12 +314,26 @@ STARTUP_CALLS_MIN_SHARE_OF_CUT = 0.10
 # The first step is start-up when it lasts more than this many times the median of the later steps
 # (torch.profiler's schedule wait/warmup steps exist for the same reason).
 STARTUP_STEP_OUTLIER_FACTOR = 3.0
+# ... and at least this share of its excess over that median is one-off work (names no later step runs:
+# module loading, autotuning, first launches).  Issue 45: one slow 2.8 ms aten::mul (a recurring op,
+# preempted beside CPU hogs) made a generate() trace's first step "start-up" and cut 973 of 1968 ms;
+# a step slowed by load runs the same ops as the others, a warm-up step runs others.  Half: most of it.
+STARTUP_STEP_ONE_OFF_MIN_SHARE = 0.5
+# A steady-state cut must leave at least this many complete steps (when the trace has steps): a median
+# of fewer is one or two samples, and issue 45's MI250 trace kept 1 step (0.29 of 9.58 ms, GPU idle 100 %).
+# Three is also the fewest for which the later steps' median is not just their mean or one of them.
+STEADY_MIN_STEPS = 3
+# ... and its unattributed ('other') share at most this many points above the whole trace's: a cut that
+# leaves the idle gaps between steps and removes the work is less informative than no cut (issue 45:
+# AlexNet A100 kept 94 ms of 43.4 s at 60.3 % 'other' against 0.2 %, MI250 77.0 % against 9.7 %, GP100's
+# 2.2 ms aten::empty_strided cut 32.5 % against 25.3 %).  Five points: issue 45's "a few points".
+STEADY_MAX_OTHER_RISE_PCT = 5.0
 # A repeated inferscope.scope() name whose first call lasts more than this many times the median of
 # its later calls is a warm-up (cache fills, lazy init, first-call compilation): the scope window starts
 # after it and the call is reported separately.  Same factor and reasoning as the first_step rule;
 # at least SCOPE_WARMUP_MIN_LATER later calls make the median a typical duration, not one sample.
 SCOPE_WARMUP_FACTOR = 3.0
-SCOPE_WARMUP_MIN_LATER = 2
+SCOPE_WARMUP_MIN_LATER = STEADY_MIN_STEPS   # issue 45: was 2; the same floor as a steady-state cut
 # Source: InferScope's own rule: a start-up or teardown part shorter than this share of the trace is
 # left in the window (cutting it would move the numbers without changing the answer).
 PHASE_CUT_MIN_PCT = 1.0

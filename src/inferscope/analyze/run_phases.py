@@ -7,8 +7,9 @@ unloading modules and freeing memory at exit) must not decide a steady-state ver
 Start-up ends at the latest of (each rule applies only when its evidence is in the trace):
   imports        live runs: the last sampled module import ("import X") before the bulk (half) of
                  the sampled non-import CPU time;
-  first_step     the first step (ProfilerStep) when it lasts more than STARTUP_STEP_OUTLIER_FACTOR x
-                 the median of the later steps;
+  first_step     the first step (ProfilerStep, else a serving engine's step range) when it lasts more than
+                 STARTUP_STEP_OUTLIER_FACTOR x the median of the later steps and most of its excess is work
+                 no later step runs (analyze/steady.py);
   outlier_call   a host API call or op at least STARTUP_CALL_OUTLIER_FACTOR x the median duration of
                  the calls of the same name (and >= STARTUP_CALL_OUTLIER_MIN_MS) early in the trace
                  (see profiler_init); a name seen fewer than 3 times: the one-off rule (>= ONE_OFF_CALL_MIN_MS and
@@ -18,7 +19,11 @@ Start-up ends at the latest of (each rule applies only when its evidence is in t
                  before the first GPU work, whichever ends later.
 Teardown starts at the first release call (module unload, free, destroy, unmap, ...) after the
 last GPU activity, when no launch or copy call follows it (rule ``release_after_gpu``).
-A cut is made only when the part it removes holds at least PHASE_CUT_MIN_PCT of the trace.
+A cut is made only when the part it removes holds at least PHASE_CUT_MIN_PCT of the trace and the
+window left passes analyze/steady.py's guards (>= STEADY_MIN_STEPS complete steps when the trace has
+steps, the trace's kinds of work, 'other' at most STEADY_MAX_OTHER_RISE_PCT points above the whole
+trace's); a part found but not cut is listed in ``not_cut`` with the reason, a cut has its
+``justification``.
 """
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ from .classify import launch_api_mask, sync_api_mask
 from .intervals import overlap_with_union, union
 from .sample_labels import function_of
 from .stats import fast_unique
+from .steady import Guards, describe_first_step, first_step_startup
 from .threads import child_process_tracks
 
 RELEASE_API_RE = re.compile(r"(?i)unload|destroy|free|release|unmap|unregister|deinit|finali[sz]e|reset")
@@ -71,19 +77,6 @@ def imports_end(trace: Trace) -> int | None:
     ends = s.end_ns[smp[imp]]
     ends = ends[ends <= half_t]
     return int(ends.max()) if len(ends) else None
-
-
-def _first_step_outlier(trace: Trace) -> tuple[int, int] | None:
-    s = trace.spans
-    st = np.flatnonzero((s.kind == SpanKind.STEP) & (s.end_ns > s.start_ns))
-    if len(st) < 2:
-        return None
-    st = st[np.argsort(s.start_ns[st], kind="stable")]
-    d = (s.end_ns[st] - s.start_ns[st]).astype(np.float64)
-    typical = float(np.median(d[1:]))
-    if typical > 0 and d[0] > T.STARTUP_STEP_OUTLIER_FACTOR * typical:
-        return int(s.start_ns[st[0]]), int(s.end_ns[st[0]])
-    return None
 
 
 def startup_calls(trace: Trace, lo: int, hi: int) -> np.ndarray:
@@ -255,9 +248,12 @@ def run_phases(trace: Trace) -> dict:
     """Start-up and teardown of the whole trace, and the steady state between them."""
     lo, hi = trace.bounds_ns()
     out = {"startup": None, "teardown": None, "steady_start_ns": int(lo), "steady_end_ns": int(hi),
-           "steady_ms": (hi - lo) / 1e6, "trace_ms": (hi - lo) / 1e6, "cut": False}
+           "steady_ms": (hi - lo) / 1e6, "trace_ms": (hi - lo) / 1e6, "cut": False, "steady_steps": None,
+           "justification": "", "not_cut": []}
     if hi <= lo:
         return out
+    guards = Guards(trace)
+    t_lo = lo
     min_ns = (hi - lo) * T.PHASE_CUT_MIN_PCT / 100.0
     end = hi
     td = _teardown_start(trace)
@@ -271,17 +267,25 @@ def run_phases(trace: Trace) -> dict:
         before = (s.start_ns < td) & (s.kind != SpanKind.OVERHEAD) & (s.kind != SpanKind.MARK) & ~idle
         td = int(s.end_ns[before].max()) if before.any() else td
     if td is not None and hi - td >= min_ns and td > lo:
-        out["teardown"] = _segment(trace, lo, td, hi, "release_after_gpu: release calls (unload/free/destroy) after the "
-                                   "last GPU activity, no launch or copy after them")
-        end = td
+        rule = "release_after_gpu: release calls (unload/free/destroy) after the last GPU activity, no launch or copy after them"
+        why = guards.reason_against(lo, td, startup=False)
+        if why is None:
+            out["teardown"] = _segment(trace, lo, td, hi, rule)
+            end = td
+        else:
+            out["not_cut"].append({"part": "teardown", "ms": (hi - td) / 1e6, "rule": rule.split(":")[0], "reason": why})
     cands: list[tuple[int, str]] = []
     ie = imports_end(trace)
     if ie is not None:
         cands.append((ie, "imports: last sampled module import before half of the sampled CPU work"))
-    fs = _first_step_outlier(trace)
-    if fs is not None:
-        cands.append((fs[1], f"first_step: the first step lasts more than {T.STARTUP_STEP_OUTLIER_FACTOR:g} x the median "
-                             "of the later steps"))
+    fs = first_step_startup(trace)
+    if fs is not None and fs["startup"]:
+        cands.append((fs["end_ns"], "first_step: " + describe_first_step(fs)))
+    elif fs is not None:
+        out["not_cut"].append({"part": "startup", "ms": fs["ms"], "rule": "first_step",
+                               "reason": f"the first step lasts {fs['ms']:,.1f} ms vs a median of {fs['typical_ms']:,.2f} ms "
+                                         f"for the later steps, but only {fs['one_off_ms']:,.1f} ms of its {fs['excess_ms']:,.1f} ms "
+                                         "excess is work no later step runs: a slow step, not start-up"})
     # the program's own first event: a leading stretch of profiler records only (nsys "CUDA profiling
     # initialization") is start-up too
     s = trace.spans
@@ -306,12 +310,30 @@ def run_phases(trace: Trace) -> dict:
     if cands:
         e, r = max(cands)
         if e - lo >= min_ns:
-            out["startup"] = _segment(trace, lo, lo, e, r)
-            lo = e
+            why = guards.reason_against(e, end, startup=True)
+            if why is None:
+                out["startup"] = _segment(trace, lo, lo, e, r)
+                lo = e
+            else:
+                out["not_cut"].append({"part": "startup", "ms": (e - lo) / 1e6, "rule": r.split(":")[0], "reason": why})
     out["steady_start_ns"], out["steady_end_ns"] = int(lo), int(end)
     out["steady_ms"] = (end - lo) / 1e6
     out["cut"] = out["startup"] is not None or out["teardown"] is not None
+    if len(guards.steps):
+        out["steady_steps"] = guards.complete_steps(lo, end)
+    if out["cut"]:
+        out["justification"] = justification(out, guards.other_pct(lo, end), guards.other_pct(t_lo, hi))
     return out
+
+
+def justification(rp: dict, other_win_pct: float, other_all_pct: float) -> str:
+    """Why the cut is safe: what was cut by which rule, the steady steps left, the 'other' shares."""
+    parts = [f"{w} {rp[k]['ms']:,.1f} ms (rule {rp[k]['rule'].split(':')[0]})"
+             for k, w in (("startup", "start-up"), ("teardown", "teardown")) if rp.get(k)]
+    steps = (f"{rp['steady_steps']} complete steady steps remain (>= {T.STEADY_MIN_STEPS}); "
+             if rp.get("steady_steps") is not None else "the trace has no steps; ")
+    return ("left out " + " and ".join(parts) + "; " + steps + f"'other' {other_win_pct:.1f}% of the steady state vs "
+            f"{other_all_pct:.1f}% over the whole trace (at most +{T.STEADY_MAX_OTHER_RISE_PCT:g} points)")
 
 
 def describe(seg: dict | None, what: str) -> str | None:

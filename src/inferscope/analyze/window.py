@@ -1,6 +1,7 @@
 """The analysis window: which [start_ns, end_ns) every analysis looks at."""
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
@@ -55,7 +56,8 @@ def scope_warmup(trace: Trace) -> dict | None:
     """The warm-up call of a repeated scope() name, when it opens the scope extent and is an outlier.
 
     Rule (thresholds.SCOPE_WARMUP_FACTOR): the earliest scope range has a name that repeats at least
-    SCOPE_WARMUP_MIN_LATER more times and lasts more than the factor x the median of the later calls.
+    SCOPE_WARMUP_MIN_LATER more times and lasts more than the factor x the median of the later calls;
+    never a request (``is_request``).
     Returns {name, start_ns, end_ns, ms, typical_ms, next_start_ns} or None.
     """
     from .. import thresholds as T
@@ -68,6 +70,8 @@ def scope_warmup(trace: Trace) -> dict | None:
         return None
     idx = idx[np.argsort(s.start_ns[idx], kind="stable")]
     first = int(idx[0])
+    if is_request(trace, first):    # a request's latency belongs in its percentiles, warm-up or not
+        return None
     same = idx[s.name[idx] == s.name[first]]
     later = same[1:]
     if len(later) < T.SCOPE_WARMUP_MIN_LATER:
@@ -81,6 +85,21 @@ def scope_warmup(trace: Trace) -> dict | None:
         return None
     return {"name": trace.strings[int(s.name[first])], "start_ns": int(s.start_ns[first]), "end_ns": int(s.end_ns[first]),
             "ms": d0 / 1e6, "typical_ms": typical / 1e6, "next_start_ns": int(s.start_ns[rest].min())}
+
+
+def is_request(trace: Trace, i: int) -> bool:
+    """A scope range the user declared a request: scope("request") or scope(..., tokens=/batch=)."""
+    s = trace.spans
+    if trace.strings[int(s.name[i])] == "request":
+        return True
+    d = int(s.detail[i])
+    if d < 0 or '"request"' not in trace.strings[d]:
+        return False
+    try:
+        v = json.loads(trace.strings[d])
+    except ValueError:
+        return False
+    return isinstance(v, dict) and v.get("request") is True
 
 
 def process_start_ns(trace: Trace) -> int | None:
@@ -168,8 +187,16 @@ def resolve_window(trace: Trace, spec: str | None, run_phases: dict | None = Non
         if run_phases.get("cut"):
             cut = [f"{w} {run_phases[k]['ms']:,.1f} ms" for k, w in (("startup", "start-up"), ("teardown", "teardown"))
                    if run_phases.get(k)]
+            n = run_phases.get("steady_steps")
             return Window(run_phases["steady_start_ns"], run_phases["steady_end_ns"],
-                          "steady state (" + " and ".join(cut) + " left out; --window all: whole trace)", "steady")
+                          "steady state (" + " and ".join(cut) + " left out" + (f"; {n} steady steps remain" if n else "")
+                          + "; --window all: whole trace)", "steady")
+        kept = run_phases.get("not_cut") or []
+        if kept and spec is None:
+            lo_, hi_ = trace.bounds_ns()
+            why = "; ".join(f"{'start-up' if k['part'] == 'startup' else 'teardown'} {k['ms']:,.1f} ms ({k['rule']}) "
+                            f"not cut: {k['reason']}" for k in kept)
+            return Window(lo_, hi_, f"whole trace ({why})", "trace")
     if spec is None or spec.strip().lower() in ("", "all", "trace"):
         ps = process_start_ns(trace)
         if ps is not None and (ps < lo or lo == hi == 0):

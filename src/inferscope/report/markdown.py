@@ -94,6 +94,11 @@ def run_phase_lines(result: dict) -> list[str]:
         state = "left out of the window" if rp.get("applied") else "inside the window" if result["window"]["kind"] == "trace" else "outside or partly inside the window"
         out.append(f"{what} {seg['ms']:,.1f} ms at +{seg['offset_ms']:,.1f} ms ({state})" + (f": {items}" if items else "")
                    + f" [rule {seg['rule'].split(':')[0]}]")
+    if rp.get("justification") and rp.get("applied"):
+        out.append(f"Steady-state cut: {rp['justification']}")
+    for k in rp.get("not_cut") or []:
+        what = "Start-up" if k["part"] == "startup" else "Teardown"
+        out.append(f"{what} {k['ms']:,.1f} ms found by rule {k['rule']} but not cut: {k['reason']}")
     return out
 
 
@@ -267,10 +272,15 @@ def render_markdown(result: dict) -> str:
          + (f"; device: {md_escape(src['devices'][0].get('name'))}" if src.get("devices") else ""), "",
          *_fenced(headline(result)), ""]
     rp = result.get("run_phases") or {}
-    if rp.get("startup") or rp.get("teardown"):
+    if rp.get("startup") or rp.get("teardown") or rp.get("not_cut"):
         L += ["## Phases of the run", "",
               f"Trace {rp['trace_ms']:,.3f} ms; steady state {rp['steady_ms']:,.3f} ms "
               f"({'the default window' if rp.get('applied') else 'not the window: ' + md_escape(result['window']['label'])}).", ""]
+        if rp.get("justification"):
+            L += [f"Why the cut is safe: {md_escape(rp['justification'], 400)}.", ""]
+        for k in rp.get("not_cut") or []:
+            L += [f"- **{'Start-up' if k['part'] == 'startup' else 'Teardown'} not cut** ({k['ms']:,.3f} ms, rule "
+                  f"{md_escape(k['rule'])}): {md_escape(k['reason'], 400)}"]
         for key, what in (("startup", "Start-up"), ("teardown", "Teardown")):
             seg = rp.get(key)
             if seg:

@@ -26,7 +26,7 @@ from .gpu import (
     NvtxAttribution, NvtxPhase, Nvtx, PidKernels, PidNvtx, PerPid, LaunchLatency, MemoryOps, NsysExtras,
 )
 from .host import (
-    Step, RangeRow, PhaseSource, PhaseRow, Phases, OneOffCall, OneOffCalls, PhaseItem, RunPart, RunPhases,
+    Step, RangeRow, PhaseSource, PhaseRow, Phases, OneOffCall, OneOffCalls, PhaseItem, RunPart, NotCut, RunPhases,
     CulpritFunction, CulpritOp, CulpritApi, Culprits, ThreadRow, Threads, ChildProcess, Children,
     SamplingThread, CpuSampling, CollectionCost,
 )
@@ -55,7 +55,7 @@ __all__ = [
     "KernelClass", "TopKernel", "Kernels", "CopyKindRow", "ApiCount", "Pageable", "SmallCopies", "Memset",
     "Copies", "SyncRow", "OpCount", "TinyD2HReads", "Syncs", "NvtxAttribution", "NvtxPhase", "Nvtx",
     "PidKernels", "PidNvtx", "PerPid", "LaunchLatency", "MemoryOps", "NsysExtras", "Step", "RangeRow",
-    "PhaseSource", "PhaseRow", "Phases", "OneOffCall", "OneOffCalls", "PhaseItem", "RunPart", "RunPhases",
+    "PhaseSource", "PhaseRow", "Phases", "OneOffCall", "OneOffCalls", "PhaseItem", "RunPart", "NotCut", "RunPhases",
     "CulpritFunction", "CulpritOp", "CulpritApi", "Culprits", "ThreadRow", "Threads", "ChildProcess",
     "Children", "SamplingThread", "CpuSampling", "CollectionCost", "CounterSeries", "GpuMemory",
     "ProcessCores", "ThrottleReason", "Throttle", "NumaGpu", "Numa", "SlowStepMetric", "SlowSteps",

@@ -81,9 +81,19 @@ class RunPart(_S):
     top: list[PhaseItem]
 
 
+class NotCut(_S):
+    """A start-up or teardown part a rule found but the window keeps (analyze/steady.py): why."""
+    part: str
+    ms: float
+    rule: str
+    reason: str
+
+
 class RunPhases(_S):
     """Start-up / steady state / teardown of the whole trace (analyze/run_phases.py).  The default
-    window is the steady state when a part was cut (applied); scope() ranges and --window win."""
+    window is the steady state when a part was cut (applied); scope() ranges and --window win.
+    steady_steps: complete steps in the steady state (None: the trace has no steps); justification: why
+    the cut is safe (empty without a cut); not_cut: parts found but kept, with the reason."""
     startup: Optional[RunPart]
     teardown: Optional[RunPart]
     steady_start_ns: int
@@ -92,6 +102,9 @@ class RunPhases(_S):
     trace_ms: float
     cut: bool
     applied: bool = False
+    steady_steps: Optional[int] = None
+    justification: str = ""
+    not_cut: list[NotCut] = []
 
 
 class CulpritFunction(_S):
