@@ -1,6 +1,11 @@
 """Planted zoo: InferScope's breakdown vs each program's self-timed truth (issue 16).
 
     python bench/bench_zoo.py [--repeats 3] [--programs zoo_tokenizers,zoo_gil,...] [--workdir DIR]
+    python bench/bench_zoo.py --replay DIR [--programs ...]
+
+``--replay DIR``: no new runs - the runs recorded in DIR (an earlier run's --workdir: each trace keeps the
+sampler's facts, `inferscope run --facts`) are re-scored with the current rules (collect/replay.py), so a rule
+change is judged on the same observations before and after, not on fresh runs that drift with the machine.
 
 Runs every program of examples/zoo/zoo_*.py (PROGRAMS below) under `inferscope run --trace`,
 ``--repeats`` times in an interleaved order (all programs once, then again), and prints per program and
@@ -54,16 +59,24 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--programs", default=",".join(PROGRAMS))
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--replay", default=None, metavar="DIR",
+                    help="re-score the runs recorded in DIR (an earlier --workdir) with the current rules")
     a = ap.parse_args(argv)
     names = [n.strip() for n in a.programs.split(",") if n.strip()]
     bad = [n for n in names if n not in PROGRAMS]
     if bad:
         print(f"bench_zoo: unknown program(s) {', '.join(bad)}; known: {', '.join(PROGRAMS)}", file=sys.stderr)
         return 2
+    runs: dict[str, list[dict]] = {n: [] for n in names}
+    if a.replay:
+        if not Path(a.replay).is_dir():
+            print(f"bench_zoo: --replay {a.replay}: not a folder", file=sys.stderr)
+            return 2
+        _replay(Path(a.replay), names, runs)
+        return _table(names, runs)
     wd = Path(a.workdir or tempfile.mkdtemp(prefix="bench_zoo_"))
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} CPUs; "
           f"repeats {a.repeats}; workdir {wd}")
-    runs: dict[str, list[dict]] = {n: [] for n in names}
     for r in range(a.repeats):
         for n in names:
             script, args = PROGRAMS[n]
@@ -73,6 +86,23 @@ def main(argv=None) -> int:
             except Exception as e:  # one failing program must not hide the others' table
                 print(f"{n} run {r + 1}: FAILED: {str(e).splitlines()[0]}")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return _table(names, runs)
+
+
+def _replay(d: Path, names: list[str], runs: dict) -> None:
+    """The recorded runs of ``names`` in ``d`` (run_program's file names) scored by the current rules."""
+    print(f"replaying the runs recorded in {d} with the current rules (no new runs)")
+    for n in names:
+        stem = Path(PROGRAMS[n][0]).stem
+        for trc in sorted(d.glob(f"{stem}_{n}_*.iscope")):
+            p = {"report": trc.with_suffix(".json"), "trace": trc, "truth": trc.with_suffix(".truth.json")}
+            try:
+                runs[n].append(H.compare(p, rules="replay"))
+            except Exception as e:  # noqa: BLE001 - one unreadable run must not hide the others
+                print(f"{n} {trc.name}: FAILED: {str(e).splitlines()[0]}")
+
+
+def _table(names: list[str], runs: dict) -> int:
     print()
     print("| program | class | truth % | InferScope % (median, min-max) | diff pts | within 5 |")
     print("|---|---|---|---|---|---|")

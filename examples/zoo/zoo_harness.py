@@ -211,7 +211,7 @@ def compare(paths: dict, check_replay: bool = True, rules: str = "recorded") -> 
     (bench_zoo.py --replay)."""
     from inferscope.analyze.window import Window
     from inferscope.ingest import load_trace
-    rep = json.loads(Path(paths["report"]).read_text())
+    rep = json.loads(Path(paths["report"]).read_text()) if rules != "replay" else None
     truth = json.loads(Path(paths["truth"]).read_text())
     trace = load_trace(paths["trace"])
     if rules == "replay":

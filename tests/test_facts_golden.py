@@ -1,0 +1,59 @@
+"""Golden recorded runs (tests/data/facts/, scripts/facts_goldens.py): the live sampler's facts from five zoo programs,
+with each program's self-timed truth beside them, replayed by the current rules in milliseconds - no live run, no
+timing, no band.
+
+- the replay reproduces the runs the live sampler decided, span for span (the rules are deterministic in their facts);
+- the shares it gives are the recorded ones exactly: a rule change fails here first, and `python
+  scripts/facts_goldens.py` tells whether each share moved toward the program's truth or away from it before
+  `--write` takes the new ones.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from inferscope.collect.replay import replay_trace
+from inferscope.trace import native
+from inferscope.trace.kinds import SpanKind
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import facts_goldens as G  # noqa: E402
+
+EXPECTED = json.loads(G.EXPECTED.read_text())
+
+
+def _runs(trace) -> dict:
+    """tid -> sorted (start, end, class, function, ticks) of the trace's CPU_SAMPLE runs."""
+    s = trace.spans
+    out: dict = {}
+    for i in np.flatnonzero(s.kind == int(SpanKind.CPU_SAMPLE)).tolist():
+        det = int(s.detail[i])
+        out.setdefault(int(trace.tracks.tid[s.track[i]]), []).append(
+            (int(s.start_ns[i]), int(s.end_ns[i]), trace.name_of(i), trace.strings[det] if det >= 0 else None,
+             int(s.correlation[i])))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+@pytest.mark.parametrize("name", sorted(G.GOLDENS))
+def test_replay_reproduces_the_recorded_runs(name):
+    t = native.load(G.paths(name)["trace"])
+    assert t.facts, f"{name}: the golden trace has no recorded facts"
+    r, n = replay_trace(t)
+    assert n["runs_replayed"] == n["runs_recorded"] > 0
+    assert _runs(r) == _runs(t)
+
+
+@pytest.mark.parametrize("name", sorted(G.GOLDENS))
+def test_replayed_shares_are_the_recorded_ones(name):
+    got = G.score(name)
+    want = EXPECTED[name]
+    lines = [f"{lab}: truth {t:.2f}, expected {want.get(lab, [t, float('nan')])[1]:.2f}, now {m:.2f}"
+             for lab, (t, m) in got.items() if abs(m - want.get(lab, [t, float("inf")])[1]) > 1e-9]
+    assert set(got) == set(want) and not lines, (
+        f"{name}: the rules give other shares on the recorded facts (run `python scripts/facts_goldens.py` to see "
+        "whether they moved toward the truth, `--write` to accept):\n" + "\n".join(lines))
