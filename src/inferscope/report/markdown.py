@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from ..analyze.diagnosis import partial_trace
+from ..analyze.diagnosis import kernel_capture_only, partial_trace
 from ..analyze.kernels import short_kernel_name
 from .shown import TABLE_TITLES, more_rows_note, shown_tables, table_title, words
 from ..util.atomic import atomic_write_text
@@ -102,7 +102,27 @@ def run_phase_lines(result: dict) -> list[str]:
     return out
 
 
+def kernel_capture_lines(result: dict, limit: int = 5) -> list[str]:
+    """Headline of an Nsight Compute capture analysed alone: no timeline, so kernels and their limiters
+    instead of an end-to-end time and a breakdown (raw text; the caller escapes)."""
+    dd = result.get("kernel_deep_dive") or {}
+    ks = dd.get("kernels") or []
+    out = [f"Nsight Compute capture: {len(ks)} kernel(s) profiled in {dd.get('launches', 0)} launch(es), each measured "
+           "alone (no timeline: no end-to-end latency)"]
+    if ks:
+        k = ks[0]
+        out.append(f"Top kernel: {k['short_name']} ({k['share_pct']:.1f}% of the profiled time, {k['duration_us']:,.2f} us "
+                   f"per launch), limited by {k['limiter_text']}")
+        out += ["", "Kernels (share of the profiled time, limiter):"]
+        out += [f"- {r['short_name']}: {r['share_pct']:.1f}%, {r['limiter_text']}" for r in ks[:limit]]
+        if len(ks) > limit:
+            out.append(f"- ... {len(ks) - limit} more in the kernel deep-dive")
+    return out
+
+
 def headline(result: dict) -> str:
+    if kernel_capture_only(result):
+        return _diagnosis(result, [plain(x, 400) for x in kernel_capture_lines(result)], capture=True)
     e2e = result["e2e_ms"]
     lines = [f"End-to-end latency: {_msf(e2e, e2e)} ms  ({plain(result['window']['label'])})"]
     pt = partial_trace((result.get("about") or {}).get("collection"))
@@ -134,18 +154,28 @@ def headline(result: dict) -> str:
         for p in r.get("parts", []):
             if p["pct"] >= 0.05:
                 lines.append(f"    - {p['label']}: {_msf(p['ms'], e2e)} ms ({p['pct']:.1f}%)")
+    return _diagnosis(result, lines)
+
+
+def _diagnosis(result: dict, lines: list[str], capture: bool = False) -> str:
+    """The headline's Diagnosis and Suggestions: every high/medium finding with its suggestion."""
     lines += ["", "Diagnosis:"]
     gpu = result.get("gpu")
-    if gpu is not None:
+    if capture:                                  # a synthetic timeline: no idle time to state
+        lines.append("- Kernels measured one at a time by Nsight Compute: no timeline, GPU idle time or host time")
+    elif gpu is not None:
         lines.append(f"- GPU is idle for {gpu['idle_pct']:.0f}% of the timeline")
     else:
         lines.append("- No GPU activity in this trace (CPU-only run)")
     v = result["verdict"]
     lines.append(f"- Verdict: {v['id']} (confidence {v['confidence']:.2f}): {v['title']}")
     for f in result["findings"]:
-        if f["severity"] in ("high", "medium"):
+        if f["severity"] in ("high", "medium") or capture:     # a capture alone has only kernel findings: all shown
             lines.append(f"- [{f['severity']}] {plain(f['title'])}")
     sugg = [f["suggestion"] for f in result["findings"] if f["severity"] in ("high", "medium")]
+    ks = (result.get("kernel_deep_dive") or {}).get("kernels") or []
+    if capture and ks and ks[0]["lever"] not in sugg:
+        sugg.append(plain(f"{ks[0]['short_name']}: {ks[0]['lever']}", 400))
     if sugg:
         lines += ["", "Suggestions:"]
         seen = set()
