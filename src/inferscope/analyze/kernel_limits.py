@@ -190,11 +190,13 @@ def kernel_deep_dive(trace, window=None, options=None) -> dict | None:
             k[m] = round(v, 4) if v is not None else None
         k["device_sm_count"] = dev["sm_count"]
         dur_s = float(w.sum()) / 1e9
-        dbytes = g("dram_bytes")
+        # measured bytes: the sum over the launches (scaled up by duration when some launches lack them)
+        hasb = np.array(["dram_bytes" in la["metrics"] for la in las])
+        hb = np.array([la["metrics"]["dram_bytes"] for la in las if "dram_bytes" in la["metrics"]], dtype=np.float64)
+        wb = float(w[hasb].sum())
+        dbytes = float(hb.sum()) * (float(w.sum()) / wb if not hasb.all() and wb > 0 else 1.0) if len(hb) else None
         est = False
-        if dbytes is not None:
-            dbytes *= len(las)
-        elif k["dram_pct"] is not None and dev["peak_dram_gbps"]:
+        if dbytes is None and k["dram_pct"] is not None and dev["peak_dram_gbps"]:
             dbytes, est = k["dram_pct"] / 100 * dev["peak_dram_gbps"] * 1e9 * dur_s, True
         k["dram_bytes"] = round(dbytes) if dbytes is not None else None
         k["dram_bytes_estimated"] = est
