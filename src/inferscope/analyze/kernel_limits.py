@@ -8,11 +8,16 @@ means over its launches):
   SMs x FP32 lanes per SM (``FP32_LANES`` by compute capability) x 2 x SM clock; else the datasheet
   row (``thresholds.DEVICE_PEAKS``), whose source is stated;
 * roofline: measured FLOPs (``sm__sass_thread_inst_executed_op_*``: add + mul + 2 fma, per precision)
-  over DRAM bytes (``dram__bytes``); without ``dram__bytes`` the bytes are *estimated* as DRAM % of
-  peak x peak bandwidth x duration (labelled ``dram_bytes_estimated``);
-* limiter (``thresholds.KERNEL_BOUND_PCT``, ncu's own 60 % rule): memory-bound when DRAM or memory
-  throughput leads at >= 60 % of peak, compute-bound when SM throughput does (on Tensor Cores, or on the
-  FP32 pipes with Tensor Cores unused), else latency-bound (worded by waves and occupancy);
+  over DRAM bytes (``dram__bytes``, or read + write; summed over the launches); without them the bytes are
+  *estimated* as DRAM % of peak x peak bandwidth x duration (labelled ``dram_bytes_estimated``);
+* limiter (``thresholds.KERNEL_BOUND_PCT``, ncu's own 60 % rule): compute-bound on Tensor Cores when the
+  busiest tensor pipe is >= 60 % of peak and leads memory; memory-bound when DRAM or memory throughput
+  leads at >= 60 %; compute-bound when SM throughput does: on Tensor Cores (``tensor_core``: tensor pipe
+  >= ``KERNEL_TENSOR_UNUSED_PCT`` or tensor math ops / instructions counted), on the FP32 pipes (tensor pipe
+  captured and idle: the only case told to use Tensor Cores), or with the tensor pipe not captured (told to
+  capture it); else latency-bound (worded by waves and occupancy);
+* roofline: SASS FLOPs plus tensor-pipe math ops (``sm__ops_path_tensor_*``) over DRAM bytes, against the
+  tensor ridge when tensor ops were counted, else the FP32 one;
 * share of GPU time: the trace's kernel time in the window for kernels of the same name (names are
   normalised: ncu and CUPTI demangle differently), or of the profiled launches for a bare capture.
 """

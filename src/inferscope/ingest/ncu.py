@@ -8,8 +8,15 @@ naming the section that would give it.  ``load(path)`` also builds a Trace (the 
 back on their streams, as ncu serialises them) so ``inferscope analyze profile.ncu.csv`` runs the
 ordinary pipeline; ``meta["ncu"]`` carries the capture to ``analyze/kernel_limits.py``.
 
+Metric names, probes and units: ``ncu_metrics.py``.  The details page's human names (``DETAILS``) and the
+raw names it prints for ``--metrics`` ("Command line profiler metrics") are both read.
+
 Input boundary: the file is inflated/read under a cap, the csv module's field limit stands, rows
-are bounded (``MAX_LAUNCHES``); anything malformed is ``InputError`` (one line, exit 2).
+are bounded (``MAX_LAUNCHES``); anything malformed is ``InputError`` (one line, exit 2).  A file cut
+mid-row (no newline at the end and an incomplete last line) loses that row with a warning naming the last
+complete row; on the details page the cut launch is left out when it has fewer rows than every launch
+before it; nothing complete left is exit 2.  A failed export (only ncu's ``==ERROR==`` / ``==WARNING==``
+lines) is exit 2 quoting them; ncu's log lines between CSV rows are skipped (errors kept as warnings).
 """
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ import re
 
 from ..analyze.diagnosis import kernel_capture_only, partial_trace
 from ..analyze.kernels import short_kernel_name
+from .kernel_text import kernel_capture_lines
 from .shown import TABLE_TITLES, more_rows_note, shown_tables, table_title, words
 from ..util.atomic import atomic_write_text
 
@@ -99,24 +100,6 @@ def run_phase_lines(result: dict) -> list[str]:
     for k in rp.get("not_cut") or []:
         what = "Start-up" if k["part"] == "startup" else "Teardown"
         out.append(f"{what} {k['ms']:,.1f} ms found by rule {k['rule']} but not cut: {k['reason']}")
-    return out
-
-
-def kernel_capture_lines(result: dict, limit: int = 5) -> list[str]:
-    """Headline of an Nsight Compute capture analysed alone: no timeline, so kernels and their limiters
-    instead of an end-to-end time and a breakdown (raw text; the caller escapes)."""
-    dd = result.get("kernel_deep_dive") or {}
-    ks = dd.get("kernels") or []
-    out = [f"Nsight Compute capture: {len(ks)} kernel(s) profiled in {dd.get('launches', 0)} launch(es), each measured "
-           "alone (no timeline: no end-to-end latency)"]
-    if ks:
-        k = ks[0]
-        out.append(f"Top kernel: {k['short_name']} ({k['share_pct']:.1f}% of the profiled time, {k['duration_us']:,.2f} us "
-                   f"per launch), limited by {k['limiter_text']}")
-        out += ["", "Kernels (share of the profiled time, limiter):"]
-        out += [f"- {r['short_name']}: {r['share_pct']:.1f}%, {r['limiter_text']}" for r in ks[:limit]]
-        if len(ks) > limit:
-            out.append(f"- ... {len(ks) - limit} more in the kernel deep-dive")
     return out
 
 
