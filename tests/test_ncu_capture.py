@@ -258,3 +258,12 @@ def test_capture_alone_headline(tmp_path, path):
     assert "End-to-end latency" not in md
     html = (tmp_path / "o" / "report.html").read_text()
     assert 'id="kernels-profiled"' in html and 'id="e2e"' not in html
+
+
+def test_clock_attributes_in_khz_or_with_a_unit(tmp_path):
+    """device__attribute_clock_rate: kHz when printed without a unit (the real raw page), else its unit's Hz."""
+    base = gemm()
+    p = _write(tmp_path, details([(BF16, base + [(CMD, "device__attribute_clock_rate", "", "1,980,000")]),
+                                  (SIMT, base + [(CMD, "device__attribute_clock_rate", "Mhz", "1,980")])]))
+    got = [la["metrics"]["sm_clock_attr_hz"] for la in ncu.read(p)["launches"]]
+    assert got == pytest.approx([1_980_000 * 1e3, 1_980 * 1e6])

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ._files import NCU_HEADER as _HEADER, read_input
-from .ncu_metrics import DETAILS, KHZ, RAW, WHERE, number, resolve, unit_scale, value  # noqa: F401 (re-exported)
+from .ncu_metrics import DETAILS, KHZ_NAMES, RAW, WHERE, number, resolve, unit_scale, value  # noqa: F401 (re-exported)
 
 MAX_BYTES = 256 << 20         # decompressed text; a 40-launch --set full raw page is ~0.5 MB
 MAX_LAUNCHES = 100_000
@@ -111,7 +111,13 @@ def _named(m: dict, named: dict, specs: dict) -> None:
         if key not in m:
             v = value(spec, named.get)
             if v is not None:
-                m[key] = v * (1e3 if key in KHZ else 1.0)
+                m[key] = v
+
+
+def _base(name: str, v: float, unit: str) -> float:
+    """A raw metric's value in base units: device clock attributes are kHz when printed without a unit."""
+    cls, f = unit_scale(unit)
+    return v * (1e3 if name in KHZ_NAMES and cls != "freq" else f)
 
 
 def _last(la: dict) -> str:
@@ -124,7 +130,7 @@ def _raw(path: Path, header: list[str], rows: list[list[str]], warnings: list[st
     cols = {n: i for i, n in enumerate(header)}
     specs = resolve(cols)
     used = sorted({n for sp in specs.values() for n in ((sp,) if isinstance(sp, str) else sp[1] if sp[0] in ("max", "sum") else sp)})
-    scale = [unit_scale(u)[1] for u in units] + [1.0] * max(0, len(header) - len(units))
+    units = list(units) + [""] * max(0, len(header) - len(units))
     name_col = cols.get("device__attribute_display_name")
     out, bad = [], 0
     for row in data:
@@ -136,7 +142,7 @@ def _raw(path: Path, header: list[str], rows: list[list[str]], warnings: list[st
         for n in used:
             v = number(row[cols[n]])
             if v is not None:
-                named[n] = v * scale[cols[n]]
+                named[n] = _base(n, v, units[cols[n]])
         _named(la["metrics"], named, specs)
         if name_col is not None:
             la["device_name"] = row[name_col].strip()[:200] or None
@@ -185,7 +191,7 @@ def _details(path: Path, header: list[str], rows: list[list[str]], warnings: lis
         if v is None:
             continue
         if "__" in name:
-            named.setdefault(int(lid), {}).setdefault(name, v * f)
+            named.setdefault(int(lid), {}).setdefault(name, _base(name, v, g(row, "Metric Unit")))
             continue
         key = DETAILS.get((name, cls))
         if key and key not in la["metrics"]:

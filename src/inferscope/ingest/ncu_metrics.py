@@ -60,7 +60,7 @@ RAW: dict[str, list] = {
     "fp64_pct": ["sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_elapsed"],
     "sm_count": ["device__attribute_multiprocessor_count", "launch__sm_count"],
     "sm_hz": ["gpc__cycles_elapsed.avg.per_second", "sm__cycles_elapsed.avg.per_second"],
-    "sm_clock_attr_hz": ["device__attribute_clock_rate"],          # kHz in the CSV (scaled by KHZ)
+    "sm_clock_attr_hz": ["device__attribute_clock_rate"],          # kHz in the CSV (KHZ_NAMES)
     "mem_clock_attr_hz": ["device__attribute_memory_clock_rate"],
     "bus_width_bits": ["device__attribute_global_memory_bus_width", "device__attribute_fb_bus_width"],
 }
@@ -68,7 +68,8 @@ for _p, _m in (("fp32", "f"), ("fp16", "h"), ("fp64", "d")):
     RAW[f"{_p}_adds"] = [f"sm__sass_thread_inst_executed_op_{_m}add_pred_on.sum"]
     RAW[f"{_p}_muls"] = [f"sm__sass_thread_inst_executed_op_{_m}mul_pred_on.sum"]
     RAW[f"{_p}_fmas"] = [f"sm__sass_thread_inst_executed_op_{_m}fma_pred_on.sum"]
-KHZ = {"sm_clock_attr_hz", "mem_clock_attr_hz"}   # device attributes ncu prints without a unit, in kHz
+# device attributes ncu prints without a unit, in kHz (scaled to Hz unless a frequency unit is printed)
+KHZ_NAMES = {"device__attribute_clock_rate", "device__attribute_memory_clock_rate"}
 
 # details page: (metric name, unit class) -> canonical metric (several names: ncu versions)
 DETAILS = {
