@@ -52,6 +52,8 @@ def test_analyze_writes_md_json_csv(tmp_path):
     assert "## Findings" in md and "End-to-end latency" in md
     from helpers import md_markup, md_render
     assert md_markup(md) == [] and "gemm&lt;script&gt;alert" in md_render(md)   # shown as text, not markup
+    shown = [f for f in rep["findings"] if f["severity"] in ("high", "medium")]
+    assert shown and all(f"[{f['severity']}] {f['title']}" in r.stdout for f in shown)   # every one in the summary
     assert (out / "tables" / "kernels.csv").read_text().startswith("kernel_name,")
     for f in out.rglob("*"):
         if f.is_file():

@@ -588,7 +588,9 @@ def case_kernel_limiter():
     k = res["kernel_deep_dive"]["kernels"][0]
     k.update(limiter="compute", tensor_pct=70.0)   # already on the tensor roof: no finding
     assert D.kernel_limiter(res, {}) is None
-    k.update(tensor_pct=0.0, share_pct=5.0)        # below KERNEL_LIMITER_MIN_SHARE_PCT
+    k.update(tensor_pct=None, tensor_core=True)    # tensor ops counted, pipe % not captured: on Tensor Cores too
+    assert D.kernel_limiter(res, {}) is None
+    k.update(tensor_pct=0.0, tensor_core=False, share_pct=5.0)        # below KERNEL_LIMITER_MIN_SHARE_PCT
     assert D.kernel_limiter(res, {}) is None
 
 

@@ -50,12 +50,23 @@ RULES: list[Callable[[dict, dict], dict | None]] = [
 FINDING_IDS = [r.__name__ for r in RULES]
 
 
+# An Nsight Compute capture analysed alone has no timeline (its launches are laid back to back): only the
+# rules that read the capture's own measurements apply; the timeline rules (idle, share of the window,
+# host) would judge the synthetic layout.
+KERNEL_CAPTURE_RULES: list[Callable[[dict, dict], dict | None]] = [kernel_limiter]
+
+
+def kernel_capture_only(res: dict) -> bool:
+    """The input is an Nsight Compute capture without a timeline (``analyze capture.csv``, not ``--ncu``)."""
+    return (res.get("source") or {}).get("format") == "ncu" and bool(res.get("kernel_deep_dive"))
+
+
 def findings_for(res: dict, alert_thresholds: dict | None = None) -> list[dict]:
     found: dict[str, dict] = {}
     _OVERRIDES.clear()
     _OVERRIDES.update(alert_thresholds or {})
     try:
-        for rule in RULES:
+        for rule in (KERNEL_CAPTURE_RULES if kernel_capture_only(res) else RULES):
             f = rule(res, found)
             if f is not None:
                 assert f["id"] == rule.__name__, (f["id"], rule.__name__)
@@ -82,13 +93,26 @@ VERDICT_TITLES = {
     "balanced": "Balanced: no single cause holds a clear majority",
     "init_bound": "Initialisation-dominated: one-off start-up calls fill the window; analyse a steady-state window",
     "empty": "Empty window: nothing to analyse",
+    "kernel_profile": "Kernel profile: Nsight Compute measured each kernel alone (no timeline); see each kernel's limiter",
 }
+
+
+def _kernel_profile_verdict(res: dict) -> dict:
+    dd = res["kernel_deep_dive"]
+    ks = dd.get("kernels") or []
+    ev = [f"{len(ks)} kernel(s) in {dd.get('launches', 0)} profiled launch(es), no timeline: no end-to-end time or "
+          "share of a window to judge"]
+    ev += [f"{k['short_name'][:80]}: {k['share_pct']:.1f}% of the profiled time, {k['limiter_text']}" for k in ks[:3]]
+    return {"id": "kernel_profile", "title": VERDICT_TITLES["kernel_profile"], "confidence": 1.0,
+            "confidence_basis": "the input's kind (an Nsight Compute capture alone), not a share of time", "evidence": ev}
 
 
 def verdict_for(res: dict, findings: list[dict]) -> dict:
     if res["e2e_ms"] <= 0:
         return {"id": "empty", "title": VERDICT_TITLES["empty"], "confidence": 0.0, "evidence": [],
                 "confidence_basis": "no time in the window"}
+    if kernel_capture_only(res):
+        return _kernel_profile_verdict(res)
     ids = {f["id"] for f in findings}
     fw_id = "launch_bound" if ({"launch_storm", "host_launch_bound"} & ids) else "framework_bound"
     groups = {

@@ -99,7 +99,7 @@ def kernel_limiter(res: dict, found: dict) -> dict | None:
     k = ks[0]
     if k["limiter"] == "unknown" or k["share_pct"] < T.KERNEL_LIMITER_MIN_SHARE_PCT:
         return None
-    if k["limiter"] == "compute" and (k.get("tensor_pct") or 0.0) >= T.KERNEL_TENSOR_UNUSED_PCT:
+    if k["limiter"] == "compute" and (k.get("tensor_core") or (k.get("tensor_pct") or 0.0) >= T.KERNEL_TENSOR_UNUSED_PCT):
         return None                                  # already on the tensor roof: nothing cheap to change
     e = Evidence(res)
     base = "kernel_deep_dive.kernels[0]"

@@ -5,8 +5,8 @@ section's ``measured_vs_estimated`` and ``launch_range`` blocks.
 
 * measured MBU-like figure: ncu's DRAM throughput, % of peak (``gpu__dram_throughput``), duration-weighted
   over the kernel's profiled launches;
-* measured MFU-like figure: the busiest math pipe ncu reports: tensor pipe % of peak, FP32 FMA pipe %, or
-  SASS FLOP counters / FP32 peak when captured; ``n/a: capture lacks ...`` otherwise;
+* measured MFU-like figure: the busiest math pipe ncu reports: tensor pipe % of peak, FP32 FMA pipe %,
+  SASS FLOP counters / FP32 peak, or tensor-pipe math ops (``sm__ops_path_tensor_*``) / tensor peak when captured; ``n/a: capture lacks ...`` otherwise;
 * shape-based estimate (``efficiency.py``'s rules): each counted op's FLOPs and bytes are split over the
   kernels it launched in proportion to their GPU time; a kernel's estimate = its share / its GPU time, over
   the peaks the efficiency section uses (dominant dtype's dense peak, datasheet bandwidth);
@@ -29,7 +29,7 @@ from .select import in_window
 # the offset search narrows candidate offsets launch by launch; when more than one offset still fits after this
 # many launches (a capture of one repeated kernel) it stops and says "ambiguous": cost <= this x trace kernels
 MAX_AMBIGUOUS_STEPS = 256
-LACKS_MFU = ("n/a: capture lacks tensor-pipe and FLOP counters (sm__pipe_tensor_cycles_active, "
+LACKS_MFU = ("n/a: capture lacks tensor-pipe and FLOP counters (sm__pipe_tensor_cycles_active, sm__ops_path_tensor_*, "
              "sm__pipe_fma_cycles_active, sm__sass_thread_inst_executed_op_*: --section ComputeWorkloadAnalysis "
              "/ SpeedOfLight_RooflineChart on the raw page)")
 LACKS_MBU = "n/a: capture lacks DRAM throughput (gpu__dram_throughput: --section SpeedOfLight)"
@@ -44,9 +44,12 @@ def measured(k: dict, dev: dict) -> None:
         cands.append((k["tensor_pct"], "tensor pipe busy, % of peak (ncu)"))
     if k["fma_pct"] is not None:
         cands.append((k["fma_pct"], "FP32 FMA pipe busy, % of peak (ncu)"))
-    tf = sum(k["achieved_tflops"].values()) if k["achieved_tflops"] else None
-    if tf is not None and dev.get("peak_fp32_tflops"):
-        cands.append((100 * tf / dev["peak_fp32_tflops"], "SASS FLOP counters / FP32 peak (ncu)"))
+    simt = {p: v for p, v in (k["achieved_tflops"] or {}).items() if p != "tensor"}
+    if simt and dev.get("peak_fp32_tflops"):
+        cands.append((100 * sum(simt.values()) / dev["peak_fp32_tflops"], "SASS FLOP counters / FP32 peak (ncu)"))
+    tt = (k["achieved_tflops"] or {}).get("tensor")
+    if tt is not None and dev.get("peak_tensor_tflops"):
+        cands.append((100 * tt / dev["peak_tensor_tflops"], "tensor-pipe math ops (ncu) / dense bf16 tensor peak (datasheet)"))
     if cands:
         v, basis = max(cands, key=lambda c: c[0])
         k["measured_mfu_pct"], k["measured_mfu_basis"] = round(v, 4), basis

@@ -8,11 +8,16 @@ means over its launches):
   SMs x FP32 lanes per SM (``FP32_LANES`` by compute capability) x 2 x SM clock; else the datasheet
   row (``thresholds.DEVICE_PEAKS``), whose source is stated;
 * roofline: measured FLOPs (``sm__sass_thread_inst_executed_op_*``: add + mul + 2 fma, per precision)
-  over DRAM bytes (``dram__bytes``); without ``dram__bytes`` the bytes are *estimated* as DRAM % of
-  peak x peak bandwidth x duration (labelled ``dram_bytes_estimated``);
-* limiter (``thresholds.KERNEL_BOUND_PCT``, ncu's own 60 % rule): memory-bound when DRAM or memory
-  throughput leads at >= 60 % of peak, compute-bound when SM throughput does (on Tensor Cores, or on the
-  FP32 pipes with Tensor Cores unused), else latency-bound (worded by waves and occupancy);
+  over DRAM bytes (``dram__bytes``, or read + write; summed over the launches); without them the bytes are
+  *estimated* as DRAM % of peak x peak bandwidth x duration (labelled ``dram_bytes_estimated``);
+* limiter (``thresholds.KERNEL_BOUND_PCT``, ncu's own 60 % rule): compute-bound on Tensor Cores when the
+  busiest tensor pipe is >= 60 % of peak and leads memory; memory-bound when DRAM or memory throughput
+  leads at >= 60 %; compute-bound when SM throughput does: on Tensor Cores (``tensor_core``: tensor pipe
+  >= ``KERNEL_TENSOR_UNUSED_PCT`` or tensor math ops / instructions counted), on the FP32 pipes (tensor pipe
+  captured and idle: the only case told to use Tensor Cores), or with the tensor pipe not captured (told to
+  capture it); else latency-bound (worded by waves and occupancy);
+* roofline: SASS FLOPs plus tensor-pipe math ops (``sm__ops_path_tensor_*``) over DRAM bytes, against the
+  tensor ridge when tensor ops were counted, else the FP32 one;
 * share of GPU time: the trace's kernel time in the window for kernels of the same name (names are
   normalised: ncu and CUPTI demangle differently), or of the profiled launches for a bare capture.
 """
@@ -90,12 +95,29 @@ def _wmean(vals: list, w: np.ndarray):
     return float((v * ww).sum() / ww.sum()) if ww.sum() > 0 else float(v.mean())
 
 
+def tensor_core(k: dict) -> bool | None:
+    """Does the kernel run on Tensor Cores?  True: tensor pipe busy >= KERNEL_TENSOR_UNUSED_PCT of peak, or
+    tensor math ops / instructions counted; False: the tensor pipe was captured and idle; None: not captured."""
+    t = k.get("tensor_pct")
+    if t is not None and t >= T.KERNEL_TENSOR_UNUSED_PCT:
+        return True
+    if (k.get("achieved_tflops") or {}).get("tensor", 0.0) > 0 or (k.get("tensor_inst") or 0.0) > 0:
+        return True
+    if t is not None or "tensor" in (k.get("achieved_tflops") or {}) or k.get("tensor_inst") is not None:
+        return False
+    return None
+
+
 def _limiter(k: dict) -> tuple[str, str, str]:
     """(limiter, in words, lever)."""
-    sm, mem, dram = k["sm_pct"], k["mem_pct"], k["dram_pct"]
-    if sm is None and mem is None and dram is None:
+    sm, mem, dram, t = k["sm_pct"], k["mem_pct"], k["dram_pct"], k["tensor_pct"]
+    if sm is None and mem is None and dram is None and t is None:
         return "unknown", "unknown: no throughput metrics in the capture", "Capture the SpeedOfLight section."
     memx = max(mem or 0.0, dram or 0.0)
+    on_tc = "Already near the tensor roof: fewer FLOPs (lower precision such as fp8, sparsity) or larger tiles."
+    if t is not None and t >= T.KERNEL_BOUND_PCT and t >= memx:       # the tensor pipe itself is the busiest unit
+        return ("compute", f"compute-bound on Tensor Cores: tensor pipe {t:.0f}% of peak"
+                + (f", SM {sm:.0f}%" if sm is not None else ""), on_tc)
     if memx >= T.KERNEL_BOUND_PCT and memx >= (sm or 0.0):
         if (dram or 0.0) >= T.KERNEL_BOUND_PCT:
             return ("memory", f"memory-bound: DRAM {dram:.0f}% of peak",
@@ -104,14 +126,18 @@ def _limiter(k: dict) -> tuple[str, str, str]:
         return ("memory", f"memory-bound in the caches: memory throughput {mem:.0f}% of peak, DRAM {dram or 0:.0f}%",
                 "Improve locality: coalesced accesses, fewer L1/L2 transactions per request, tile reuse in shared memory.")
     if (sm or 0.0) >= T.KERNEL_BOUND_PCT:
-        t = k["tensor_pct"]
-        if t is not None and t >= T.KERNEL_TENSOR_UNUSED_PCT:
-            return ("compute", f"compute-bound on Tensor Cores: SM {sm:.0f}%, tensor pipe {t:.0f}% of peak",
-                    "Already near the tensor roof: fewer FLOPs (lower precision such as fp8, sparsity) or larger tiles.")
-        unused = ", Tensor Cores unused" if t is not None else " (tensor pipe not captured)"
-        return ("compute", f"compute-bound on FP32 pipes: SM {sm:.0f}% of peak{unused}",
-                "Run it on Tensor Cores: bf16/fp16 operands, or TF32 for fp32 matmuls "
-                "(torch.backends.cuda.matmul.allow_tf32 = True).")
+        tc = tensor_core(k)
+        if tc:
+            pipe = f"tensor pipe {t:.0f}% of peak" if t is not None else "tensor math ops counted (pipe % not captured)"
+            return "compute", f"compute-bound on Tensor Cores: SM {sm:.0f}%, {pipe}", on_tc
+        if tc is False:
+            return ("compute", f"compute-bound on FP32 pipes: SM {sm:.0f}% of peak, Tensor Cores unused",
+                    "Run it on Tensor Cores: bf16/fp16 operands, or TF32 for fp32 matmuls "
+                    "(torch.backends.cuda.matmul.allow_tf32 = True).")
+        return ("compute", f"compute-bound: SM {sm:.0f}% of peak (tensor pipe not captured)",
+                "Capture the tensor pipe (--section ComputeWorkloadAnalysis, or --metrics "
+                "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed) to tell Tensor Core from FP32 work; "
+                "only FP32-pipe work gains from bf16/fp16 or TF32 operands.")
     why = [f"SM {sm or 0:.0f}%, memory {memx:.0f}% of peak"]
     lever = "Expose more parallelism and hide latency: more independent work per launch."
     if k["waves"] is not None and k["waves"] < T.KERNEL_MIN_WAVES:
@@ -164,30 +190,35 @@ def kernel_deep_dive(trace, window=None, options=None) -> dict | None:
              "ncu_ids": [la["id"] for la in las][:16], "grid": las[0]["grid"], "block": las[0]["block"],
              "duration_us": round(float(w.mean()) / 1e3, 4)}
         for m in ("sm_pct", "mem_pct", "dram_pct", "tensor_pct", "fma_pct", "l1_hit_pct", "l2_hit_pct", "occupancy_pct",
-                  "theoretical_occupancy_pct", "registers", "waves", "grid_blocks"):
+                  "theoretical_occupancy_pct", "registers", "waves", "grid_blocks", "tensor_inst"):
             v = g(m)
             k[m] = round(v, 4) if v is not None else None
         k["device_sm_count"] = dev["sm_count"]
         dur_s = float(w.sum()) / 1e9
-        dbytes = g("dram_bytes")
+        # measured bytes: the sum over the launches (scaled up by duration when some launches lack them)
+        hasb = np.array(["dram_bytes" in la["metrics"] for la in las])
+        hb = np.array([la["metrics"]["dram_bytes"] for la in las if "dram_bytes" in la["metrics"]], dtype=np.float64)
+        wb = float(w[hasb].sum())
+        dbytes = float(hb.sum()) * (float(w.sum()) / wb if not hasb.all() and wb > 0 else 1.0) if len(hb) else None
         est = False
-        if dbytes is not None:
-            dbytes *= len(las)
-        elif k["dram_pct"] is not None and dev["peak_dram_gbps"]:
+        if dbytes is None and k["dram_pct"] is not None and dev["peak_dram_gbps"]:
             dbytes, est = k["dram_pct"] / 100 * dev["peak_dram_gbps"] * 1e9 * dur_s, True
         k["dram_bytes"] = round(dbytes) if dbytes is not None else None
         k["dram_bytes_estimated"] = est
         k["dram_gbps"] = round(dbytes / dur_s / 1e9, 3) if dbytes is not None and dur_s > 0 else None
         flops = {p: sum(la["metrics"][f"{p}_flops"] for la in las if f"{p}_flops" in la["metrics"])
-                 for p in ("fp32", "fp16", "fp64") if any(f"{p}_flops" in la["metrics"] for la in las)}
+                 for p in ("fp32", "fp16", "fp64", "tensor") if any(f"{p}_flops" in la["metrics"] for la in las)}
         k["achieved_tflops"] = {p: round(v / dur_s / 1e12, 6) for p, v in flops.items()} if dur_s > 0 else {}
         tot = sum(flops.values()) if flops else None
         k["intensity_flop_per_byte"] = round(tot / dbytes, 4) if tot is not None and dbytes else None
-        ridge = (dev["peak_fp32_tflops"] * 1e12 / (dev["peak_dram_gbps"] * 1e9)
-                 if dev["peak_fp32_tflops"] and dev["peak_dram_gbps"] else None)
+        roof = "tensor" if flops.get("tensor") and dev["peak_tensor_tflops"] else "FP32"
+        peak_tf = dev["peak_tensor_tflops"] if roof == "tensor" else dev["peak_fp32_tflops"]
+        ridge = peak_tf * 1e12 / (dev["peak_dram_gbps"] * 1e9) if peak_tf and dev["peak_dram_gbps"] else None
         k["roofline"] = (None if k["intensity_flop_per_byte"] is None or ridge is None else
-                         "memory side of the FP32 ridge" if k["intensity_flop_per_byte"] < ridge else "compute side of the FP32 ridge")
+                         f"{'memory' if k['intensity_flop_per_byte'] < ridge else 'compute'} side of the {roof} ridge")
         k["limiter"], k["limiter_text"], k["lever"] = _limiter(k)
+        k["tensor_core"] = tensor_core(k)
+        k.pop("tensor_inst")
         rules = [r for la in las[:1] for r in la["rules"] if r["type"] in ("OPT", "WRN", "ERR", "")]
         k["ncu_rules"] = [f"{r['rule']}: {r['text']}" + (f" (ncu's estimated speedup {r['speedup_pct']:g}%)"
                                                           if r["speedup_pct"] is not None else "") for r in rules[:6]]

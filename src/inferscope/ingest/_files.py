@@ -22,12 +22,16 @@ def read_input(p: Path, n: int = -1, expected: str = "a trace file") -> bytes:
 
 
 NCU_HEADER = re.compile(r'^\s*"?ID"?\s*,\s*"?Process ID"?\s*,')
+NCU_LOG = ("==PROF==", "==ERROR==", "==WARNING==")
 
 
 def ncu_sniff(head_text: str) -> bool:
-    """True when the text starts (after ncu's ``==PROF==``/``==WARNING==`` lines) with the CSV header."""
+    """True when the text starts (after ncu's ``==PROF==``/``==WARNING==`` lines) with the CSV header, or is
+    nothing but those lines."""
+    log = False
     for line in head_text.splitlines():
         if not line.strip() or line.startswith("=="):
+            log = log or line.startswith(NCU_LOG)
             continue
         return bool(NCU_HEADER.match(line))
-    return False
+    return log                    # only ncu's log (a failed export): the importer quotes its errors

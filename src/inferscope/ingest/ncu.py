@@ -8,120 +8,35 @@ naming the section that would give it.  ``load(path)`` also builds a Trace (the 
 back on their streams, as ncu serialises them) so ``inferscope analyze profile.ncu.csv`` runs the
 ordinary pipeline; ``meta["ncu"]`` carries the capture to ``analyze/kernel_limits.py``.
 
+Metric names, probes and units: ``ncu_metrics.py``.  The details page's human names (``DETAILS``) and the
+raw names it prints for ``--metrics`` ("Command line profiler metrics") are both read.
+
 Input boundary: the file is inflated/read under a cap, the csv module's field limit stands, rows
-are bounded (``MAX_LAUNCHES``); anything malformed is ``InputError`` (one line, exit 2).
+are bounded (``MAX_LAUNCHES``); anything malformed is ``InputError`` (one line, exit 2).  A file cut
+mid-row (no newline at the end and an incomplete last line) loses that row with a warning naming the last
+complete row; on the details page the cut launch is left out when it has fewer rows than every launch
+before it; nothing complete left is exit 2.  A failed export (only ncu's ``==ERROR==`` / ``==WARNING==``
+lines) is exit 2 quoting them; ncu's log lines between CSV rows are skipped (errors kept as warnings).
 """
 from __future__ import annotations
 
 import csv
 import gzip
 import io
-import re
 import zlib
 from pathlib import Path
 
 from ..errors import InputError
 from ._files import NCU_HEADER as _HEADER, read_input
+from .ncu_metrics import DETAILS, KHZ_NAMES, RAW, WHERE, number, resolve, unit_scale, value  # noqa: F401 (re-exported)
 
 MAX_BYTES = 256 << 20         # decompressed text; a 40-launch --set full raw page is ~0.5 MB
 MAX_LAUNCHES = 100_000
 MAX_RULES_PER_LAUNCH = 32
 MAX_RULE_CHARS = 600
 
-# canonical metric -> raw-page probes: exact names (a tuple = sum of its parts), then a regex
-RAW = {
-    "duration_ns": ["gpu__time_duration.sum", "gpu__time_duration.avg", "gpu__time_duration"],
-    "sm_pct": ["sm__throughput.avg.pct_of_peak_sustained_elapsed"],
-    "mem_pct": ["gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
-                "gpu__memory_throughput.avg.pct_of_peak_sustained_elapsed"],
-    "dram_pct": ["gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
-                 "dram__throughput.avg.pct_of_peak_sustained_elapsed"],
-    "dram_bytes": ["dram__bytes.sum", ("dram__bytes_read.sum", "dram__bytes_write.sum")],
-    "dram_bps": ["dram__bytes.sum.per_second"],
-    "l1_hit_pct": ["l1tex__t_sector_hit_rate.pct"],
-    "l2_hit_pct": ["lts__t_sector_hit_rate.pct"],
-    "occupancy_pct": ["sm__warps_active.avg.pct_of_peak_sustained_active"],
-    "theoretical_occupancy_pct": ["sm__maximum_warps_per_active_cycle_pct"],
-    "registers": ["launch__registers_per_thread"],
-    "waves": ["launch__waves_per_multiprocessor"],
-    "grid_blocks": ["launch__grid_size"],
-    "tensor_pct": ["sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
-                   "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
-                   "sm__inst_executed_pipe_tensor.avg.pct_of_peak_sustained_active",
-                   re.compile(r"^sm__pipe_tensor\w*_cycles_active\.avg\.pct_of_peak_sustained_(elapsed|active)$")],
-    "fma_pct": ["sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed",
-                "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"],
-    "fp64_pct": ["sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_elapsed"],
-    "sm_count": ["device__attribute_multiprocessor_count", "launch__sm_count"],
-    "sm_hz": ["gpc__cycles_elapsed.avg.per_second", "sm__cycles_elapsed.avg.per_second"],
-    "sm_clock_attr_hz": ["device__attribute_clock_rate"],          # kHz in the CSV (scaled below)
-    "mem_clock_attr_hz": ["device__attribute_memory_clock_rate"],
-    "bus_width_bits": ["device__attribute_global_memory_bus_width", "device__attribute_fb_bus_width"],
-}
-for _p, _m in (("fp32", "f"), ("fp16", "h"), ("fp64", "d")):
-    RAW[f"{_p}_adds"] = [f"sm__sass_thread_inst_executed_op_{_m}add_pred_on.sum"]
-    RAW[f"{_p}_muls"] = [f"sm__sass_thread_inst_executed_op_{_m}mul_pred_on.sum"]
-    RAW[f"{_p}_fmas"] = [f"sm__sass_thread_inst_executed_op_{_m}fma_pred_on.sum"]
-_KHZ = {"sm_clock_attr_hz", "mem_clock_attr_hz"}
-
-# details page: (metric name, unit class) -> canonical metric (several names: ncu versions)
-DETAILS = {
-    ("Duration", "time"): "duration_ns", ("Compute (SM) Throughput", "pct"): "sm_pct",
-    ("Compute (SM) [%]", "pct"): "sm_pct", ("SM [%]", "pct"): "sm_pct",
-    ("Memory Throughput", "pct"): "mem_pct", ("Memory [%]", "pct"): "mem_pct",
-    ("DRAM Throughput", "pct"): "dram_pct", ("Memory Throughput", "rate"): "dram_bps",
-    ("L1/TEX Hit Rate", "pct"): "l1_hit_pct", ("L2 Hit Rate", "pct"): "l2_hit_pct",
-    ("Achieved Occupancy", "pct"): "occupancy_pct", ("Theoretical Occupancy", "pct"): "theoretical_occupancy_pct",
-    ("Registers Per Thread", "count"): "registers", ("Waves Per SM", "count"): "waves",
-    ("Grid Size", "count"): "grid_blocks", ("# SMs", "count"): "sm_count", ("SM Frequency", "freq"): "sm_hz",
-    ("DRAM Frequency", "freq"): "dram_hz",
-}
-# what to add to the capture for a missing metric (the warning names it)
-WHERE = {"dram_bytes": "MemoryWorkloadAnalysis", "l1_hit_pct": "MemoryWorkloadAnalysis",
-         "l2_hit_pct": "MemoryWorkloadAnalysis", "fp32_fmas": "SpeedOfLight_RooflineChart",
-         "tensor_pct": "ComputeWorkloadAnalysis (raw page)", "duration_ns": "SpeedOfLight",
-         "sm_pct": "SpeedOfLight", "dram_pct": "SpeedOfLight", "occupancy_pct": "Occupancy"}
-
-_TIME = {"ns": 1.0, "nsecond": 1.0, "nsec": 1.0, "us": 1e3, "usecond": 1e3, "usec": 1e3,
-         "ms": 1e6, "msecond": 1e6, "msec": 1e6, "s": 1e9, "second": 1e9, "sec": 1e9}
-_BYTES = {"byte": 1.0, "b": 1.0, "kbyte": 1e3, "kb": 1e3, "mbyte": 1e6, "mb": 1e6, "gbyte": 1e9, "gb": 1e9,
-          "tbyte": 1e12, "tb": 1e12, "kibyte": 1024.0, "mibyte": 1024.0 ** 2, "gibyte": 1024.0 ** 3}
-_HZ = {"hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
-
-
-def unit_scale(unit: str) -> tuple[str, float]:
-    """(class, factor to base units): time -> ns, bytes -> B, rate -> B/s, freq -> Hz, pct, count."""
-    u = unit.strip().lower()
-    if u == "%":
-        return "pct", 1.0
-    if u in _TIME:
-        return "time", _TIME[u]
-    if u in _BYTES:
-        return "bytes", _BYTES[u]
-    if u in _HZ:
-        return "freq", _HZ[u]
-    if "/" in u:
-        num, _, den = u.partition("/")
-        den = {"s": "second"}.get(den, den)
-        if num in _BYTES and den in _TIME:
-            return "rate", _BYTES[num] * 1e9 / _TIME[den]
-        if num == "cycle" and den in _TIME:
-            return "freq", 1e9 / _TIME[den]
-        if num in _BYTES:                          # Kbyte/block: bytes per something
-            return "bytes", _BYTES[num]
-    return "count", 1.0
-
-
-def number(text: str) -> float | None:
-    """ncu's numbers: '10,964', '1,583.08', '5.54'; 'n/a' and '' -> None."""
-    t = text.strip().replace(",", "")
-    if not t:
-        return None
-    try:
-        v = float(t)
-    except ValueError:
-        return None
-    return v if v == v and abs(v) != float("inf") else None
+LOG_LINE = ("==PROF==", "==ERROR==", "==WARNING==", "==INFO==")
+MAX_LOG_CHARS = 400           # ncu's own error text quoted in a one-line error
 
 
 def _text(path: Path, max_bytes: int) -> str:
@@ -140,20 +55,44 @@ def _text(path: Path, max_bytes: int) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
-def _rows(path: Path, text: str) -> tuple[list[str], list[list[str]]]:
+def _complete(line: str, fields: int, need: int) -> bool:
+    """Is the file's last line (no newline after it) a whole row?  ncu quotes every field, so a whole line
+    ends with a quote and holds an even number of them; unquoted text is judged by its field count."""
+    if '"' in line:
+        return line.rstrip().endswith('"') and line.count('"') % 2 == 0 and fields >= need
+    return fields >= need
+
+
+def _rows(path: Path, text: str) -> tuple[list[str], list[list[str]], dict]:
+    """(header, data rows, {"cut": the file ends mid-row (that row dropped), "log": ncu's error/warning lines})."""
     lines = text.splitlines()
+    log = [ln.strip() for ln in lines if ln.startswith(LOG_LINE)]
     start = next((i for i, ln in enumerate(lines) if ln.strip() and not ln.startswith("==")), None)
     if start is None or not _HEADER.match(lines[start]):
+        errs = [x for x in log if x.startswith("==ERROR==")] or [x for x in log if x.startswith("==WARNING==")]
+        if start is None and errs:
+            msg = " | ".join(errs)
+            raise InputError(f"{path}: ncu wrote no CSV, only its log: "
+                             + (msg if len(msg) <= MAX_LOG_CHARS else msg[:MAX_LOG_CHARS - 1] + "…"))
         raise InputError(f"{path}: not an ncu --csv file (no \"ID\",\"Process ID\",... header)")
+    body = [ln for ln in lines[start:] if not ln.startswith("==")]      # ncu's log lines between CSV rows
     try:
-        rows = list(csv.reader(io.StringIO("\n".join(lines[start:]))))
+        rows = list(csv.reader(io.StringIO("\n".join(body))))
     except csv.Error as e:
         raise InputError(f"{path}: malformed ncu CSV ({e})") from None
     header = [h.strip() for h in rows[0]]
     for need in ("ID", "Kernel Name"):
         if need not in header:
             raise InputError(f"{path}: ncu CSV header lacks the {need!r} column")
-    return header, rows[1:]
+    data = rows[1:]
+    details = {"Metric Name", "Metric Value"} <= set(header)
+    need = header.index("Metric Value") + 1 if details else len(header)
+    cut = False
+    if data and not lines[-1].startswith("==") and not text.endswith(("\n", "\r")):
+        cut = not _complete(body[-1], len(data[-1]), need)
+        if cut:
+            data = data[:-1]
+    return header, data, {"cut": cut, "log": [x for x in log if not x.startswith("==PROF==")]}
 
 
 def _launch(header_idx: dict, row: list[str]) -> dict:
@@ -166,26 +105,32 @@ def _launch(header_idx: dict, row: list[str]) -> dict:
             "cc": g("CC") or None, "device_name": None, "metrics": {}, "rules": []}
 
 
-def _probe(cols: dict, probes: list) -> int | tuple | None:
-    for p in probes:
-        if isinstance(p, re.Pattern):
-            hit = next((i for n, i in cols.items() if p.match(n)), None)
-            if hit is not None:
-                return hit
-        elif isinstance(p, tuple):
-            if all(x in cols for x in p):
-                return tuple(cols[x] for x in p)
-        elif p in cols:
-            return cols[p]
-    return None
+def _named(m: dict, named: dict, specs: dict) -> None:
+    """Canonical metrics from raw metric names (base units), those not already set, into ``m``."""
+    for key, spec in specs.items():
+        if key not in m:
+            v = value(spec, named.get)
+            if v is not None:
+                m[key] = v
+
+
+def _base(name: str, v: float, unit: str) -> float:
+    """A raw metric's value in base units: device clock attributes are kHz when printed without a unit."""
+    cls, f = unit_scale(unit)
+    return v * (1e3 if name in KHZ_NAMES and cls != "freq" else f)
+
+
+def _last(la: dict) -> str:
+    return f"launch ID {la['id']} ({la['name'][:80]})"
 
 
 def _raw(path: Path, header: list[str], rows: list[list[str]], warnings: list[str]) -> list[dict]:
-    units = rows[0] if rows and not rows[0][0].strip() else [""] * len(header)
-    data = rows[1:] if rows and not rows[0][0].strip() else rows
+    units = rows[0] if rows and rows[0] and not rows[0][0].strip() else [""] * len(header)
+    data = rows[1:] if rows and rows[0] and not rows[0][0].strip() else rows
     cols = {n: i for i, n in enumerate(header)}
-    where = {key: _probe(cols, probes) for key, probes in RAW.items()}
-    scale = [unit_scale(u)[1] if i < len(units) else 1.0 for i, u in enumerate(units)]
+    specs = resolve(cols)
+    used = sorted({n for sp in specs.values() for n in ((sp,) if isinstance(sp, str) else sp[1] if sp[0] in ("max", "sum") else sp)})
+    units = list(units) + [""] * max(0, len(header) - len(units))
     name_col = cols.get("device__attribute_display_name")
     out, bad = [], 0
     for row in data:
@@ -193,15 +138,12 @@ def _raw(path: Path, header: list[str], rows: list[list[str]], warnings: list[st
             bad += 1
             continue
         la = _launch(cols, row)
-        m = la["metrics"]
-        for key, w in where.items():
-            if w is None:
-                continue
-            parts = [number(row[i]) for i in (w if isinstance(w, tuple) else (w,))]
-            if any(v is None for v in parts):
-                continue
-            idx = w if isinstance(w, tuple) else (w,)
-            m[key] = sum(v * scale[i] for v, i in zip(parts, idx)) * (1e3 if key in _KHZ else 1.0)
+        named = {}
+        for n in used:
+            v = number(row[cols[n]])
+            if v is not None:
+                named[n] = _base(n, v, units[cols[n]])
+        _named(la["metrics"], named, specs)
         if name_col is not None:
             la["device_name"] = row[name_col].strip()[:200] or None
         out.append(la)
@@ -220,6 +162,7 @@ def _details(path: Path, header: list[str], rows: list[list[str]], warnings: lis
                                           "Estimated Speedup")}
     g = lambda row, k: row[ix[k]].strip() if ix[k] < len(row) else ""
     by_id: dict[int, dict] = {}
+    named: dict[int, dict] = {}            # raw metric names (--metrics: "Command line profiler metrics") per launch
     bad = 0
     for row in rows:
         lid = number(row[0]) if row else None
@@ -232,6 +175,8 @@ def _details(path: Path, header: list[str], rows: list[list[str]], warnings: lis
                 warnings.append(f"ncu: only the first {MAX_LAUNCHES:,} launches read")
                 break
             la = by_id[int(lid)] = _launch(cols, row)
+            la["_rows"] = 0
+        la["_rows"] += 1
         rule = g(row, "Rule Name")
         if rule:
             if len(la["rules"]) < MAX_RULES_PER_LAUNCH:
@@ -240,23 +185,52 @@ def _details(path: Path, header: list[str], rows: list[list[str]], warnings: lis
                                     "speedup_pct": number(g(row, "Estimated Speedup")),
                                     "speedup_type": g(row, "Estimated Speedup Type")[:16] or None})
             continue
+        name = g(row, "Metric Name")
         cls, f = unit_scale(g(row, "Metric Unit"))
-        key = DETAILS.get((g(row, "Metric Name"), cls))
         v = number(g(row, "Metric Value"))
-        if key and v is not None and key not in la["metrics"]:
+        if v is None:
+            continue
+        if "__" in name:
+            named.setdefault(int(lid), {}).setdefault(name, _base(name, v, g(row, "Metric Unit")))
+            continue
+        key = DETAILS.get((name, cls))
+        if key and key not in la["metrics"]:
             la["metrics"][key] = v * f
+    if named:
+        specs: dict = {}
+        for lid, nm in named.items():
+            ks = frozenset(nm)
+            if ks not in specs:
+                specs[ks] = resolve(ks)
+            _named(by_id[lid]["metrics"], nm, specs[ks])
     if bad:
         warnings.append(f"ncu: {bad} details-page row(s) without a launch ID or with too few fields skipped")
     return list(by_id.values())
 
 
 def read(path, max_bytes: int | None = None) -> dict:
-    """The capture: {layout, launches: [...], missing: [...], warnings: [...], file}."""
+    """The capture: {layout, launches: [...], missing: [...], warnings: [...], file, cut}."""
     p = Path(path)
-    header, rows = _rows(p, _text(p, max_bytes or MAX_BYTES))
-    warnings: list[str] = []
+    header, rows, info = _rows(p, _text(p, max_bytes or MAX_BYTES))
+    warnings: list[str] = [f"ncu log: {x[:MAX_RULE_CHARS]}" for x in info["log"][:8]]
     layout = "details" if {"Metric Name", "Metric Value"} <= set(header) else "raw"
     launches = (_details if layout == "details" else _raw)(p, header, rows, warnings)
+    cut = info["cut"]
+    if cut and layout == "details" and len(launches) > 1:
+        # the cut launch lost its later rows: dropped when it has fewer rows than every launch before it
+        if launches[-1]["_rows"] < min(la["_rows"] for la in launches[:-1]):
+            dropped = launches.pop()
+            warnings.append(f"ncu: {_last(dropped)} is incomplete ({dropped['_rows']} row(s) before the cut) and was left out")
+    for la in launches:
+        la.pop("_rows", None)
+    if cut:
+        if not launches:
+            raise InputError(f"{p}: the ncu CSV ends mid-row before any complete launch (truncated file; export it again)")
+        c = {n: i for i, n in enumerate(header)}
+        last = rows[-1]
+        lid, kname = number(last[0]), last[c["Kernel Name"]].strip() if c["Kernel Name"] < len(last) else ""
+        warnings.insert(0, "ncu: the file ends mid-row (truncated?): the cut row was dropped; the last complete row is "
+                           + (f"launch ID {int(lid)} ({kname[:80]})" if lid is not None else "the header"))
     if not launches:
         raise InputError(f"{p}: no kernel launches in this ncu CSV")
     for la in launches:
@@ -271,11 +245,12 @@ def read(path, max_bytes: int | None = None) -> dict:
     missing = [k for k in keys if k not in have]
     if missing:
         hint = sorted({WHERE.get(k if k != "fp32_flops" else "fp32_fmas", "?") for k in missing})
-        warnings.append(f"ncu: this capture lacks {', '.join(missing)} (add --section {' / '.join(hint)}, or --set full); "
-                        "the deep-dive uses what is there and labels estimates")
+        warnings.append(f"ncu: this capture lacks {', '.join(missing)} " + (
+            "(the file is cut short: they may be in the part that is missing; export it again)" if cut else
+            f"(add --section {' / '.join(hint)}, or --set full); the deep-dive uses what is there and labels estimates"))
     if "duration_ns" not in have:
         raise InputError(f"{p}: ncu CSV without kernel durations (gpu__time_duration / Duration); capture the SpeedOfLight section")
-    return {"file": p.name, "layout": layout, "launches": launches, "missing": missing, "warnings": warnings}
+    return {"file": p.name, "layout": layout, "launches": launches, "missing": missing, "warnings": warnings, "cut": cut}
 
 
 def load(path, max_decompressed: int | None = None):

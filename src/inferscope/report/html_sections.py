@@ -17,19 +17,34 @@ def _headline(result: dict) -> str:
     v = _dict(result.get("verdict"))
     gpu = result.get("gpu")
     win = _dict(result.get("window"))
-    parts = [f'<section id="headline"><div class="headline">'
-             f'<div><div class="lbl">end-to-end time</div><div class="big" id="e2e">{text(fmt_ms(result.get("e2e_ms")))}</div></div>']
+    from ..analyze.diagnosis import kernel_capture_only
+    capture = kernel_capture_only(result)
+    if capture:                    # Nsight Compute alone: kernels measured one at a time, no end-to-end time
+        dd = _dict(result.get("kernel_deep_dive"))
+        ks = [k for k in _list(dd.get("kernels")) if isinstance(k, dict)]
+        parts = [f'<section id="headline"><div class="headline">'
+                 f'<div><div class="lbl">kernels profiled (Nsight Compute, no timeline)</div><div class="big" id="kernels-profiled">'
+                 f'{len(ks)}</div></div>']
+        if ks:
+            parts.append(f'<div><div class="lbl">top kernel ({text(fmt_pct(_num(ks[0].get("share_pct"))))} of the profiled time)'
+                         f'</div><div class="verdict" id="top-kernel">{text(ks[0].get("short_name"), 200)}: '
+                         f'{text(ks[0].get("limiter_text"), 400)}</div></div>')
+    else:
+        parts = [f'<section id="headline"><div class="headline">'
+                 f'<div><div class="lbl">end-to-end time</div><div class="big" id="e2e">{text(fmt_ms(result.get("e2e_ms")))}</div></div>']
     if v:
         conf = _num(v.get("confidence"))
         conf_s = f' <span class="conf">(confidence {conf * 100:.0f}%)</span>' if conf is not None else ""
         parts.append(f'<div><div class="lbl">verdict</div><div class="verdict" id="verdict">'
                      f'{text(v.get("title") or v.get("id") or "")}{conf_s}</div></div>')
-    if isinstance(gpu, dict):
+    if capture:                    # a synthetic timeline: no idle time or window to state
+        pass
+    elif isinstance(gpu, dict):
         parts.append(f'<div><div class="lbl">GPU idle</div><div class="verdict" id="gpu-idle">{text(fmt_pct(gpu.get("idle_pct")))}</div></div>'
                      f'<div><div class="lbl">GPU busy</div><div class="verdict">{text(fmt_ms(gpu.get("busy_ms")))}</div></div>')
     else:
         parts.append('<div><div class="lbl">GPU</div><div class="verdict">no GPU activity in trace</div></div>')
-    if win:
+    if win and not capture:
         parts.append(f'<div><div class="lbl">window</div><div>{text(win.get("label") or win.get("kind") or "")}</div></div>')
     parts.append("</div>")
     from ..analyze.diagnosis import partial_trace

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import re
 
-from ..analyze.diagnosis import partial_trace
+from ..analyze.diagnosis import kernel_capture_only, partial_trace
 from ..analyze.kernels import short_kernel_name
+from .kernel_text import kernel_capture_lines
 from .shown import TABLE_TITLES, more_rows_note, shown_tables, table_title, words
 from ..util.atomic import atomic_write_text
 
@@ -103,6 +104,8 @@ def run_phase_lines(result: dict) -> list[str]:
 
 
 def headline(result: dict) -> str:
+    if kernel_capture_only(result):
+        return _diagnosis(result, [plain(x, 400) for x in kernel_capture_lines(result)], capture=True)
     e2e = result["e2e_ms"]
     lines = [f"End-to-end latency: {_msf(e2e, e2e)} ms  ({plain(result['window']['label'])})"]
     pt = partial_trace((result.get("about") or {}).get("collection"))
@@ -134,18 +137,28 @@ def headline(result: dict) -> str:
         for p in r.get("parts", []):
             if p["pct"] >= 0.05:
                 lines.append(f"    - {p['label']}: {_msf(p['ms'], e2e)} ms ({p['pct']:.1f}%)")
+    return _diagnosis(result, lines)
+
+
+def _diagnosis(result: dict, lines: list[str], capture: bool = False) -> str:
+    """The headline's Diagnosis and Suggestions: every high/medium finding with its suggestion."""
     lines += ["", "Diagnosis:"]
     gpu = result.get("gpu")
-    if gpu is not None:
+    if capture:                                  # a synthetic timeline: no idle time to state
+        lines.append("- Kernels measured one at a time by Nsight Compute: no timeline, GPU idle time or host time")
+    elif gpu is not None:
         lines.append(f"- GPU is idle for {gpu['idle_pct']:.0f}% of the timeline")
     else:
         lines.append("- No GPU activity in this trace (CPU-only run)")
     v = result["verdict"]
     lines.append(f"- Verdict: {v['id']} (confidence {v['confidence']:.2f}): {v['title']}")
     for f in result["findings"]:
-        if f["severity"] in ("high", "medium"):
+        if f["severity"] in ("high", "medium") or capture:     # a capture alone has only kernel findings: all shown
             lines.append(f"- [{f['severity']}] {plain(f['title'])}")
     sugg = [f["suggestion"] for f in result["findings"] if f["severity"] in ("high", "medium")]
+    ks = (result.get("kernel_deep_dive") or {}).get("kernels") or []
+    if capture and ks and ks[0]["lever"] not in sugg:
+        sugg.append(plain(f"{ks[0]['short_name']}: {ks[0]['lever']}", 400))
     if sugg:
         lines += ["", "Suggestions:"]
         seen = set()

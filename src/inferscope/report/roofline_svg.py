@@ -3,7 +3,7 @@
 Same rules as ``html.py``: nothing external, no script, every name through ``attr()`` into a
 ``<title>`` element (escaped, control characters made visible).  Only measured positions are drawn:
 
-* a point (log-log: FLOP/byte vs TFLOP/s) for each kernel with both SASS FLOP counters and DRAM bytes;
+* a point (log-log: FLOP/byte vs TFLOP/s) for each kernel with FLOP counters (SASS, or tensor-pipe ops) and DRAM bytes;
   its area is proportional to the kernel's share of GPU time; roofs from the section's peaks (DRAM
   bandwidth, FP32, and the datasheet tensor peak dashed);
 * a bar of achieved DRAM GB/s against the DRAM roof for each kernel with bytes but no FLOP counters

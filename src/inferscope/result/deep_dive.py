@@ -40,7 +40,7 @@ class DeepDiveKernel(_S):
     dram_bytes: Optional[int]        # over its launches; estimated when dram_bytes_estimated
     dram_bytes_estimated: bool
     dram_gbps: Num
-    achieved_tflops: dict[str, float]   # by precision, from SASS FLOP counters (empty: not captured)
+    achieved_tflops: dict[str, float]   # by precision (SASS FLOP counters), tensor: tensor-pipe math ops (empty: not captured)
     intensity_flop_per_byte: Num
     roofline: Optional[str]
     limiter: str                     # memory | compute | latency | unknown
@@ -66,6 +66,8 @@ class DeepDiveKernel(_S):
     est_ops: list[str] = []
     est_basis: str = ""
     disagreement: list[str] = []     # measured vs estimated >= KERNEL_MEASURED_VS_EST_RATIO apart
+    tensor_core: Optional[bool] = None   # runs on Tensor Cores: pipe busy >= KERNEL_TENSOR_UNUSED_PCT or tensor ops
+                                         # counted; False: captured and idle; None: tensor pipe not captured
 
 
 class MveFigure(_S):
