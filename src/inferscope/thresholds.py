@@ -120,7 +120,7 @@ ONE_OFF_NESTED_COVER_FRACTION = 0.9
 ELEMENTWISE_COPY_SHARE_PCT = 30.0
 
 # --- Nsight Systems timestamp unit (seed 004 sanity check; ingest/nsys_units.py) ---
-# nsys writes ns since the session start; a capture longer than a day would be tens of GB (captures are seconds to
+# Source: seed 004 (a nanosecond-unit sanity check) with InferScope's own bounds.  nsys writes ns since the session start; a capture longer than a day would be tens of GB (captures are seconds to
 # minutes), so a longer extent means ps/fs-scaled timestamps (an hour at ps reads as 42 days).
 NSYS_MAX_SESSION_NS = 86_400 * 10**9
 # CUPTI records no kernel much under 1 us (launch + drain; the shortest in the shared exports: 1,536 ns); a median
