@@ -137,6 +137,7 @@ class _Cols:
     def __init__(self):
         self.n = 0
         self.nread = 0            # (inflated) bytes the streamed decode read
+        self.scan_bytes = 0       # bytes the streamed decode's key and cut scanners examined (tests: linear)
         self.d = {k: {} for k in ("ph", "cat", "name", "pid", "tid")}
         self.parts: dict[str, list] = {k: [] for k in ("row", "ts_f", "ts_i", "dur_f",
                                                         "corr", "ext", "device", "stream", "bytes", "ts_x",
