@@ -109,3 +109,44 @@ def test_prefix_case_that_took_17_s_completes(tmp_path):
     assert streamed and scanned <= 2 * len(raw), (scanned, len(raw))
     assert time.process_time() - t0 < 10      # generous: the old scan took 17-21 s on a 64 MB prefix
     assert len(K.load(p).spans) == 20
+
+
+def _laughs(levels: int = 9) -> str:
+    """A YAML list of 9**levels strings written in ~40 bytes per level (each level 9 aliases of the last)."""
+    tags = "abcdefghijklmnop"
+    items = ["&a [lol,lol,lol,lol,lol,lol,lol,lol,lol]"] + \
+        [f"&{tags[i + 1]} [" + ",".join([f"*{tags[i]}"] * 9) + "]" for i in range(levels - 1)]
+    return "[" + ", ".join(items) + "]"
+
+
+@pytest.mark.parametrize("key", ["report_format", "enabled", "log_level", "metrics_port"])
+def test_config_alias_bomb_is_refused_before_it_is_expanded(tmp_path, key):
+    # before: the value went through str() (report_format, log_level, _bool) or repr() (the error message):
+    # 9**9 strings, a hang and gigabytes from a 330-byte file
+    from inferscope.config import load_config
+    (tmp_path / ".inferscope.yaml").write_text(f"{key}: {_laughs()}\n")
+    t0 = time.process_time()
+    with pytest.raises(ConfigError, match=f"{key}: expected a single value, got a list"):
+        load_config(cwd=tmp_path, env={})
+    assert time.process_time() - t0 < 5
+    (tmp_path / ".inferscope.yaml").write_text(f"{key}: {{a: 1}}\n")
+    with pytest.raises(ConfigError, match="got a dict"):
+        load_config(cwd=tmp_path, env={})
+
+
+def test_phase_map_pattern_count_and_length_are_bounded(tmp_path):
+    from inferscope import thresholds as T
+    from inferscope.analyze.options import _load_phase_map
+    from inferscope.analyze.phases import phase_matcher
+    pm = tmp_path / "pm.json"
+    at_cap = {"prefill": [f"p{i}" for i in range(T.PHASE_MAP_MAX_PATTERNS - 1)], "decode": ["d" * T.PHASE_MAP_MAX_PATTERN_CHARS]}
+    pm.write_text(json.dumps(at_cap))
+    got = _load_phase_map(str(pm))
+    assert got == at_cap and phase_matcher(got)("x p7 y")[0] == "prefill"
+    # one pattern more (it multiplies the work per name of the trace), or one character more: refused
+    pm.write_text(json.dumps(dict(at_cap, sampling=["s"])))
+    with pytest.raises(ConfigError, match=f"{T.PHASE_MAP_MAX_PATTERNS + 1} patterns, more than"):
+        _load_phase_map(str(pm))
+    pm.write_text(json.dumps(dict(at_cap, decode=["d" * (T.PHASE_MAP_MAX_PATTERN_CHARS + 1)])))
+    with pytest.raises(ConfigError, match=f"a pattern of {T.PHASE_MAP_MAX_PATTERN_CHARS + 1} characters"):
+        _load_phase_map(str(pm))

@@ -527,3 +527,9 @@ GC_PAUSE_LOW_PCT = 2.0
 GC_PAUSE_MEDIUM_PCT = 5.0
 GC_PAUSE_LONGEST_MS = 50.0
 GC_PAUSE_LONGEST_MEDIUM_MS = 100.0
+# --phase-map: at most PHASE_MAP_MAX_PATTERNS patterns of at most PHASE_MAP_MAX_PATTERN_CHARS characters (issue 44).
+# Each pattern is one regex search per distinct name of the trace (every string, for the NVTX -> kernel map), so
+# the patterns multiply the trace's size: a 1 MB map of 100k one-letter patterns over 1M names never ends.  A map
+# names a few phases with a few patterns each (prefill / decode / sampling: 3-10); 128 leaves room for any real one.
+PHASE_MAP_MAX_PATTERNS = 128
+PHASE_MAP_MAX_PATTERN_CHARS = 256
