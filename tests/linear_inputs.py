@@ -14,16 +14,14 @@ _TAIL = json.dumps(events(20))
 
 
 def kineto_prefix(size: int) -> bytes:
-    """A Kineto trace whose ``traceEvents`` comes after ~size bytes of metadata full of near-miss keys:
-    a string of escaped ones, then objects whose "traceEvents" key is followed by whitespace, ':' and
-    a value that is no list (each one makes the key scanner look past the literal)."""
-    text_part = size // 2
-    s = '"traceEvents": [ traceEvents " ' * (text_part // 32 + 1)          # escaped by json.dumps
+    """A Kineto trace of ~size bytes whose ``traceEvents`` comes last, after metadata full of near-miss
+    keys: a string of escaped ones, then objects whose "traceEvents" key is followed by whitespace, ':'
+    and a value that is no list (each one makes the key scanner look past the literal)."""
+    unit = '"traceEvents": [ traceEvents " '          # 35 bytes once json.dumps escapes its quotes
+    head = '{"meta": ' + json.dumps(unit * max(1, size // 70)) + ', "near": ['
     obj = '{"traceEvents"   :   0}, '
-    k = max(1, (size - text_part) // len(obj))
-    body = '{"meta": ' + json.dumps(s[:text_part]) + ', "near": [' + obj * k + '{}], "traceEvents": ' + _TAIL + \
-        ', "schemaVersion": 1}'
-    return body.encode()
+    tail = '{}], "traceEvents": ' + _TAIL + ', "schemaVersion": 1}'
+    return (head + obj * max(0, (size - len(head) - len(tail)) // len(obj)) + tail).encode()
 
 
 def kineto_no_cut(size: int) -> bytes:
@@ -37,6 +35,15 @@ def kineto_ws_gap(size: int) -> bytes:
     ev = events(21)
     return ('{"traceEvents": [' + json.dumps(ev[0]) + " " * size + ", " +
             ", ".join(json.dumps(e) for e in ev[1:]) + "]}").encode()
+
+
+def ncu_rows(size: int) -> bytes:
+    """An ``ncu --csv --page raw`` capture of ~size bytes: one launch, then rows with a wrong field count
+    (each skipped and counted), then a second launch."""
+    head = '"ID","Process ID","Process Name","Kernel Name","gpu__time_duration.sum"\n"","","","","nsecond"\n'
+    good = '"{}","1","p","k","1000"\n'
+    bad = '"7","1","p"\n'
+    return (head + good.format(0) + bad * max(0, (size - len(head)) // len(bad)) + good.format(1)).encode()
 
 
 KINETO = {"kineto-prefix": kineto_prefix, "kineto-no-cut": kineto_no_cut, "kineto-ws-gap": kineto_ws_gap}

@@ -150,3 +150,25 @@ def test_phase_map_pattern_count_and_length_are_bounded(tmp_path):
     pm.write_text(json.dumps(dict(at_cap, decode=["d" * (T.PHASE_MAP_MAX_PATTERN_CHARS + 1)])))
     with pytest.raises(ConfigError, match=f"a pattern of {T.PHASE_MAP_MAX_PATTERN_CHARS + 1} characters"):
         _load_phase_map(str(pm))
+
+
+def test_distinct_event_tuples_are_not_copied_once_per_batch(tmp_path, monkeypatch):
+    # every event a new (ph, cat, name, pid, tid) row: the rows table grew by one concatenation per batch
+    # (the whole table copied ~ batches x rows / 2 times); now its room doubles
+    import numpy as np
+    n = 20_000
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": [dict(e, name=f"op{i}") for i, e in enumerate(L.events(n))]}))
+    copied = [0]
+    real = np.concatenate
+
+    def counting(arrays, *a, **k):
+        out = real(arrays, *a, **k)
+        copied[0] += out.size
+        return out
+    monkeypatch.setattr(np, "concatenate", counting)
+    tr = K.load(p, batch_bytes=4096)                  # ~500 batches
+    monkeypatch.undo()
+    assert len(tr.spans) == n and len(set(tr.strings)) > n
+    assert copied[0] <= 40 * n, copied[0]             # was ~25M elements (5 columns x ~500 batches x n / 2)
+    assert _flat(tr) == _flat(K.load(p, batch_bytes=0))
