@@ -1,6 +1,7 @@
 """Linear-time readers on hostile input (issue 44): the streamed Kineto decode's key and cut scanners
 find exactly what a whole-buffer search finds, examine a bounded number of bytes per input byte
 (counted, not timed), and a crafted input that used to take 17-21 s completes."""
+import gzip
 import json
 import random
 import re
@@ -81,13 +82,14 @@ def test_cut_finder_agrees_with_the_definition(monkeypatch, probes):
             hi = want[0]
 
 
+@pytest.mark.parametrize("gz", [False, True], ids=["json", "gz"])   # gzip: inflated in pieces of 1 MB
 @pytest.mark.parametrize("kind", sorted(L.KINETO))
-def test_crafted_kineto_inputs_stream_with_linear_scans(tmp_path, kind):
+def test_crafted_kineto_inputs_stream_with_linear_scans(tmp_path, kind, gz):
     counts = {}
     for mb in (4, 16):
-        p = tmp_path / f"{kind}-{mb}.json"
+        p = tmp_path / f"{kind}-{mb}.json{'.gz' if gz else ''}"
         raw = L.KINETO[kind](mb << 20)
-        p.write_bytes(raw)
+        p.write_bytes(gzip.compress(raw, 1) if gz else raw)
         streamed, scanned = _stream(p)
         assert streamed, (kind, mb)                   # no fallback to the whole-file decode
         assert scanned <= 3 * len(raw), (kind, mb, scanned, len(raw))

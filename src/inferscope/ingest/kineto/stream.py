@@ -110,10 +110,12 @@ def stream_decode(chunks, batch_bytes: int, cols, progress):
         if k < 0:
             if n - 1 > cut_max:
                 raise _Fallback  # one huge event (or no cut at all): let the whole decode judge it
-            # no cut yet: read as much again as the buffer holds (up to the cap), so that the
-            # searches of a long event sum to a few times its size, not one search per 64 KiB (issue 44)
-            if not more(max(0, min(n, cut_max + 2 - n))):
-                continue
+            # no cut yet: read as much again as the buffer holds (up to the cap; a gzip piece is at
+            # most 1 MB, hence the loop), so that the searches of a long event sum to a few times
+            # its size, not one search per 64 KiB or 1 MB read (issue 44)
+            target = n + min(n, cut_max + 2 - n)
+            while n < target and more(target - n):
+                pass
     # ---- last events, the closing ']' and the rest of the top-level object --------------------
     tail = buf
     hi = n
