@@ -223,6 +223,11 @@ def read_file(path: Path) -> dict:
     unknown = sorted(str(k)[:60] for k in data if not isinstance(k, str) or k not in known)
     if unknown:
         raise ConfigError(f"{path}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
+    # every key takes one value: a list or mapping is refused before anything turns it into text,
+    # since YAML aliases make a 300-byte file a 9**9-element list (str() of it would never end, issue 44)
+    for k, v in data.items():
+        if not isinstance(v, (str, int, float, bool, type(None))):
+            raise ConfigError(f"{path}: {k}: expected a single value, got a {type(v).__name__}")
     return data
 
 

@@ -557,3 +557,12 @@ GC_PAUSE_LONGEST_MEDIUM_MS = 100.0
 # FACTS_MAX_ITEMS (2,000,000 items: ~130 MB, ~30 minutes of one busy thread or a few minutes of a busy thread
 # pool) bounds it; past it recording stops and the file says so (a replay needs the whole log).
 FACTS_MAX_ITEMS = 2_000_000
+
+# --- phase maps (issue 44) ------------------------------------------------------------------
+# Source: InferScope's own bound.
+# --phase-map: at most PHASE_MAP_MAX_PATTERNS patterns of at most PHASE_MAP_MAX_PATTERN_CHARS characters (issue 44).
+# Each pattern is one regex search per distinct name of the trace (every string, for the NVTX -> kernel map), so
+# the patterns multiply the trace's size: a 1 MB map of 100k one-letter patterns over 1M names never ends.  A map
+# names a few phases with a few patterns each (prefill / decode / sampling: 3-10); 128 leaves room for any real one.
+PHASE_MAP_MAX_PATTERNS = 128
+PHASE_MAP_MAX_PATTERN_CHARS = 256

@@ -48,6 +48,14 @@ def _load_phase_map(path: str | None) -> dict | None:
             isinstance(k, str) and isinstance(v, list) and all(isinstance(x, str) for x in v)
             for k, v in data.items()):
         raise ConfigError(f"--phase-map {path}: expected an object mapping phase -> list of name patterns")
+    n = sum(len(v) for v in data.values())
+    if n > thresholds.PHASE_MAP_MAX_PATTERNS:
+        raise ConfigError(f"--phase-map {path}: {n} patterns, more than {thresholds.PHASE_MAP_MAX_PATTERNS} "
+                          "(each is searched for in every name of the trace)")
+    long = next((p for v in data.values() for p in v if len(p) > thresholds.PHASE_MAP_MAX_PATTERN_CHARS), None)
+    if long is not None:
+        raise ConfigError(f"--phase-map {path}: a pattern of {len(long)} characters, more than "
+                          f"{thresholds.PHASE_MAP_MAX_PATTERN_CHARS} ({long[:40]!r}...)")
     return data
 
 

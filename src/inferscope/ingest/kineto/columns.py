@@ -137,6 +137,7 @@ class _Cols:
     def __init__(self):
         self.n = 0
         self.nread = 0            # (inflated) bytes the streamed decode read
+        self.scan_bytes = 0       # bytes the streamed decode's key and cut scanners examined (tests: linear)
         self.d = {k: {} for k in ("ph", "cat", "name", "pid", "tid")}
         self.parts: dict[str, list] = {k: [] for k in ("row", "ts_f", "ts_i", "dur_f",
                                                         "corr", "ext", "device", "stream", "bytes", "ts_x",
@@ -149,8 +150,10 @@ class _Cols:
         self.margs: dict = {}     # event index -> args (M / i / I events)
         self.ids: dict = {}       # event index -> id (flow events)
         self._rows: dict = {}     # distinct (ph, cat, name, pid, tid) -> row of _row_codes
-        self._row_codes = [np.zeros(0, np.int32) for _ in self._KEYS]   # per field: its code in each row
-        self._row_flags = np.zeros((4, 0), dtype=bool)   # per row: GPU side, CPU op, args kept, fwdbwd flow
+        # per field: its code in each row; per row: GPU side, CPU op, args kept, fwdbwd flow (room for
+        # more rows than len(self._rows): _row_room)
+        self._row_codes = [np.zeros(0, np.int32) for _ in self._KEYS]
+        self._row_flags = np.zeros((4, 0), dtype=bool)
         self._scattered: set = set()   # GPU-only columns (device, stream, bytes) already made full columns
         self._shape_keys: dict = {}   # distinct record_shapes keys (_shape_codes) -> code in self.shapes or -1
 
@@ -167,8 +170,10 @@ class _Cols:
         g = self._rows
         new = [c for c in cd if c not in g]
         if new:
+            n0 = len(g)
             for c in new:
                 g[c] = len(g)
+            self._row_room(len(g))
             rows = self._row_codes
             for j, k in enumerate(self._KEYS):
                 d = self.d[k]
@@ -178,7 +183,7 @@ class _Cols:
                     if v not in d:
                         d[v] = len(d)
                     add.append(d[v])
-                rows[j] = np.concatenate([rows[j], np.array(add, dtype=np.int32)])
+                rows[j][n0:len(g)] = add
             # pid / tid keep each event's original value (a track name may show it): float ids, which
             # would merge with equal ints in the factorisation, are left to the whole-file decode
             for k in ("pid", "tid"):
@@ -192,8 +197,20 @@ class _Cols:
                               [v in self._KEEP_ARGS for v in ph],                 # args kept (M / i / I)
                               [v in self._FLOW_PH and isinstance(c, str) and k in _FLOW_FWDBWD_CATS
                                for v, c, k in zip(ph, cat, ckey)]], dtype=bool)  # fwdbwd flow ids
-            self._row_flags = np.concatenate([self._row_flags, flags], axis=1)
+            self._row_flags[:, n0:len(g)] = flags
         return np.fromiter(map(g.__getitem__, cd), dtype=np.int32, count=len(cd))[codes]
+
+    def _row_room(self, n: int) -> None:
+        """Room for ``n`` rows in ``_row_codes`` / ``_row_flags`` (rows past ``len(self._rows)`` unused):
+        doubled when short, so a trace whose every event is a new tuple copies them a few times in all,
+        not once per batch (issue 44)."""
+        cap = len(self._row_flags[0])
+        if n <= cap:
+            return
+        cap = max(n, 2 * cap, 1024)
+        for j, a in enumerate(self._row_codes):
+            self._row_codes[j] = np.concatenate([a, np.zeros(cap - len(a), np.int32)])
+        self._row_flags = np.concatenate([self._row_flags, np.zeros((4, cap - len(self._row_flags[0])), bool)], axis=1)
 
     def _shape_codes(self, al: list, is_op: np.ndarray) -> np.ndarray:
         """Code of each event's record_shapes detail in ``self.shapes`` (-1: none); ``is_op``: the CPU-op

@@ -2,11 +2,10 @@
 columns at once; anything unusual raises ``_Fallback`` (the whole-file decode takes over)."""
 from __future__ import annotations
 
-import re
-
 import msgspec
 
 from .decode import _Fallback, _LIST_DEC, _STREAM_DECS, _TOP_DEC
+from .scan import CutFinder, KeyScan
 from .timestamps import _TS_RE
 
 # Streaming decode: traceEvents is cut into batches of about this many bytes.  Small enough that a
@@ -17,8 +16,6 @@ STREAM_BATCH_BYTES = 1 << 20
 _LONG_EVENT_BYTES = 4 * (16 << 20) + (64 << 20)
 _STREAM_TRIES = 8                  # candidate cuts tried per batch before giving up (-> whole-file decode)
 _STREAM_PREFIX_MAX = 64 << 20      # top-level content before traceEvents kept at most
-_CUT_RE = re.compile(rb"\s*,\s*\{")
-_KEY_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 
 def stream_decode(chunks, batch_bytes: int, cols, progress):
@@ -39,11 +36,11 @@ def stream_decode(chunks, batch_bytes: int, cols, progress):
     eof = False
     nread = 0
 
-    def more() -> bool:
+    def more(want: int = 0) -> bool:
         nonlocal eof, nread, n
         if eof:
             return False
-        want = max(batch_bytes + 1 - n, _READ_MIN)   # up to one batch, else (a long event) a bit more
+        want = max(batch_bytes + 1 - n, want, _READ_MIN)   # up to one batch, else (a long event) more
         if len(buf) - n < want:   # grow: to one batch first, doubling beyond; the data kept
             buf.extend(bytes(max(want - (len(buf) - n), len(buf))))
         with memoryview(buf) as mv:
@@ -62,18 +59,22 @@ def stream_decode(chunks, batch_bytes: int, cols, progress):
         n -= x
 
     # ---- prefix up to and including '"traceEvents": [' -------------------------------
+    # (the key is searched for in the new bytes only: linear however long the prefix, issue 44)
+    key = KeyScan()
     while True:
-        m = _KEY_RE.search(buf, 0, n)
+        m = key.feed(buf, n)
+        cols.scan_bytes = key.scanned
         if m:
             break
         if n > _STREAM_PREFIX_MAX or not more():
             raise _Fallback
-    if bytes(buf[:m.start()]).lstrip(b" \t\r\n")[:1] != b"{":
+    if bytes(buf[:m[0]]).lstrip(b" \t\r\n")[:1] != b"{":
         raise _Fallback
-    prefix = bytes(buf[:m.start()])
+    prefix = bytes(buf[:m[0]])
     # buf[0] is kept as the '[' in front of the next event, so a batch is decoded in place
     # (buf[:k + 2] with the ',' after its last event turned into ']' for the moment): no copy
-    consume(m.end() - 1)
+    consume(m[1] - 1)
+    cut_max = max(4 * batch_bytes + (64 << 20), _LONG_EVENT_BYTES)
     # ---- the array, batch by batch ------------------------------------------------------------
     while True:
         while n - 1 < batch_bytes and more():
@@ -82,13 +83,9 @@ def stream_decode(chunks, batch_bytes: int, cols, progress):
             break
         # candidate cuts: '}' followed by ',' and '{' (whitespace allowed), latest first
         hi = n
+        cuts = CutFinder(buf, n, _STREAM_TRIES)
         for _ in range(_STREAM_TRIES):
-            k = buf.rfind(b"}", 0, hi)
-            while k >= 0:
-                mm = _CUT_RE.match(buf, k + 1, n)
-                if mm and mm.end() < n:
-                    break
-                k = buf.rfind(b"}", 0, k)
+            k, cut_end = cuts.last_before(hi)
             if k < 0:
                 break
             sep = buf[k + 1]
@@ -102,18 +99,23 @@ def stream_decode(chunks, batch_bytes: int, cols, progress):
             cols.add(evs, raw)
             del evs
             _release(raw)
-            consume(mm.end() - 2)
+            consume(cut_end - 2)
             buf[0] = 0x5B       # '['
             if progress is not None:
                 progress(nread, cols.n)
             break
         else:
             raise _Fallback
+        cols.scan_bytes += cuts.scanned
         if k < 0:
-            if n - 1 > max(4 * batch_bytes + (64 << 20), _LONG_EVENT_BYTES):
+            if n - 1 > cut_max:
                 raise _Fallback  # one huge event (or no cut at all): let the whole decode judge it
-            if not more():
-                continue
+            # no cut yet: read as much again as the buffer holds (up to the cap; a gzip piece is at
+            # most 1 MB, hence the loop), so that the searches of a long event sum to a few times
+            # its size, not one search per 64 KiB or 1 MB read (issue 44)
+            target = n + min(n, cut_max + 2 - n)
+            while n < target and more(target - n):
+                pass
     # ---- last events, the closing ']' and the rest of the top-level object --------------------
     tail = buf
     hi = n
