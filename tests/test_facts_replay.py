@@ -118,13 +118,13 @@ def test_replay_uses_the_recorded_perf_period():
     # leave uncovered (kernel_time.kernel_class -> cpu_compute), the rest the samples' class (interpreter: user code)
     ev = [_state(), ["R", [[10 * MS, None, ["u.py:f", 5], "user_code", True, 0, 0, 50, 0, 0, 10 * MS]],
                      [[k * MS, PYTHON] for k in (2, 4, 6)], [], None, True, True, [200_000.0, 0.0]], ["X"]]
-    from inferscope.collect import resolve as R
-    before = (R.PERF_PERIOD_NS, SM.PERF_PERIOD_NS)
+    from inferscope.collect import thread_state as TS
+    before = TS.PERF_PERIOD_NS
     a = _by_class(replay_runs(_facts(ev, perf_period_ns=1 * MS)))
     b = _by_class(replay_runs(_facts(ev, perf_period_ns=2 * MS)))
     assert a == {"cpu_compute": [(0, 7 * MS)], "user_code": [(7 * MS, 10 * MS)]}
     assert b == {"cpu_compute": [(0, 4 * MS)], "user_code": [(4 * MS, 10 * MS)]}
-    assert (R.PERF_PERIOD_NS, SM.PERF_PERIOD_NS) == before       # the analysing process's setting is restored
+    assert TS.PERF_PERIOD_NS == before       # the analysing process's setting is restored
 
 
 @pytest.mark.parametrize("blob, msg", [
@@ -246,10 +246,38 @@ def test_replay_trace_keeps_everything_but_the_recorded_threads_runs(tmp_path):
         "threads": [[3, [_state(), ["R", [[10 * MS, None, ["u.py:f", 5], "user_code", False]], samples, [], None,
                                     True, False, None], ["X"]]]]})
     out, n = replay_trace(t)
-    assert n == {"threads": 1, "runs_recorded": 1, "runs_replayed": 1}
+    assert n == {"threads": 1, "runs_recorded": 1, "runs_replayed": 1,
+                 "rules_ms": {"split_interval": {"cpu_compute": 10.0}}}
     names = sorted((int(out.tracks.tid[out.spans.track[i]]), out.name_of(i)) for i in range(len(out.spans)))
     assert names == [(3, "aten::mm"), (3, "cpu_compute"), (4, "aten::add"), (4, "user_code")]
     assert len(out.flows) == 1 and out.name_of(int(out.flows.src[0])) == "aten::mm"
     assert out.name_of(int(out.flows.dst[0])) == "aten::add"
     assert out.counters.value.tolist() == [1.0, 2.0]
     assert out.meta["collection"]["replayed_facts"] == n
+
+
+def test_architecture_lists_the_rules_as_the_code_runs_them():
+    """ARCHITECTURE.md's rules table is generated (scripts/update_rules_table.py) and `inferscope rules` prints it."""
+    from inferscope.collect.rules import RULES, rules_table
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    assert rules_table() in text, "ARCHITECTURE.md's rules table is stale: run python scripts/update_rules_table.py"
+    r = _run("rules")
+    assert r.returncode == 0 and r.stdout.strip() == rules_table()
+    assert [ln.split("`")[1] for ln in rules_table().splitlines()[2:]] == [f.__name__ for f in RULES]
+    assert all(f.__doc__ and len(f.__doc__.strip().splitlines()[0]) <= 110 for f in RULES)
+
+
+def test_replay_tallies_the_ms_each_rule_laid(tmp_path):
+    """--replay --rules: the tally's ms per rule add up to the replayed runs' time (every part is laid by one rule)."""
+    from inferscope.trace import native
+    t = native.load(ROOT / "tests" / "data" / "facts" / "tokenizers_serial.iscope")
+    _, n = replay_trace(t)
+    rows = replay_runs(decode(t.facts))
+    total_ms = sum(r[4] - r[3] for r in rows) / 1e6
+    assert abs(sum(sum(v.values()) for v in n["rules_ms"].values()) - total_ms) < 0.01 * len(rows)
+    assert {"tick_class", "split_interval", "decided_class"} <= set(n["rules_ms"])
+    r = _run("analyze", "--replay", "--rules", ROOT / "tests" / "data" / "facts" / "tokenizers_serial.iscope",
+             "-o", tmp_path / "o", "--format", "json")
+    assert r.returncode == 0 and "| split_interval |" in r.stdout
+    r = _run("analyze", "--rules", ROOT / "tests" / "data" / "facts" / "tokenizers_serial.iscope", "-o", tmp_path / "p")
+    assert r.returncode == 2 and "add --replay" in r.stderr

@@ -134,6 +134,10 @@ def _analyze_one(args) -> int:
             trace, n = replay_trace(trace, Path(args.trace).name)
             log.info(f"Replayed the sampler's decisions of {n['threads']} thread(s) from the recorded facts: "
                      f"{n['runs_replayed']} runs (recorded: {n['runs_recorded']})")
+            if getattr(args, "rules", False) and not getattr(args, "quiet", False):
+                print(_rules_ms_table(n["rules_ms"]))
+        elif getattr(args, "rules", False):
+            raise InputError("--rules shows the rules of a replay: add --replay (a trace recorded with `run --facts`)")
         if getattr(args, "ncu", None):
             from .ingest import ncu
             if prog is not None:
@@ -194,6 +198,26 @@ def cmd_export(args) -> int:
     return 0
 
 
+def _rules_ms_table(rules_ms: dict) -> str:
+    """ms laid by each sampler rule per class (a replay's tally, all recorded threads), in RULES order."""
+    from .collect.rules import RULES
+    order = ["tick_class", "tick_keep"] + [f.__name__ for f in RULES]
+    classes = sorted({c for v in rules_ms.values() for c in v})
+    lines = ["| rule (collect/rules.py; tick_*: decided in the tick) | " + " | ".join(classes) + " | total ms |",
+             "|---" * (len(classes) + 2) + "|"]
+    for r in sorted(rules_ms, key=lambda r: order.index(r) if r in order else len(order)):
+        v = rules_ms[r]
+        lines.append(f"| {r} | " + " | ".join(f"{v[c]:.1f}" if c in v else "" for c in classes)
+                     + f" | {sum(v.values()):.1f} |")
+    return "\n".join(lines)
+
+
+def cmd_rules(args) -> int:
+    from .collect.rules import rules_table
+    print(rules_table())
+    return 0
+
+
 def cmd_schema(args) -> int:
     from .result import json_schema
     print(json.dumps(json_schema(), indent=2, sort_keys=True))
@@ -229,6 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--replay", action="store_true",
                    help="an .iscope recorded with `run --facts`: re-derive the live sampler's classes from its recorded "
                         "facts with this version's rules, then analyse")
+    a.add_argument("--rules", action="store_true",
+                   help="with --replay: print how many ms each sampler rule laid as each class")
     _add_analysis_args(a)
     a.set_defaults(func=cmd_analyze)
 
@@ -243,6 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sc = _sub(sub, "schema", "print the JSON Schema of report.json (generated from the typed result)")
     sc.set_defaults(func=cmd_schema)
+    ru = _sub(sub, "rules", "print the live sampler's classification rules in the order they run (collect/rules.py)")
+    ru.set_defaults(func=cmd_rules)
 
     r = _sub(sub, "run", "run a program under InferScope and write a report", ": inferscope run [opts] -- python app.py ...")
     r.add_argument("--report", default=None, help="report path (default ./report.md, or INFERSCOPE_REPORT_PATH)")

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import InputError
 from . import kernel_time as K
-from . import resolve as R
+from . import rules as R
 from . import thread_state as TS
 from .facts import STATE_FIELDS, decode
 from .layout import Tick
@@ -65,6 +65,7 @@ class _Replayer:
         self.kernel_totals = K.Totals()
         self.facts = None
         self.role = None
+        self.rule_ns = None      # {(rule, class): ns} when the rules' tally is asked for
 
     def _native_role(self):
         return self.role
@@ -81,6 +82,14 @@ def _restore(st, state) -> None:
         elif f == "on_label":
             v = _label(v)
         setattr(st, f, v)
+
+
+def _tally(r: _Replayer, st, t: int, cls, rule: str) -> None:
+    """A tick decided in the tick itself (sampler_tick.py: its stack's class, off CPU all of it, or KEEP): its time
+    in the rules' tally (rules.put does this for the resolver's rules)."""
+    if r.rule_ns is not None and t > st.end:
+        k = (rule, cls)
+        r.rule_ns[k] = r.rule_ns.get(k, 0) + (t - st.end)
 
 
 def _thread(r: _Replayer, tid: int, events: list) -> None:
@@ -100,9 +109,11 @@ def _thread(r: _Replayer, tid: int, events: list) -> None:
             _, t, cls, label, clk = ev
             cls = _c(cls)
             st.clk = _ON if clk else None
+            _tally(r, st, int(t), cls, "tick_class")
             r._apply(st, int(t), cls, _label(label), exact=bool(clk) and (
                 cls is TS.CLS_WAITING or st.cls is TS.CLS_WAITING or st.cls is TS.CLS_RUNQ))
         elif op == "K":
+            _tally(r, st, int(ev[1]), st.cls, "tick_keep")
             r._apply(st, int(ev[1]), st.cls, _label(ev[2]))
         elif op == "O":
             r._owed_open_run(st, int(ev[1]))
@@ -116,16 +127,18 @@ def _thread(r: _Replayer, tid: int, events: list) -> None:
             raise ValueError(f"unknown event {str(op)[:20]!r}")
 
 
-def replay_runs(facts: dict, where: str = "facts") -> list:
+def replay_runs(facts: dict, where: str = "facts", rule_ns: dict | None = None) -> list:
     """The runs [(0, CPU_SAMPLE, tid, start_ns, end_ns, class, function, "sample", ticks)] the current rules give on
-    the recorded facts (a dict from facts.decode)."""
+    the recorded facts (a dict from facts.decode); ``rule_ns``: a dict that receives {(rule, class): ns} - the time
+    each rule laid (rules.put; tick_class / tick_keep: the ticks decided at once)."""
     if facts.get("truncated"):
         raise InputError(f"{where}: the recorded facts stop part-way (over thresholds.FACTS_MAX_ITEMS): "
                          "they cannot be replayed")
     r = _Replayer(int(facts["interval_ns"]))
+    r.rule_ns = rule_ns
     # the perf period the samples stand for (INFERSCOPE_PERF_PERIOD_US in the recorded run)
-    saved = (R.PERF_PERIOD_NS, TS.PERF_PERIOD_NS)
-    R.PERF_PERIOD_NS = TS.PERF_PERIOD_NS = int(facts["perf_period_ns"])
+    saved = TS.PERF_PERIOD_NS        # (read by the rules at each use: collect/rules.py)
+    TS.PERF_PERIOD_NS = int(facts["perf_period_ns"])
     try:
         for item in facts["threads"]:
             tid, events = item
@@ -136,19 +149,21 @@ def replay_runs(facts: dict, where: str = "facts") -> list:
         raise InputError(f"{where}: corrupt recorded facts ({type(e).__name__}: "
                          f"{' '.join(str(e).split())[:120]})") from None
     finally:
-        R.PERF_PERIOD_NS, TS.PERF_PERIOD_NS = saved
+        TS.PERF_PERIOD_NS = saved
     return r.buffer
 
 
 def replay_trace(trace, where: str = "trace"):
     """``trace`` with the CPU_SAMPLE runs of its recorded threads re-derived from its facts (``trace.facts``);
-    InputError when it has none.  Returns (new trace, {"threads": n, "runs": n})."""
+    InputError when it has none.  Returns (new trace, {"threads", "runs_recorded", "runs_replayed", "rules_ms":
+    {rule: {class: ms}} over all recorded threads (idle ones included: the rules' own view)}."""
     from ..trace.builder import TraceBuilder
     from ..trace.kinds import SpanKind, TrackKind
     if not getattr(trace, "facts", None):
         raise InputError(f"{where}: no recorded facts to replay (record them with `inferscope run --facts`)")
     facts = decode(trace.facts, where)
-    rows = replay_runs(facts, where)
+    tally: dict = {}
+    rows = replay_runs(facts, where, tally)
     pid = facts["pid"]
     tk, tr = trace.tracks, trace.spans
     tids = {int(t) for t, _ in facts["threads"]}
@@ -184,7 +199,11 @@ def replay_trace(trace, where: str = "trace"):
         b.add_counters(c.track, c.ts_ns, c.value)
     b.meta = dict(trace.meta)
     coll = dict(b.meta.get("collection") or {})
-    coll["replayed_facts"] = {"threads": len(tids), "runs_recorded": int(drop.sum()), "runs_replayed": len(mine)}
+    rules_ms: dict = {}
+    for (rule, cls), ns in sorted(tally.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
+        rules_ms.setdefault(rule, {})[str(cls)] = round(ns / 1e6, 3)
+    coll["replayed_facts"] = {"threads": len(tids), "runs_recorded": int(drop.sum()), "runs_replayed": len(mine),
+                              "rules_ms": rules_ms}
     b.meta["collection"] = coll
     out = b.finalize()
     out.facts = trace.facts

@@ -160,6 +160,7 @@ class Sampler(ThreadsMixin, PerfMixin):
         self._sig = None
         self._pre = None   # (main ident, its CPU clock ns, clock ns, run-queue ns or -1) read by start()
         self._stop_at = 0  # when stop() was called (the program's end): the final tick's time
+        self.rule_ns = None    # {(rule, class): ns} laid by each rule of rules.py (a replay's --rules), or None
         # the decisions' inputs, recorded for an offline replay (facts.py; INFERSCOPE_FACTS=1), or None
         self.facts = FactLog(self.interval_ns, PERF_PERIOD_NS) if (_facts_enabled() and self.interval_ns) else None
 
