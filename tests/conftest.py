@@ -171,13 +171,17 @@ def pytest_collection_modifyitems(config, items):
 def pytest_terminal_summary(terminalreporter):
     """The live_retry reruns of this session, one line each: the test, its first attempt's failed assertion
     (first line, 300 characters at most) and the rerun's outcome - a rerun that passed is still seen."""
-    reruns = [r for r in terminalreporter.stats.get("rerun", []) if r.when == "call"]
+    reruns = terminalreporter.stats.get("rerun", [])
     if not reruns:
         return
-    final = {r.nodeid: outcome for outcome in ("passed", "failed", "skipped", "error")
-             for r in terminalreporter.stats.get(outcome, []) if r.when == "call"}
+    final = {}
+    for outcome in ("passed", "failed", "skipped", "error"):
+        for r in terminalreporter.stats.get(outcome, []):
+            if r.when == "call" or outcome in ("failed", "error", "skipped"):
+                final[r.nodeid] = outcome
     terminalreporter.write_sep("=", f"live_retry reruns: {len(reruns)}")
     for r in reruns:
         crash = getattr(r.longrepr, "reprcrash", None)
         msg = (crash.message if crash is not None else str(r.longrepr)).strip().splitlines() or [""]
-        terminalreporter.write_line(f"{r.nodeid}: first attempt {msg[0][:300]}; rerun {final.get(r.nodeid, '?')}")
+        phase = "" if r.when == "call" else f" (in {r.when})"
+        terminalreporter.write_line(f"{r.nodeid}: first attempt{phase} {msg[0][:300]}; rerun {final.get(r.nodeid, '?')}")
