@@ -71,11 +71,11 @@ def test_model_by_path_under_inferscope_run_keeps_trace(tmp_path, tiny_model):
     names = {t.strings[int(i)] for i in t.spans.name[t.spans.kind == SpanKind.ANNOTATION]}
     assert {"tokenize", "generate", "detokenize"} <= names
     # the kept trace reproduces the run's verdict
-    r2 = subprocess.run([PY, "-m", "inferscope", "analyze", str(out), "-o", str(tmp_path / "again.md")],
+    r2 = subprocess.run([PY, "-m", "inferscope", "analyze", str(out), "-o", str(tmp_path / "reanalysed.md")],
                         capture_output=True, text=True, timeout=60)
     assert r2.returncode == 0, r2.stderr
     verdict = [ln for ln in (tmp_path / "llm_report.md").read_text().splitlines() if "Verdict:" in ln]
-    assert verdict and verdict[0] in (tmp_path / "again.md").read_text()
+    assert verdict and verdict[0] in (tmp_path / "reanalysed.md").read_text()
 
 
 def test_model_id_from_local_hf_cache_standalone_output(tmp_path, tiny_model):

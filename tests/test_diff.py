@@ -210,6 +210,7 @@ def _live(tmp_path, runs: dict[str, list[str]]) -> dict[str, Path]:
 
 
 @pytest.mark.live
+@pytest.mark.live_retry
 def test_live_runs_same_program_within_noise_and_tokenizer_change(tmp_path):
     # Two runs of the same program, side by side, request loops released together: the same code under
     # the same machine load.  (Run one after the other on a shared, busy 2-core box they measured up to
@@ -220,27 +221,19 @@ def test_live_runs_same_program_within_noise_and_tokenizer_change(tmp_path):
     io = ["--io-ms", "20"]
     t = _live(tmp_path, {"fast_a": ["--fast-tokenizer", *io], "fast_b": ["--fast-tokenizer", *io]})
     same = diff_paths(str(t["fast_a"]), str(t["fast_b"]))
-    if same["change"]["id"] != "within_noise":
-        # seen ~1 in 7 on a saturated shared 2-core box (one run starved of CPU), and once in a fresh-clone CI
-        # run without the busy-machine warning (-10 %, proc.cpu_pct 45): one more pair must come out within
-        # noise (a real bias of the diff would fail both)
-        t = _live(tmp_path, {"fast_c": ["--fast-tokenizer", *io], "fast_d": ["--fast-tokenizer", *io]})
-        t["fast_a"] = t["fast_c"]
-        same = diff_paths(str(t["fast_c"]), str(t["fast_d"]))
     assert same["noise"]["unit"] == "request" and same["noise"]["before"]["n"] == 16
+    # not within noise ~1 in 7 on a saturated shared 2-core box (one run starved of CPU), and once in a fresh-clone
+    # CI run without the busy-machine warning (-10 %, proc.cpu_pct 45): live_retry (a real bias of the diff fails
+    # both attempts)
     assert same["change"]["id"] == "within_noise", same["change"]
     assert set(same["environment"]["before"]) >= {"cpu.util_pct", "proc.cpu_pct"}
     # the slow tokenizer beside a fast run, released together (run alone after the pair, on a busy box the
     # slow run read within noise of the earlier fast one in 2 of 2 full suites beside other jobs: -12.7 %
-    # and -42.5 % with a noise band wider than that - another load); one more pair where it is not an improvement
+    # and -42.5 % with a noise band wider than that - another load); a pair that is not an improvement: live_retry
     sn, fn = "slow", "fast_e"
     r = _live(tmp_path, {sn: io, fn: ["--fast-tokenizer", *io]})
     d = diff_paths(str(r[sn]), str(r[fn]))
-    if d["change"]["id"] != "improvement":
-        first, sn, fn = d["change"], "slow2", "fast_f"
-        r = _live(tmp_path, {sn: io, fn: ["--fast-tokenizer", *io]})
-        d = diff_paths(str(r[sn]), str(r[fn]))
-        assert d["change"]["id"] == "improvement", (first, d["change"])
+    assert d["change"]["id"] == "improvement", d["change"]
     assert d["largest_decrease"] == "cpu_preprocessing"
     # the program's own work: waiting parts are the machine's (beside two CPU hogs the slow run's run queue fell
     # more than its tokenization once, 2026-11-27)

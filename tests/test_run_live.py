@@ -249,10 +249,10 @@ def test_demo_breakdown_adds_up_and_analyze_reproduces(tmp_path):
     assert r3.returncode == 0, r3.stderr
     rep3 = json.loads((tmp_path / "all/report.json").read_text())
     assert abs(rep3["e2e_ms"] - c["duration_ms"]) < 0.1 * c["duration_ms"]
-    r2 = subprocess.run([PY, "-m", "inferscope", "analyze", str(tmp_path / "t.iscope"), "-o", str(tmp_path / "again"),
+    r2 = subprocess.run([PY, "-m", "inferscope", "analyze", str(tmp_path / "t.iscope"), "-o", str(tmp_path / "reanalysed"),
                          "--format", "json", "-q"], capture_output=True, text=True, timeout=60)
     assert r2.returncode == 0, r2.stderr
-    rep2 = json.loads((tmp_path / "again/report.json").read_text())
+    rep2 = json.loads((tmp_path / "reanalysed/report.json").read_text())
     assert rep2["breakdown"] == rep["breakdown"] and rep2["e2e_ms"] == rep["e2e_ms"]
 
 

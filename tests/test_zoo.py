@@ -254,6 +254,7 @@ def test_lock_wait_is_not_called_gil(tmp_path):
     assert "untimed" in " ".join(ids["lock_wait"]["evidence_text"])
 
 
+@pytest.mark.live_retry
 def test_disk_io_names_syscall_file_and_frame(tmp_path):
     """zoo_disk_io.py: contention.blocking names the read call (os.preadv: preadv2 in glibc) on data.bin
     with its O_DIRECT flag, 64 KiB size and the waiting line, and the O_DSYNC writes / fsync on their
@@ -262,15 +263,9 @@ def test_disk_io_names_syscall_file_and_frame(tmp_path):
     b = rep["contention"]["blocking"]
     if b is None or b["io_ms"] < 1:
         pytest.skip(f"no blocking file I/O on this filesystem (tmpfs?): {b and b['by_syscall']}")
-    if b["io_pct_of_window"] < 2.0:
-        # the named share is a lower bound (the call is seen at ticks): 1.6 % once in a suite beside other jobs
-        # (2026-11-27) - one more run; never named fails both
-        first = b["io_pct_of_window"]
-        tmp_path = tmp_path / "again"
-        tmp_path.mkdir()
-        rep, _ = run_zoo(tmp_path, "zoo_disk_io.py", iters=12)
-        b = rep["contention"]["blocking"]
-        assert b is not None and b["io_pct_of_window"] >= 2.0, (first, b)
+    # the named share is a lower bound (the call is seen at ticks): 1.6 % once in a suite beside other jobs
+    # (2026-11-27) - live_retry; never named fails both attempts
+    assert b["io_pct_of_window"] >= 2.0, b
     ids = {x["id"]: x for x in rep["findings"]}
     # the named share is a lower bound (the call is seen at ticks): 6-24 % of the window under load 3-5,
     # ~35 % idle; the finding follows its threshold
