@@ -2,7 +2,8 @@
 with each program's self-timed truth beside them, replayed by the current rules in milliseconds - no live run, no
 timing, no band.
 
-- the replay reproduces the runs the live sampler decided, span for span (the rules are deterministic in their facts);
+- the replay reproduces the runs the live sampler decided, span for span (the rules are deterministic in their facts):
+  the ticks' own rules (sampler_tick._tick_class, _queue) on each tick's observations, then the resolver's (rules.py);
 - the shares it gives are the recorded ones exactly: a rule change fails here first, and `python
   scripts/facts_goldens.py` tells whether each share moved toward the program's truth or away from it before
   `--write` takes the new ones.
@@ -46,6 +47,8 @@ def test_replay_reproduces_the_recorded_runs(name):
     r, n = replay_trace(t)
     assert n["runs_replayed"] == n["runs_recorded"] > 0
     assert _runs(r) == _runs(t)
+    # version 2: the ticks' own rules replayed on their observations queue the very ticks each drain decided
+    assert n["drains"] > 0 and n["divergent_drains"] == 0, n
 
 
 @pytest.mark.parametrize("name", sorted(G.GOLDENS))

@@ -18,7 +18,7 @@ import msgspec
 import pytest
 
 from inferscope.collect import sampler as SM
-from inferscope.collect.facts import FACTS_VERSION, FactLog, decode
+from inferscope.collect.facts import FactLog, decode
 from inferscope.collect.layout import Tick
 from inferscope.collect.perfip import COMPUTE, OTHER, PYTHON, TOKENIZER
 from inferscope.collect.replay import replay_runs, replay_trace
@@ -45,7 +45,8 @@ def _recorded(samples, pend, cls0="user_code", native=None):
     s._resolve(st)
     s.facts.close(st, True)
     s._emit(st)
-    return buf, decode(s.facts.encode(pid=1))
+    # (the ticks were planted, not observed by a tick: their log is a version-1 one, whose drains' ticks are the input)
+    return buf, dict(decode(s.facts.encode(pid=1)), version=1)
 
 
 PLANTED = [
@@ -71,7 +72,8 @@ def test_recorded_decisions_replay_to_the_same_runs(case):
 
 
 def _facts(events, perf_period_ns=SM.PERF_PERIOD_NS, **kw):
-    d = {"version": FACTS_VERSION, "pid": 1, "idle_tids": [], "interval_ns": 5 * MS, "perf_period_ns": perf_period_ns,
+    """Hand-built facts of the resolver's inputs (version 1: each drain's recorded ticks are its input)."""
+    d = {"version": 1, "pid": 1, "idle_tids": [], "interval_ns": 5 * MS, "perf_period_ns": perf_period_ns,
          "truncated": False, "items": 0, "threads": [[3, events]]}
     d.update(kw)
     return decode(msgspec.msgpack.encode(d))
@@ -222,6 +224,9 @@ def test_live_report_equals_the_replay_of_its_facts(tmp_path, program):
     assert live["breakdown"], "the live report has no breakdown"
     a, b = _derived(live), _derived(rep)
     assert [k for k in a if a[k] != b.get(k)] == []
+    from inferscope.trace import native
+    _, info = replay_trace(native.load(tmp_path / "t.iscope"))
+    assert info["divergent_drains"] == 0, info     # the ticks' own rules, replayed on their observations, agree
 
 
 def test_replay_trace_keeps_everything_but_the_recorded_threads_runs(tmp_path):
@@ -241,13 +246,13 @@ def test_replay_trace_keeps_everything_but_the_recorded_threads_runs(tmp_path):
     t = b.finalize()
     samples = [[k * MS, COMPUTE] for k in range(1, 11)]
     t.facts = msgspec.msgpack.encode({
-        "version": FACTS_VERSION, "pid": 1, "idle_tids": [], "interval_ns": 5 * MS, "perf_period_ns": SM.PERF_PERIOD_NS,
+        "version": 1, "pid": 1, "idle_tids": [], "interval_ns": 5 * MS, "perf_period_ns": SM.PERF_PERIOD_NS,
         "truncated": False, "items": 0,
         "threads": [[3, [_state(), ["R", [[10 * MS, None, ["u.py:f", 5], "user_code", False]], samples, [], None,
                                     True, False, None], ["X"]]]]})
     out, n = replay_trace(t)
     assert n == {"threads": 1, "runs_recorded": 1, "runs_replayed": 1,
-                 "rules_ms": {"split_interval": {"cpu_compute": 10.0}}}
+                 "rules_ms": {"split_interval": {"cpu_compute": 10.0}}, "drains": 0, "divergent_drains": 0}
     names = sorted((int(out.tracks.tid[out.spans.track[i]]), out.name_of(i)) for i in range(len(out.spans)))
     assert names == [(3, "aten::mm"), (3, "cpu_compute"), (4, "aten::add"), (4, "user_code")]
     assert len(out.flows) == 1 and out.name_of(int(out.flows.src[0])) == "aten::mm"
@@ -281,3 +286,38 @@ def test_replay_tallies_the_ms_each_rule_laid(tmp_path):
     assert r.returncode == 0 and "| split_interval |" in r.stdout
     r = _run("analyze", "--rules", ROOT / "tests" / "data" / "facts" / "tokenizers_serial.iscope", "-o", tmp_path / "p")
     assert r.returncode == 2 and "add --replay" in r.stderr
+
+
+def test_driven_sampler_ticks_replay_from_their_observations():
+    """The sampler loop driven deterministically (fake clock, frames, CPU clock: tests/test_sampler_ticks.py) with facts
+    kept: the tick's own rules replayed on its recorded observations ("B" events) give the same runs, and every drain's
+    replayed pending ticks equal the recorded ones."""
+    import test_sampler_ticks as TT
+    tok, pre = next(TT.tokenize_text()), next(TT.preprocess_images())
+    script = [(tok, True)] * 11 + [(pre, True)] * 10 + [(pre, False)] * 10 + [(tok, True)] * 5
+    class HalfOff(TT.Clock):      # every third interval half off CPU: its off-CPU part is queued for a drain
+        def sleep(self, sec):
+            before = self.cpu
+            super().sleep(sec)
+            if self.tick % 3 == 0 and self.cpu > before:
+                self.cpu -= (self.cpu - before) // 2
+
+    buf = []
+    c = HalfOff(script, None)
+    s = SM.Sampler(buf, 200, {}, set(), clock=c.clock, sleep=c.sleep, frames=c.frames, cputime=c.cputime,
+                   getclk=lambda ident: "fake-clk" if ident == TT.IDENT else 0)
+    s.facts = FactLog(s.interval_ns, SM.PERF_PERIOD_NS)
+    c.stop = s._stop.set
+    TT.loop(s)
+    live = [r for r in buf if r[0] == 0 and r[1] == SM.CPU_SAMPLE]
+    facts = decode(s.facts.encode(pid=1))
+    ops = [ev[0] for _, evs in facts["threads"] for ev in evs]
+    assert ops.count("B") >= len(script) - 2 and "T" in ops
+    stats: dict = {}
+    assert replay_runs(facts, stats=stats) == live
+    assert stats["drains"] >= 2 and stats["divergent_drains"] == 0
+    assert {r[5] for r in live} == {"tokenization", "preprocessing", "waiting"}
+    # version-1 logs (the recorded ticks are the input) replay the same: drop the observations
+    v1 = dict(facts, version=1, threads=[[tid, [ev for ev in evs if ev[0] not in ("B", "P", "F")]]
+                                         for tid, evs in facts["threads"]])
+    assert replay_runs(v1) == live

@@ -190,18 +190,22 @@ def _derived(d):
     return d
 
 
-def replay_report(trace) -> dict:
+def replay_report(trace) -> tuple[dict, dict]:
     """report.json's dict of ``trace`` with its sampler classes re-derived from its recorded facts (collect/replay.py)
-    by the current rules, analysed with the default options as `inferscope run` did."""
+    by the current rules, analysed with the default options as `inferscope run` did; and the replay's counts."""
     from inferscope.analyze.pipeline import analyze
     from inferscope.collect.replay import replay_trace
-    return analyze(replay_trace(trace)[0])
+    t, info = replay_trace(trace)
+    return analyze(t), info
 
 
 def replay_differences(rep: dict, trace) -> list[str]:
-    """The report.json keys whose values differ between the live report and the replay of its recorded facts."""
-    a, b = _derived(rep), _derived(replay_report(trace))
-    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    """The report.json keys whose values differ between the live report and the replay of its recorded facts (and
+    "pending ticks" when the ticks' own rules, replayed on their observations, queued other ticks than live)."""
+    r, info = replay_report(trace)
+    a, b = _derived(rep), _derived(r)
+    diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    return diff + (["pending ticks"] if info.get("divergent_drains") else [])
 
 
 def compare(paths: dict, check_replay: bool = True, rules: str = "recorded") -> dict:

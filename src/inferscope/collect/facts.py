@@ -9,12 +9,18 @@ event log, in the order the sampler used it:
 Besides the logs: the process id, the sampler's interval and perf period, and the threads never seen on CPU.
 
   ("I", <state>)                      the thread's decision state when first seen (``STATE_FIELDS``)
+  ("B", <observation>)                a tick's observations of the thread (``OBS_FIELDS``: its interval's measured
+                                      parts, the stack's domain and function, the GIL and probe state): the inputs
+                                      of the tick's rules (sampler_tick._tick_class, _queue)
+  ("P", ns)                           run-queue time found at a tick for the pending ticks before it (owed_run_queue)
+  ("F", ticks)                        the pending Ticks a thread's end laid (sampler_threads._finish)
   ("R", ticks, samples, sigobs, role, perf, clk, kst)
-                                      a perf drain: the pending Ticks, the IP samples [(t_ns, role)], the signal
+                                      a perf drain: the pending Ticks (a replay checks its own against them), the IP
+                                      samples [(t_ns, role)], the signal
                                       classes [(t_ns, class, open)], the process's native-thread role, whether
                                       perf / the CPU clock were on, the kernel stats' (fault cost, kernel share)
-  ("T", t, cls, label, clk)           a tick decided at once (its class known from the stack or off-CPU)
-  ("K", t, label)                     a tick that keeps the current class
+  ("T", t, cls, label, clk)           a tick decided at once (its class known from the stack or off-CPU); with "B"
+  ("K", t, label)                     a tick that keeps the current class     events these are checks, not inputs
   ("O", ns)                           run-queue time owed to the open 'waiting' run (layout.owed_run_queue)
   ("E",) / ("X",)                     the open run closed (a thread's end; X: the sampler's stop)
 
@@ -30,11 +36,15 @@ import os
 from .. import thresholds as T
 from ..errors import InputError
 
-FACTS_VERSION = 1
+FACTS_VERSION = 2     # 2: the ticks' own observations ("B", "P", "F"); 1 (still read): the resolver's inputs only
 MEMBER = "facts.msgpack"
 # the decision state a thread's log starts with (thread_state._ThreadState slots the rules read or write)
 STATE_FIELDS = ("start", "end", "cls", "label", "n", "lines", "on_cls", "on_label", "py_last", "pcpu", "pn",
-                "native", "native_tok", "native_fresh")
+                "native", "native_tok", "native_fresh", "last_fb", "prev_vol")
+# what a tick observed (sampler_tick.tick_threads), the inputs of its own rules (_tick_class, _queue)
+OBS_FIELDS = ("t", "prev_t", "mod", "dom", "label", "fair", "oncpu", "off", "rqn", "kf", "kns", "kblk", "kio",
+              "first_iv", "marks", "cpu", "dcpu", "gil_free", "voluntary", "perf_pending", "torch_seen", "perf", "clk",
+              "perf_off", "perf_on_at", "perf_at")
 
 
 def enabled() -> bool:
@@ -94,6 +104,23 @@ class FactLog:
         ev = self._log(st)
         if ev is not None:
             ev.append(("K", t, label))
+
+    def obs(self, st, rec: tuple) -> None:
+        if self.truncated or not self._count(1):
+            return
+        ev = self._log(st)
+        if ev is not None:
+            ev.append(("B", *rec))
+
+    def owed_pending(self, st, ns: int) -> None:
+        ev = None if self.truncated else self._log(st)
+        if ev is not None:
+            ev.append(("P", ns))
+
+    def finish(self, st, ticks: list) -> None:
+        ev = None if self.truncated else self._log(st)
+        if ev is not None:
+            ev.append(("F", list(ticks)))
 
     def owed(self, st, ns: int) -> None:
         ev = None if self.truncated else self._log(st)

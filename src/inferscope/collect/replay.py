@@ -18,10 +18,12 @@ from ..errors import InputError
 from . import kernel_time as K
 from . import rules as R
 from . import thread_state as TS
-from .facts import STATE_FIELDS, decode
-from .layout import Tick
+from . import classify as C
+from .facts import OBS_FIELDS, STATE_FIELDS, decode
+from .layout import Tick, owed_run_queue
 from .sampler import Sampler
 from .sampler_threads import ThreadsMixin
+from .sampler_tick import _queue, _tick_class
 
 _ON = object()      # st.perf / st.clk stand-in: "was on" (the rules test only `is not None`)
 # the class names the rules compare by identity (`is`): decoded strings are mapped back to these objects
@@ -51,9 +53,16 @@ class _Kst:
         return self.ks
 
 
+class _TickEnv:
+    """What the tick's rules read of the sampler loop's TickEnv: the domains' classes (classify.py)."""
+    names = C.DOMAIN_NAMES
+    USER = C.USER
+    FW = C.FW
+
+
 class _Replayer:
     """What the decision code reads of the Sampler."""
-    _apply = Sampler._apply
+    _sampler_apply = Sampler._apply
     _emit = Sampler._emit
     _detail = staticmethod(Sampler._detail)
     _owed_open_run = ThreadsMixin._owed_open_run
@@ -66,18 +75,25 @@ class _Replayer:
         self.facts = None
         self.role = None
         self.rule_ns = None      # {(rule, class): ns} when the rules' tally is asked for
+        self.tick_rule = None    # the tick rule laying runs now (tick_class / tick_keep), tallied by _apply
+        self.drains = self.divergent = 0   # perf drains replayed from ticks' observations; those whose ticks differ
 
     def _native_role(self):
         return self.role
 
+    def _apply(self, st, t: int, cls, label, exact: bool = False, tick: bool = True) -> None:
+        if self.tick_rule is not None:
+            _tally(self, st, t, cls, self.tick_rule)
+        self._sampler_apply(st, t, cls, label, exact, tick)
+
 
 def _restore(st, state) -> None:
-    if not isinstance(state, list) or len(state) != len(STATE_FIELDS):
+    if not isinstance(state, list) or len(state) not in (len(STATE_FIELDS), len(STATE_FIELDS) - 2):
         raise ValueError("thread state of the wrong shape")
-    for f, v in zip(STATE_FIELDS, state):
+    for f, v in zip(STATE_FIELDS, state):     # (version 1: without last_fb, prev_vol)
         if f == "lines":
             v = {int(ln): int(n) for ln, n in v}
-        elif f in ("cls", "on_cls", "py_last"):
+        elif f in ("cls", "on_cls", "py_last", "last_fb"):
             v = _c(v)
         elif f == "on_label":
             v = _label(v)
@@ -92,19 +108,62 @@ def _tally(r: _Replayer, st, t: int, cls, rule: str) -> None:
         r.rule_ns[k] = r.rule_ns.get(k, 0) + (t - st.end)
 
 
-def _thread(r: _Replayer, tid: int, events: list) -> None:
+def _ticks(ticks: list) -> list:
+    return [Tick(int(e[0]), _c(e[1]), _label(e[2]), _c(e[3]), bool(e[4]), *e[5:]) for e in ticks]
+
+
+def _observed(r: _Replayer, st, ev: list) -> None:
+    """A tick's own rules (sampler_tick._tick_class, _queue) on its recorded observations: its Tick queued, or its
+    class applied at once."""
+    o = dict(zip(OBS_FIELDS, ev[1:]))
+    if len(ev) != len(OBS_FIELDS) + 1:
+        raise ValueError("tick observation of the wrong shape")
+    st.perf = _ON if o["perf"] else None
+    st.clk = _ON if o["clk"] else None
+    st.kio, st.perf_at = bool(o["kio"]), int(o["perf_at"])
+    label = _label(o["label"])
+    marks = [(int(a), int(b)) for a, b in o["marks"]] if o["marks"] else o["marks"]
+    cls, label, fallback = _tick_class(_TickEnv, st, o["mod"], int(o["dom"]), label, bool(o["fair"]), bool(o["oncpu"]),
+                                       int(o["off"]), int(o["kf"]), bool(o["kblk"]), bool(o["gil_free"]),
+                                       bool(o["voluntary"]), bool(o["perf_pending"]), bool(o["torch_seen"]))
+    r.tick_rule = "tick_keep" if cls is TS.KEEP else "tick_class"
+    try:
+        _queue(r, st, None, int(o["t"]), int(o["prev_t"]), cls, label, fallback, bool(o["fair"]), bool(o["gil_free"]),
+               bool(o["oncpu"]), int(o["off"]), int(o["rqn"]), int(o["kf"]), int(o["kns"]), bool(o["kblk"]),
+               bool(o["first_iv"]), marks, int(o["cpu"]), int(o["dcpu"]), bool(o["perf_off"]), o["perf_on_at"])
+    finally:
+        r.tick_rule = None
+
+
+def _thread(r: _Replayer, tid: int, events: list, ticks_observed: bool) -> None:
+    """Replay one thread's log.  ``ticks_observed`` (version 2): the pending ticks come from the ticks' own rules on
+    their observations ("B"), and each drain's recorded ticks check them; else (version 1) the recorded ticks are
+    the input."""
     st = TS._ThreadState(int(tid), None, 0, 0)
     for ev in events:
         op = ev[0]
-        if op == "R":
+        if op == "B":
+            _observed(r, st, ev)
+        elif op == "P":
+            owed_run_queue(st.pending, int(ev[1]))
+        elif op == "F":
+            st.pending = _ticks(ev[1])
+        elif op == "R":
             _, ticks, samples, sigobs, role, perf, clk, kst = ev
             r.role = _c(role)
             st.perf = _ON if perf else None
             st.clk = _ON if clk else None
             st.kst = _Kst(*kst) if kst is not None else None
             st.sigobs = [(int(t), _c(c), bool(o)) for t, c, o in sigobs]
-            pend = [Tick(int(e[0]), _c(e[1]), _label(e[2]), _c(e[3]), bool(e[4]), *e[5:]) for e in ticks]
+            if ticks_observed:
+                pend, st.pending = st.pending, []
+                r.drains += 1
+                r.divergent += pend != _ticks(ticks)
+            else:
+                pend = _ticks(ticks)
             R.decide(r, st, pend, [(int(t), int(k)) for t, k in samples])
+        elif ticks_observed and op in ("T", "K"):
+            pass             # (laid by the tick's rules on its observation: "B")
         elif op == "T":
             _, t, cls, label, clk = ev
             cls = _c(cls)
@@ -127,22 +186,25 @@ def _thread(r: _Replayer, tid: int, events: list) -> None:
             raise ValueError(f"unknown event {str(op)[:20]!r}")
 
 
-def replay_runs(facts: dict, where: str = "facts", rule_ns: dict | None = None) -> list:
+def replay_runs(facts: dict, where: str = "facts", rule_ns: dict | None = None, stats: dict | None = None) -> list:
     """The runs [(0, CPU_SAMPLE, tid, start_ns, end_ns, class, function, "sample", ticks)] the current rules give on
     the recorded facts (a dict from facts.decode); ``rule_ns``: a dict that receives {(rule, class): ns} - the time
-    each rule laid (rules.put; tick_class / tick_keep: the ticks decided at once)."""
+    each rule laid (rules.put; tick_class / tick_keep: the ticks decided at once); ``stats``: a dict that receives
+    the drains replayed from the ticks' observations and how many of them found other pending ticks than the live
+    sampler's (0 with unchanged rules)."""
     if facts.get("truncated"):
         raise InputError(f"{where}: the recorded facts stop part-way (over thresholds.FACTS_MAX_ITEMS): "
                          "they cannot be replayed")
     r = _Replayer(int(facts["interval_ns"]))
     r.rule_ns = rule_ns
+    observed = facts["version"] >= 2
     # the perf period the samples stand for (INFERSCOPE_PERF_PERIOD_US in the recorded run)
     saved = TS.PERF_PERIOD_NS        # (read by the rules at each use: collect/rules.py)
     TS.PERF_PERIOD_NS = int(facts["perf_period_ns"])
     try:
         for item in facts["threads"]:
             tid, events = item
-            _thread(r, tid, events)
+            _thread(r, tid, events, observed)
     except InputError:
         raise
     except (TypeError, ValueError, IndexError, KeyError, AttributeError, OverflowError, ZeroDivisionError) as e:
@@ -150,6 +212,8 @@ def replay_runs(facts: dict, where: str = "facts", rule_ns: dict | None = None) 
                          f"{' '.join(str(e).split())[:120]})") from None
     finally:
         TS.PERF_PERIOD_NS = saved
+    if stats is not None:
+        stats.update(drains=r.drains, divergent_drains=r.divergent)
     return r.buffer
 
 
@@ -163,7 +227,8 @@ def replay_trace(trace, where: str = "trace"):
         raise InputError(f"{where}: no recorded facts to replay (record them with `inferscope run --facts`)")
     facts = decode(trace.facts, where)
     tally: dict = {}
-    rows = replay_runs(facts, where, tally)
+    stats: dict = {}
+    rows = replay_runs(facts, where, tally, stats)
     pid = facts["pid"]
     tk, tr = trace.tracks, trace.spans
     tids = {int(t) for t, _ in facts["threads"]}
@@ -203,7 +268,7 @@ def replay_trace(trace, where: str = "trace"):
     for (rule, cls), ns in sorted(tally.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
         rules_ms.setdefault(rule, {})[str(cls)] = round(ns / 1e6, 3)
     coll["replayed_facts"] = {"threads": len(tids), "runs_recorded": int(drop.sum()), "runs_replayed": len(mine),
-                              "rules_ms": rules_ms}
+                              "rules_ms": rules_ms, **stats}
     b.meta["collection"] = coll
     out = b.finalize()
     out.facts = trace.facts

@@ -101,6 +101,8 @@ class ThreadsMixin:
                 else _pieces(ent, prev, self.interval_ns)
         else:
             st.pending = [ent]
+        if self.facts is not None:
+            self.facts.finish(st, st.pending)
         st.t, st.cpu = te, ce
         self._resolve(st)
 

@@ -159,6 +159,8 @@ def _run_queue(s, st, t: int, dt: int, dcpu: int, owed: bool):
                 # more than this interval can hold: a wait under way at the previous tick,
                 # counted by the kernel only when it ended (layout.owed_run_queue)
                 if st.pending:
+                    if s.facts is not None:
+                        s.facts.owed_pending(st, full - rqn)
                     owed_run_queue(st.pending, full - rqn)
                 else:
                     s._owed_open_run(st, full - rqn)
@@ -348,6 +350,10 @@ def tick_threads(env: TickEnv, frames: dict, t_tick: int, idmap: dict, probe, pe
         if oncpu:
             oncpu_by_tid[st.tid] += 1
             running += 1
+        if facts is not None:   # (the order of facts.OBS_FIELDS)
+            facts.obs(st, (t, prev_t, mod, dom, label, fair, oncpu, off, rqn, kf, kns, kblk, st.kio, first_iv, marks,
+                           cpu, dcpu, gil_free, voluntary, perf_pending, torch_seen, st.perf is not None,
+                           st.clk is not None, perf_off, perf_on_at, st.perf_at))
         cls, label, fallback = _tick_class(env, st, mod, dom, label, fair, oncpu, off, kf, kblk, gil_free, voluntary,
                                            perf_pending, torch_seen)
         _queue(s, st, facts, t, prev_t, cls, label, fallback, fair, gil_free, oncpu, off, rqn, kf, kns, kblk,
