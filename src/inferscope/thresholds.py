@@ -566,3 +566,38 @@ FACTS_MAX_ITEMS = 2_000_000
 # names a few phases with a few patterns each (prefill / decode / sampling: 3-10); 128 leaves room for any real one.
 PHASE_MAP_MAX_PATTERNS = 128
 PHASE_MAP_MAX_PATTERN_CHARS = 256
+
+# --- live sampler's rules (collect/sampler_tick.py, collect/layout.py, collect/rules.py) --------------------------
+# Source: InferScope's own rules, each measured on the planted zoo (examples/zoo, bench/README.md); the rules that use
+# them are replayed on recorded facts (collect/replay.py), so a change is judged on the goldens first
+# (tests/test_facts_golden.py, scripts/facts_goldens.py).
+# A tick that got the GIL within GIL_WAIT_NS of its target found it free (nobody held it: the threads were in
+# native code or blocked), the "GIL free" fact of the no-perf heuristic and of the fault rule.
+GIL_WAIT_NS = 250_000
+# A thread is on CPU in an interval when its CPU clock (+ run-queue delay) moved by at least ONCPU_MIN_BUSY_FRACTION
+# of it (sampler_tick._measure); below, the tick is an off-CPU one.
+ONCPU_MIN_BUSY_FRACTION = 0.25
+# An interval whose thread CPU time (+ run-queue delay) covers less than 1 - SPLIT_MIN_FRACTION of it
+# and more than SPLIT_MIN_FRACTION is split into an off-CPU ('waiting') part and an on-CPU part of
+# the measured lengths, instead of all-or-nothing at 25 % (issue 16 item 3): a 2.6 ms model step
+# between 30 ms waits on Rayon threads read as 5-12 ms cpu_compute (a whole 5 ms tick interval or
+# a delayed one), 2x the truth.  Below 10 % the part is noise (GIL hand-overs to the sampler).
+SPLIT_MIN_FRACTION = 0.1
+# A tick interval longer than LONG_INTERVAL_TICKS nominal intervals (the sampler starved: 3 Python threads
+# spinning beside the main thread kept it from the GIL 25-260 ms at a time) with off-CPU or run-queue parts
+# is laid out as pieces of about one nominal interval, each with the interval's fractions, instead of one
+# block per part: where in the interval the thread ran is unknown, and one block of 22 ms CPU at the start
+# of a 263 ms interval put it before a window that began inside the interval (zoo_gil: user code 8.9 % vs
+# 28.7 % true; 50 % vs 18 % when the block fell inside).  At most MAX_PIECES pieces.  Not an interval with
+# page faults or kernel time: their rules judge an interval's counts (kernel_time.kernel_class).
+LONG_INTERVAL_TICKS = 3
+MAX_PIECES = 64
+# In a long interval the smallest off-CPU / run-queue part kept is SPLIT_MIN_NS when that is less than
+# SPLIT_MIN_FRACTION of it: both are measured (thread CPU clock, schedstat), and the noise the fraction
+# guards against - the GIL hand-over to the sampler - is ~0.1-0.5 ms per tick.
+SPLIT_MIN_NS = 1_000_000
+# The thread's last perf-decided interval counts as native code (its kernel time is the native code's, not an I/O
+# call's; a fault in it is native memory work) when at least NATIVE_RECENT_MIN_SHARE of its samples were in numeric
+# libraries (or in a native tokenizer): the majority of its recent user-space time (collect/rules.py io_kernel_time,
+# fault_kernel_part).
+NATIVE_RECENT_MIN_SHARE = 0.5

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from .. import thresholds as T
+
 
 class Tick(NamedTuple):
     """One pending sampler tick of one thread: what the tick measured about the interval since the thread's
@@ -33,19 +35,10 @@ def as_tick(ent) -> Tick:
     """A pending entry as a Tick (a plain tuple of the first 5..13 fields: tests and older callers)."""
     return ent if type(ent) is Tick else Tick(*ent)
 
-# A tick interval longer than LONG_INTERVAL_TICKS nominal intervals (the sampler starved: 3 Python threads
-# spinning beside the main thread kept it from the GIL 25-260 ms at a time) with off-CPU or run-queue parts
-# is laid out as pieces of about one nominal interval, each with the interval's fractions, instead of one
-# block per part: where in the interval the thread ran is unknown, and one block of 22 ms CPU at the start
-# of a 263 ms interval put it before a window that began inside the interval (zoo_gil: user code 8.9 % vs
-# 28.7 % true; 50 % vs 18 % when the block fell inside).  At most MAX_PIECES pieces.  Not an interval with
-# page faults or kernel time: their rules judge an interval's counts (kernel_time.kernel_class).
-LONG_INTERVAL_TICKS = 3
-MAX_PIECES = 64
-# In a long interval the smallest off-CPU / run-queue part kept is SPLIT_MIN_NS when that is less than
-# SPLIT_MIN_FRACTION of it: both are measured (thread CPU clock, schedstat), and the noise the fraction
-# guards against - the GIL hand-over to the sampler - is ~0.1-0.5 ms per tick.
-SPLIT_MIN_NS = 1_000_000
+# (their rules and numbers: thresholds.py, "live sampler's rules")
+LONG_INTERVAL_TICKS = T.LONG_INTERVAL_TICKS
+MAX_PIECES = T.MAX_PIECES
+SPLIT_MIN_NS = T.SPLIT_MIN_NS
 
 
 def _pieces(ent: Tick, prev_t: int, interval_ns: int) -> list:

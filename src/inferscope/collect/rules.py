@@ -130,7 +130,8 @@ def io_kernel_time(iv: Iv) -> None:
     kb = e.blocked
     j = iv.upto(iv.t)
     kio = iv.kio = kb == 2 or (bool(kb) and st.perf is not None and j == iv.i and not (
-        st.native_fresh and ((st.native or 0) >= 0.5 or (st.native_tok or 0) >= 0.5)))
+        st.native_fresh and ((st.native or 0) >= T.NATIVE_RECENT_MIN_SHARE
+                             or (st.native_tok or 0) >= T.NATIVE_RECENT_MIN_SHARE)))
     kr = K.kernel_class(e.faults, bool(kb), False, iv.fallback, CLS_COMPUTE, CLS_WAITING, kio)
     if kr is None or kr[1] != K.IO or end <= prev:
         return
@@ -245,13 +246,13 @@ def fault_kernel_part(iv: Iv) -> None:
     if not (kf and (not tot or iv.kns > 0)):
         return
     native = (iv.nc > 0 or iv.gil_free or (i < n and samples[i][1] == COMPUTE)
-              or (st.native_fresh and (st.native or 0) >= 0.5))
+              or (st.native_fresh and (st.native or 0) >= T.NATIVE_RECENT_MIN_SHARE))
     kc = K.kernel_class(kf, bool(e.blocked), native, iv.fallback, CLS_COMPUTE, CLS_WAITING, iv.kio)
     if kc is not None and kc[1] != K.FAULTS:
         kc = None                      # (the I/O part was placed by io_kernel_time)
     elif kc is not None and kc[0] == CLS_COMPUTE and (
             iv.nk > iv.nc or (i < n and samples[i][1] == TOKENIZER)
-            or (not iv.nc and st.native_fresh and (st.native_tok or 0) >= 0.5)
+            or (not iv.nc and st.native_fresh and (st.native_tok or 0) >= T.NATIVE_RECENT_MIN_SHARE)
             or (not iv.nc and not iv.nk and iv.s._native_role() == TOKENIZER)):
         kc = (CLS_TOKENIZATION, kc[1])
     if tot and kc is not None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from .. import thresholds as T
+
 from .layout import LONG_INTERVAL_TICKS, SPLIT_MIN_NS, Tick, _pieces, _split_at_marks, owed_run_queue
 from .sampler_threads import register
 from .thread_state import (CLS_COMPUTE, CLS_FRAMEWORK, CLS_RUNQ, CLS_TOKENIZATION, CLS_WAITING, KEEP, SPLIT_MIN_FRACTION,
@@ -120,7 +122,7 @@ def _measure(env: TickEnv, st, ident, t: int):
         if rqn < split_ns:
             rqn = 0
         st.cpu = cpu
-        oncpu = busy * 4 >= dt
+        oncpu = busy >= dt * T.ONCPU_MIN_BUSY_FRACTION
         # the interval's off-CPU part (issue 16 item 3): its length is known from the
         # thread's CPU clock; on-CPU intervals put it first (the thread runs at the
         # tick), off-CPU ones last (it ran, then blocked)

@@ -8,7 +8,7 @@ from .. import thresholds as T
 from . import classify as C
 
 CPU_SAMPLE = 11   # SpanKind.CPU_SAMPLE
-GIL_WAIT_NS = 250_000
+GIL_WAIT_NS = T.GIL_WAIT_NS   # (thresholds.py, "live sampler's rules")
 # The interpreter's switch interval while one thread of the program is on CPU (with more, the
 # program's own: they would hand the GIL to each other ten times as often; restored at stop;
 # INFERSCOPE_SWITCH_INTERVAL_US overrides, 0 leaves it alone).  A tick waits for the GIL until the
@@ -64,12 +64,7 @@ GIL_BUDGET = 0.015   # (the tick loop reads sampler.GIL_BUDGET, re-exported ther
 # ring (PAGES in perfip.py) holds ~1300 samples = 1.3 s of one thread's CPU time (STACK_PAGES with the user stack:
 # ~470 samples, ~0.5 s).
 RESOLVE_NS = 100_000_000
-# An interval whose thread CPU time (+ run-queue delay) covers less than 1 - SPLIT_MIN_FRACTION of it
-# and more than SPLIT_MIN_FRACTION is split into an off-CPU ('waiting') part and an on-CPU part of
-# the measured lengths, instead of all-or-nothing at 25 % (issue 16 item 3): a 2.6 ms model step
-# between 30 ms waits on Rayon threads read as 5-12 ms cpu_compute (a whole 5 ms tick interval or
-# a delayed one), 2x the truth.  Below 10 % the part is noise (GIL hand-overs to the sampler).
-SPLIT_MIN_FRACTION = 0.1
+SPLIT_MIN_FRACTION = T.SPLIT_MIN_FRACTION   # (thresholds.py, "live sampler's rules")
 CLS_WAITING = "waiting"
 # Runnable but not running (schedstat run-queue delay): the thread waits for a CPU, not for I/O or a
 # lock.  Its own class (a part of the breakdown's waiting), placed right before the interval's on-CPU
