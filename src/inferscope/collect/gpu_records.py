@@ -43,45 +43,42 @@ def _cols(rows: list, fields: list, names: tuple) -> dict[str, np.ndarray]:
     return {n: arr[:, j] for j, n in enumerate(names)}
 
 
-def add_to(b, snap: dict, room: int | None = None) -> dict:
-    """Add the snapshot's spans (+ flows) to TraceBuilder ``b``; keeps the newest ``room`` spans
-    when there are more.  Returns {"spans", "dropped", "flows", "host_api_calls", "warnings"}."""
-    off = snap.get("clock_offset_ns")
-    out = {"spans": 0, "dropped": 0, "flows": 0, "host_api_calls": 0, "warnings": []}
-    if off is None:
-        out["warnings"].append("CUPTI records without a clock calibration; GPU activity not merged")
-        return out
-    F = snap["fields"]
-    CS = snap.get("columns")     # live: int64 columns per kind (kernel names as ids); files: rows
-    R = snap.get("rows") or {}
+class _Records:
+    """One CUPTI snapshot being added to a TraceBuilder: its columns per record kind, the span parts made of them."""
 
-    def columns_of(which: str, names: tuple) -> dict[str, np.ndarray]:
-        if CS is not None:
-            c = CS.get(which) or {}
+    def __init__(self, b, snap: dict, off: int) -> None:
+        self.b, self.snap, self.off = b, snap, off
+        self.F = snap["fields"]
+        self.CS = snap.get("columns")     # live: int64 columns per kind (kernel names as ids); files: rows
+        self.R = snap.get("rows") or {}
+        self.enums = {k: {int(i): n for i, n in v.items()} for k, v in (snap.get("enums") or {}).items()}
+        self.intern = b.strings.intern
+        self.parts: list = []
+        self.ctx_dev: dict[int, int] = {}
+        self._tracks: dict = {}
+
+    def columns_of(self, which: str, names: tuple) -> dict[str, np.ndarray]:
+        if self.CS is not None:
+            c = self.CS.get(which) or {}
             return {n: np.asarray(c.get(n, ()), np.int64) for n in names}
-        return _cols(R.get(which) or [], F[which], names)
+        return _cols(self.R.get(which) or [], self.F[which], names)
 
-    def count(which: str) -> int:
-        return len((CS.get(which) or {}).get("start", ())) if CS is not None else len(R.get(which) or [])
-    enums = {k: {int(i): n for i, n in v.items()} for k, v in (snap.get("enums") or {}).items()}
-    ck_names = enums.get("ActivityMemcpyKind", {})
-    mk_names = enums.get("ActivityMemoryKind", {})
-    sy_names = enums.get("ActivitySynchronizationType", {})
-    intern = b.strings.intern
-    parts = []
+    def count(self, which: str) -> int:
+        CS = self.CS
+        return len((CS.get(which) or {}).get("start", ())) if CS is not None else len(self.R.get(which) or [])
 
-    def part(kind, cat, c, name, track, **extra):
-        n = len(c["start"])
+    def part(self, kind, cat, c, name, track, **extra) -> None:
+        n, off = len(c["start"]), self.off
         if n:
             d = dict(start_ns=c["start"] - off, end_ns=np.maximum(c["end"], c["start"]) - off,
-                     kind=np.full(n, int(kind), np.uint8), cat=np.full(n, intern(cat), np.int32),
+                     kind=np.full(n, int(kind), np.uint8), cat=np.full(n, self.intern(cat), np.int32),
                      name=np.asarray(name, np.int32), track=np.asarray(track, np.int32),
                      correlation=c["correlation_id"])
             d.update(extra)
-            parts.append(d)
+            self.parts.append(d)
 
-    def stream_tracks(dev, strm):
-        keys = {}
+    def stream_tracks(self, dev, strm) -> np.ndarray:
+        keys, b = self._tracks, self.b
         out_t = np.empty(len(dev), np.int32)
         for i, (d, s) in enumerate(zip(dev.tolist(), strm.tolist())):
             t = keys.get((d, s))
@@ -94,65 +91,100 @@ def add_to(b, snap: dict, room: int | None = None) -> dict:
             out_t[i] = t
         return out_t
 
-    ctx_dev: dict[int, int] = {}
-    # kernels
-    c = columns_of("kernel", ("start", "end", "device_id", "context_id", "stream_id", "correlation_id"))
-    if CS is not None:    # CUPTI gives mangled names; Kineto and nsys show them demangled
-        table = np.asarray([intern(demangle(str(n))) for n in snap.get("kernel_names") or ()], np.int32)
-        ids = np.asarray((CS.get("kernel") or {}).get("name", ()), np.int64)
-        names = table[ids] if len(ids) else np.zeros(0, np.int32)
-    else:
-        kr = R.get("kernel") or []
-        ni = F["kernel"].index("name")
-        nm_ids = {}
-        names = np.asarray([nm_ids[r[ni]] if r[ni] in nm_ids else nm_ids.setdefault(r[ni], intern(demangle(str(r[ni]))))
-                            for r in kr], np.int32)
-    ctx_dev.update(zip(c["context_id"].tolist(), c["device_id"].tolist()))
-    part(SpanKind.KERNEL, "kernel", c, names, stream_tracks(c["device_id"], c["stream_id"]))
-    # copies
-    c = columns_of("memcpy", ("start", "end", "device_id", "context_id", "stream_id", "correlation_id",
-                                "copy_kind", "src_kind", "dst_kind", "bytes"))
-    ctx_dev.update(zip(c["context_id"].tolist(), c["device_id"].tolist()))
-    labels = {}
-    for k, s_, d_ in zip(c["copy_kind"].tolist(), c["src_kind"].tolist(), c["dst_kind"].tolist()):
-        if (k, s_, d_) not in labels:
-            kn, sn, dn = ck_names.get(k, "UNKNOWN"), mk_names.get(s_, "UNKNOWN"), mk_names.get(d_, "UNKNOWN")
-            labels[(k, s_, d_)] = (intern(f"Memcpy {_copy_label(kn)} ({_mem_label(sn)} -> {_mem_label(dn)})"),
-                                   int(_COPY.get(kn, CopyKind.UNKNOWN)), int(_MEM.get(sn, MemKind.UNKNOWN)),
-                                   int(_MEM.get(dn, MemKind.UNKNOWN)))
-    lab = [labels[t] for t in zip(c["copy_kind"].tolist(), c["src_kind"].tolist(), c["dst_kind"].tolist())]
-    part(SpanKind.MEMCPY, "gpu_memcpy", c, [x[0] for x in lab], stream_tracks(c["device_id"], c["stream_id"]),
-         bytes=c["bytes"], copy_kind=np.asarray([x[1] for x in lab], np.uint8),
-         src_mem=np.asarray([x[2] for x in lab], np.uint8), dst_mem=np.asarray([x[3] for x in lab], np.uint8))
-    # memsets
-    c = columns_of("memset", ("start", "end", "device_id", "context_id", "stream_id", "correlation_id",
-                                "bytes", "memory_kind"))
-    ctx_dev.update(zip(c["context_id"].tolist(), c["device_id"].tolist()))
-    mlab = {m: (intern(f"Memset ({_mem_label(mk_names.get(m, 'UNKNOWN'))})"), int(_MEM.get(mk_names.get(m, ""), MemKind.UNKNOWN)))
-            for m in set(c["memory_kind"].tolist())}
-    part(SpanKind.MEMSET, "gpu_memset", c, [mlab[m][0] for m in c["memory_kind"].tolist()],
-         stream_tracks(c["device_id"], c["stream_id"]), bytes=c["bytes"],
-         dst_mem=np.asarray([mlab[m][1] for m in c["memory_kind"].tolist()], np.uint8))
-    n_gpu_parts = len(parts)
-    # synchronisation (GPU-side record of a host wait)
-    c = columns_of("sync", ("start", "end", "context_id", "stream_id", "correlation_id", "type"))
-    dev = np.asarray([ctx_dev.get(x, 0) for x in c["context_id"].tolist()], np.int64)
-    ynm = {t: intern(_SYNC.get(sy_names.get(t, ""), "Unknown Sync")) for t in set(c["type"].tolist())}
-    part(SpanKind.GPU_SYNC, "cuda_sync", c, [ynm[t] for t in c["type"].tolist()], stream_tracks(dev, c["stream_id"]))
-    n_dst_parts = len(parts)
-    # host API calls
-    for which, kind in (("runtime", SpanKind.RUNTIME), ("driver", SpanKind.DRIVER)):
-        c = columns_of(which, ("start", "end", "cbid", "process_id", "thread_id", "correlation_id"))
-        api = {int(k): v for k, v in (snap.get("api_names", {}).get(which) or {}).items()}
-        ids = {cb: intern(api.get(cb, f"{which} api {cb}")) for cb in set(c["cbid"].tolist())}
-        trk = {}
-        for p, t in set(zip(c["process_id"].tolist(), c["thread_id"].tolist())):
-            trk[(p, t)] = b.track(TrackKind.CPU_THREAD, pid=p, tid=t)
-        part(kind, f"cuda_{which}", c, [ids[x] for x in c["cbid"].tolist()],
-             [trk[k] for k in zip(c["process_id"].tolist(), c["thread_id"].tolist())])
-        out["host_api_calls"] += count(which)
-    if not parts:
+    def kernels(self) -> None:
+        c = self.columns_of("kernel", ("start", "end", "device_id", "context_id", "stream_id", "correlation_id"))
+        intern, CS = self.intern, self.CS
+        if CS is not None:    # CUPTI gives mangled names; Kineto and nsys show them demangled
+            table = np.asarray([intern(demangle(str(n))) for n in self.snap.get("kernel_names") or ()], np.int32)
+            ids = np.asarray((CS.get("kernel") or {}).get("name", ()), np.int64)
+            names = table[ids] if len(ids) else np.zeros(0, np.int32)
+        else:
+            kr = self.R.get("kernel") or []
+            ni = self.F["kernel"].index("name")
+            nm_ids: dict = {}
+            names = np.asarray([nm_ids[r[ni]] if r[ni] in nm_ids else nm_ids.setdefault(r[ni], intern(demangle(str(r[ni]))))
+                                for r in kr], np.int32)
+        self.ctx_dev.update(zip(c["context_id"].tolist(), c["device_id"].tolist()))
+        self.part(SpanKind.KERNEL, "kernel", c, names, self.stream_tracks(c["device_id"], c["stream_id"]))
+
+    def copies(self) -> None:
+        c = self.columns_of("memcpy", ("start", "end", "device_id", "context_id", "stream_id", "correlation_id",
+                                       "copy_kind", "src_kind", "dst_kind", "bytes"))
+        self.ctx_dev.update(zip(c["context_id"].tolist(), c["device_id"].tolist()))
+        ck_names, mk_names = self.enums.get("ActivityMemcpyKind", {}), self.enums.get("ActivityMemoryKind", {})
+        labels = {}
+        for k, s_, d_ in zip(c["copy_kind"].tolist(), c["src_kind"].tolist(), c["dst_kind"].tolist()):
+            if (k, s_, d_) not in labels:
+                kn, sn, dn = ck_names.get(k, "UNKNOWN"), mk_names.get(s_, "UNKNOWN"), mk_names.get(d_, "UNKNOWN")
+                labels[(k, s_, d_)] = (self.intern(f"Memcpy {_copy_label(kn)} ({_mem_label(sn)} -> {_mem_label(dn)})"),
+                                       int(_COPY.get(kn, CopyKind.UNKNOWN)), int(_MEM.get(sn, MemKind.UNKNOWN)),
+                                       int(_MEM.get(dn, MemKind.UNKNOWN)))
+        lab = [labels[t] for t in zip(c["copy_kind"].tolist(), c["src_kind"].tolist(), c["dst_kind"].tolist())]
+        self.part(SpanKind.MEMCPY, "gpu_memcpy", c, [x[0] for x in lab], self.stream_tracks(c["device_id"], c["stream_id"]),
+                  bytes=c["bytes"], copy_kind=np.asarray([x[1] for x in lab], np.uint8),
+                  src_mem=np.asarray([x[2] for x in lab], np.uint8), dst_mem=np.asarray([x[3] for x in lab], np.uint8))
+
+    def memsets(self) -> None:
+        c = self.columns_of("memset", ("start", "end", "device_id", "context_id", "stream_id", "correlation_id",
+                                       "bytes", "memory_kind"))
+        self.ctx_dev.update(zip(c["context_id"].tolist(), c["device_id"].tolist()))
+        mk_names = self.enums.get("ActivityMemoryKind", {})
+        mlab = {m: (self.intern(f"Memset ({_mem_label(mk_names.get(m, 'UNKNOWN'))})"),
+                    int(_MEM.get(mk_names.get(m, ""), MemKind.UNKNOWN)))
+                for m in set(c["memory_kind"].tolist())}
+        self.part(SpanKind.MEMSET, "gpu_memset", c, [mlab[m][0] for m in c["memory_kind"].tolist()],
+                  self.stream_tracks(c["device_id"], c["stream_id"]), bytes=c["bytes"],
+                  dst_mem=np.asarray([mlab[m][1] for m in c["memory_kind"].tolist()], np.uint8))
+
+    def syncs(self) -> None:
+        """The GPU-side record of a host wait, on its context's device."""
+        c = self.columns_of("sync", ("start", "end", "context_id", "stream_id", "correlation_id", "type"))
+        dev = np.asarray([self.ctx_dev.get(x, 0) for x in c["context_id"].tolist()], np.int64)
+        sy_names = self.enums.get("ActivitySynchronizationType", {})
+        ynm = {t: self.intern(_SYNC.get(sy_names.get(t, ""), "Unknown Sync")) for t in set(c["type"].tolist())}
+        self.part(SpanKind.GPU_SYNC, "cuda_sync", c, [ynm[t] for t in c["type"].tolist()],
+                  self.stream_tracks(dev, c["stream_id"]))
+
+    def host_apis(self) -> int:
+        """The runtime and driver API calls, on their threads' tracks; returns how many."""
+        n = 0
+        for which, kind in (("runtime", SpanKind.RUNTIME), ("driver", SpanKind.DRIVER)):
+            c = self.columns_of(which, ("start", "end", "cbid", "process_id", "thread_id", "correlation_id"))
+            api = {int(k): v for k, v in (self.snap.get("api_names", {}).get(which) or {}).items()}
+            ids = {cb: self.intern(api.get(cb, f"{which} api {cb}")) for cb in set(c["cbid"].tolist())}
+            trk = {}
+            for p, t in set(zip(c["process_id"].tolist(), c["thread_id"].tolist())):
+                trk[(p, t)] = self.b.track(TrackKind.CPU_THREAD, pid=p, tid=t)
+            self.part(kind, f"cuda_{which}", c, [ids[x] for x in c["cbid"].tolist()],
+                      [trk[k] for k in zip(c["process_id"].tolist(), c["thread_id"].tolist())])
+            n += self.count(which)
+        return n
+
+
+def add_to(b, snap: dict, room: int | None = None) -> dict:
+    """Add the snapshot's spans (+ flows) to TraceBuilder ``b``; keeps the newest ``room`` spans
+    when there are more.  Returns {"spans", "dropped", "flows", "host_api_calls", "warnings"}."""
+    off = snap.get("clock_offset_ns")
+    out = {"spans": 0, "dropped": 0, "flows": 0, "host_api_calls": 0, "warnings": []}
+    if off is None:
+        out["warnings"].append("CUPTI records without a clock calibration; GPU activity not merged")
         return out
+    r = _Records(b, snap, off)
+    r.kernels()
+    r.copies()
+    r.memsets()
+    n_gpu_parts = len(r.parts)
+    r.syncs()
+    n_dst_parts = len(r.parts)
+    out["host_api_calls"] += r.host_apis()
+    if r.parts:
+        _add_spans(b, r.parts, n_gpu_parts, n_dst_parts, room, out)
+    return out
+
+
+def _add_spans(b, parts: list, n_gpu_parts: int, n_dst_parts: int, room: int | None, out: dict) -> None:
+    """The parts as spans (the newest ``room`` when there are more), then the launch flows: API call -> GPU work
+    (LAUNCH) / GPU-side sync record (OTHER), by correlation id."""
     cols = {k: np.concatenate([p[k] if k in p else np.full(len(p["start_ns"]), _DEFAULT[k], _DTYPE[k]) for p in parts])
             for k in ("start_ns", "end_ns", "kind", "cat", "name", "track", "correlation", "bytes",
                       "copy_kind", "src_mem", "dst_mem")}
@@ -168,7 +200,6 @@ def add_to(b, snap: dict, room: int | None = None) -> dict:
     role = role[keep]
     prov = b.add_spans(**{k: v for k, v in cols.items()})
     out["spans"] = len(keep)
-    # launch flows: API call -> GPU work (LAUNCH) / GPU-side sync record (OTHER), by correlation id
     corr = cols["correlation"]
     src = np.flatnonzero((role == 2) & (corr > 0))
     dst = np.flatnonzero((role < 2) & (corr > 0))
@@ -181,7 +212,6 @@ def add_to(b, snap: dict, room: int | None = None) -> dict:
         fk = np.where(role[d_i] == 1, FlowKind.OTHER, FlowKind.LAUNCH).astype(np.uint8)
         b.add_flows(prov[s_i], prov[d_i], fk)
         out["flows"] = int(len(d_i))
-    return out
 
 
 _DEFAULT = {"bytes": -1, "copy_kind": 0, "src_mem": 0, "dst_mem": 0}
