@@ -241,6 +241,30 @@ class Labeler:
             depth += 1
         return inner, None
 
+    def _fd_info(self, name: str, args: list, info: dict) -> None:
+        """A file-descriptor call's fd, its file's path and open flags, and the bytes asked for (``info``)."""
+        info["fd"] = args[0]
+        p = self._fd_path(args[0])
+        if p is not None:
+            info["path"] = p[0]
+            if p[1]:
+                info["flags"] = p[1]
+        if name in SIZE_ARG and len(args) > 2 and 0 <= args[2] < 1 << 40:
+            info["size"] = args[2]
+        elif name in IOV_CALLS and len(args) > 2 and 0 < args[2] <= 1024:
+            # the same iovec array (a loop reusing its buffers) is read once per FD_RECHECK_NS
+            now = time.monotonic_ns()
+            hit = self._iovs.get((args[1], args[2]))
+            if hit is not None and now - hit[0] < FD_RECHECK_NS:
+                n = hit[1]
+            else:
+                n = self._iov_bytes(args[1], args[2])
+                if len(self._iovs) > 256:
+                    self._iovs.clear()
+                self._iovs[(args[1], args[2])] = (now, n)
+            if n is not None:
+                info["size"] = n
+
     def label(self, tid: int, frame) -> tuple[str | None, str | None]:
         """(name, detail JSON) of what the thread is blocked in now; (RUNNING, None) when it runs;
         (None, None) when its syscall file cannot be read."""
@@ -263,27 +287,7 @@ class Labeler:
             name, args = d
             info = {}
             if name in FD_CALLS and args:
-                info["fd"] = args[0]
-                p = self._fd_path(args[0])
-                if p is not None:
-                    info["path"] = p[0]
-                    if p[1]:
-                        info["flags"] = p[1]
-                if name in SIZE_ARG and len(args) > 2 and 0 <= args[2] < 1 << 40:
-                    info["size"] = args[2]
-                elif name in IOV_CALLS and len(args) > 2 and 0 < args[2] <= 1024:
-                    # the same iovec array (a loop reusing its buffers) is read once per FD_RECHECK_NS
-                    now = time.monotonic_ns()
-                    hit = self._iovs.get((args[1], args[2]))
-                    if hit is not None and now - hit[0] < FD_RECHECK_NS:
-                        n = hit[1]
-                    else:
-                        n = self._iov_bytes(args[1], args[2])
-                        if len(self._iovs) > 256:
-                            self._iovs.clear()
-                        self._iovs[(args[1], args[2])] = (now, n)
-                    if n is not None:
-                        info["size"] = n
+                self._fd_info(name, args, info)
             elif name in PATH_ARG and len(args) > PATH_ARG[name]:
                 p = self._user_str(args[PATH_ARG[name]])
                 if p is not None:
