@@ -248,10 +248,15 @@ def summary(res: dict, findings: list[dict]) -> dict | None:
     return out
 
 
+def fmt_ms(v: float) -> str:
+    """A saving in ms with the digits its size deserves (0.05 ms stays 0.050, not 0.1)."""
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}" if abs(v) >= 1 else f"{v:.3f}"
+
+
 def fix_first(findings: list[dict]) -> str | None:
     """The headline's line: the finding with the largest predicted saving."""
     f = next((f for f in findings if f.get("expected_saving_ms")), None)
     if f is None:
         return None
-    return (f"Fix this first: {f['title']} ({f['id']}) - saves ~{f['expected_saving_ms']:,.1f} ms "
-            f"({f['expected_saving_pct']:.1f} %) [{f['saving_model']}, {f['saving_low_ms']:,.1f}-{f['saving_high_ms']:,.1f} ms]")
+    return (f"Fix this first: {f['title']} ({f['id']}) - saves ~{fmt_ms(f['expected_saving_ms'])} ms "
+            f"({f['expected_saving_pct']:.1f} %) [{f['saving_model']}, {fmt_ms(f['saving_low_ms'])}-{fmt_ms(f['saving_high_ms'])} ms]")
