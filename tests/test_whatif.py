@@ -161,13 +161,14 @@ def test_diff_saving_materialised():
     row = next(r for r in d["predictions"]["rows"] if r["id"] == "sync_stall")
     assert row["measured_ms"] == pytest.approx(50.0)
     assert row["category_measured_ms"] == pytest.approx(50.0)
-    assert row["status"] == "materialised" and row["resolved"]
+    assert row["status"] == "materialised" and row["category_status"] == "materialised" and row["resolved"]
 
 
 def test_diff_saving_not_materialised():
     d = diff_sides(_side(sync_trace(50.0), "before"), _side(sync_trace(50.0), "after"))
     row = next(r for r in d["predictions"]["rows"] if r["id"] == "sync_stall")
     assert row["measured_ms"] == pytest.approx(0.0, abs=1e-9) and row["status"] == "not_materialised"
+    assert row["category_status"] == "not_materialised"
     assert not row["resolved"]
 
 
@@ -182,3 +183,32 @@ def test_report_shows_fix_first():
     res = analyze(sync_trace(50.0))
     md = render_markdown(res)
     assert "Fix this first: Host blocked in CPU-GPU synchronisation (sync_stall) - saves ~50.0 ms (25.0 %) [remove, 50.0-50.0 ms]" in md
+
+
+def step_trace(steps: int, sync_ms: float):
+    """``steps`` profiler steps of 40 ms host work (40 ops of 1 ms, a kernel at the start), each ending in a
+    sync_ms cudaDeviceSynchronize with the GPU idle."""
+    t = Synth()
+    a = 0.0
+    for s in range(steps):
+        step_us = 40_000 + sync_ms * 1e3
+        t.span(SpanKind.STEP, f"ProfilerStep#{s}", a, a + step_us)
+        t.launch(a, a + 10, a + 10, a + 500)
+        for i in range(40):
+            t.span(SpanKind.CPU_OP, "aten::add", a + max(10, 1_000 * i), a + 1_000 * (i + 1))
+        if sync_ms:
+            t.span(SpanKind.RUNTIME, "cudaDeviceSynchronize", a + 40_000, a + step_us)
+        a += step_us
+    return t.done()
+
+
+def test_diff_normalised_by_steps():
+    """before: 4 steps of 40 ms + a 10 ms sync; after: 8 steps of 40 ms without it.  The after window is twice
+    as long, yet per step the sync's 10 ms went: measured = 10 ms x 4 steps = the prediction."""
+    before, after = step_trace(4, 10.0), step_trace(8, 0.0)
+    d = diff_sides(_side(before, "before"), _side(after, "after"))
+    assert d["noise"]["before"]["n"] == 4 and d["noise"]["after"]["n"] == 8
+    row = next(r for r in d["predictions"]["rows"] if r["id"] == "sync_stall")
+    assert row["predicted_ms"] == pytest.approx(40.0)
+    assert row["measured_ms"] == pytest.approx(40.0) and row["category_measured_ms"] == pytest.approx(40.0)
+    assert row["status"] == "materialised"

@@ -5,7 +5,8 @@ Measured saving, in ``before``'s ms and for ``before``'s amount of work (``_scal
 (compare_work.py) the after window is scaled to the before side's work (``e2e_b - e2e_a x k``, ``k`` =
 before work / after work); else with repeated steps/ranges (compare_noise.noise_for) the per-unit mean change
 x the before side's unit count; else the plain e2e change.  The finding's own categories (``saving_categories``)
-are measured the same way (before ms - after ms x k).
+are measured the same way (before ms - after ms x k), with a status of their own (``category_status``): when
+other changes move e2e too, the categories say whether this finding's time went.
 
 Noise: the larger of the 95 % band of the per-unit means (x the unit count; only with repeated units) and the
 minimum change (``--min-change``, thresholds.DIFF_MIN_CHANGE_PCT) of the before e2e, the two rules the diff's
@@ -29,6 +30,18 @@ def _scale(d: dict, eb: float, ea: float) -> tuple[float, str]:
     return 1.0, "plain e2e change (no work or repeated units known)"
 
 
+def _status(measured: float, lo: float, hi: float, noise_ms: float) -> str:
+    if hi <= noise_ms:
+        return "below_noise"
+    if measured <= noise_ms:
+        return "not_materialised"
+    if measured < lo - noise_ms:
+        return "partly"
+    if measured > hi + noise_ms:
+        return "exceeded"
+    return "materialised"
+
+
 def predictions(rb: dict, ra: dict, d: dict) -> dict | None:
     rows_b = [f for f in rb.get("findings") or [] if isinstance(f, dict) and f.get("expected_saving_ms") is not None]
     if not rows_b:
@@ -49,19 +62,10 @@ def predictions(rb: dict, ra: dict, d: dict) -> dict | None:
         lo, hi = float(f["saving_low_ms"]), float(f["saving_high_ms"])
         cs = [cats[c] for c in f.get("saving_categories") or [] if c in cats]
         cat = sum(c["before_ms"] - c["after_ms"] * k for c in cs) if cs else None
-        if hi <= noise_ms:
-            st = "below_noise"
-        elif measured <= noise_ms:
-            st = "not_materialised"
-        elif measured < lo - noise_ms:
-            st = "partly"
-        elif measured > hi + noise_ms:
-            st = "exceeded"
-        else:
-            st = "materialised"
         rows.append({"id": f["id"], "model": f.get("saving_model"), "predicted_ms": float(f["expected_saving_ms"]),
                      "low_ms": lo, "high_ms": hi, "measured_ms": measured, "category_measured_ms": cat,
-                     "resolved": f["id"] not in after_ids, "status": st})
+                     "resolved": f["id"] not in after_ids, "status": _status(measured, lo, hi, noise_ms),
+                     "category_status": None if cat is None else _status(cat, lo, hi, noise_ms)})
     return {"rows": rows, "noise_ms": noise_ms, "scale": k, "basis": how,
             "rule": "measured = before e2e - after e2e x scale (per-unit means x unit count with repeated units); "
                     "noise = max(95% band x units, min change x before e2e); materialised when measured is beyond the "
@@ -72,6 +76,7 @@ def lines(p: dict) -> list[str]:
     """One line per prediction (diff.md / the CLI)."""
     return [f"{r['id']}: predicted ~{r['predicted_ms']:.3f} ms [{r['model']}, {r['low_ms']:.3f}-{r['high_ms']:.3f}], "
             f"measured {r['measured_ms']:+.3f} ms"
-            + (f" (its categories {r['category_measured_ms']:+.3f} ms)" if r["category_measured_ms"] is not None else "")
-            + f": {r['status'].replace('_', ' ')}" + ("; finding resolved" if r["resolved"] else "; finding still present")
+            + f": {r['status'].replace('_', ' ')}"
+            + (f"; its categories {r['category_measured_ms']:+.3f} ms: {r['category_status'].replace('_', ' ')}"
+               if r["category_measured_ms"] is not None else "") + ("; finding resolved" if r["resolved"] else "; finding still present")
             for r in p["rows"]]
