@@ -212,3 +212,20 @@ def test_diff_normalised_by_steps():
     assert row["predicted_ms"] == pytest.approx(40.0)
     assert row["measured_ms"] == pytest.approx(40.0) and row["category_measured_ms"] == pytest.approx(40.0)
     assert row["status"] == "materialised"
+
+
+def test_preprocessing_scale_model():
+    """100 requests of 0.8 ms tokenization + 0.2 ms model: Amdahl over the default worker count."""
+    t = Synth()
+    for i in range(100):
+        t.span(SpanKind.ANNOTATION, "tokenize", 1_000 * i, 1_000 * i + 800)
+        t.span(SpanKind.CPU_OP, "aten::add", 1_000 * i + 800, 1_000 * (i + 1))
+    res = analyze(t.done())
+    f = finding(res, "cpu_preprocessing")
+    tok_ms, n = 100 * 0.8, T.WHATIF_SCALE_DEFAULT_WORKERS
+    assert f["saving_model"] == "scale"
+    assert f["expected_saving_ms"] == pytest.approx(tok_ms * (1 - 1 / n))
+    assert f["saving_low_ms"] == pytest.approx(tok_ms / 2) and f["saving_high_ms"] == pytest.approx(tok_ms)
+    # a live run's idle cores decide n
+    res["counters"] = {"process_cores": {"cores": 4, "mean_util_pct": 50.0}}
+    assert W.predict(res, f)["expected_saving_ms"] == pytest.approx(tok_ms * (1 - 1 / 2))
