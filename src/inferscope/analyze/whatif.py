@@ -260,3 +260,23 @@ def fix_first(findings: list[dict]) -> str | None:
         return None
     return (f"Fix this first: {f['title']} ({f['id']}) - saves ~{fmt_ms(f['expected_saving_ms'])} ms "
             f"({f['expected_saving_pct']:.1f} %) [{f['saving_model']}, {fmt_ms(f['saving_low_ms'])}-{fmt_ms(f['saving_high_ms'])} ms]")
+
+
+def headline_lines(result: dict) -> list[str]:
+    """The headline's "Fix this first" line and, with several predictions, their combined saving."""
+    ff = fix_first(result.get("findings") or [])
+    out = [ff] if ff else []
+    wi = result.get("what_if") or {}
+    if len(wi.get("findings") or []) > 1:
+        out.append(f"Top {len(wi['findings'])} fixes together: ~{fmt_ms(wi['combined_saving_ms'])} ms "
+                   f"({wi['combined_saving_pct']:.1f} %) [{fmt_ms(wi['combined_low_ms'])}-{fmt_ms(wi['combined_high_ms'])} ms; "
+                   f"overlaps removed, plain sum {fmt_ms(wi['sum_saving_ms'])} ms]")
+    return out
+
+
+def saving_text(f: dict) -> str | None:
+    """A finding's prediction in words (report.md / report.html), or None when it has none."""
+    if f.get("expected_saving_ms") is None:
+        return None
+    return (f"~{f['expected_saving_ms']:,.3f} ms ({f['expected_saving_pct']:.1f} % of e2e), range "
+            f"{f['saving_low_ms']:,.3f}-{f['saving_high_ms']:,.3f} ms, model {f['saving_model']}: {f['saving_basis']}")

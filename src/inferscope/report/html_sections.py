@@ -55,10 +55,11 @@ def _headline(result: dict) -> str:
     rpl = run_phase_lines(result) if isinstance(result.get("run_phases"), dict) and win else []
     if rpl:
         parts.append('<ul id="run-phases">' + "".join(f"<li>{text(x, 2000)}</li>" for x in rpl) + "</ul>")
-    from ..analyze.whatif import fix_first
-    ff = None if capture else fix_first([f for f in _list(result.get("findings")) if isinstance(f, dict)])
-    if ff:
-        parts.append(f'<p id="fix-first"><b>{text(ff, 1000)}</b></p>')
+    from ..analyze.whatif import headline_lines
+    wl = [] if capture else headline_lines({"findings": [f for f in _list(result.get("findings")) if isinstance(f, dict)],
+                                            "what_if": _dict(result.get("what_if"))})
+    if wl:
+        parts.append(f'<p id="fix-first"><b>{text(wl[0], 1000)}</b></p>' + "".join(f"<p>{text(x, 1000)}</p>" for x in wl[1:]))
     if v:
         ev = _list(v.get("evidence"))
         basis = v.get("confidence_basis")
@@ -132,11 +133,10 @@ def _findings(result: dict) -> str:
                 for k, v in list(ev.items())[:30]) + "</tbody></table>")
         if f.get("suggestion"):
             out.append(f'<div class="sugg"><b>Suggestion:</b> {text(f.get("suggestion"), 4000)}</div>')
-        if _num(f.get("expected_saving_ms")) is not None:
-            out.append(f'<div class="sugg"><b>Predicted saving (estimate):</b> ~{text(fmt_ms(f.get("expected_saving_ms")))} '
-                       f'({text(fmt_pct(_num(f.get("expected_saving_pct"))))} of e2e), range {text(fmt_ms(f.get("saving_low_ms")))}'
-                       f'-{text(fmt_ms(f.get("saving_high_ms")))}, model {text(f.get("saving_model"), 20)}: '
-                       f'<span class="muted">{text(f.get("saving_basis"), 600)}</span></div>')
+        from ..analyze.whatif import saving_text
+        st = saving_text(f) if _num(f.get("expected_saving_ms")) is not None else None
+        if st:
+            out.append(f'<div class="sugg"><b>Predicted saving (estimate):</b> {text(st, 1000)}</div>')
         out.append("</div>")
     out.append("</section>")
     return "".join(out)

@@ -5,7 +5,7 @@ import re
 
 from ..analyze.diagnosis import kernel_capture_only, partial_trace
 from ..analyze.kernels import short_kernel_name
-from ..analyze.whatif import fix_first, fmt_ms
+from ..analyze.whatif import headline_lines, saving_text
 from .kernel_text import kernel_capture_lines
 from .shown import TABLE_TITLES, more_rows_note, shown_tables, table_title, words
 from ..util.atomic import atomic_write_text
@@ -153,14 +153,7 @@ def _diagnosis(result: dict, lines: list[str], capture: bool = False) -> str:
         lines.append("- No GPU activity in this trace (CPU-only run)")
     v = result["verdict"]
     lines.append(f"- Verdict: {v['id']} (confidence {v['confidence']:.2f}): {v['title']}")
-    ff = fix_first(result["findings"])
-    if ff:
-        lines.append(plain(f"- {ff}", 400))
-    wi = result.get("what_if") or {}
-    if len(wi.get("findings") or []) > 1:
-        lines.append(plain(f"- Top {len(wi['findings'])} fixes together: ~{fmt_ms(wi['combined_saving_ms'])} ms "
-                           f"({wi['combined_saving_pct']:.1f} %) [{fmt_ms(wi['combined_low_ms'])}-{fmt_ms(wi['combined_high_ms'])} ms; "
-                           f"overlaps removed, plain sum {fmt_ms(wi['sum_saving_ms'])} ms]", 400))
+    lines += [plain(f"- {x}", 400) for x in headline_lines(result)]
     for f in result["findings"]:
         if f["severity"] in ("high", "medium") or capture:     # a capture alone has only kernel findings: all shown
             lines.append(f"- [{f['severity']}] {plain(f['title'])}")
@@ -328,10 +321,8 @@ def render_markdown(result: dict) -> str:
         L += [f"### [{md_escape(f['severity'])}] {md_escape(f['title'], 300)} (`{plain(f['id']).replace('`', '')}`)", ""]
         L += [f"- {md_escape(t, 400)}" for t in f["evidence_text"]]
         L += ["", f"**Suggestion:** {md_escape(f['suggestion'], 1000)}", ""]
-        if f.get("expected_saving_ms") is not None:
-            L += [f"**Predicted saving (estimate):** ~{f['expected_saving_ms']:,.3f} ms ({f['expected_saving_pct']:.1f} % of "
-                  f"e2e), range {f['saving_low_ms']:,.3f}-{f['saving_high_ms']:,.3f} ms, model "
-                  f"{md_escape(f['saving_model'])}: {md_escape(f['saving_basis'], 600)}", ""]
+        if saving_text(f):
+            L += [f"**Predicted saving (estimate):** {md_escape(saving_text(f), 900)}", ""]
         L += [
               "<details><summary>evidence values</summary>", "",
               "| key | value |", "|---|---|"]
