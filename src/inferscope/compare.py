@@ -6,7 +6,8 @@ for traces, from the traces themselves); nothing is estimated.
 
 The parts: ``compare_sides.py`` (loading each side), ``compare_noise.py`` (the noise rule, machine
 load, the latency call), ``compare_named.py`` (kernels, CPU ops, functions, ranges by name),
-``compare_llm.py`` (the ``llm`` section), ``compare_work.py`` (the call by work done).  This module
+``compare_llm.py`` (the ``llm`` section), ``compare_work.py`` (the call by work done), ``compare_whatif.py``
+(each predicted saving of ``before`` against the measured change).  This module
 compares the breakdowns (categories and their parts), assembles the diff and runs the command; the
 names tests and callers import from it (``Side``, ``noise_for``, ``load_side``, ...) are re-exported.
 """
@@ -129,6 +130,8 @@ def diff_sides(before: Side, after: Side, min_change_pct: float | None = None) -
     mc = T.DIFF_MIN_CHANGE_PCT if min_change_pct is None else min_change_pct
     result["work"] = work_of(rb, ra)
     result["change"] = combine(_change_verdict(e2e, noise, mc), result["work"], mc)
+    from .compare_whatif import predictions
+    result["predictions"] = predictions(rb, ra, result)
     if noise and noise["unit_kind"] == "steps" and noise["before"]["n"] != noise["after"]["n"]:
         result["warnings"].append(f"the windows hold different numbers of steps ({noise['before']['n']} vs "
                                   f"{noise['after']['n']}): compare the per-step means, not the e2e totals")

@@ -601,3 +601,23 @@ SPLIT_MIN_NS = 1_000_000
 # libraries (or in a native tokenizer): the majority of its recent user-space time (collect/rules.py io_kernel_time,
 # fault_kernel_part).
 NATIVE_RECENT_MIN_SHARE = 0.5
+
+# --- what-if savings (analyze/whatif.py: expected_saving_ms on each actionable finding) -----------
+# Source: the pinned-memory section of NVIDIA's CUDA C++ Best Practices Guide (pageable copies are staged
+# by the driver through a pinned bounce buffer, an extra host copy; pinned copies skip it and run as DMA).
+# Used only when the trace holds no pinned copy of its own to measure the pinned bandwidth from: pinned
+# copies then count as this many times faster on the wire than the trace's pageable ones.  An assumption
+# (not a measurement of this machine); the range's low end takes no bandwidth gain at all (ratio 1).
+WHATIF_PINNED_OVER_PAGEABLE_BW_RATIO = 2.0
+# Launch storms (replace model): a fused kernel or a CUDA-graph replay still costs some host time per
+# former launch; the low end of the range keeps this fraction of the measured per-launch cost.  An
+# assumption bounding the range (graph replay and fused launches are not free), not a measurement.
+WHATIF_LAUNCH_RESIDUAL_FRACTION = 0.25
+# Scale model (CPU preprocessing in a worker pool): workers assumed when the trace does not say how many
+# cores the process may use (Kineto / nsys inputs): 4, the smallest core count of a current inference
+# host; live runs use their measured idle cores (counters.process_cores), at most WHATIF_SCALE_MAX_WORKERS.
+WHATIF_SCALE_DEFAULT_WORKERS = 4
+WHATIF_SCALE_MAX_WORKERS = 8
+# The combined estimate (what_if.combined_saving_ms) adds the top this-many predicted findings, with
+# double-counted time removed: a user fixes the first few suggestions, not all of them.
+WHATIF_COMBINED_TOP_N = 3

@@ -40,7 +40,9 @@ def copies(trace: Trace, window: Window) -> dict:
                "pageable_count": int((mk & (hostmem == MemKind.PAGEABLE)).sum()),
                "pinned_count": int((mk & (hostmem == MemKind.PINNED)).sum()),
                "pageable_ms": float(dur[mk & (hostmem == MemKind.PAGEABLE)].sum()) / 1e6,
-               "pinned_ms": float(dur[mk & (hostmem == MemKind.PINNED)].sum()) / 1e6}
+               "pinned_ms": float(dur[mk & (hostmem == MemKind.PINNED)].sum()) / 1e6,
+               "pageable_bytes": int(nbytes[mk & (hostmem == MemKind.PAGEABLE)].sum()),
+               "pinned_bytes": int(nbytes[mk & (hostmem == MemKind.PINNED)].sum())}
         out["by_kind"].append(row)
     pg = hostmem == MemKind.PAGEABLE
     small = nbytes < thresholds.SMALL_COPY_BYTES

@@ -6,7 +6,8 @@ rules before it, by id).  Every finding carries a stable snake_case id, a severi
 the evidence numbers it rests on and a concrete suggestion.  Each evidence number is *cited*:
 ``evidence_source[key]`` is the path of the result value it was read from (``syncs.blocked_ms``,
 ``breakdown[sync_wait].ms``, ``kernels.top[0].share_pct``), so a reader (and a test) can check
-it against the table it comes from.  Suggestions never promise a speed-up figure.  Every
+it against the table it comes from.  Suggestions never promise a speed-up figure in their text; the
+predicted saving is in separate fields (analyze/whatif.py: model, range, basis).  Every
 threshold is in ``thresholds.py`` with its source.
 
 Verdict rule: the breakdown categories are grouped (gpu_compute -> gpu_bound;
@@ -34,6 +35,7 @@ from .diagnosis_gpu_efficiency import decode_low_mbu, kernel_limiter, low_mfu
 from .diagnosis_host import (cpu_compute, cpu_preprocessing, cpu_run_queue, framework_overhead, gil_contention,
                              host_launch_bound, host_waiting, latency_tail, low_coverage, numa_placement,
                              page_fault_storm, slow_steps, warmup_in_window)
+from .whatif import annotate
 from .evidence import (_OVERRIDES, SEVERITY_ORDER, Evidence, _children_explain_waiting, _gil_explains_waiting,  # noqa: F401
                        _ms, _pct, _run_queue_pct, _user_code_pct, get_path)
 
@@ -73,7 +75,8 @@ def findings_for(res: dict, alert_thresholds: dict | None = None) -> list[dict]:
                 found[f["id"]] = f
     finally:
         _OVERRIDES.clear()
-    return sorted(found.values(), key=lambda f: SEVERITY_ORDER.get(f["severity"], 9))
+    # each actionable finding with its predicted saving (analyze/whatif.py), ordered by it, then severity
+    return annotate(res, sorted(found.values(), key=lambda f: SEVERITY_ORDER.get(f["severity"], 9)))
 
 
 VERDICT_TITLES = {

@@ -20,6 +20,7 @@ from .gc_pauses import gc_pauses, gc_table
 from .culprits import culprits
 from .threads import threads
 from .diagnosis import lower_for_partial, findings_for, verdict_for
+from .whatif import summary as whatif_summary
 from .gpu import gpu_utilisation
 from .efficiency import efficiency, efficiency_table
 from .llm import llm, llm_tables
@@ -229,6 +230,7 @@ def _analyze_report(trace: Trace, options: AnalyzeOptions | None) -> Report:
     warnings.extend(unmatched_option_warnings(options, res))
     findings = findings_for(res, options.alert_thresholds)
     res["findings"] = findings
+    res["what_if"] = whatif_summary(res, findings)
     res["verdict"] = lower_for_partial(verdict_for(res, findings), trace.meta.get("collection"))
     res["warnings"] = warnings
     res["limitations"] = _limitations(trace, res)

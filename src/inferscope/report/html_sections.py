@@ -55,6 +55,11 @@ def _headline(result: dict) -> str:
     rpl = run_phase_lines(result) if isinstance(result.get("run_phases"), dict) and win else []
     if rpl:
         parts.append('<ul id="run-phases">' + "".join(f"<li>{text(x, 2000)}</li>" for x in rpl) + "</ul>")
+    from ..analyze.whatif import headline_lines
+    wl = [] if capture else headline_lines({"findings": [f for f in _list(result.get("findings")) if isinstance(f, dict)],
+                                            "what_if": _dict(result.get("what_if"))})
+    if wl:
+        parts.append(f'<p id="fix-first"><b>{text(wl[0], 1000)}</b></p>' + "".join(f"<p>{text(x, 1000)}</p>" for x in wl[1:]))
     if v:
         ev = _list(v.get("evidence"))
         basis = v.get("confidence_basis")
@@ -111,7 +116,9 @@ def _findings(result: dict) -> str:
         return '<section id="findings"><h2>Findings</h2><p class="muted">No findings.</p></section>'
     order = {"high": 0, "medium": 1, "low": 2, "info": 3}
     out = ['<section id="findings"><h2>Findings</h2>']
-    for f in sorted(fs, key=lambda f: order.get(str(f.get("severity")), 4)):
+    # by predicted saving (analyze/whatif.py), then severity: the order of report.json
+    for f in sorted(fs, key=lambda f: (0 if _num(f.get("expected_saving_ms")) else 1, -(_num(f.get("expected_saving_ms")) or 0.0),
+                                       order.get(str(f.get("severity")), 4))):
         sev = str(f.get("severity") or "info")
         sev_cls = sev if sev in order else "info"
         out.append(f'<div class="finding f-{sev_cls}"><div><span class="sev sev-{sev_cls}">{text(sev, 20)}</span>'
@@ -126,6 +133,10 @@ def _findings(result: dict) -> str:
                 for k, v in list(ev.items())[:30]) + "</tbody></table>")
         if f.get("suggestion"):
             out.append(f'<div class="sugg"><b>Suggestion:</b> {text(f.get("suggestion"), 4000)}</div>')
+        from ..analyze.whatif import saving_text
+        st = saving_text(f) if _num(f.get("expected_saving_ms")) is not None else None
+        if st:
+            out.append(f'<div class="sugg"><b>Predicted saving (estimate):</b> {text(st, 1000)}</div>')
         out.append("</div>")
     out.append("</section>")
     return "".join(out)

@@ -5,6 +5,7 @@ import re
 
 from ..analyze.diagnosis import kernel_capture_only, partial_trace
 from ..analyze.kernels import short_kernel_name
+from ..analyze.whatif import headline_lines, saving_text
 from .kernel_text import kernel_capture_lines
 from .shown import TABLE_TITLES, more_rows_note, shown_tables, table_title, words
 from ..util.atomic import atomic_write_text
@@ -152,6 +153,7 @@ def _diagnosis(result: dict, lines: list[str], capture: bool = False) -> str:
         lines.append("- No GPU activity in this trace (CPU-only run)")
     v = result["verdict"]
     lines.append(f"- Verdict: {v['id']} (confidence {v['confidence']:.2f}): {v['title']}")
+    lines += [plain(f"- {x}", 400) for x in headline_lines(result)]
     for f in result["findings"]:
         if f["severity"] in ("high", "medium") or capture:     # a capture alone has only kernel findings: all shown
             lines.append(f"- [{f['severity']}] {plain(f['title'])}")
@@ -318,7 +320,10 @@ def render_markdown(result: dict) -> str:
     for f in result["findings"]:
         L += [f"### [{md_escape(f['severity'])}] {md_escape(f['title'], 300)} (`{plain(f['id']).replace('`', '')}`)", ""]
         L += [f"- {md_escape(t, 400)}" for t in f["evidence_text"]]
-        L += ["", f"**Suggestion:** {md_escape(f['suggestion'], 1000)}", "",
+        L += ["", f"**Suggestion:** {md_escape(f['suggestion'], 1000)}", ""]
+        if saving_text(f):
+            L += [f"**Predicted saving (estimate):** {md_escape(saving_text(f), 900)}", ""]
+        L += [
               "<details><summary>evidence values</summary>", "",
               "| key | value |", "|---|---|"]
         L += [f"| {md_escape(k)} | {_fmt(val)} |" for k, val in f["evidence"].items()]

@@ -46,7 +46,7 @@ from .deep_dive import (
     DeepDiveDevice, DeepDiveKernel, MveFigure, MeasuredVsEstimated, LaunchRange, KernelDeepDive,
 )
 from .report import (
-    Finding, Verdict, Table, About, Report, from_dict, json_schema,
+    Finding, WhatIf, Verdict, Table, About, Report, from_dict, json_schema,
 )
 
 __all__ = [
@@ -63,6 +63,6 @@ __all__ = [
     "BlockingCall", "BlockingOther", "BlockingSyscall", "Blocking", "Contention", "GcGeneration",
     "GcThread", "GcPause", "GcRun", "GcPauses", "EfficiencyOp", "Efficiency", "LatencyStats", "TokensPerS", "TokenCounts",
     "LlmStep", "StageCategory", "LlmStage", "Llm", "FlopsPerToken", "Model", "DeepDiveDevice",
-    "DeepDiveKernel", "MveFigure", "MeasuredVsEstimated", "LaunchRange", "KernelDeepDive", "Finding",
+    "DeepDiveKernel", "MveFigure", "MeasuredVsEstimated", "LaunchRange", "KernelDeepDive", "Finding", "WhatIf",
     "Verdict", "Table", "About", "Report", "from_dict", "json_schema",
 ]

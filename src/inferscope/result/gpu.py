@@ -135,6 +135,8 @@ class CopyKindRow(_S):
     pinned_count: int
     pageable_ms: float
     pinned_ms: float
+    pageable_bytes: int = 0
+    pinned_bytes: int = 0
 
 
 class ApiCount(_S):

@@ -23,6 +23,25 @@ class Finding(_S):
     evidence_derived: dict[str, str]    # evidence key -> formula over cited values
     evidence_text: list[str]
     suggestion: str
+    # predicted saving if the suggestion is followed (analyze/whatif.py); null when not actionable
+    expected_saving_ms: Num = None
+    expected_saving_pct: Num = None         # of the window's e2e
+    saving_low_ms: Num = None
+    saving_high_ms: Num = None
+    saving_model: Optional[str] = None      # remove | overlap | scale | replace
+    saving_basis: Optional[str] = None      # the formula with the values it used
+    saving_categories: Optional[list[str]] = None   # breakdown categories the saved time comes from
+
+
+class WhatIf(_S):
+    """The top predicted savings together, double-counted time removed (analyze/whatif.py summary)."""
+    findings: list[str]
+    combined_saving_ms: float
+    combined_saving_pct: float
+    combined_low_ms: float
+    combined_high_ms: float
+    sum_saving_ms: float                    # the plain sum, for comparison (>= combined)
+    rule: str
 
 
 class Verdict(_S):
@@ -84,6 +103,7 @@ class Report(_S):
     children: Optional[Children] = None
     kernel_deep_dive: Optional[KernelDeepDive] = None
     gc_pauses: Optional[GcPauses] = None
+    what_if: Optional[WhatIf] = None
 
     def to_dict(self) -> dict:
         """The JSON form (what report.json holds)."""

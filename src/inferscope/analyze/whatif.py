@@ -1,0 +1,282 @@
+"""What-if: how much end-to-end time a finding's suggestion would save (issue 42).
+
+Pure functions over the analysis dict the findings see.  ``predict(res, finding)`` gives one finding's
+prediction; ``annotate(res, findings)`` puts it on each finding and orders them by predicted saving
+(then severity); ``summary(res, findings)`` is report.json's ``what_if``: the combined saving of the top
+``thresholds.WHATIF_COMBINED_TOP_N`` predictions with double-counted time removed.
+
+Fields on a finding (null where not actionable): ``expected_saving_ms``, ``expected_saving_pct`` (of the
+window's e2e), ``saving_low_ms`` / ``saving_high_ms`` (the range), ``saving_model``, ``saving_basis`` (the
+formula with the cited values) and ``saving_categories`` (the breakdown categories the time comes from).
+Every prediction is capped at those categories' time and at e2e: a suggestion cannot save time the window
+does not spend there.
+
+Models (assumption; where the range comes from):
+
+- ``remove``: the time disappears.  Saving = the removed time that nothing else ran beside: for
+  ``sync_stall`` the breakdown's sync_wait (blocked with the GPU idle, exact); for ``warmup_in_window`` and
+  ``python_gc`` the calls' / pauses' union x the GPU-idle share of the window (no exclusive measure: GPU
+  work is assumed spread evenly).  Range: that exclusive part .. the whole removed time (if the GPU work
+  beside it was itself waiting on it).
+- ``overlap``: the time hides behind the longest parallel activity (compute kernels).  Saving = exposed
+  time, capped at the compute time it can hide behind.  Range: low hides only behind compute not already
+  hosting that activity; high = all the exposed time.  Used by ``gpu_communication``.
+- ``scale``: Amdahl over added workers.  Saving = category time x (1 - 1/n), n = idle cores of the
+  process (live runs: counters.process_cores) or ``WHATIF_SCALE_DEFAULT_WORKERS``, at most
+  ``WHATIF_SCALE_MAX_WORKERS``.  Range: n = 2 .. the whole time (fully overlapped with the GPU).
+  Used by ``cpu_preprocessing``.
+- ``replace``: a measured faster alternative.  ``pageable_copy``: cost (max of the blocked calls and the
+  copies' GPU time) - bytes / pinned bandwidth, the pinned bandwidth measured from the trace's own pinned
+  copies, else the pageable one x ``WHATIF_PINNED_OVER_PAGEABLE_BW_RATIO``; range: no bandwidth gain
+  (only the staging goes) .. the whole cost (the pinned copy also overlaps compute).  ``launch_storm`` /
+  ``host_launch_bound``: launches x the measured median launch-call time, capped at the launch time with
+  the GPU idle (breakdown framework_overhead/launch_api); range: keep ``WHATIF_LAUNCH_RESIDUAL_FRACTION``
+  of it .. every launch call's time.
+
+Not actionable (null): ``gpu_idle`` (its time is the host findings' time), ``dominant_kernel``,
+``gpu_compute_bound``, ``low_mfu``, ``decode_low_mbu``, ``kernel_limiter`` (no measured faster kernel),
+``small_copies``, ``framework_overhead``, ``cpu_compute``, ``host_waiting``, ``blocking_io``, ``lock_wait``,
+``gil_contention``, ``cpu_oversubscription``, ``cpu_underuse``, ``cpu_run_queue``, ``page_fault_storm``,
+``numa_placement``, the GPU counter findings, ``slow_steps``, ``latency_tail`` (no alternative measured in
+the trace), ``low_coverage`` (nothing to change in the program).
+"""
+from __future__ import annotations
+
+from .. import thresholds as T
+from .evidence import SEVERITY_ORDER, _ms, _row, get_path
+
+HOST_CATS = ("sync_wait", "cpu_preprocessing", "framework_overhead", "cpu_compute", "waiting", "other")
+COPY_CATS = ("h2d_copy", "d2h_copy", "other_copy", "sync_wait")
+FIELDS = ("expected_saving_ms", "expected_saving_pct", "saving_low_ms", "saving_high_ms", "saving_model",
+          "saving_basis", "saving_categories")
+
+
+def _part_ms(res: dict, cat: str, part: str) -> float:
+    return float(next((p["ms"] for p in _row(res, cat)["parts"] if p["name"] == part), 0.0))
+
+
+def _idle_frac(res: dict) -> float:
+    g = res.get("gpu")
+    return 1.0 if g is None else max(0.0, min(1.0, float(g["idle_pct"]) / 100.0))
+
+
+def _intervals(rows: list, total_ms: float) -> list[tuple[float, float]] | None:
+    """(start, end) offsets in ms of the listed items, when they cover the whole total (else None)."""
+    iv = [(float(r["offset_ms"]), float(r["offset_ms"]) + float(r["ms"])) for r in rows or []]
+    return iv if iv and _union_ms(iv) >= 0.999 * total_ms else None
+
+
+def _union_ms(iv: list[tuple[float, float]]) -> float:
+    out, end = 0.0, float("-inf")
+    for a, b in sorted(iv):
+        if b > end:
+            out += b - max(a, end)
+            end = b
+    return out
+
+
+def _remove(res, removed_ms, exclusive_ms, basis, cats, intervals=None, key=None):
+    return _pred(res, "remove", exclusive_ms, exclusive_ms, removed_ms, basis, cats, intervals, key)
+
+
+def _sync_stall(res: dict) -> dict | None:
+    sw, blocked = _ms(res, "sync_wait"), float((res.get("syncs") or {}).get("blocked_ms") or 0.0)
+    return _remove(res, blocked, sw, f"breakdown[sync_wait].ms {sw:.3f} (blocked, GPU idle) .. syncs.blocked_ms "
+                   f"{blocked:.3f}", ("sync_wait",), key="sync")
+
+
+def _warmup(res: dict) -> dict | None:
+    oo = res.get("one_off_calls") or {}
+    u, f = float(oo.get("union_ms") or 0.0), _idle_frac(res)
+    return _remove(res, u, u * f, f"one_off_calls.union_ms {u:.3f} x GPU-idle share {f:.3f} .. union_ms", HOST_CATS,
+                   _intervals(oo.get("calls"), u), key="one_off")
+
+
+def _gc(res: dict) -> dict | None:
+    g = res.get("gc_pauses") or {}
+    t, f = float(g.get("total_ms") or 0.0), _idle_frac(res)
+    return _remove(res, t, t * f, f"gc_pauses.total_ms {t:.3f} x GPU-idle share {f:.3f} .. total_ms", HOST_CATS,
+                   _intervals(g.get("longest"), t), key="gc")
+
+
+def _pageable(res: dict) -> dict | None:
+    pg = (res.get("copies") or {}).get("pageable") or {}
+    calls = float((res.get("syncs") or {}).get("pageable_copy_calls_sum_ms") or 0.0)
+    gpu_ms, nbytes = float(pg.get("ms") or 0.0), int(pg.get("bytes") or 0)
+    cost = max(calls, gpu_ms)
+    rows = (res.get("copies") or {}).get("by_kind") or []
+    pin_b = sum(int(r.get("pinned_bytes") or 0) for r in rows)
+    pin_ms = sum(float(r.get("pinned_ms") or 0.0) for r in rows)
+    page_bw = nbytes / (gpu_ms * 1e6) if gpu_ms > 0 else None                  # bytes/ns = GB/s
+    if pin_b > 0 and pin_ms > 0:
+        bw, how = pin_b / (pin_ms * 1e6), f"pinned bandwidth measured from the trace's pinned copies {pin_b / (pin_ms * 1e6):.3f} GB/s"
+    elif page_bw:
+        bw = page_bw * T.WHATIF_PINNED_OVER_PAGEABLE_BW_RATIO
+        how = f"pinned = pageable {page_bw:.3f} GB/s x thresholds.WHATIF_PINNED_OVER_PAGEABLE_BW_RATIO"
+    else:
+        return None
+    pinned_ms = nbytes / bw / 1e6
+    slow_ms = nbytes / page_bw / 1e6 if page_bw else pinned_ms
+    return _pred(res, "replace", cost - pinned_ms, cost - slow_ms, cost,
+                 f"cost max(calls {calls:.3f}, GPU {gpu_ms:.3f}) - {nbytes} B / pinned bandwidth ({how}); low: no "
+                 "bandwidth gain; high: the whole cost (the copy overlaps compute)", COPY_CATS, key="pageable")
+
+
+def _launch(res: dict) -> dict | None:
+    k = res.get("kernels") or {}
+    n, p50_us, tot = int(k.get("launch_api_calls") or 0), float(k.get("launch_api_p50_us") or 0.0), float(k.get("launch_api_ms") or 0.0)
+    if n == 0:
+        return None
+    exposed = _part_ms(res, "framework_overhead", "launch_api")
+    exp = min(n * p50_us / 1e3, exposed)
+    return _pred(res, "replace", exp, exp * (1.0 - T.WHATIF_LAUNCH_RESIDUAL_FRACTION), min(tot, _ms(res, "framework_overhead")),
+                 f"{n} launches x median launch call {p50_us:.3f} us, capped at the launch time with the GPU idle "
+                 f"(breakdown[framework_overhead].parts[launch_api].ms {exposed:.3f}); low keeps "
+                 f"thresholds.WHATIF_LAUNCH_RESIDUAL_FRACTION; high: every launch call (kernels.launch_api_ms {tot:.3f})",
+                 ("framework_overhead",), key="launch")
+
+
+def _workers(res: dict) -> tuple[int, str]:
+    pc = (res.get("counters") or {}).get("process_cores") or {}
+    if pc.get("cores"):
+        idle = int(pc["cores"] * (1.0 - float(pc.get("mean_util_pct") or 0.0) / 100.0))
+        return max(1, min(idle, T.WHATIF_SCALE_MAX_WORKERS)), f"{idle} idle core(s) of counters.process_cores"
+    return T.WHATIF_SCALE_DEFAULT_WORKERS, "thresholds.WHATIF_SCALE_DEFAULT_WORKERS (cores not recorded)"
+
+
+def _preprocessing(res: dict) -> dict | None:
+    ms = _ms(res, "cpu_preprocessing")
+    n, why = _workers(res)
+    return _pred(res, "scale", ms * (1.0 - 1.0 / n), ms * 0.5, ms,
+                 f"breakdown[cpu_preprocessing].ms {ms:.3f} x (1 - 1/{n}) workers ({why}); low: 2 workers; high: all of "
+                 "it (overlapped with inference)", ("cpu_preprocessing",), key="preprocessing")
+
+
+def _comm(res: dict) -> dict | None:
+    exposed, compute = _ms(res, "gpu_communication"), _ms(res, "gpu_compute")
+    busy = float((res.get("gpu") or {}).get("comm_kernel_busy_ms") or 0.0)
+    hosted = max(0.0, busy - exposed)                      # comm already hidden under compute
+    return _pred(res, "overlap", min(exposed, compute), min(exposed, max(0.0, compute - hosted)), exposed,
+                 f"exposed breakdown[gpu_communication].ms {exposed:.3f} hidden behind breakdown[gpu_compute].ms "
+                 f"{compute:.3f}; low: behind compute not already hosting communication ({hosted:.3f} ms); high: all",
+                 ("gpu_communication",), key="comm")
+
+
+MODELS = {"sync_stall": _sync_stall, "warmup_in_window": _warmup, "python_gc": _gc, "pageable_copy": _pageable,
+          "launch_storm": _launch, "host_launch_bound": _launch, "cpu_preprocessing": _preprocessing,
+          "gpu_communication": _comm}
+
+
+def _pred(res, model, exp, low, high, basis, cats, intervals=None, key=None) -> dict:
+    """One prediction, capped at the categories it draws from and at e2e; low <= expected <= high."""
+    e2e = float(res.get("e2e_ms") or 0.0)
+    cap = min(e2e, sum(_ms(res, c) for c in cats))
+    high = max(0.0, min(high, cap))
+    exp = max(0.0, min(exp, high))
+    low = max(0.0, min(low, exp))
+    return {"expected_saving_ms": exp, "expected_saving_pct": 100.0 * exp / e2e if e2e else 0.0,
+            "saving_low_ms": low, "saving_high_ms": high, "saving_model": model, "saving_basis": basis,
+            "saving_categories": list(cats), "_intervals": intervals, "_key": key or model}
+
+
+def predict(res: dict, finding: dict) -> dict | None:
+    fn = MODELS.get(finding["id"])
+    return fn(res) if fn is not None else None
+
+
+def _rank_key(f: dict):
+    s = f.get("expected_saving_ms")
+    return (0 if s else 1, -(s or 0.0), SEVERITY_ORDER.get(f["severity"], 9))
+
+
+def annotate(res: dict, findings: list[dict]) -> list[dict]:
+    """Each finding with its prediction (null fields when not actionable), ordered by saving, then severity."""
+    for f in findings:
+        p = predict(res, f) or {}
+        for k in FIELDS:
+            f[k] = p.get(k)
+    return sorted(findings, key=_rank_key)
+
+
+def combined(res: dict, findings: list[dict], field: str = "expected_saving_ms") -> float:
+    """The saving of ``findings`` together: the same removed quantity (key) counted once; findings whose
+    categories touch form one pool, capped at the pool's categories' time; inside a pool, findings with
+    the intervals they remove count the union of those intervals (each scaled by its own saving); the
+    total capped at e2e."""
+    best: dict = {}
+    for f in findings:
+        p = predict(res, f) or {}
+        key, iv = p.get("_key", f["id"]), p.get("_intervals")
+        if f.get(field) is not None and (key not in best or f[field] > best[key][0]):
+            best[key] = (float(f[field]), set(f["saving_categories"]), iv)
+    pools: list[list] = []                                   # [categories, [(saving, intervals)]]
+    for saving, cats, iv in best.values():
+        merged = [p for p in pools if p[0] & cats]
+        pool = [set(cats), [(saving, iv)]]
+        for p in merged:
+            pools.remove(p)
+            pool[0] |= p[0]
+            pool[1] += p[1]
+        pools.append(pool)
+    total = 0.0
+    for cats, items in pools:
+        with_iv = [(s, iv) for s, iv in items if iv]
+        s_iv = sum(s for s, _ in with_iv)
+        if len(with_iv) > 1:
+            lens = sum(_union_ms(iv) for _, iv in with_iv)
+            s_iv *= _union_ms([x for _, iv in with_iv for x in iv]) / lens if lens else 1.0
+        s = s_iv + sum(s for s, iv in items if not iv)
+        total += min(s, sum(_ms(res, c) for c in cats))
+    return min(total, float(res.get("e2e_ms") or 0.0))
+
+
+def summary(res: dict, findings: list[dict]) -> dict | None:
+    """report.json ``what_if``: the top predictions and their combined saving (double counting removed)."""
+    top = [f for f in findings if f.get("expected_saving_ms")][:T.WHATIF_COMBINED_TOP_N]
+    if not top:
+        return None
+    e2e = float(res.get("e2e_ms") or 0.0)
+    c = combined(res, top)
+    return {"findings": [f["id"] for f in top], "combined_saving_ms": c,
+               "combined_saving_pct": 100.0 * c / e2e if e2e else 0.0,
+               "combined_low_ms": combined(res, top, "saving_low_ms"),
+               "combined_high_ms": combined(res, top, "saving_high_ms"),
+               "sum_saving_ms": sum(f["expected_saving_ms"] for f in top),
+               "rule": (f"the top {len(top)} predicted savings together: a quantity two findings remove counted once; "
+                        "findings drawing on the same breakdown categories capped at those categories' time (and "
+                        "intervals they both remove counted once); the total capped at e2e")}
+    return out
+
+
+def fmt_ms(v: float) -> str:
+    """A saving in ms with the digits its size deserves (0.05 ms stays 0.050, not 0.1)."""
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}" if abs(v) >= 1 else f"{v:.3f}"
+
+
+def fix_first(findings: list[dict]) -> str | None:
+    """The headline's line: the finding with the largest predicted saving."""
+    f = next((f for f in findings if f.get("expected_saving_ms")), None)
+    if f is None:
+        return None
+    return (f"Fix this first: {f['title']} ({f['id']}) - saves ~{fmt_ms(f['expected_saving_ms'])} ms "
+            f"({f['expected_saving_pct']:.1f} %) [{f['saving_model']}, {fmt_ms(f['saving_low_ms'])}-{fmt_ms(f['saving_high_ms'])} ms]")
+
+
+def headline_lines(result: dict) -> list[str]:
+    """The headline's "Fix this first" line and, with several predictions, their combined saving."""
+    ff = fix_first(result.get("findings") or [])
+    out = [ff] if ff else []
+    wi = result.get("what_if") or {}
+    if len(wi.get("findings") or []) > 1:
+        out.append(f"Top {len(wi['findings'])} fixes together: ~{fmt_ms(wi['combined_saving_ms'])} ms "
+                   f"({wi['combined_saving_pct']:.1f} %) [{fmt_ms(wi['combined_low_ms'])}-{fmt_ms(wi['combined_high_ms'])} ms; "
+                   f"overlaps removed, plain sum {fmt_ms(wi['sum_saving_ms'])} ms]")
+    return out
+
+
+def saving_text(f: dict) -> str | None:
+    """A finding's prediction in words (report.md / report.html), or None when it has none."""
+    if f.get("expected_saving_ms") is None:
+        return None
+    return (f"~{f['expected_saving_ms']:,.3f} ms ({f['expected_saving_pct']:.1f} % of e2e), range "
+            f"{f['saving_low_ms']:,.3f}-{f['saving_high_ms']:,.3f} ms, model {f['saving_model']}: {f['saving_basis']}")
