@@ -566,3 +566,20 @@ FACTS_MAX_ITEMS = 2_000_000
 # names a few phases with a few patterns each (prefill / decode / sampling: 3-10); 128 leaves room for any real one.
 PHASE_MAP_MAX_PATTERNS = 128
 PHASE_MAP_MAX_PATTERN_CHARS = 256
+
+# --- Serving health (issue 46; seed 002's alert table) ------------------------------------------------
+# Seed 002's critical alert "error rates > 1 %": finding request_errors above this share of requests.
+ERROR_RATE_ALERT_PCT = 1.0
+# Seed 002's warning alert "cache hit rate < 60 %": finding low_cache_hit_rate below it.
+CACHE_HIT_RATE_MIN_PCT = 60.0
+# Exception class names that are an out-of-memory failure (torch.OutOfMemoryError and torch.cuda.OutOfMemoryError
+# share the name; MemoryError is Python's host OOM): finding oom.
+OOM_ERROR_TYPES = ("OutOfMemoryError", "MemoryError")
+# A GPU memory peak at or above this % of the device total leaves no room for one more allocation (issue 46: within
+# 2 % of total): a range failing with another exception class then is a suspected OOM (older torch raises RuntimeError).
+OOM_NEAR_TOTAL_PCT = 98.0
+# Requests at or above this percentile of request latency are "the tail" whose queue wait latency_tail reports.
+QUEUE_TAIL_PCTL = 90.0
+# The tail requests' queue wait (start to first work, or behind earlier requests) at least this % of their latency:
+# latency_tail names queueing / batching / head-of-line blocking as the cause.
+QUEUE_WAIT_TAIL_MIN_PCT = 25.0
