@@ -567,7 +567,9 @@ FACTS_MAX_ITEMS = 2_000_000
 PHASE_MAP_MAX_PATTERNS = 128
 PHASE_MAP_MAX_PATTERN_CHARS = 256
 
-# --- Serving health (issue 46; seed 002's alert table) ------------------------------------------------
+# --- Serving health (issue 46) ---------------------------------------------------------------------
+# Source: seed 002 (chapter 16, "Alert Configuration" and "Troubleshooting Guide"); the queue-wait levels are
+# InferScope's own rule.
 # Seed 002's critical alert "error rates > 1 %": finding request_errors above this share of requests.
 ERROR_RATE_ALERT_PCT = 1.0
 # Seed 002's warning alert "cache hit rate < 60 %": finding low_cache_hit_rate below it.

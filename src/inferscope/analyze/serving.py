@@ -13,8 +13,8 @@ counters named like vLLM's ``vllm:gpu_prefix_cache_hits`` / ``..._queries`` (the
 devices: hits / queries); (3) a hit-rate gauge (``..prefix_cache_hit_rate``: mean of the window's samples, a
 fraction when every sample is <= 1 and the name has no ``_pct``).  None of them: null and a note, never a figure.
 Queue wait per request: first work (its first nested request range, generate() call or model step) - its start;
-without nested work, the time it overlapped requests that started before it (an upper bound: requests a batch
-serves together overlap too).  Concurrency: requests open at each request's start, itself included.
+without nested work, the time it overlapped requests that started before it (of requests that started together,
+the one that ended first counts as started first; an upper bound: requests a batch serves together overlap too).  Concurrency: requests open at each request's start, itself included.
 """
 from __future__ import annotations
 
@@ -173,7 +173,7 @@ def _queue(reqs: list[dict], stats, warnings: list) -> dict:
     st = np.array([r["start_ns"] for r in reqs], dtype=np.int64)
     en = np.array([r["end_ns"] for r in reqs], dtype=np.int64)
     fw = np.array([-1 if r.get("first_work_ns") is None else r["first_work_ns"] for r in reqs], dtype=np.int64)
-    o = np.argsort(st, kind="stable")
+    o = np.lexsort((en, st))          # requests that start together: the one that ended first was served first
     prev_end = np.empty(len(o), dtype=np.int64)
     prev_end[0] = np.iinfo(np.int64).min
     prev_end[1:] = np.maximum.accumulate(en[o])[:-1]      # the latest end among requests started before each
