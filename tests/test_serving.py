@@ -265,13 +265,14 @@ for i in range(40):
     try:
         with inferscope.scope("request", batch=1, cache_hit=(i % 4 == 0)):
             time.sleep(0.001)
+            if i == 5:
+                inferscope.mark("cache_hit")   # an engine's own hit, marked
             if i % 10 == 3:
                 raise ValueError("user data " + str(i))
             if i == 17:
                 raise OutOfMemoryError("CUDA out of memory")
     except Exception:
         n_err += 1
-inferscope.mark("cache_hit")
 print(json.dumps({"errors": n_err}))
 '''
 
