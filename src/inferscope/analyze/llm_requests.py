@@ -95,7 +95,7 @@ def requests(trace: Trace, window: Window, steps: list[dict]) -> list[dict]:
         row = {"name": nm, "start_ns": t0, "end_ns": t1, "batch": d.get("batch"),
                "prompt_tokens": d.get("prompt_tokens"), "generated_tokens": d.get("generated_tokens"),
                "model": d.get("model"), "token_times_ns": times, "basis": basis, "steps": own,
-               "error": d["error"] if isinstance(d.get("error"), str) else None,
+               "error": d["error"][:80] if isinstance(d.get("error"), str) else None,
                "cache_hit": d["cache_hit"] if isinstance(d.get("cache_hit"), bool) else None,
                "first_work_ns": min(firsts) if firsts else None}
         if kd:
