@@ -19,8 +19,13 @@ import inferscope
 n = 0
 t_end = time.time() + 2.5
 while time.time() < t_end:
-    with inferscope.scope("request"):
-        time.sleep(0.01 if n % 2 else 0.2)     # even requests slow (200 ms), odd ones fast (10 ms)
+    try:
+        with inferscope.scope("request"):
+            time.sleep(0.01 if n % 2 else 0.2)     # even requests slow (200 ms), odd ones fast (10 ms)
+            if n % 4 == 3:
+                raise ValueError("private text")   # every 4th request fails: counted by class, never the message
+    except ValueError:
+        pass
     n += 1
 with open(sys.argv[1] + ".tmp", "w") as f:
     f.write(str(n))
@@ -82,6 +87,8 @@ def test_run_serves_metrics_that_match_the_programs_requests(tmp_path):
     assert s[("inferscope_scope_duration_seconds_bucket", "0.005")] == 0
     assert s[("inferscope_scope_duration_seconds_bucket", "0.25")] == n              # slow ones under 250 ms
     assert 0.2 * (n - n // 2) + 0.01 * (n // 2) <= s[("inferscope_scope_duration_seconds_sum", None)] < 0.25 * n
+    errs = [(x.labels, x.value) for x in fams["inferscope_scope_errors"].samples]     # prometheus_client drops _total
+    assert errs == [({"scope": "request", "type": "ValueError"}, n // 4)] and "private text" not in text
     g = {x.labels["metric"]: x.value for x in fams["inferscope_counter"].samples}
     assert g["proc.rss_bytes"] > 1e6 and "cpu.util_pct" in g
     assert fams["inferscope_events"].samples[0].value > 0                         # prometheus_client drops _total
@@ -121,9 +128,12 @@ def test_grafana_dashboard_queries_only_exported_metrics():
     exprs += re.findall(r"expr: (.+)", (docs / "prometheus.md").read_text())
     names = {n for e in exprs for n in re.findall(r"\b(inferscope_[a-z_]+)", e)}
     exported = {"inferscope_scope_duration_seconds_bucket", "inferscope_scope_duration_seconds_count", "inferscope_counter",
-                "inferscope_events_total", "inferscope_dropped_events_total", "inferscope_cpu_class_seconds_total"}
+                "inferscope_events_total", "inferscope_dropped_events_total", "inferscope_cpu_class_seconds_total",
+                "inferscope_scope_errors_total"}
     assert names and names <= exported, names - exported
     m = Metrics()
     m.observe_scope("request", 0.1)
+    m.observe_error("request", "ValueError")
     txt = m.render()
     assert "inferscope_scope_duration_seconds_bucket{" in txt and "inferscope_scope_duration_seconds_count{" in txt
+    assert 'inferscope_scope_errors_total{scope="request",type="ValueError"} 1' in txt

@@ -653,6 +653,8 @@ def case_lock_wait():
     r = run(_offcpu_trace([(200, "futex", {"frame": "app.py:30 infer", "timed": True, "short_timeout": True})]))
     assert finding(r, "lock_wait") is None and r["contention"]["blocking"]["gil_ms"] == pytest.approx(0.8)
 
+from test_serving import case_low_cache_hit_rate, case_oom, case_request_errors  # noqa: E402,F401  (serving rules)
+
 CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

@@ -1,7 +1,8 @@
 """InferScope: where does end-to-end inference time go, and what should I change?
 
 Light import: heavy modules (torch, numpy analyses, collectors) load lazily.
-Public API: ``scope`` (context manager / decorator; ``scope(name, tokens=, batch=)`` marks a request), ``mark``,
+Public API: ``scope`` (context manager / decorator; ``scope(name, tokens=, batch=)`` marks a request,
+``cache_hit=`` records a cache hit or miss, an exception leaving it is recorded by class name), ``mark``,
 ``mark_token``, ``save_report`` (live collection);
 ``analyze(path, window=...)`` (a trace file -> the typed result, ``inferscope.result.Report``).
 """

@@ -24,10 +24,10 @@ def _numeric_leaves(d, prefix="", depth=0) -> dict[str, float]:
     return out
 
 
-# lower is better unless the name says a rate
+# lower is better unless the name says a rate (or a cache hit count / rate)
 def _higher_is_better(key: str) -> bool:
     k = key.lower()
-    return any(w in k for w in ("per_s", "_per_sec", "throughput", "tokens_s", "qps", "rps"))
+    return any(w in k for w in ("per_s", "_per_sec", "throughput", "tokens_s", "qps", "rps", "hit_rate", "cache.hits"))
 
 
 def llm_diff(rb: dict, ra: dict) -> dict | None:

@@ -621,3 +621,22 @@ WHATIF_SCALE_MAX_WORKERS = 8
 # The combined estimate (what_if.combined_saving_ms) adds the top this-many predicted findings, with
 # double-counted time removed: a user fixes the first few suggestions, not all of them.
 WHATIF_COMBINED_TOP_N = 3
+
+# --- Serving health (issue 46) ---------------------------------------------------------------------
+# Source: seed 002 (chapter 16, "Alert Configuration" and "Troubleshooting Guide"); the queue-wait levels are
+# InferScope's own rule.
+# Seed 002's critical alert "error rates > 1 %": finding request_errors above this share of requests.
+ERROR_RATE_ALERT_PCT = 1.0
+# Seed 002's warning alert "cache hit rate < 60 %": finding low_cache_hit_rate below it.
+CACHE_HIT_RATE_MIN_PCT = 60.0
+# Exception class names that are an out-of-memory failure (torch.OutOfMemoryError and torch.cuda.OutOfMemoryError
+# share the name; MemoryError is Python's host OOM): finding oom.
+OOM_ERROR_TYPES = ("OutOfMemoryError", "MemoryError")
+# A GPU memory peak at or above this % of the device total leaves no room for one more allocation (issue 46: within
+# 2 % of total): a range failing with another exception class then is a suspected OOM (older torch raises RuntimeError).
+OOM_NEAR_TOTAL_PCT = 98.0
+# Requests at or above this percentile of request latency are "the tail" whose queue wait latency_tail reports.
+QUEUE_TAIL_PCTL = 90.0
+# The tail requests' queue wait (start to first work, or behind earlier requests) at least this % of their latency:
+# latency_tail names queueing / batching / head-of-line blocking as the cause.
+QUEUE_WAIT_TAIL_MIN_PCT = 25.0

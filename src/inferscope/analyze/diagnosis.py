@@ -33,8 +33,9 @@ from .diagnosis_gpu import (dominant_kernel, gpu_communication, gpu_compute_boun
 from .diagnosis_gpu_counters import gpu_memory_pressure, gpu_temperature, gpu_throttling, gpu_util_counter
 from .diagnosis_gpu_efficiency import decode_low_mbu, kernel_limiter, low_mfu
 from .diagnosis_host import (cpu_compute, cpu_preprocessing, cpu_run_queue, framework_overhead, gil_contention,
-                             host_launch_bound, host_waiting, latency_tail, low_coverage, numa_placement,
+                             host_launch_bound, host_waiting, low_coverage, numa_placement,
                              page_fault_storm, slow_steps, warmup_in_window)
+from .diagnosis_serving import latency_tail, low_cache_hit_rate, oom, request_errors
 from .whatif import annotate
 from .evidence import (_OVERRIDES, SEVERITY_ORDER, Evidence, _children_explain_waiting, _gil_explains_waiting,  # noqa: F401
                        _ms, _pct, _run_queue_pct, _user_code_pct, get_path)
@@ -47,7 +48,7 @@ RULES: list[Callable[[dict, dict], dict | None]] = [
     cpu_oversubscription, cpu_underuse, cpu_compute,
     gil_contention, host_waiting, low_coverage, gpu_throttling, gpu_temperature, gpu_memory_pressure, gpu_util_counter,
     numa_placement, page_fault_storm, cpu_run_queue, python_gc, blocking_io, lock_wait, slow_steps,
-    low_mfu, decode_low_mbu, latency_tail, kernel_limiter,
+    low_mfu, decode_low_mbu, latency_tail, kernel_limiter, oom, request_errors, low_cache_hit_rate,
 ]
 FINDING_IDS = [r.__name__ for r in RULES]
 

@@ -1,8 +1,8 @@
 """Evidence for findings: every number a finding states is read from a result path (cited) or derived
 from cited values by a stated formula (``Evidence``), plus the accessors the finding rules share
 (breakdown rows, culprits by category, severity, configured alert levels).  The rules are in
-diagnosis_gpu.py, diagnosis_gpu_counters.py, diagnosis_gpu_efficiency.py, diagnosis_host.py and
-diagnosis_cpu.py; diagnosis.py runs them and decides the verdict.
+diagnosis_gpu.py, diagnosis_gpu_counters.py, diagnosis_gpu_efficiency.py, diagnosis_host.py,
+diagnosis_serving.py and diagnosis_cpu.py; diagnosis.py runs them and decides the verdict.
 """
 from __future__ import annotations
 

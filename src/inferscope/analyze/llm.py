@@ -32,6 +32,7 @@ from .device_peaks import resolve_peaks
 from .llm_requests import detail as _detail, requests as _requests
 from .llm_tokens import step_tokens
 from .phases import STAGE_RULE, phase_matcher
+from .serving import has_evidence, serving
 from .window import Window
 
 EXEC_RE = re.compile(r"execute_(\d+)_context_(\d+)\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)"
@@ -182,14 +183,17 @@ def llm(trace: Trace, window: Window, phase_map=None, peak_tflops=None, peak_gbp
     models = [m for m in (trace.meta.get("models") or []) if isinstance(m, dict) and "params" in m]
     steps = _steps(trace, window, phase_map)
     reqs = _requests(trace, window, steps)
+    srv, sw = serving(trace, window, reqs, stats)
     model = None
-    if not steps and not reqs and not models:
+    if not steps and not reqs and not models and not has_evidence(srv):
         return None, None, warnings
+    warnings.extend(sw)
+    waits = srv.pop("_waits_ms")
     win_s = (window.end_ns - window.start_ns) / 1e9
     ttft, itl, rms, rrows = [], [], [], []
     prompt_tok = gen_tok = 0
     known_tokens = True
-    for r in reqs:
+    for j, r in enumerate(reqs):
         rms.append((r["end_ns"] - r["start_ns"]) / 1e6)
         t = r["token_times_ns"]
         if len(t):
@@ -198,7 +202,8 @@ def llm(trace: Trace, window: Window, phase_map=None, peak_tflops=None, peak_gbp
                 itl.extend((np.diff(t) / 1e6).tolist())
         rrows.append([r["name"][:120], round((r["start_ns"] - window.start_ns) / 1e6, 6), r["batch"], r["prompt_tokens"],
                       r["generated_tokens"], round((int(t[0]) - r["start_ns"]) / 1e6, 6) if len(t) else None,
-                      round((int(t[-1]) - int(t[0])) / (len(t) - 1) / 1e6, 6) if len(t) > 1 else None, round(rms[-1], 6)])
+                      round((int(t[-1]) - int(t[0])) / (len(t) - 1) / 1e6, 6) if len(t) > 1 else None, round(rms[-1], 6),
+                      round(waits[j], 6), r["error"]])
         b = r["batch"] if isinstance(r["batch"], int) else None
         if b is None or not isinstance(r["generated_tokens"], int):
             known_tokens = False
@@ -215,6 +220,7 @@ def llm(trace: Trace, window: Window, phase_map=None, peak_tflops=None, peak_gbp
            "tokens": {"prompt": None, "generated": None}, "token_count_basis": None,
            "token_time_basis": sorted({r["basis"] for r in reqs}),
            "steps": None, "stages": [], "rule": __doc__.split("\n\n", 1)[1].strip() if __doc__ else ""}
+    sec.update(srv)
     sec["_requests"] = rrows[:500]
     if reqs and win_s > 0:
         sec["requests_per_s"] = len(reqs) / win_s
@@ -357,7 +363,7 @@ def llm_tables(sec: dict) -> dict:
     t = {}
     if sec and sec.get("_requests"):
         t["llm_requests"] = {"columns": ["request", "start_ms", "batch", "prompt_tokens", "generated_tokens", "ttft_ms",
-                                         "tpot_ms", "request_ms"], "rows": sec["_requests"]}
+                                         "tpot_ms", "request_ms", "queue_wait_ms", "error"], "rows": sec["_requests"]}
     if sec and sec.get("steps"):
         t["llm_steps"] = {"columns": ["step", "kind", "batch", "tokens", "kv_tokens", "start_ms", "wall_ms", "gpu_ms", "gpu_span_ms"],
                           "rows": [[r["name"][:120], r["kind"], r["batch"], r["tokens"], r["kv_tokens"], round(r["start_ms"], 6),

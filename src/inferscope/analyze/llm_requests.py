@@ -1,4 +1,5 @@
-"""LLM requests (analyze/llm.py): one row per outermost request range, with its token times."""
+"""LLM requests (analyze/llm.py): one row per outermost request range, with its token times, the class name of
+an exception that left it (``error``), its cache hit (``cache_hit``) and when its first work started."""
 from __future__ import annotations
 
 import json
@@ -89,9 +90,14 @@ def requests(trace: Trace, window: Window, steps: list[dict]) -> list[dict]:
             times = np.zeros(0, dtype=np.int64)
             basis = "no token times"
         kd = [k[2] for k in kids if k[1] == "hf.generate"]
+        # first work: the first request range / generate() call or model step inside it (serving.py: queue wait)
+        firsts = [int(s.start_ns[k]) for k, _, _ in kids] + [r["start_ns"] for r in own]
         row = {"name": nm, "start_ns": t0, "end_ns": t1, "batch": d.get("batch"),
                "prompt_tokens": d.get("prompt_tokens"), "generated_tokens": d.get("generated_tokens"),
-               "model": d.get("model"), "token_times_ns": times, "basis": basis, "steps": own}
+               "model": d.get("model"), "token_times_ns": times, "basis": basis, "steps": own,
+               "error": d["error"][:80] if isinstance(d.get("error"), str) else None,
+               "cache_hit": d["cache_hit"] if isinstance(d.get("cache_hit"), bool) else None,
+               "first_work_ns": min(firsts) if firsts else None}
         if kd:
             bs = {k.get("batch") for k in kd}
             if row["batch"] is None and len(bs) == 1:

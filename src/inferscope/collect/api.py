@@ -12,6 +12,11 @@ A request scope (``tokens=`` / ``batch=``) gets an id (``rid``) and the id of th
 nested in, in this context (``parent``); ``mark_token()`` and the generate() hook record the innermost
 open request's id, so request accounting (analyze/llm.py) keeps one request per outermost range and
 each token mark with its own request, also when requests overlap on one thread.
+
+An exception (an ``Exception`` subclass) leaving a scope marks its range: ``"error":"<type name>"`` in the
+detail JSON - the class name only, never the message (it may hold user data) - and counts in the live
+``inferscope_scope_errors_total{scope,type}``; ``scope(..., cache_hit=True/False)`` records a prefix/KV-cache hit
+or miss for the range (analyze/serving.py turns both into error and cache-hit rates).
 """
 from __future__ import annotations
 
@@ -103,13 +108,16 @@ def _cpu_mark(s, ident: int, t_ns: int) -> None:
 class scope:
     """Context manager and decorator recording a named range."""
 
-    __slots__ = ("name", "detail")
+    __slots__ = ("name", "detail", "extra")
 
-    def __init__(self, name: str, tokens: int | None = None, batch: int | None = None) -> None:
+    def __init__(self, name: str, tokens: int | None = None, batch: int | None = None,
+                 cache_hit: bool | None = None) -> None:
         """``tokens``/``batch``: this range is one request (or batch of requests) generating ``tokens``
-        tokens per sequence for ``batch`` sequences; ``inferscope.mark_token()`` inside it times each token."""
+        tokens per sequence for ``batch`` sequences; ``inferscope.mark_token()`` inside it times each token.
+        ``cache_hit``: the engine's prefix/KV cache hit (True) or missed (False) for this range."""
         self.name = str(name)
         self.detail = None
+        self.extra = None if cache_hit is None else f'"cache_hit":{"true" if cache_hit else "false"}'
         if tokens is not None or batch is not None:
             t = None if tokens is None else int(tokens)
             b = None if batch is None else int(batch)
@@ -151,6 +159,8 @@ class scope:
             parent = current_request()
             rid = next(_rids)
             detail = f'{{{detail},"rid":{rid},"parent":{"null" if parent is None else parent}}}'
+        if self.extra is not None:
+            detail = f'{{{self.extra}}}' if detail is None else f'{detail[:-1]},{self.extra}}}'
         names.append(self.name)
         t0 = time.perf_counter_ns()
         _cpu_mark(s, ident, t0)
@@ -191,10 +201,15 @@ class scope:
                 rf.__exit__(None, None, None)
             except Exception:
                 pass
+        err = error_name(et)
+        if err is not None:
+            detail = f'{{"error":"{err}"}}' if detail is None else f'{detail[:-1]},"error":"{err}"}}'
         s.buffer.append((0, _ANN, threading.get_native_id(), t0, t1, self.name, detail, "inferscope.scope"))
         m = s.metrics
         if m is not None:
             m.observe_scope(self.name, (t1 - t0) / 1e9)
+            if err is not None:
+                m.observe_error(self.name, err)
         return False
 
     def __call__(self, fn):
@@ -204,10 +219,20 @@ class scope:
         @functools.wraps(fn)
         def wrapper(*a, **kw):
             sc = scope(name)
-            sc.detail = detail
+            sc.detail, sc.extra = detail, self.extra
             with sc:
                 return fn(*a, **kw)
         return wrapper
+
+
+def error_name(et) -> str | None:
+    """The class name of an ``Exception`` leaving a scope (JSON- and label-safe: word characters only), else
+    None; BaseException-only exits (KeyboardInterrupt, SystemExit, GeneratorExit, task cancellation) are not
+    errors of the range.  Never the message: it may hold user data."""
+    if et is None or not isinstance(et, type) or not issubclass(et, Exception):
+        return None
+    n = "".join(c if (c.isalnum() or c == "_") else "_" for c in str(getattr(et, "__name__", "") or "")[:80])
+    return n or "Exception"
 
 
 def current_request() -> int | None:

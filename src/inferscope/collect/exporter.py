@@ -9,6 +9,8 @@ says otherwise.
 Exposed (Prometheus text format 0.0.4):
 - ``inferscope_scope_duration_seconds{name}`` histogram: every ``inferscope.scope()`` range as it
   closes (one per request when the program wraps each request in ``scope("request")``);
+- ``inferscope_scope_errors_total{scope,type}`` counter: scopes left by an exception, by scope name and
+  exception class name (never the message); over the histogram's ``_count`` it is the error rate;
 - ``inferscope_counter{metric,device}`` gauge: the latest value of every system / NVML counter
   (``gpu.util_pct``, ``gpu.power_w``, ``gpu.temp_c``, ``cpu.util_pct``, ``proc.rss_bytes`` ...) and
   ``gpu.mem_total_bytes`` per GPU (for memory-share alerts; docs/prometheus.md);
@@ -52,6 +54,7 @@ class Metrics:
         self.lock = threading.Lock()
         self.hist: dict[str, list] = {}        # name -> [bucket counts..., sum, count]
         self.latest: dict[tuple[str, int], float] = {}
+        self.errors: dict[tuple[str, str], int] = {}   # (scope name, exception class name) -> count
         self.last_scrape_s = 0.0
 
     def observe_scope(self, name: str, seconds: float) -> None:
@@ -68,6 +71,14 @@ class Metrics:
                 h[i] += 1
             h[-2] += seconds
             h[-1] += 1
+
+    def observe_error(self, name: str, type_name: str) -> None:
+        """A scope left by an exception of class ``type_name`` (at most MAX_NAMES pairs; more under "(other)")."""
+        with self.lock:
+            k = (name, type_name)
+            if k not in self.errors and len(self.errors) >= MAX_NAMES:
+                k = ("(other)", "(other)")
+            self.errors[k] = self.errors.get(k, 0) + 1
 
     def tee(self, append):
         """An appender that records counter events' latest values, then appends as before."""
@@ -86,6 +97,7 @@ class Metrics:
         with self.lock:
             hist = {k: list(v) for k, v in self.hist.items()}
             latest = dict(self.latest)
+            errors = dict(self.errors)
         for name in sorted(hist):
             h = hist[name]
             lab = escape_label(name)
@@ -96,6 +108,10 @@ class Metrics:
             L.append(f'inferscope_scope_duration_seconds_bucket{{name="{lab}",le="+Inf"}} {h[-1]}')
             L.append(f'inferscope_scope_duration_seconds_sum{{name="{lab}"}} {_fmt(h[-2])}')
             L.append(f'inferscope_scope_duration_seconds_count{{name="{lab}"}} {h[-1]}')
+        L += ["# HELP inferscope_scope_errors_total inferscope.scope() ranges left by an exception, by scope name and "
+              "exception class.", "# TYPE inferscope_scope_errors_total counter"]
+        for (name, typ), n in sorted(errors.items()):
+            L.append(f'inferscope_scope_errors_total{{scope="{escape_label(name)}",type="{escape_label(typ)}"}} {n}')
         L += ["# HELP inferscope_counter Latest value of a system or NVML counter (unit in the metric label's suffix).",
               "# TYPE inferscope_counter gauge"]
         for (metric, dev), v in sorted(latest.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):

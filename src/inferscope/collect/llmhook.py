@@ -2,7 +2,7 @@
 
 When the program imports ``transformers.generation.utils`` (or already has), ``GenerationMixin.generate``
 is wrapped: each call records one ANNOTATION ``hf.generate`` (a request; detail JSON: batch, prompt and
-generated tokens, model id, ``parent``: the id of the ``scope(..., tokens=/batch=)`` request it runs in, if any) and, while it runs, every forward of that model one ANNOTATION ``hf.forward``
+generated tokens, model id, ``error``: the class name of an exception the call raised, ``parent``: the id of the ``scope(..., tokens=/batch=)`` request it runs in, if any) and, while it runs, every forward of that model one ANNOTATION ``hf.forward``
 (a step; detail JSON: tokens in the step, batch, KV length before it).  The first forward is the prefill,
 the rest are decode steps.  Cost per step: two clock reads, one tuple appended to the ring buffer.
 The model's static description (``model_info``: parameters, bytes by dtype, config sizes, matmul weight
@@ -185,8 +185,13 @@ class LlmRecorder:
         except Exception:
             had_fwd = None
         t0 = pc()
+        err = None
         try:
             out = orig(model, *args, **kwargs)
+        except Exception as e:      # the call failed: its range is still recorded, with the class name (never the message)
+            from .api import error_name     # only on failure (importing it up front costs the first TTFT)
+            err = error_name(type(e))
+            raise
         finally:
             t1 = pc()
             self._tls.active = False
@@ -197,6 +202,8 @@ class LlmRecorder:
                     pass
             elif had_fwd:
                 model.forward = inner
+            if err is not None:
+                self._emit(buf, tid, t0, t1, steps, batch, prompt, None, key, parent, err)
         if key not in self.models:   # after the call: walking the parameters is not part of the user's request
             try:
                 self.models[key] = model_info(model)
@@ -206,6 +213,13 @@ class LlmRecorder:
         total = _shape(seq, 1)
         gen = (total - prompt) if (total is not None and prompt is not None and not getattr(model.config, "is_encoder_decoder", False)) \
             else (total if getattr(model.config, "is_encoder_decoder", False) else None)
+        self._emit(buf, tid, t0, t1, steps, batch, prompt, gen, key, parent, None)
+        return out
+
+    @staticmethod
+    def _emit(buf, tid, t0, t1, steps, batch, prompt, gen, key, parent, err) -> None:
+        """The call's forwards (``hf.forward``) and the call itself (``hf.generate``; ``"error"``: the exception's
+        class name when it raised)."""
         kv = 0
         for i, (a, b, n, bb) in enumerate(steps):
             buf.append((0, _ANN, tid, a, b, FWD,
@@ -215,8 +229,8 @@ class LlmRecorder:
         buf.append((0, _ANN, tid, t0, t1, GEN,
                     f'{{"batch":{batch if batch is not None else "null"},"prompt_tokens":{prompt if prompt is not None else "null"},'
                     f'"generated_tokens":{gen if gen is not None else "null"},"forwards":{len(steps)},"model":{key % 1000003},'
-                    f'"parent":{parent if parent is not None else "null"}}}', CAT))
-        return out
+                    f'"parent":{parent if parent is not None else "null"}'
+                    + ("" if err is None else f',"error":"{err}"') + '}', CAT))
 
     def meta(self) -> list[dict]:
         out = []

@@ -44,10 +44,17 @@ def llm_lines(res: dict) -> tuple[list[str], list[list], list[list], list[str]]:
                 lines.append(f"Generated {_n(tk.get('generated'))} tokens ({_n(tps.get('generated'), 1)} tokens/s), prompt "
                              f"{_n(tk.get('prompt'))} tokens ({_n(tps.get('prompt'), 1)} tokens/s) over the window, from "
                              f"{llm.get('token_count_basis') or 'n/a'}.")
+        lines += serving_lines(llm)
         for key, label in (("ttft_ms", "TTFT ms (time to first token)"), ("tpot_ms", "TPOT ms (time per output token)"),
                            ("request_ms", "request ms (end to end)")):
             s = llm[key]
             lat.append([label, s["count"]] + [_n(s[k]) for k in ("mean", "p50", "p90", "p95", "p99", "max")])
+        q = llm.get("queue") or {}
+        s = q.get("wait_ms")
+        if s and s["count"]:
+            how = ("start to first work" if not q.get("from_overlap") else "behind earlier requests, upper bound"
+                   if not q.get("from_first_work") else "to first work, else behind earlier requests")
+            lat.append([f"queue wait ms ({how})", s["count"]] + [_n(s[k]) for k in ("mean", "p50", "p90", "p95", "p99", "max")])
         for st in llm.get("stages") or []:
             if st.get("breakdown"):
                 lines.append(f"{st['stage'].capitalize()} time goes to: " + ", ".join(
@@ -66,6 +73,27 @@ def llm_lines(res: dict) -> tuple[list[str], list[list], list[list], list[str]]:
                      f"decode {_si(fpt.get('decode'), 'FLOP')} (context {_n(fpt.get('decode_context'), 0)}); "
                      f"KV cache {_si(m.get('kv_bytes_per_token'), 'B')} per token. Basis: {m.get('flops_basis')}.")
     return lines, lat, stages, model
+
+
+def serving_lines(llm: dict) -> list[str]:
+    """Errors, OOM and cache hit rate (analyze/serving.py), one line each when there is something to say."""
+    out = []
+    if llm.get("requests"):
+        types = ", ".join(f"{t['type']} x{t['count']}" for t in (llm.get("error_types") or [])[:5])
+        out.append(f"Errors: {llm.get('errors', 0)} of {llm['requests']} requests ({_n(llm.get('error_rate_pct'), 2)}%)"
+                   + (f": {types}." if types else "."))
+    elif llm.get("scope_errors"):
+        out.append("Errors: " + ", ".join(f"{r['scope']} {r['type']} x{r['count']}" for r in llm["scope_errors"][:5]) + ".")
+    oom = llm.get("oom") or {}
+    if oom.get("count"):
+        out.append(f"Out of memory: {oom['count']} range(s) ({', '.join(oom.get('types') or [])}).")
+    c = llm.get("cache") or {}
+    if c.get("hit_rate_pct") is not None:
+        out.append(f"Cache hit rate: {_n(c['hit_rate_pct'], 1)}%"
+                   + (f" ({c['hits']:,} of {c['queries']:,})" if c.get("queries") else "") + f", from {c.get('basis')}.")
+    elif c.get("note"):
+        out.append(f"Cache hit rate: {c['note']}.")
+    return out
 
 
 def efficiency_lines(res: dict) -> list[str]:

@@ -40,7 +40,7 @@ from .contention import (
 )
 from .llm import (
     EfficiencyOp, Efficiency, LatencyStats, TokensPerS, TokenCounts, LlmStep, StageCategory, LlmStage, Llm,
-    FlopsPerToken, Model,
+    FlopsPerToken, Model, ErrorCount, ScopeError, Oom, CacheStats, QueueStats,
 )
 from .deep_dive import (
     DeepDiveDevice, DeepDiveKernel, MveFigure, MeasuredVsEstimated, LaunchRange, KernelDeepDive,
@@ -62,7 +62,8 @@ __all__ = [
     "CountersSection", "GilThread", "GilFunction", "GilWait", "FaultFunction", "FaultStorms",
     "BlockingCall", "BlockingOther", "BlockingSyscall", "Blocking", "Contention", "GcGeneration",
     "GcThread", "GcPause", "GcRun", "GcPauses", "EfficiencyOp", "Efficiency", "LatencyStats", "TokensPerS", "TokenCounts",
-    "LlmStep", "StageCategory", "LlmStage", "Llm", "FlopsPerToken", "Model", "DeepDiveDevice",
+    "LlmStep", "StageCategory", "LlmStage", "Llm", "FlopsPerToken", "Model", "ErrorCount", "ScopeError", "Oom",
+    "CacheStats", "QueueStats", "DeepDiveDevice",
     "DeepDiveKernel", "MveFigure", "MeasuredVsEstimated", "LaunchRange", "KernelDeepDive", "Finding", "WhatIf",
     "Verdict", "Table", "About", "Report", "from_dict", "json_schema",
 ]

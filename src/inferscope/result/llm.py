@@ -108,6 +108,45 @@ class LlmStage(_S):
     bytes_per_step: Num = None
 
 
+class ErrorCount(_S):
+    type: str                    # exception class name (never the message)
+    count: int
+
+
+class ScopeError(_S):
+    scope: str                   # the range's name (an inferscope.scope() or hf.generate)
+    type: str
+    count: int
+
+
+class Oom(_S):
+    """Ranges an out-of-memory exception left (thresholds.OOM_ERROR_TYPES, outermost per thread)."""
+    count: int = 0
+    types: list[str] = []
+    first_ms: Num = None         # the first one's start, from the window start
+    other_errors: int = 0        # ranges left by another exception class (a suspected OOM near full GPU memory)
+
+
+class CacheStats(_S):
+    """Prefix/KV-cache hits where the engine or program exposes them (analyze/serving.py); null: not instrumented."""
+    hits: Optional[int] = None
+    queries: Optional[int] = None
+    hit_rate_pct: Num = None
+    basis: Optional[str] = None  # where the figure comes from: live marks/scopes, or which counters
+    note: Optional[str] = None   # why there is no figure
+
+
+class QueueStats(_S):
+    """Queue wait per request: start to first work, else the overlap with requests started before it."""
+    wait_ms: Optional[LatencyStats] = None
+    from_first_work: int = 0     # requests whose wait is start-to-first-work
+    from_overlap: int = 0        # requests whose wait is the overlap with earlier requests (an upper bound)
+    max_concurrent: int = 0      # most requests open at one request's start, itself included
+    tail_requests: int = 0       # requests at or above the QUEUE_TAIL_PCTL percentile of latency
+    tail_wait_ms_mean: Num = None
+    tail_wait_share_pct: Num = None   # their summed wait / their summed latency x 100
+
+
 class Llm(_S):
     """Requests, latency percentiles and throughput; generation steps and per-stage efficiency."""
     requests: int
@@ -123,6 +162,14 @@ class Llm(_S):
     rule: str
     tokens: TokenCounts = msgspec.field(default_factory=TokenCounts)  # the counts tokens_per_s divides by the window
     token_count_basis: Optional[str] = None  # where the counts come from: request ranges, or serving step names (derived)
+    errors: int = 0                          # requests an exception left (class names in error_types)
+    error_rate_pct: Num = None               # errors / requests x 100 (null: no requests)
+    error_types: list[ErrorCount] = []
+    scope_errors: list[ScopeError] = []      # every scope / generate() range an exception left, by name and class
+    oom: Oom = msgspec.field(default_factory=Oom)
+    cache_hit_rate_pct: Num = None           # = cache.hit_rate_pct; null: not instrumented (cache.note says so)
+    cache: CacheStats = msgspec.field(default_factory=CacheStats)
+    queue: QueueStats = msgspec.field(default_factory=QueueStats)
 
 
 class FlopsPerToken(_S):
