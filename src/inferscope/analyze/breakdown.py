@@ -38,6 +38,7 @@ from ..trace.model import Trace
 from .. import classes as CL
 from . import classify as C
 from .intervals import clip, coverage_on_bounds, union
+from .language import program_language
 from .threads import critical_tracks, helper_tracks
 from .window import Window
 
@@ -65,6 +66,26 @@ PART_LABELS = {
     "framework_python": "framework Python",
     "off_cpu": "off-CPU (sleep, I/O, locks)", "run_queue": "run queue (runnable, waiting for a CPU)",
 }
+
+# Nsight Systems host samples: their 'framework' class is the native code of CUDA / profiler / interpreter / system
+# libraries (ingest/nsys_host.py), never Python frames - named by what it is (issue 47)
+NSYS_SAMPLE_CAT = "nsys_cpu_sample"
+NATIVE_PART_LABELS = {"framework_python": "CUDA, driver, profiler and system libraries (sampled native code)",
+                      "user_code": "user code (the program's own native code)"}
+NSYS_PYTHON_PART_LABELS = {"framework_python": "framework: interpreter, CUDA and system libraries (sampled native code)"}
+
+
+def part_labels(trace: Trace) -> dict[str, str]:
+    """PART_LABELS for this trace: the sampled-framework and user-code parts named by the program's language and
+    by what its samples are (analyze/language.py)."""
+    lang = program_language(trace)["language"]
+    if lang == "native":
+        return {**PART_LABELS, **NATIVE_PART_LABELS}
+    cid = trace.strings.get(NSYS_SAMPLE_CAT)
+    if cid >= 0 and not (trace.spans.kind == SpanKind.PYTHON).any() and bool((trace.spans.cat == cid).any()):
+        return {**PART_LABELS, **NSYS_PYTHON_PART_LABELS}
+    return PART_LABELS
+
 
 SAMPLE_CLASSES = ("tokenization", "preprocessing", "user_code", "framework", "cpu_compute", "waiting", "run_queue")
 
@@ -368,6 +389,7 @@ def breakdown(trace: Trace, window: Window) -> dict:
         else:
             part_cat[pn] = "framework_overhead"
     rows = []
+    labels = part_labels(trace)
     for i, name in enumerate(CATEGORIES):
         ns = int(cat_ns[i])
         row = {"category": name, "label": CATEGORY_LABELS[name], "ns": ns, "ms": ns / 1e6,
@@ -377,7 +399,7 @@ def breakdown(trace: Trace, window: Window) -> dict:
                 break                         # waiting's parts only when the run queue has time
             if part_cat[pn] == name and part_ns[j] > 0:
                 pns = int(part_ns[j])
-                row["parts"].append({"name": pn, "label": PART_LABELS.get(pn, pn), "ns": pns, "ms": pns / 1e6,
+                row["parts"].append({"name": pn, "label": labels.get(pn, pn), "ns": pns, "ms": pns / 1e6,
                                      "pct": (100.0 * pns / total_ns) if total_ns else 0.0})
         rows.append(row)
     if total_ns and int(cat_ns.sum()) != total_ns:  # an invariant, not an input problem
