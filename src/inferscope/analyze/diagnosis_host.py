@@ -5,6 +5,7 @@ GIL, page faults, the run queue and latency tails.  Evidence: analyze/evidence.p
 from __future__ import annotations
 
 from .. import thresholds as T  # noqa: F401
+from ..headline import busiest_other_thread, thread_busy_ms, thread_figures_text
 from . import advice
 from .evidence import (CULPRIT_SOURCES, HOST_CATEGORIES, Evidence, _children_explain_waiting, _culprit,  # noqa: F401
                        _gil_explains_waiting, _ms, _off_cpu_ms, _pct, _row, _run_queue_pct, _sev, _t, _t_src,
@@ -336,15 +337,16 @@ def cpu_run_queue(res: dict, found: dict) -> dict | None:
         txt.append(f"Involuntary context switches: {inv:,.0f}/s (preempted while runnable).")
     if util is not None and cores:
         txt.append(f"The {cores} core(s) the process may use were {util:.0f}% busy on average (all processes).")
-    busy = [t for t in ((res.get("threads") or {}).get("threads") or []) if not t.get("critical")]
-    busy = sorted(busy, key=lambda t: -(t["recorded_ms"] - t["waiting_ms"]))
-    if busy and busy[0]["recorded_ms"] - busy[0]["waiting_ms"] > 0:
-        i = (res["threads"]["threads"]).index(busy[0])
+    busy = busiest_other_thread(res)          # the headline's busiest other thread (headline.py): the same figures
+    if busy is not None and thread_busy_ms(busy[1]) > 0:
+        i, row = busy
         e.cite("culprit", f"threads.threads[{i}].thread")
         e.cite("culprit_recorded_ms", f"threads.threads[{i}].recorded_ms")
         e.cite("culprit_waiting_ms", f"threads.threads[{i}].waiting_ms")
-        txt.append(f"Culprit (busiest other thread of the process): {busy[0]['thread']}: "
-                   f"{busy[0]['recorded_ms'] - busy[0]['waiting_ms']:,.1f} ms sampled not waiting.")
+        if row.get("on_cpu_ms") is not None:
+            e.cite("culprit_on_cpu_ms", f"threads.threads[{i}].on_cpu_ms")
+            e.cite("culprit_run_queue_ms", f"threads.threads[{i}].run_queue_ms")
+        txt.append(f"Culprit (busiest other thread of the process): {row['thread']}: {thread_figures_text(row)}.")
     else:
         txt.append("No other thread of this process was busy: the cores went to other processes on the host.")
     if "cpu_oversubscription" in found:
