@@ -11,7 +11,10 @@ Rules (exact):
   see Python frames); the program's own executable or any other library -> ``user_code``; a chain
   of transparent frames only -> ``framework`` (system code on the program's behalf).  A sample whose
   threadState is not Running -> ``waiting``.  A sample without a call chain takes its thread's
-  previous class.  ``detail``: the deciding frame's ``symbol (module)``.
+  previous class.  ``detail``: the deciding frame's ``symbol (module)``.  Samples with a call chain and those
+  with a Python-interpreter frame at any depth are counted (``chained_samples``, ``interpreter_samples`` in
+  ``meta["host_sampling"]``): the program's language (analyze/language.py), so native host time is not
+  called Python.
 - **time of a sample** (perf samples fire after a fixed count of CPU cycles, so a sample stands for
   the CPU time since the thread's previous sample): with SCHED_EVENTS for the thread, its on-CPU
   intervals (sched-in -> next sched-out) are cut at the sample times and each piece goes to the

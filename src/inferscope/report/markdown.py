@@ -380,7 +380,7 @@ def render_markdown(result: dict) -> str:
     L += ["## Limitations", ""] + [f"- {md_escape(x, 600)}" for x in result.get("limitations", [])] + [""]
     ab = result.get("about", {})
     L += ["## About this trace", "",
-          f"- Window: {md_escape(result['window']['label'])} ({result['window']['dur_ms']:.3f} ms)",
+          f"- Window: {md_escape(result['window']['label'], 400)} ({result['window']['dur_ms']:.3f} ms)",
           f"- Events: {ab.get('events', 0):,}; report generation: analysis {ab.get('analysis_ms', 0):.1f} ms"
           + (f"; load {ab['load_ms']:.1f} ms" if ab.get("load_ms") is not None else "")]
     col = ab.get("collection") or {}
