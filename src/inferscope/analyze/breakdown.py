@@ -38,7 +38,7 @@ from ..trace.model import Trace
 from .. import classes as CL
 from . import classify as C
 from .intervals import clip, coverage_on_bounds, union
-from .language import program_language
+from .language import part_labels
 from .threads import critical_tracks, helper_tracks
 from .window import Window
 
@@ -66,26 +66,6 @@ PART_LABELS = {
     "framework_python": "framework Python",
     "off_cpu": "off-CPU (sleep, I/O, locks)", "run_queue": "run queue (runnable, waiting for a CPU)",
 }
-
-# Nsight Systems host samples: their 'framework' class is the native code of CUDA / profiler / interpreter / system
-# libraries (ingest/nsys_host.py), never Python frames - named by what it is (issue 47)
-NSYS_SAMPLE_CAT = "nsys_cpu_sample"
-NATIVE_PART_LABELS = {"framework_python": "CUDA, driver, profiler and system libraries (sampled native code)",
-                      "user_code": "user code (the program's own native code)"}
-NSYS_PYTHON_PART_LABELS = {"framework_python": "framework: interpreter, CUDA and system libraries (sampled native code)"}
-
-
-def part_labels(trace: Trace) -> dict[str, str]:
-    """PART_LABELS for this trace: the sampled-framework and user-code parts named by the program's language and
-    by what its samples are (analyze/language.py)."""
-    lang = program_language(trace)["language"]
-    if lang == "native":
-        return {**PART_LABELS, **NATIVE_PART_LABELS}
-    cid = trace.strings.get(NSYS_SAMPLE_CAT)
-    if cid >= 0 and not (trace.spans.kind == SpanKind.PYTHON).any() and bool((trace.spans.cat == cid).any()):
-        return {**PART_LABELS, **NSYS_PYTHON_PART_LABELS}
-    return PART_LABELS
-
 
 SAMPLE_CLASSES = ("tokenization", "preprocessing", "user_code", "framework", "cpu_compute", "waiting", "run_queue")
 
@@ -389,7 +369,7 @@ def breakdown(trace: Trace, window: Window) -> dict:
         else:
             part_cat[pn] = "framework_overhead"
     rows = []
-    labels = part_labels(trace)
+    labels = part_labels(trace, PART_LABELS)
     for i, name in enumerate(CATEGORIES):
         ns = int(cat_ns[i])
         row = {"category": name, "label": CATEGORY_LABELS[name], "ns": ns, "ms": ns / 1e6,

@@ -38,3 +38,23 @@ def program_language(trace: Trace) -> dict:
         return {"language": "native", "evidence": f"{hs['chained_samples']:,} CPU samples with call chains, none in a "
                 "Python interpreter, and no Python process"}
     return {"language": "unknown", "evidence": "no Python frames, interpreter samples or native call chains recorded"}
+
+
+# Nsight Systems host samples: their 'framework' class is the native code of CUDA / profiler / interpreter / system
+# libraries (ingest/nsys_host.py), never Python frames - named by what it is (issue 47)
+NSYS_SAMPLE_CAT = "nsys_cpu_sample"
+NATIVE_PART_LABELS = {"framework_python": "CUDA, driver, profiler and system libraries (sampled native code)",
+                      "user_code": "user code (the program's own native code)"}
+NSYS_PYTHON_PART_LABELS = {"framework_python": "framework: interpreter, CUDA and system libraries (sampled native code)"}
+
+
+def part_labels(trace: Trace, base: dict[str, str]) -> dict[str, str]:
+    """The breakdown's part labels (``base``: breakdown.PART_LABELS) for this trace: the sampled-framework and
+    user-code parts named by the program's language and by what its samples are."""
+    lang = program_language(trace)["language"]
+    if lang == "native":
+        return {**base, **NATIVE_PART_LABELS}
+    cid = trace.strings.get(NSYS_SAMPLE_CAT)
+    if cid >= 0 and not (trace.spans.kind == SpanKind.PYTHON).any() and bool((trace.spans.cat == cid).any()):
+        return {**base, **NSYS_PYTHON_PART_LABELS}
+    return base
