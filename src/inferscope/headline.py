@@ -39,3 +39,40 @@ def llm_headline(result: dict) -> dict[str, float | None] | None:
             v = v.get(k) if isinstance(v, dict) else None
         out[col] = num(v)
     return out
+
+
+# ------------------------------------------------------------------------------------------------
+# The report headline's thread figures (report.md / report.html headline, finding cpu_run_queue): one function
+# per figure, read from the threads table (report.json ``threads.threads``) so the headline cannot disagree with it.
+# ------------------------------------------------------------------------------------------------
+def thread_busy_ms(row: dict) -> float:
+    """A thread's busy time: sampled on-CPU time where sampled, else recorded minus waiting (off-CPU) time."""
+    on = num(row.get("on_cpu_ms"))
+    return on if on is not None else float(row["recorded_ms"]) - float(row["waiting_ms"])
+
+
+def busiest_other_thread(result: dict) -> tuple[int, dict] | None:
+    """(index into ``threads.threads``, row) of the non-critical thread with the most busy time
+    (``thread_busy_ms``; the first in table order on a tie); None without one."""
+    rows = ((result.get("threads") or {}).get("threads")) or []
+    best = None
+    for i, r in enumerate(rows):
+        if not r.get("critical") and (best is None or thread_busy_ms(r) > thread_busy_ms(rows[best])):
+            best = i
+    return None if best is None else (best, rows[best])
+
+
+def thread_figures(row: dict) -> dict[str, float | None]:
+    """The figures the headline states for one thread, straight from its table row: recorded, on-CPU (sampled),
+    run queue (sampled: runnable, waiting for a CPU) and off-CPU (waiting) ms."""
+    return {"recorded_ms": float(row["recorded_ms"]), "on_cpu_ms": num(row.get("on_cpu_ms")),
+            "run_queue_ms": num(row.get("run_queue_ms")), "off_cpu_ms": float(row["waiting_ms"])}
+
+
+def thread_figures_text(row: dict) -> str:
+    """'X ms recorded: Y ms on CPU, Z ms in the run queue, W ms off-CPU' (unsampled: 'X ms recorded, W ms off-CPU')."""
+    f = thread_figures(row)
+    if f["on_cpu_ms"] is None:
+        return f"{f['recorded_ms']:,.1f} ms recorded, {f['off_cpu_ms']:,.1f} ms off-CPU"
+    return (f"{f['recorded_ms']:,.1f} ms recorded: {f['on_cpu_ms']:,.1f} ms on CPU, {f['run_queue_ms'] or 0.0:,.1f} ms in "
+            f"the run queue, {f['off_cpu_ms']:,.1f} ms off-CPU")

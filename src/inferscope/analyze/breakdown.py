@@ -38,6 +38,7 @@ from ..trace.model import Trace
 from .. import classes as CL
 from . import classify as C
 from .intervals import clip, coverage_on_bounds, union
+from .language import part_labels
 from .threads import critical_tracks, helper_tracks
 from .window import Window
 
@@ -368,6 +369,7 @@ def breakdown(trace: Trace, window: Window) -> dict:
         else:
             part_cat[pn] = "framework_overhead"
     rows = []
+    labels = part_labels(trace, PART_LABELS)
     for i, name in enumerate(CATEGORIES):
         ns = int(cat_ns[i])
         row = {"category": name, "label": CATEGORY_LABELS[name], "ns": ns, "ms": ns / 1e6,
@@ -377,7 +379,7 @@ def breakdown(trace: Trace, window: Window) -> dict:
                 break                         # waiting's parts only when the run queue has time
             if part_cat[pn] == name and part_ns[j] > 0:
                 pns = int(part_ns[j])
-                row["parts"].append({"name": pn, "label": PART_LABELS.get(pn, pn), "ns": pns, "ms": pns / 1e6,
+                row["parts"].append({"name": pn, "label": labels.get(pn, pn), "ns": pns, "ms": pns / 1e6,
                                      "pct": (100.0 * pns / total_ns) if total_ns else 0.0})
         rows.append(row)
     if total_ns and int(cat_ns.sum()) != total_ns:  # an invariant, not an input problem

@@ -6,6 +6,7 @@ diagnosis_gpu_efficiency.py.  Evidence: analyze/evidence.py.
 from __future__ import annotations
 
 from .. import thresholds as T  # noqa: F401
+from . import advice
 from .evidence import (CULPRIT_SOURCES, HOST_CATEGORIES, Evidence, _children_explain_waiting, _culprit,  # noqa: F401
                        _gil_explains_waiting, _ms, _off_cpu_ms, _pct, _row, _run_queue_pct, _sev,
                        _user_code_pct, _with_culprit, get_path)
@@ -50,8 +51,8 @@ def gpu_idle(res: dict, found: dict) -> dict | None:
     _with_culprit(e, res, top_host, txt)
     sugg = {
         "sync_wait": "Remove host-device synchronisation from the hot path (see sync_stall); keep the GPU queue non-empty.",
-        "cpu_preprocessing": "Overlap CPU preprocessing with GPU work: tokenize/prepare the next batch in a worker thread or process while the GPU runs the current one.",
-        "framework_overhead": "Reduce per-op host overhead: capture the steady-state loop in CUDA graphs (torch.compile mode='reduce-overhead' or torch.cuda.graphs), fuse small ops, or raise the batch size.",
+        "cpu_preprocessing": advice.text("gpu_idle.cpu_preprocessing", res),
+        "framework_overhead": advice.text("gpu_idle.framework_overhead", res),
         "waiting": "The host is off-CPU (sleep, I/O, locks) while the GPU waits: move I/O off the inference thread and check lock contention.",
         "other": "Host activity in the gaps is not covered by the trace: profile with CPU sampling (inferscope run) or add NVTX/record_function ranges.",
     }[top_host]
@@ -82,11 +83,10 @@ def sync_stall(res: dict, found: dict) -> dict | None:
     txt.append(f"{idle_ms:.2f} ms of it with the GPU idle (breakdown sync_wait, {idle_pct:.1f}% of the window); "
                "severity follows that part: blocking while the GPU computes costs little.")
     if td:
-        txt.append(f"{td} device->host reads of <= {sy['tiny_d2h']['threshold_bytes']} bytes (the .item()/.cpu() pattern).")
+        txt.append(f"{td} device->host reads of <= {sy['tiny_d2h']['threshold_bytes']} bytes ("
+                   + ("small blocking reads of results" if advice.is_native(res) else "the .item()/.cpu() pattern") + ").")
     return e.finding("sync_stall", _sev(idle_pct, T.SYNC_STALL_MEDIUM_PCT, T.SYNC_STALL_HIGH_PCT, "low"),
-                     "Host blocked in CPU-GPU synchronisation", txt,
-                     "Avoid per-step .item()/.cpu()/print of GPU tensors and explicit torch.cuda.synchronize() in the loop; "
-                     "keep results on the GPU and read them once per batch, or use non_blocking copies with CUDA events.")
+                     "Host blocked in CPU-GPU synchronisation", txt, advice.text("sync_stall", res))
 
 
 def pageable_copy(res: dict, found: dict) -> dict | None:
@@ -113,9 +113,7 @@ def pageable_copy(res: dict, found: dict) -> dict | None:
         e.cite("top_pageable_copy_api_ms", "copies.pageable.by_api[0].ms")
         txt.append("Issued by: " + ", ".join(f"{a['api']} x{a['count']} ({a['ms']:.3f} ms on the GPU)" for a in apis[:3]) + ".")
     sev = _sev(pct, T.PAGEABLE_COPY_MIN_PCT, T.SYNC_STALL_HIGH_PCT, "low")
-    return e.finding("pageable_copy", sev, "Host<->device copies use pageable memory", txt,
-                     "Allocate host buffers pinned (tensor.pin_memory(), DataLoader(pin_memory=True)) and copy with "
-                     "non_blocking=True, so copies are true DMA and can overlap compute.")
+    return e.finding("pageable_copy", sev, "Host<->device copies use pageable memory", txt, advice.text("pageable_copy", res))
 
 
 def small_copies(res: dict, found: dict) -> dict | None:

@@ -5,6 +5,8 @@ GIL, page faults, the run queue and latency tails.  Evidence: analyze/evidence.p
 from __future__ import annotations
 
 from .. import thresholds as T  # noqa: F401
+from ..headline import busiest_other_thread, thread_busy_ms, thread_figures_text
+from . import advice
 from .evidence import (CULPRIT_SOURCES, HOST_CATEGORIES, Evidence, _children_explain_waiting, _culprit,  # noqa: F401
                        _gil_explains_waiting, _ms, _off_cpu_ms, _pct, _row, _run_queue_pct, _sev, _t, _t_src,
                        _user_code_pct, _with_culprit, get_path)
@@ -70,11 +72,9 @@ def cpu_preprocessing(res: dict, found: dict) -> dict | None:
                 "tokenize in a worker pool, and overlap it with inference of the previous batch.")
         title = "Tokenization dominates CPU time"
     elif dom[0] == "user code":
-        # plain code in the user's own files: DataLoader/GPU-decode advice does not apply
-        sugg = ("Your own Python code holds the time" + named + ": profile and speed up the hot functions named here "
-                "(vectorise loops with numpy/torch, cache repeated work, avoid per-item Python), or move them off the "
-                "request path.")
-        title = "User code dominates CPU time"
+        # plain code in the user's own files: DataLoader/GPU-decode advice does not apply; Python or native advice
+        # by what the culprit is (advice.py)
+        title, sugg = advice.user_code(res, named)
     else:
         sugg = ("Move preprocessing off the critical path" + named + " (worker processes / DataLoader num_workers, "
                 "GPU-side decode/resize) and overlap it with inference.")
@@ -105,9 +105,7 @@ def host_launch_bound(res: dict, found: dict) -> dict | None:
     _culprit_launch(e, res, txt)
     _with_culprit(e, res, "framework_overhead", txt)
     return e.finding(
-        "host_launch_bound", "high", "The host cannot issue work fast enough", txt,
-        "Cut per-kernel host cost: CUDA graphs (torch.compile mode='reduce-overhead'), fewer/fused ops, larger batches; "
-        "check for Python overhead between ops.")
+        "host_launch_bound", "high", "The host cannot issue work fast enough", txt, advice.text("host_launch_bound", res))
 
 
 def framework_overhead(res: dict, found: dict) -> dict | None:
@@ -120,13 +118,13 @@ def framework_overhead(res: dict, found: dict) -> dict | None:
     for p in parts:
         e.cite(f"{p['name']}_ms", f"breakdown[framework_overhead].parts[{p['name']}].ms")
     where = ("with no GPU work running" if res.get("gpu") is not None else
+             "outside compute ops" if advice.is_native(res) else
              "outside compute ops (Python in torch/transformers, dispatch, generation loop)")
     txt = [f"Framework and runtime work on the host {where}: {fw:.1f}% of the window."] + \
         (["Parts: " + ", ".join(f"{p['name']} {p['ms']:.1f} ms" for p in parts) + "."] if parts else [])
     _with_culprit(e, res, "framework_overhead", txt)
     return e.finding("framework_overhead", "medium", "Framework / runtime overhead is a large share", txt,
-                     "Reduce op count and Python between ops (torch.compile, fused modules, inference_mode), or batch more "
-                     "work per call.")
+                     advice.text("framework_overhead", res))
 
 
 def _category_evidence(res: dict, cat: str) -> Evidence:
@@ -339,15 +337,16 @@ def cpu_run_queue(res: dict, found: dict) -> dict | None:
         txt.append(f"Involuntary context switches: {inv:,.0f}/s (preempted while runnable).")
     if util is not None and cores:
         txt.append(f"The {cores} core(s) the process may use were {util:.0f}% busy on average (all processes).")
-    busy = [t for t in ((res.get("threads") or {}).get("threads") or []) if not t.get("critical")]
-    busy = sorted(busy, key=lambda t: -(t["recorded_ms"] - t["waiting_ms"]))
-    if busy and busy[0]["recorded_ms"] - busy[0]["waiting_ms"] > 0:
-        i = (res["threads"]["threads"]).index(busy[0])
+    busy = busiest_other_thread(res)          # the headline's busiest other thread (headline.py): the same figures
+    if busy is not None and thread_busy_ms(busy[1]) > 0:
+        i, row = busy
         e.cite("culprit", f"threads.threads[{i}].thread")
         e.cite("culprit_recorded_ms", f"threads.threads[{i}].recorded_ms")
         e.cite("culprit_waiting_ms", f"threads.threads[{i}].waiting_ms")
-        txt.append(f"Culprit (busiest other thread of the process): {busy[0]['thread']}: "
-                   f"{busy[0]['recorded_ms'] - busy[0]['waiting_ms']:,.1f} ms sampled not waiting.")
+        if row.get("on_cpu_ms") is not None:
+            e.cite("culprit_on_cpu_ms", f"threads.threads[{i}].on_cpu_ms")
+            e.cite("culprit_run_queue_ms", f"threads.threads[{i}].run_queue_ms")
+        txt.append(f"Culprit (busiest other thread of the process): {row['thread']}: {thread_figures_text(row)}.")
     else:
         txt.append("No other thread of this process was busy: the cores went to other processes on the host.")
     if "cpu_oversubscription" in found:

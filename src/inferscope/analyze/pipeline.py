@@ -26,6 +26,7 @@ from .efficiency import efficiency, efficiency_table
 from .llm import llm, llm_tables
 from .host_calls import one_off_host_calls
 from .idle_gaps import idle_gaps
+from .language import program_language
 from .kernels import kernel_table, kernels
 from .options import AnalyzeOptions, unmatched_option_warnings
 from .phases import phase_tables, phases
@@ -62,7 +63,8 @@ def _load_extras() -> None:
 
 def _source(trace: Trace) -> dict:
     m = trace.meta
-    return {"format": m.get("source_format", "unknown"), "file": m.get("source_file"),
+    lang = program_language(trace)
+    return {"language": lang["language"], "language_evidence": lang["evidence"],"format": m.get("source_format", "unknown"), "file": m.get("source_file"),
             "devices": m.get("devices", []), "tool_versions": m.get("tool_versions", {}),
             "events": int(trace.n_events), "spans": int(len(trace.spans)),
             "tracks": int(len(trace.tracks)), "counters": int(len(trace.counters)),

@@ -168,6 +168,12 @@ def resolve_window(trace: Trace, spec: str | None, run_phases: dict | None = Non
     run_phases: the result of ``run_phases.run_phases(trace)`` when the caller has it already.
     """
     lo, hi = trace.bounds_ns()
+    ps0 = process_start_ns(trace)
+    run0 = ps0 if ps0 is not None and ps0 < lo else lo       # where --window all starts (below)
+    whole = f"--window all: the whole {'run' if run0 < lo else 'trace'}, {(hi - run0) / 1e6:,.1f} ms"
+
+    def _of(a: int, b: int) -> str:          # which part of the trace the window is (issue 47: not 'whole run')
+        return f"{(b - a) / 1e6:,.1f} ms from +{(a - lo) / 1e6:,.1f} ms, first start to last end"
     if spec is None:
         sc = scope_extent(trace)
         if sc is not None:
@@ -175,12 +181,12 @@ def resolve_window(trace: Trace, spec: str | None, run_phases: dict | None = Non
             if wu is not None:
                 return Window(wu["next_start_ns"], sc[1],
                               f"inferscope.scope() ranges after the warm-up call of {wu['name']!r} "
-                              f"({wu['ms']:,.1f} ms vs a typical {wu['typical_ms']:,.1f} ms; left out; "
-                              f"--window {wu['name']}:1: that call, --window all: whole run)", "scopes")
-            return Window(sc[0], sc[1], "inferscope.scope() ranges (--window all: whole run)", "scopes")
+                              f"({_of(wu['next_start_ns'], sc[1])}; the warm-up call, {wu['ms']:,.1f} ms vs a typical "
+                              f"{wu['typical_ms']:,.1f} ms, left out; --window {wu['name']}:1: that call; {whole})", "scopes")
+            return Window(sc[0], sc[1], f"inferscope.scope() ranges ({_of(sc[0], sc[1])}; {whole})", "scopes")
         ge = generate_extent(trace)
         if ge is not None:
-            return Window(ge[0], ge[1], "generate() calls (--window all: whole run)", "scopes")
+            return Window(ge[0], ge[1], f"generate() calls ({_of(ge[0], ge[1])}; {whole})", "scopes")
         if run_phases is None:
             from .run_phases import run_phases as _rp
             run_phases = _rp(trace)
@@ -190,7 +196,7 @@ def resolve_window(trace: Trace, spec: str | None, run_phases: dict | None = Non
             n = run_phases.get("steady_steps")
             return Window(run_phases["steady_start_ns"], run_phases["steady_end_ns"],
                           "steady state (" + " and ".join(cut) + " left out" + (f"; {n} steady steps remain" if n else "")
-                          + "; --window all: whole trace)", "steady")
+                          + f"; {whole})", "steady")
         kept = run_phases.get("not_cut") or []
         if kept and spec is None:
             lo_, hi_ = trace.bounds_ns()

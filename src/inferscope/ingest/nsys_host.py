@@ -11,7 +11,10 @@ Rules (exact):
   see Python frames); the program's own executable or any other library -> ``user_code``; a chain
   of transparent frames only -> ``framework`` (system code on the program's behalf).  A sample whose
   threadState is not Running -> ``waiting``.  A sample without a call chain takes its thread's
-  previous class.  ``detail``: the deciding frame's ``symbol (module)``.
+  previous class.  ``detail``: the deciding frame's ``symbol (module)``.  Samples with a call chain and those
+  with a Python-interpreter frame at any depth are counted (``chained_samples``, ``interpreter_samples`` in
+  ``meta["host_sampling"]``): the program's language (analyze/language.py), so native host time is not
+  called Python.
 - **time of a sample** (perf samples fire after a fixed count of CPU cycles, so a sample stands for
   the CPU time since the thread's previous sample): with SCHED_EVENTS for the thread, its on-CPU
   intervals (sched-in -> next sched-out) are cut at the sample times and each piece goes to the
@@ -92,8 +95,10 @@ def _cols(schema, table) -> set[str]:
     return set(schema.get(table, ()))
 
 
-def sample_classes(con, schema, has_gpu: bool):
-    """(ts, gtid, class code, detail string) per CPU sample, sorted by (gtid, ts); None when absent."""
+def sample_classes(con, schema, has_gpu: bool, counts: dict | None = None):
+    """(ts, gtid, class code, detail string) per CPU sample, sorted by (gtid, ts); None when absent.
+    ``counts`` (optional) receives ``chained_samples`` (samples with a call chain) and ``interpreter_samples``
+    (of which a frame at any depth is in a Python interpreter): the program's language (analyze/language.py)."""
     if COMPOSITE not in schema or not {"id", "start", "globalTid"} <= _cols(schema, COMPOSITE):
         return None
     st_col = "threadState" if "threadState" in _cols(schema, COMPOSITE) else "1"
@@ -121,6 +126,11 @@ def sample_classes(con, schema, has_gpu: bool):
             for r in rows.tolist():
                 detail_of[int(ch[r, 0])] = f"{s.get(int(ch[r, 2]), '?')} ({os.path.basename(s.get(int(ch[r, 1]), '?'))})"
             has_chain = set(np.unique(ch[:, 0]).tolist())
+            pymod = np.array([bool(_PYTHON.search(s.get(int(m), ""))) for m in mods.tolist()], dtype=bool)
+            if counts is not None:
+                py_ids = np.unique(ch[pymod[inv], 0])
+                counts["chained_samples"] = int(np.isin(ev[:, 0], ch[:, 0]).sum())
+                counts["interpreter_samples"] = int(np.isin(ev[:, 0], py_ids).sum())
             for i, eid in enumerate(ev[:, 0].tolist()):
                 c = chain_cls.get(eid)
                 if c is not None:
@@ -168,9 +178,11 @@ def cpu_sample_part(con, schema, has_gpu: bool, intern, active_threads: set | No
     """The host-sample span part (final string ids) and a summary for meta.  ``active_threads``: the
     globalTids with CUDA API calls or NVTX ranges; off-CPU time is counted for those and for sampled threads."""
     tools = _tool_threads(con, schema)
-    samples = sample_classes(con, schema, has_gpu)
+    counts = {"chained_samples": 0, "interpreter_samples": 0}
+    samples = sample_classes(con, schema, has_gpu, counts)
     sched = sched_intervals(con, schema)
-    info = {"cpu_samples": 0 if samples is None else int(len(samples[0])), "sched_threads": 0 if sched is None else len(sched)}
+    info = {"cpu_samples": 0 if samples is None else int(len(samples[0])), "sched_threads": 0 if sched is None else len(sched),
+            **counts}
     if samples is None and not sched:
         return None, info
     block_names = {}

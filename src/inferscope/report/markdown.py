@@ -6,6 +6,7 @@ import re
 from ..analyze.diagnosis import kernel_capture_only, partial_trace
 from ..analyze.kernels import short_kernel_name
 from ..analyze.whatif import headline_lines, saving_text
+from ..headline import busiest_other_thread, thread_figures_text
 from .kernel_text import kernel_capture_lines
 from .shown import TABLE_TITLES, more_rows_note, shown_tables, table_title, words
 from ..util.atomic import atomic_write_text
@@ -115,10 +116,11 @@ def headline(result: dict) -> str:
     lines += [plain(x, 400) for x in run_phase_lines(result)]
     th = result.get("threads") or {}
     others = [t for t in th.get("threads", []) if not t["critical"]]
-    if others and th.get("critical"):
+    busiest = busiest_other_thread(result)
+    if busiest is not None and th.get("critical"):
         lines.append(plain(f"Critical thread: {', '.join(th['critical'][:3])} ({th['rule_text']}); {len(others)} other "
-                           f"thread(s) in parallel, not in the host categories (busiest: {others[0]['thread']}, "
-                           f"{others[0]['recorded_ms']:,.1f} ms recorded, {others[0]['waiting_ms']:,.1f} ms waiting)", 400))
+                           f"thread(s) in parallel, not in the host categories (busiest: {busiest[1]['thread']}, "
+                           f"{thread_figures_text(busiest[1])})", 400))
         if th.get("all_threads_on_cpu_pct") is not None:
             lines.append(plain(f"All threads together on CPU: {th['all_threads_on_cpu_pct']:.1f}% of the window (% of one "
                                f"core; the critical thread(s) {th['critical_on_cpu_pct']:.1f}%, sampled)", 400))
@@ -290,7 +292,7 @@ def render_markdown(result: dict) -> str:
     if rp.get("startup") or rp.get("teardown") or rp.get("not_cut"):
         L += ["## Phases of the run", "",
               f"Trace {rp['trace_ms']:,.3f} ms; steady state {rp['steady_ms']:,.3f} ms "
-              f"({'the default window' if rp.get('applied') else 'not the window: ' + md_escape(result['window']['label'])}).", ""]
+              f"({'the default window' if rp.get('applied') else 'not the window: ' + md_escape(result['window']['label'], 400)}).", ""]
         if rp.get("justification"):
             L += [f"Why the cut is safe: {md_escape(rp['justification'], 400)}.", ""]
         for k in rp.get("not_cut") or []:
@@ -383,7 +385,7 @@ def render_markdown(result: dict) -> str:
     L += ["## Limitations", ""] + [f"- {md_escape(x, 600)}" for x in result.get("limitations", [])] + [""]
     ab = result.get("about", {})
     L += ["## About this trace", "",
-          f"- Window: {md_escape(result['window']['label'])} ({result['window']['dur_ms']:.3f} ms)",
+          f"- Window: {md_escape(result['window']['label'], 400)} ({result['window']['dur_ms']:.3f} ms)",
           f"- Events: {ab.get('events', 0):,}; report generation: analysis {ab.get('analysis_ms', 0):.1f} ms"
           + (f"; load {ab['load_ms']:.1f} ms" if ab.get("load_ms") is not None else "")]
     col = ab.get("collection") or {}

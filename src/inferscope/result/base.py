@@ -56,6 +56,8 @@ class Source(_S):
     tracks: int
     counters: int
     distributed: Optional[Distributed] = None
+    language: Optional[str] = None            # the program's host language: python | native | unknown (analyze/language.py)
+    language_evidence: Optional[str] = None   # what in the trace says so
 
 
 class WindowInfo(_S):
