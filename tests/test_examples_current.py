@@ -82,3 +82,16 @@ def test_readme_links_every_example():
     for ex in GEN.EXAMPLES:
         assert f"examples/reports/{ex['name']}.md" in readme, ex["name"]
         assert f"({ex['name']}.html)" in index
+
+
+def test_readme_names_each_example_by_its_committed_verdict():
+    """The README's example list gives each example report's verdict as the committed report says it (the RTX 3090
+    example was listed as framework_bound while its report said gpu_bound)."""
+    import re
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    rows = re.findall(r"\(examples/reports/([a-z0-9_]+)\.md\).*— `([a-z_]+)`", readme)
+    assert rows, "the README lists no example report with its verdict"
+    for stem, verdict in rows:
+        md = (root / "examples" / "reports" / f"{stem}.md").read_text()
+        assert f"`{verdict}`" in md or verdict in md.split("\n## ")[0], (stem, verdict)
