@@ -43,7 +43,7 @@ from .llm import (
     FlopsPerToken, Model,
 )
 from .deep_dive import (
-    DeepDiveDevice, DeepDiveKernel, MveFigure, MeasuredVsEstimated, LaunchRange, KernelDeepDive,
+    DeepDiveDevice, DeepDiveKernel, StallReason, MveFigure, MeasuredVsEstimated, LaunchRange, KernelDeepDive,
 )
 from .report import (
     Finding, Verdict, Table, About, Report, from_dict, json_schema,
@@ -63,6 +63,6 @@ __all__ = [
     "BlockingCall", "BlockingOther", "BlockingSyscall", "Blocking", "Contention", "GcGeneration",
     "GcThread", "GcPause", "GcRun", "GcPauses", "EfficiencyOp", "Efficiency", "LatencyStats", "TokensPerS", "TokenCounts",
     "LlmStep", "StageCategory", "LlmStage", "Llm", "FlopsPerToken", "Model", "DeepDiveDevice",
-    "DeepDiveKernel", "MveFigure", "MeasuredVsEstimated", "LaunchRange", "KernelDeepDive", "Finding",
+    "DeepDiveKernel", "StallReason", "MveFigure", "MeasuredVsEstimated", "LaunchRange", "KernelDeepDive", "Finding",
     "Verdict", "Table", "About", "Report", "from_dict", "json_schema",
 ]
