@@ -224,3 +224,86 @@ def test_gemm_shapes_of_planted_calls(tmp_path):
 
 def _events_plain(path):
     return json.loads(Path(path).read_text())["traceEvents"]
+
+
+# ---------------------------------------------------------------------------------------------- module hotspots
+
+ATTN = {"aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention",
+        "aten::_scaled_dot_product_efficient_attention", "aten::_scaled_dot_product_cudnn_attention"}
+
+
+def _recount_modules(events) -> dict:
+    """path -> [calls, cpu_us, gpu_us, flops]: module events nested by time on their thread, kernels joined by
+    correlation to their runtime call and from there to every module around it; FLOPs of leaf GEMMs (2*M*N*K)
+    and outermost attention ops (4*B*H*Sq*Sk*D, none causal in this trace) inside each module."""
+    mods = sorted((e for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("nn.Module: ")),
+                  key=lambda e: (e["ts"], -e["dur"]))
+
+    def inside(o, e):
+        return (o["pid"], o["tid"]) == (e["pid"], e["tid"]) and o["ts"] <= e["ts"] and e["ts"] + e.get("dur", 0) <= o["ts"] + o["dur"]
+
+    path = {}
+    for m in mods:
+        outer = [o for o in mods if o is not m and inside(o, m) and id(o) in path]
+        par = max(outer, key=lambda o: len(path[id(o)])) if outer else None
+        path[id(m)] = (path[id(par)] + "/" if par else "") + m["name"][len("nn.Module: "):]
+    out = {}
+    for m in mods:
+        r = out.setdefault(path[id(m)], [0, 0.0, 0.0, 0.0])
+        r[0] += 1
+        r[1] += m["dur"]
+
+    def around(e):
+        return {path[id(m)] for m in mods if inside(m, e)}
+
+    rt = {e["args"]["correlation"]: e for e in events if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver")
+          and "correlation" in (e.get("args") or {})}
+    for k in events:
+        if k.get("ph") == "X" and k.get("cat") == "kernel" and k["args"].get("correlation") in rt:
+            for p in around(rt[k["args"]["correlation"]]):
+                out[p][2] += k["dur"]
+    ops = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op" and "Input Dims" in (e.get("args") or {})]
+    gemms = [o for o in ops if o["name"] in GEMM]
+    attn = [o for o in ops if o["name"] in ATTN]
+    for o in gemms:
+        if any(p is not o and inside(o, p) for p in gemms):
+            continue
+        b, m, n, k = _raw_mnk(o["name"], o["args"]["Input Dims"])
+        for p in around(o):
+            out[p][3] += 2 * b * m * n * k
+    for o in attn:
+        if any(p is not o and inside(p, o) for p in attn):
+            continue
+        (b, h, sq, d), sk = o["args"]["Input Dims"][0], o["args"]["Input Dims"][1][2]
+        for p in around(o):
+            out[p][3] += 4 * b * h * sq * sk * d
+    return out
+
+
+@pytest.mark.shared
+def test_module_hotspots_equal_a_recount_on_a_real_trace():
+    path = shared_path("kineto", "tracelens_h100_bert_small_fillmask.json.gz")
+    events = _events(path)
+    expect = _recount_modules(events)
+    assert len(expect) > 50
+    res = analyze(load_trace(path), AnalyzeOptions(window="all", top_n=1000))
+    t = res["tables"]["module_hotspots"]
+    assert t["columns"] == ["module", "depth", "calls", "cpu_ms", "gpu_ms", "self_gpu_ms", "pct_of_gpu", "gflops"]
+    got = {r[0]: r for r in t["rows"]}
+    assert set(got) == set(expect)
+    total_k = sum(k["dur"] for k in events if k.get("ph") == "X" and k.get("cat") == "kernel")
+    for p, (calls, cpu_us, gpu_us, flops) in expect.items():
+        r = got[p]
+        assert r[1] == p.count("/") and r[2] == calls, p
+        assert r[3] == pytest.approx(cpu_us / 1e3, abs=2e-6), p
+        assert r[4] == pytest.approx(gpu_us / 1e3, abs=2e-6), p
+        assert r[6] == pytest.approx(100 * gpu_us / total_k, abs=1e-3), p
+        assert r[7] == pytest.approx(flops / 1e9, rel=1e-6, abs=1e-9), p
+    # self GPU time: the kernels whose innermost module is the row's (children's inclusive time taken off)
+    for p, r in got.items():
+        kids = [q for q in got if q.startswith(p + "/") and q.count("/") == p.count("/") + 1]
+        assert r[5] == pytest.approx(r[4] - sum(got[q][4] for q in kids), abs=1e-5), p
+    gms = [r[4] for r in t["rows"]]
+    assert gms == sorted(gms, reverse=True)
+    assert got["BertLMHeadModel_0/BertOnlyMLMHead_0/BertLMPredictionHead_0/Linear_25"][7] == pytest.approx(
+        2 * 141 * 30522 * 512 / 1e9)                                 # the vocabulary projection, by hand
