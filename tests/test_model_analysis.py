@@ -222,6 +222,20 @@ def test_gemm_shapes_of_planted_calls(tmp_path):
     assert rows[0][9] == pytest.approx(2 * 2 * 64 * 128 * 64 / 40e-6 / 1e12, abs=5e-5)   # 4 decimals
 
 
+def test_hostile_gemm_dims_give_no_row(tmp_path):
+    path = _synthetic_gemm_trace(tmp_path / "gemm.json")
+    doc = json.loads(path.read_text())
+    huge = 2 ** 70
+    doc["traceEvents"] += [_x("aten::mm", 1800, 5, **{"Input Dims": [[huge, 3], [3, huge]], "Input type": ["float", "float"]}),
+                           _x("aten::mm", 1810, 5, **{"Input Dims": [[-2, 3], [3, 4]], "Input type": ["float", "float"]}),
+                           _x("aten::bmm", 1820, 5, **{"Input Dims": [["a", 3], [3, 4]], "Input type": ["float", "float"]})]
+    path.write_text(json.dumps(doc))
+    res = analyze(load_trace(path), AnalyzeOptions(window="all"))
+    got, _ = _table_by_key(res)
+    assert all(k[2] is None or 0 <= k[2] < 2 ** 62 for k in got) and ("aten::mm", 1, -2, 4, 3) not in got
+    assert ("aten::addmm", 1, 64, 128, 64) in got
+
+
 def _events_plain(path):
     return json.loads(Path(path).read_text())["traceEvents"]
 

@@ -27,7 +27,9 @@ COLUMNS = ["op", "dtype", "batch", "m", "n", "k", "calls", "gflops", "kernel_ms"
 def _mnk_of(name: str, detail_json: str):
     try:
         r = gemm_mnk(name, json.loads(detail_json).get("dims") or [])
-    except (ValueError, AttributeError, TypeError, IndexError):
+    except (ValueError, AttributeError, TypeError, IndexError, OverflowError):
+        return None
+    if r is None or not all(0 <= int(x) < 2 ** 62 for x in r):      # hostile dims: no row rather than an overflow
         return None
     return r
 
