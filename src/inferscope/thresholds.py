@@ -502,6 +502,9 @@ KERNEL_MIN_WAVES = 1.0
 # compute-bound and holds at least this share (a tenth of GPU time is worth a look; InferScope's own
 # rule, the same floor as the kernels table's "hot" kernels in the demo).
 KERNEL_LIMITER_MIN_SHARE_PCT = 10.0
+# Warp stall reasons listed per kernel (analyze/kernel_stalls.py): those holding at least this share of the warp
+# cycles between issued instructions; ncu's CPIStall rules fire from 30 %, a twentieth still names a real second cause.
+KERNEL_STALL_MIN_SHARE_PCT = 5.0
 # Measured (Nsight Compute) vs shape-based efficiency of the same kernel (kernel_deep_dive.measured_vs_estimated):
 # the two "disagree" when one is at least this many times the other.  Below 2x the gap is explained by how the
 # two are taken: ncu locks clocks to base by default (H100 SXM base 1,590 vs boost 1,980 MHz: 1.25x in duration)

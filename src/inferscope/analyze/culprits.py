@@ -6,7 +6,8 @@ window's time, by name, so a finding can say *what* to change.
   the line with the most sampled time - analyze/sample_labels.py), and Python frames a profiler recorded (PYTHON spans,
   Kineto with_stack: self time = the frame minus its recorded children, total = the whole frame);
 - ops: CPU ops (aten::...): self time (minus child ops), total, calls, and the GPU time of the
-  kernels/copies launched from inside them (launch flows, attributed to the innermost op);
+  kernels/copies launched from inside them (launch flows, attributed to the innermost op), and the most
+  frequent recorded input shapes (record_shapes; analyze/op_shapes.py);
 - apis: CUDA/HIP runtime and driver calls by base name (``_v3020`` suffixes dropped; kind ``cuda``)
   and OS runtime calls (nsys OSRT: poll, read, pthread_cond_wait ...; kind ``os``): count, total
   (summed over threads), p50, max.
@@ -21,6 +22,7 @@ from .. import classes as CL
 from ..trace.kinds import GPU_WORK_KINDS, FlowKind, SpanKind
 from ..trace.model import Trace, codes_in
 from .breakdown import python_self_intervals
+from .op_shapes import shapes_by_name
 from .sample_labels import function_keys, sample_counts, split_label, top_line
 from .select import clipped_durations, in_window
 from .stats import fast_unique, grouped_stats
@@ -132,8 +134,9 @@ def _ops(trace: Trace, window, win_ns: int) -> list[dict]:
     self_sum = np.bincount(inv, weights=self_ns.astype(np.float64), minlength=len(uk))
     tot_sum = np.bincount(inv, weights=tot.astype(np.float64), minlength=len(uk))
     dev_sum = np.bincount(inv, weights=dev_ns[idx].astype(np.float64), minlength=len(uk))
+    shp = shapes_by_name(trace, idx)
     rows = [{"name": trace.strings[int(k)], "calls": int(c), "self_ms": a / 1e6, "total_ms": t / 1e6,
-             "device_ms": d / 1e6, "self_pct": 100.0 * a / win_ns if win_ns else 0.0}
+             "device_ms": d / 1e6, "self_pct": 100.0 * a / win_ns if win_ns else 0.0, "shapes": shp.get(int(k), "")}
             for k, c, a, t, d in zip(uk.tolist(), cnt.tolist(), self_sum.tolist(), tot_sum.tolist(), dev_sum.tolist())]
     rows.sort(key=lambda r: (-r["self_ms"], r["name"]))
     return rows
@@ -176,9 +179,9 @@ def culprits(trace: Trace, window, top_n: int = 20) -> dict:
                       None if r["total_ms"] is None else round(r["total_ms"], 6), r["samples"], r["calls"], r["source"]]
                      for r in fn]}
     if ops:
-        tables["top_ops"] = {"columns": ["op", "calls", "self_ms", "self_pct", "total_ms", "device_ms"],
+        tables["top_ops"] = {"columns": ["op", "calls", "self_ms", "self_pct", "total_ms", "device_ms", "shapes"],
                              "rows": [[r["name"], r["calls"], round(r["self_ms"], 6), round(r["self_pct"], 4),
-                                       round(r["total_ms"], 6), round(r["device_ms"], 6)] for r in ops]}
+                                       round(r["total_ms"], 6), round(r["device_ms"], 6), r["shapes"]] for r in ops]}
     if apis:
         tables["top_apis"] = {"columns": ["api", "kind", "calls", "total_ms", "pct_of_window", "p50_us", "max_us"],
                               "rows": [[r["name"], r["kind"], r["calls"], round(r["total_ms"], 6), round(r["pct_of_window"], 4),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .. import thresholds as T
 from .evidence import Evidence
+from .kernel_stalls import stall_text
 from .kernels import short_kernel_name
 
 
@@ -113,6 +114,12 @@ def kernel_limiter(res: dict, found: dict) -> dict | None:
     short = short_kernel_name(k["name"].replace("<unnamed>::", ""), 80)
     txt = [f"{short} ({share:.1f}% of {'kernel time in the trace' if (res.get('kernel_deep_dive') or {}).get('joined') else 'the profiled launches'}, "
            f"{k['duration_us']:.2f} us per launch): {k['limiter_text']} (Nsight Compute, {k['launches']} launch(es))."]
+    st = k.get("stall_reasons") or []
+    if st:
+        e.cite("top_stall_reason", f"{base}.stall_reasons[0].reason")
+        e.cite("top_stall_share_pct", f"{base}.stall_reasons[0].share_pct", 2)
+        txt.append(f"Warps stalled mostly on {stall_text(st)} of the cycles between issued instructions "
+                   f"({k.get('stall_basis') or 'ncu stall metrics'}).")
     txt += [f"ncu: {r}" for r in k.get("ncu_rules", [])[:1]]
     return e.finding("kernel_limiter", "medium" if share >= 2 * T.KERNEL_LIMITER_MIN_SHARE_PCT else "low",
                      f"Top profiled kernel is {k['limiter_text'].split(':')[0]}", txt, k["lever"])

@@ -55,7 +55,16 @@ def _nearest_marked_ancestor(parent: np.ndarray, idx: np.ndarray, marked: np.nda
 
 
 def count_ops(trace: Trace, window: Window) -> dict:
-    """Per counted op call in the window: index, family, flops, bytes, dtype, name (vectorised over distinct shapes)."""
+    """Per counted op call in the window: index, family, flops, bytes, dtype, name (vectorised over distinct shapes).
+    Made once per trace and window (efficiency, gemm_shapes and module_hotspots share it; callers never modify it)."""
+    cache = trace.__dict__.setdefault("_mask_cache", {})
+    key = ("count_ops", int(window.start_ns), int(window.end_ns), len(trace.spans), len(trace.strings))
+    if key not in cache:
+        cache[key] = _count_ops(trace, window)
+    return cache[key]
+
+
+def _count_ops(trace: Trace, window: Window) -> dict:
     s = trace.spans
     strs = trace.strings.as_list()
     fam_of_name = {}

@@ -18,6 +18,8 @@ means over its launches):
   capture it); else latency-bound (worded by waves and occupancy);
 * roofline: SASS FLOPs plus tensor-pipe math ops (``sm__ops_path_tensor_*``) over DRAM bytes, against the
   tensor ridge when tensor ops were counted, else the FP32 one;
+* warp stall reasons (WarpStateStats / SourceCounters metrics): the top states by share of the warp cycles
+  between issued instructions (``kernel_stalls.py``);
 * share of GPU time: the trace's kernel time in the window for kernels of the same name (names are
   normalised: ncu and CUPTI demangle differently), or of the profiled launches for a bare capture.
 """
@@ -30,6 +32,7 @@ import numpy as np
 from .. import thresholds as T
 from ..trace.kinds import SpanKind
 from .kernel_efficiency import measured_vs_estimated
+from .kernel_stalls import kernel_stalls, stall_text
 from .kernels import short_kernel_name
 from .select import clipped_durations, in_window
 
@@ -218,6 +221,7 @@ def kernel_deep_dive(trace, window=None, options=None) -> dict | None:
                          f"{'memory' if k['intensity_flop_per_byte'] < ridge else 'compute'} side of the {roof} ridge")
         k["limiter"], k["limiter_text"], k["lever"] = _limiter(k)
         k["tensor_core"] = tensor_core(k)
+        k["stall_reasons"], k["stall_basis"] = kernel_stalls(las, w)
         k.pop("tensor_inst")
         rules = [r for la in las[:1] for r in la["rules"] if r["type"] in ("OPT", "WRN", "ERR", "")]
         k["ncu_rules"] = [f"{r['rule']}: {r['text']}" + (f" (ncu's estimated speedup {r['speedup_pct']:g}%)"
@@ -240,10 +244,10 @@ def kernel_deep_dive(trace, window=None, options=None) -> dict | None:
         warnings.append("ncu: DRAM bytes are estimates (DRAM throughput % x peak bandwidth x duration): "
                         "the capture has no dram__bytes; capture --section MemoryWorkloadAnalysis to measure them")
     table = {"columns": ["kernel", "share_pct", "duration_us", "limiter", "sm_pct", "mem_pct", "dram_pct", "tensor_pct",
-                         "occupancy_pct", "waves", "registers", "l2_hit_pct", "dram_gbps", "lever"],
+                         "occupancy_pct", "waves", "registers", "l2_hit_pct", "dram_gbps", "stalls", "lever"],
              "rows": [[r["name"], r["share_pct"], r["duration_us"], r["limiter_text"], r["sm_pct"], r["mem_pct"], r["dram_pct"],
                        r["tensor_pct"], r["occupancy_pct"], r["waves"], r["registers"], r["l2_hit_pct"], r["dram_gbps"],
-                       r["lever"]] for r in rows]}
+                       stall_text(r["stall_reasons"]), r["lever"]] for r in rows]}
     eff_table = {"columns": ["kernel", "share_pct", "measured_mfu_pct", "measured_mfu_basis", "est_mfu_pct", "measured_mbu_pct",
                              "est_mbu_pct", "est_ops", "pairing", "disagreement"],
                  "rows": [[r["name"], r["share_pct"], r["measured_mfu_pct"], r["measured_mfu_basis"], r["est_mfu_pct"],

@@ -40,29 +40,39 @@ def _prod(xs) -> int:
     return p
 
 
-def _gemm(name: str, dims: list) -> tuple[int, int] | None:
-    """(flops, elements moved) of one GEMM-family call, or None when the shapes do not fit."""
+def gemm_mnk(name: str, dims: list) -> tuple[int, int, int, int] | None:
+    """(batch, M, N, K) of one GEMM-family call from its input dims, or None when the shapes do not fit
+    (``linear``: input [..., K] flattened to M rows, weight [N, K]; matmul/bmm: broadcast batch dims)."""
     if name in ("aten::addmm", "aten::baddbmm"):
-        c, a, b = dims[0], dims[1], dims[2]
+        a, b = dims[1], dims[2]
     else:
         a, b = dims[0], dims[1]
-        c = []
     if name == "aten::linear":   # input [..., K], weight [N, K]
         if len(a) < 1 or len(b) != 2 or a[-1] != b[1]:
             return None
-        m, k, n = _prod(a[:-1]), int(a[-1]), int(b[0])
-        return 2 * m * n * k, m * k + n * k + m * n + (_prod(dims[2]) if len(dims) > 2 and dims[2] else 0)
+        return 1, _prod(a[:-1]), int(b[0]), int(a[-1])
     if len(a) == 1:
         a = [1] + list(a)
     if len(b) == 1:
         b = list(b) + [1]
     if len(a) < 2 or len(b) < 2 or a[-1] != b[-2]:
         return None
-    m, k, n = int(a[-2]), int(a[-1]), int(b[-1])
     ba, bb = list(a[:-2]), list(b[:-2])
     nd = max(len(ba), len(bb))
     ba, bb = [1] * (nd - len(ba)) + ba, [1] * (nd - len(bb)) + bb
-    batch = _prod(max(x, y) for x, y in zip(ba, bb))
+    return _prod(max(x, y) for x, y in zip(ba, bb)), int(a[-2]), int(b[-1]), int(a[-1])
+
+
+def _gemm(name: str, dims: list) -> tuple[int, int] | None:
+    """(flops, elements moved) of one GEMM-family call, or None when the shapes do not fit."""
+    r = gemm_mnk(name, dims)
+    if r is None:
+        return None
+    batch, m, n, k = r
+    if name == "aten::linear":
+        return 2 * m * n * k, m * k + n * k + m * n + (_prod(dims[2]) if len(dims) > 2 and dims[2] else 0)
+    a, b = (dims[1], dims[2]) if name in ("aten::addmm", "aten::baddbmm") else (dims[0], dims[1])
+    c = dims[0] if name in ("aten::addmm", "aten::baddbmm") else []
     return 2 * batch * m * n * k, _prod(a) + _prod(b) + batch * m * n + (_prod(c) if c else 0)
 
 

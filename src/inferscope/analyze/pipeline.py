@@ -23,6 +23,8 @@ from .diagnosis import lower_for_partial, findings_for, verdict_for
 from .whatif import summary as whatif_summary
 from .gpu import gpu_utilisation
 from .efficiency import efficiency, efficiency_table
+from .gemm_shapes import gemm_shapes
+from .module_hotspots import module_hotspots
 from .llm import llm, llm_tables
 from .host_calls import one_off_host_calls
 from .idle_gaps import idle_gaps
@@ -194,6 +196,12 @@ def _analyze_report(trace: Trace, options: AnalyzeOptions | None) -> Report:
         res["llm"].pop("_requests", None)
     if eff:
         tables["efficiency_by_op"] = efficiency_table(eff)
+        gs = gemm_shapes(trace, window, options.top_n)
+        if gs:
+            tables["gemm_shapes"] = gs
+    mh = module_hotspots(trace, window, options.top_n)
+    if mh:
+        tables["module_hotspots"] = mh
     if res["kernels"]["count"]:
         tables["kernels"] = kernel_table(res["kernels"])     # every kernel name, not only the top
     res["kernels"].pop("_all", None)

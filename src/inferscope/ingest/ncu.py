@@ -28,7 +28,8 @@ from pathlib import Path
 
 from ..errors import InputError
 from ._files import NCU_HEADER as _HEADER, read_input
-from .ncu_metrics import DETAILS, KHZ_NAMES, RAW, WHERE, number, resolve, unit_scale, value  # noqa: F401 (re-exported)
+from .ncu_metrics import (DETAILS, KHZ_NAMES, RAW, WHERE, number, resolve, stall_spec, stall_values,  # noqa: F401
+                          unit_scale, value)
 
 MAX_BYTES = 256 << 20         # decompressed text; a 40-launch --set full raw page is ~0.5 MB
 MAX_LAUNCHES = 100_000
@@ -102,7 +103,7 @@ def _launch(header_idx: dict, row: list[str]) -> dict:
     return {"id": int(number(g("ID")) or 0), "name": name, "pid": int(pid) if pid is not None and 0 <= pid < 2 ** 31 else -1, "mangled": name.startswith("_Z"),
             "grid": g("Grid Size") or None, "block": g("Block Size") or None,
             "device": int(dev) if dev is not None and 0 <= dev < 2 ** 15 else 0, "stream": int(stream) if stream is not None and abs(stream) < 2 ** 31 else 0,
-            "cc": g("CC") or None, "device_name": None, "metrics": {}, "rules": []}
+            "cc": g("CC") or None, "device_name": None, "metrics": {}, "rules": [], "stalls": {}, "stall_basis": None}
 
 
 def _named(m: dict, named: dict, specs: dict) -> None:
@@ -129,7 +130,9 @@ def _raw(path: Path, header: list[str], rows: list[list[str]], warnings: list[st
     data = rows[1:] if rows and rows[0] and not rows[0][0].strip() else rows
     cols = {n: i for i, n in enumerate(header)}
     specs = resolve(cols)
-    used = sorted({n for sp in specs.values() for n in ((sp,) if isinstance(sp, str) else sp[1] if sp[0] in ("max", "sum") else sp)})
+    stalls = stall_spec(cols)
+    used = sorted({n for sp in specs.values() for n in ((sp,) if isinstance(sp, str) else sp[1] if sp[0] in ("max", "sum") else sp)}
+                  | (set(stalls[1].values()) if stalls else set()))
     units = list(units) + [""] * max(0, len(header) - len(units))
     name_col = cols.get("device__attribute_display_name")
     out, bad = [], 0
@@ -144,6 +147,8 @@ def _raw(path: Path, header: list[str], rows: list[list[str]], warnings: list[st
             if v is not None:
                 named[n] = _base(n, v, units[cols[n]])
         _named(la["metrics"], named, specs)
+        if stalls:
+            la["stalls"], la["stall_basis"] = stall_values(stalls, named.get), stalls[0]
         if name_col is not None:
             la["device_name"] = row[name_col].strip()[:200] or None
         out.append(la)
@@ -201,8 +206,10 @@ def _details(path: Path, header: list[str], rows: list[list[str]], warnings: lis
         for lid, nm in named.items():
             ks = frozenset(nm)
             if ks not in specs:
-                specs[ks] = resolve(ks)
-            _named(by_id[lid]["metrics"], nm, specs[ks])
+                specs[ks] = (resolve(ks), stall_spec(ks))
+            _named(by_id[lid]["metrics"], nm, specs[ks][0])
+            if specs[ks][1]:
+                by_id[lid]["stalls"], by_id[lid]["stall_basis"] = stall_values(specs[ks][1], nm.get), specs[ks][1][0]
     if bad:
         warnings.append(f"ncu: {bad} details-page row(s) without a launch ID or with too few fields skipped")
     return list(by_id.values())

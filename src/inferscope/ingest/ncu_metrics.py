@@ -8,6 +8,7 @@
   details page prints under "Command line profiler metrics" for ``--metrics``): an exact name, a tuple
   (the sum of its parts), a regex (first match), or ``Max(regex)`` / ``Sum(regex)`` over every match.
 * ``resolve(names)``: which names give each canonical metric; ``value(spec, get)``: its value.
+* ``stall_spec(names)`` / ``stall_values``: warp stall reasons per launch (``STALL_FAMILIES``).
 """
 from __future__ import annotations
 
@@ -68,6 +69,44 @@ for _p, _m in (("fp32", "f"), ("fp16", "h"), ("fp64", "d")):
     RAW[f"{_p}_adds"] = [f"sm__sass_thread_inst_executed_op_{_m}add_pred_on.sum"]
     RAW[f"{_p}_muls"] = [f"sm__sass_thread_inst_executed_op_{_m}mul_pred_on.sum"]
     RAW[f"{_p}_fmas"] = [f"sm__sass_thread_inst_executed_op_{_m}fma_pred_on.sum"]
+# warp stall reasons, one family per launch (the first the capture's names have): (basis, pattern with the reason
+# as group 1).  WarpStateStats: warp cycles per issued instruction spent in each state; the same as % of active
+# warps; SourceCounters: PC samples per state.  ``*_not_issued`` sample counts are a subset, never summed in.
+STALL_FAMILIES = (
+    ("warp cycles per issued instruction (WarpStateStats)",
+     re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")),
+    ("warp cycles per issued instruction (WarpStateStats)",
+     re.compile(r"^smsp__average_warp_latency_issue_stalled_(\w+?)(?:\.ratio|\.avg|\.sum)?$")),
+    ("% of active warps in the state (WarpStateStats)",
+     re.compile(r"^smsp__warp_issue_stalled_(\w+?)_per_warp_active\.pct$")),
+    ("PC samples (SourceCounters)", re.compile(r"^smsp__pcsamp_warps_issue_stalled_(\w+?)(?:\.sum)?$")),
+)
+
+
+def stall_spec(names: Iterable[str]) -> tuple[str, dict[str, str]] | None:
+    """(basis, {reason: metric name}) of the first stall family the names have, or None."""
+    listed = sorted(names)
+    for basis, rx in STALL_FAMILIES:
+        hits = {}
+        for n in listed:
+            m = rx.match(n)
+            if m and not m.group(1).endswith("_not_issued"):
+                hits.setdefault(m.group(1), n)
+        if hits:
+            return basis, hits
+    return None
+
+
+def stall_values(spec: tuple[str, dict[str, str]], get: Callable[[str], float | None]) -> dict[str, float]:
+    """{reason: value} of one launch (absent and negative values left out)."""
+    out = {}
+    for reason, name in spec[1].items():
+        v = get(name)
+        if v is not None and v >= 0:
+            out[reason] = v
+    return out
+
+
 # device attributes ncu prints without a unit, in kHz (scaled to Hz unless a frequency unit is printed)
 KHZ_NAMES = {"device__attribute_clock_rate", "device__attribute_memory_clock_rate"}
 

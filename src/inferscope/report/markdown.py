@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 
 from ..analyze.diagnosis import kernel_capture_only, partial_trace
+from ..analyze.kernel_stalls import stall_text
 from ..analyze.kernels import short_kernel_name
 from ..analyze.whatif import headline_lines, saving_text
 from ..headline import busiest_other_thread, thread_figures_text
@@ -255,6 +256,10 @@ def _deep_dive_md(result: dict) -> list[str]:
                  f"{_fmt(k['tensor_pct'], 1)} | {_fmt(k['occupancy_pct'], 1)} | {_fmt(k['waves'], 2)} | {gb} |")
     L += ["", "Levers:", ""]
     L += [f"- **{md_escape(k['short_name'], 80)}**: {md_escape(k['lever'], 500)}" for k in dd["kernels"][:5]]
+    st = [k for k in dd["kernels"][:5] if k.get("stall_reasons")]
+    if st:
+        L += ["", f"Warp stalls (share of the cycles between issued instructions; {md_escape(st[0].get('stall_basis') or '', 120)}):", ""]
+        L += [f"- **{md_escape(k['short_name'], 80)}**: {md_escape(stall_text(k['stall_reasons']), 400)}" for k in st]
     if dd.get("launch_range"):
         L += ["", f"Launches: {md_escape(dd['launch_range']['text'], 600)}."]
     mve = dd.get("measured_vs_estimated")

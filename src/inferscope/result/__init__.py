@@ -43,7 +43,7 @@ from .llm import (
     FlopsPerToken, Model, ErrorCount, ScopeError, Oom, CacheStats, QueueStats,
 )
 from .deep_dive import (
-    DeepDiveDevice, DeepDiveKernel, MveFigure, MeasuredVsEstimated, LaunchRange, KernelDeepDive,
+    DeepDiveDevice, DeepDiveKernel, StallReason, MveFigure, MeasuredVsEstimated, LaunchRange, KernelDeepDive,
 )
 from .report import (
     Finding, WhatIf, Verdict, Table, About, Report, from_dict, json_schema,
@@ -64,6 +64,7 @@ __all__ = [
     "GcThread", "GcPause", "GcRun", "GcPauses", "EfficiencyOp", "Efficiency", "LatencyStats", "TokensPerS", "TokenCounts",
     "LlmStep", "StageCategory", "LlmStage", "Llm", "FlopsPerToken", "Model", "ErrorCount", "ScopeError", "Oom",
     "CacheStats", "QueueStats", "DeepDiveDevice",
-    "DeepDiveKernel", "MveFigure", "MeasuredVsEstimated", "LaunchRange", "KernelDeepDive", "Finding", "WhatIf",
+    "DeepDiveKernel", "StallReason", "MveFigure", "MeasuredVsEstimated", "LaunchRange", "KernelDeepDive", "Finding",
+    "WhatIf",
     "Verdict", "Table", "About", "Report", "from_dict", "json_schema",
 ]

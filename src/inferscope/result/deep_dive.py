@@ -15,6 +15,13 @@ class DeepDiveDevice(_S):
     peak_source: Optional[str]
 
 
+class StallReason(_S):
+    """One warp state: its share of the warp cycles between issued instructions (analyze/kernel_stalls.py)."""
+    reason: str                      # ncu's state name: long_scoreboard, wait, math_pipe_throttle, ...
+    share_pct: float                 # duration-weighted mean over the launches with stall metrics
+    meaning: str
+
+
 class DeepDiveKernel(_S):
     """One kernel Nsight Compute profiled: % metrics are duration-weighted means over its launches."""
     name: str
@@ -66,6 +73,8 @@ class DeepDiveKernel(_S):
     est_ops: list[str] = []
     est_basis: str = ""
     disagreement: list[str] = []     # measured vs estimated >= KERNEL_MEASURED_VS_EST_RATIO apart
+    stall_reasons: list[StallReason] = []   # top warp stall reasons (>= KERNEL_STALL_MIN_SHARE_PCT); empty: not captured
+    stall_basis: Optional[str] = None     # the metric family they come from
     tensor_core: Optional[bool] = None   # runs on Tensor Cores: pipe busy >= KERNEL_TENSOR_UNUSED_PCT or tensor ops
                                          # counted; False: captured and idle; None: tensor pipe not captured
 

@@ -128,6 +128,7 @@ class CulpritOp(_S):
     total_ms: float
     device_ms: float
     self_pct: float
+    shapes: str = ""           # most frequent recorded input shapes with call counts (analyze/op_shapes.py)
 
 
 class CulpritApi(_S):
