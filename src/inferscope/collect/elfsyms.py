@@ -92,7 +92,7 @@ def load(path: str) -> SymbolTable | None:
         os.close(fd)
     try:
         t = _parse(path, mm)
-    except (struct.error, ValueError, IndexError):
+    except (struct.error, ValueError, IndexError, OverflowError):
         t = None
     if t is None:
         mm.close()
@@ -104,6 +104,8 @@ def _parse(path: str, mm: mmap.mmap) -> SymbolTable | None:
         return None
     phoff, shoff = struct.unpack_from("<QQ", mm, 32)
     phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", mm, 54)
+    if phoff + phnum * phentsize > len(mm) or shoff + shnum * shentsize > len(mm):
+        return None                             # (truncated or corrupt: headers past the end)
     loads = []
     for k in range(phnum if phentsize >= 56 else 0):
         p_type, _fl, p_off, p_vaddr, _pa, p_filesz = struct.unpack_from("<IIQQQQ", mm, phoff + k * phentsize)

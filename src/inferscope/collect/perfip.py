@@ -103,7 +103,7 @@ FRAMEWORK_PARTS = ("c10::impl::", "KernelFunction", "BoxedKernel", "OperatorEntr
                    "RecordFunction")
 COMPUTE_PARTS = ("kernel", "vectorized_loop", "basic_loop", "VectorizedLoop", "loop2d", "at::vec::", "cpublas",
                  "gemm", "gemv", "blas", "mkldnn", "dnnl", "mkl_", "sleef", "Sleef", "fbgemm", "qnnp", "xnn",
-                 "_omp_fn", "im2col", "col2im", "GeneratorImpl", "mt19937", "philox")
+                 "_omp_fn", "im2col", "col2im", "CPUGeneratorImpl::random", "mt19937", "philox")
 # ... and a function templated on a kernel's loop (c10::function_ref::callback_fn<VectorizedLoop2d<add_kernel..>>,
 # TensorIteratorBase::loop_2d_from_1d<sort_kernel..>: the loop body TensorIterator calls) by its template arguments:
 LOOP_TARGS = ("kernel", "VectorizedLoop", "vectorized_loop", "basic_loop", "loop2d", "loop_2d")
