@@ -192,6 +192,7 @@ def test_read_splits_a_symbolised_library_by_function(built_lib, monkeypatch):
     monkeypatch.setattr(P, "COMPUTE_PREFIXES", P.COMPUTE_PREFIXES + ("libh13",))
     monkeypatch.setattr(P, "SYMBOL_LIBS", P.SYMBOL_LIBS + ("libh13",))
     monkeypatch.setattr(P, "symbol_role", lambda name, lib_role: FW if name.startswith("fw_") else lib_role)
+    monkeypatch.setattr(perfsyms, "IP_ROLES", {})
     lib, slib = ctypes.CDLL(str(so)), ctypes.CDLL(str(stripped))
     fw = ctypes.cast(lib.fw_dispatch, ctypes.c_void_p).value
     mk = ctypes.cast(lib.math_kernel, ctypes.c_void_p).value
@@ -203,6 +204,9 @@ def test_read_splits_a_symbolised_library_by_function(built_lib, monkeypatch):
     got = _Ring([_record(ip, 1000 + i) for i, ip in enumerate(ips)]).read(maps)
     assert [k for _t, k in got] == [FW, CP, FW, FW, CP]          # the stripped copy still has .dynsym names
     assert [t for t, _k in got] == [1000 + i for i in range(len(ips))]
+    assert perfsyms.IP_ROLES[fw] == FW and perfsyms.IP_ROLES[mk] == CP    # remembered by exact IP
+    assert [k for _t, k in _Ring([_record(ip, 1) for ip in ips]).read(maps)] == [FW, CP, FW, FW, CP]
+    perfsyms.IP_ROLES.clear()
     perfsyms.TABLES[str(stripped)] = None                         # as if it had no symbols at all
     got = _Ring([_record(sfw, 5)]).read(maps)
     assert got == [(5, CP)]                                       # the library rule stays

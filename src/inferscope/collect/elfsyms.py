@@ -133,7 +133,18 @@ def _parse(path: str, mm: mmap.mmap) -> SymbolTable | None:
             nxt = np.append(starts[1:], np.uint64(np.iinfo(np.uint64).max))
             ends = np.where(sizes > 0, starts + sizes, nxt)
             _t, str_off, str_size, _l, _e = secs[s_link]
+            _drop(mm, s_off, s_size)               # (the entries are copied: their pages leave this process's RSS)
             return SymbolTable(path, mm, starts, ends, np.ascontiguousarray(f["name"][order]),
                                str_off, min(str_size, len(mm) - str_off), loads, label)
     return None
 
+
+
+def _drop(mm: mmap.mmap, off: int, size: int) -> None:
+    """Release the resident pages of [off, off + size) of a read-only file map (MADV_DONTNEED: re-read from the
+    file if touched again)."""
+    a = off - off % mmap.PAGESIZE
+    try:
+        mm.madvise(mmap.MADV_DONTNEED, a, size + off - a)
+    except (AttributeError, OSError, ValueError):
+        pass
