@@ -26,6 +26,8 @@ import random
 import struct
 import time
 
+from .symname import qualified_name
+
 _NR = {"x86_64": 298, "aarch64": 241}.get(platform.machine())
 PERF_TYPE_SOFTWARE = 1
 PERF_COUNT_SW_TASK_CLOCK = 1
@@ -108,56 +110,6 @@ COMPUTE_PARTS = ("kernel", "vectorized_loop", "basic_loop", "VectorizedLoop", "l
 # TensorIteratorBase::loop_2d_from_1d<sort_kernel..>: the loop body TensorIterator calls) by its template arguments:
 LOOP_TARGS = ("kernel", "VectorizedLoop", "vectorized_loop", "basic_loop", "loop2d", "loop_2d")
 FRAMEWORK_NAMESPACES = ("c10::", "at::", "torch::", "pybind11::", "caffe2::", "THP")
-
-
-def qualified_name(sym: str) -> tuple[str, str]:
-    """('ns::cls::func', its template arguments as mangled) of an Itanium-mangled C++ function: parameters and a
-    lambda's own name dropped (a local entity is named by its enclosing function), '(anon)' for an anonymous
-    namespace, a '.cold'/'.isra.0' suffix kept; (the symbol, '') when it is not mangled C++."""
-    if not sym.startswith("_Z"):
-        return sym, ""
-    i = 2
-    while sym[i:i + 1] == "Z":              # local entities, nested
-        i += 1
-    if sym[i:i + 1] == "N":
-        i += 1
-    parts, targs, n = [], [], len(sym)
-    while i < n:
-        c = sym[i]
-        if c.isdigit():
-            j = i
-            while j < n and sym[j].isdigit():
-                j += 1
-            k = int(sym[i:j])
-            name = sym[j:j + k]
-            parts.append("(anon)" if name.startswith("_GLOBAL__N") else name)
-            i = j + k
-        elif c in "KVrL":                   # cv-qualifiers of a member, internal linkage
-            i += 1
-        elif c == "S" and sym[i:i + 2] == "St":
-            parts.append("std")
-            i += 2
-        elif c == "I":                      # template arguments: skipped to the balanced E, kept aside
-            depth, i0, i = 1, i, i + 1
-            while i < n and depth:
-                if sym[i].isdigit():        # an identifier inside: skipped whole (its letters are not codes)
-                    j = i
-                    while j < n and sym[j].isdigit():
-                        j += 1
-                    i = j + int(sym[i:j])
-                    continue
-                depth += 1 if sym[i] in "INFL" else (-1 if sym[i] == "E" else 0)
-                i += 1
-            targs.append(sym[i0:i])
-        elif c in "CD" and i + 1 < n and sym[i + 1] in "0123459":   # constructor / destructor
-            parts.append(("~" if c == "D" else "") + (parts[-1] if parts else ""))
-            i += 2
-        else:
-            break
-    if not parts:
-        return sym, ""
-    dot = sym.find(".", i)
-    return "::".join(parts) + (sym[dot:] if dot >= 0 else ""), "".join(targs)
 
 
 def symbol_role(name: str, lib_role: int = COMPUTE) -> int:
