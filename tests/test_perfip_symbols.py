@@ -47,7 +47,8 @@ REAL = [
     # the vectorised loop body TensorIterator calls: c10::function_ref<...>::callback_fn<VectorizedLoop2d<add_kernel>>
     ("libtorch_cpu", "_ZN3c1012function_refIFvPPcPKlllEE11callback_fnIN2at6native4AVX216VectorizedLoop2dIZZZNS9_12_"
                      "GLOBAL__N_110add_kernelERNS8_18TensorIteratorBaseERKNS_6ScalarEENKUlvE_clEvENKUlvE6_clEvEUlddE_"
-                     "ZZZNSC_10add_kernelESE_SH_ENKSI_clEvENKSJ_clEvEUlNS8_3vec4AVX210VectorizedIdEESO_E_EEEEvlS2_S4_ll",
+                     "ZZZNSC_10add_kernelESE_SH_ENKSI_clEvENKSJ_clEvEUlNS8_3vec4AVX210VectorizedIdEESO_E_EEEEvlS2_"
+                     "S4_ll",
      CP),
 ]
 

@@ -3,11 +3,11 @@ set-up, the allocator and refcounting dominate by construction; ``--gemm``: the 
 matmuls, where the math dominates.
 
 Truth (one JSON line on stdout, and the phase in $ZOO_TRUTH): the loop's own CPU time (thread_time) and the math's
-share of it, estimated from the same ops on one batched tensor of BATCH 8x8 matrices (REPS calls, the least disturbed of 7 rounds) (the elementwise work of BATCH
-loop iterations in one call: its time per 8x8 matrix is the math of one iteration, the dispatch paid once per
-BATCH) - an upper bound for the 8x8 math (L1-resident; the batched call's 64 KiB tensors sit in L2).  The rest
-of the loop's CPU is framework overhead (torch's dispatch and the interpreter's loop around it).  For --gemm the
-batched estimate is the matmuls themselves (framework share ~0).
+share of it, estimated from the same ops on one batched tensor of BATCH 8x8 matrices - the elementwise work of
+BATCH loop iterations in one call, REPS calls, the least disturbed of 7 rounds: its CPU per 8x8 matrix is the math
+of one iteration, the dispatch paid once per BATCH.  An upper bound for the 8x8 math (L1-resident; the batched
+call's 64 KiB tensors sit in L2).  The rest of the loop's CPU is framework overhead (torch's dispatch and the
+interpreter's loop around it).  For --gemm the batched estimate is the matmuls themselves (framework share ~0).
 """
 import json
 import os
