@@ -3,7 +3,7 @@ with its self-timed truth by examples/zoo/zoo_harness.py.  The program prints th
 estimated from the same ops on one batched tensor (0.8-0.9 % for the 8x8 add/mul/relu loop; ~100 % for --gemm).
 
 Before the perf IP samples in torch's libraries were split by function (perfip.symbol_role) the storm read 73.5 %
-cpu_compute (main 174f9d2, one run, 2026-11-29); split: 3.3-3.4 % (two runs).  Where the FRAMEWORK samples go is
+cpu_compute (main 174f9d2, one run, 2026-11-29); split: 3.3-4.1 % (three runs).  Where the FRAMEWORK samples go is
 rules.py's (count_samples): today they take the tick's stack class - here the user's loop, cpu_preprocessing -, so
 framework_overhead on top waits for rules.py to count FRAMEWORK as the framework class (xfail below; 51 % with
 that change in a scratch copy, top category framework_overhead).  Band: 12 points, as tests/test_zoo_truth.py
