@@ -253,13 +253,13 @@ def test_perf_ip_sampling_separates_torch_from_python():
         t = time.perf_counter()
         while time.perf_counter() - t < 0.2:
             a = (a @ a).tanh()
-        nt, py, ot, _tok = p.drain(maps)
+        nt, py, ot, _tok, fw = p.drain(maps)
         assert nt > 5 * (py + 1), (nt, py, ot)
         t = time.perf_counter()
         x = 0
         while time.perf_counter() - t < 0.2:
             x += sum(range(50))
-        nt, py, ot, _tok = p.drain(maps)
+        nt, py, ot, _tok, fw = p.drain(maps)
         assert py > 5 * (nt + 1), (nt, py, ot)
     finally:
         p.close()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import threading
 
-from .perfip import COMPUTE, PYTHON, TOKENIZER, PerfIP
+from .perfip import COMPUTE, FRAMEWORK, PYTHON, TOKENIZER, PerfIP
 from .rawio import ProcFile, read_small, start_perf_ns
 
 CPU_SAMPLE = 11             # SpanKind.CPU_SAMPLE (the sampler's events)
@@ -148,6 +148,8 @@ class NativeThreads:
             span = t - t0
             counts = {COMPUTE: 0, TOKENIZER: 0, PYTHON: 0}
             for _ts, k in samples:
+                if k == FRAMEWORK:  # torch's plumbing on a worker (parallel_for set-up): the worker's op, compute
+                    k = COMPUTE
                 if k in counts:
                     counts[k] += 1
             if counts[COMPUTE] or counts[TOKENIZER]:

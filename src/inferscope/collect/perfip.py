@@ -26,6 +26,8 @@ import random
 import struct
 import time
 
+from .symname import qualified_name
+
 _NR = {"x86_64": 298, "aarch64": 241}.get(platform.machine())
 PERF_TYPE_SOFTWARE = 1
 PERF_COUNT_SW_TASK_CLOCK = 1
@@ -51,9 +53,9 @@ STACK_PAGES = 64
 STACK_MAX_RINGS = 8
 MAPS_RELOAD_MIN_S = 0.02          # re-read /proc/self/maps on an unknown IP at most every 20 ms
 # Roles of the code an instruction pointer falls in (one table, the only place they are decided):
-COMPUTE, PYTHON, OTHER, TOKENIZER = 1, 2, 3, 4
+COMPUTE, PYTHON, OTHER, TOKENIZER, FRAMEWORK = 1, 2, 3, 4, 5
 NATIVE_TORCH = COMPUTE          # the role's former name (torch was the only compute library known)
-ROLE_NAMES = {COMPUTE: "compute", PYTHON: "python", OTHER: "other", TOKENIZER: "tokenizer"}
+ROLE_NAMES = {COMPUTE: "compute", PYTHON: "python", OTHER: "other", TOKENIZER: "tokenizer", FRAMEWORK: "framework"}
 # COMPUTE: numeric kernels - torch and its runtimes, BLAS/LAPACK/FFT/OpenMP of any vendor (numpy's
 #   and scipy's bundled OpenBLAS and Fortran runtime live in numpy.libs/ scipy.libs), oneDNN/MKL,
 #   XNNPACK/FBGEMM, sleef, ONNX Runtime, and numpy's/scipy's own compiled loops: a large numpy
@@ -71,6 +73,55 @@ COMPUTE_DIRS = ("/numpy.libs/", "/scipy.libs/", "/numpy/", "/scipy/", "/torch/li
 TOKENIZER_DIRS = ("/tokenizers/", "/sentencepiece/", "/tiktoken/", "/tokenmonster/")
 TOKENIZER_PREFIXES = ("tokenizers.", "_sentencepiece", "_tiktoken", "libsentencepiece", "libtokenizers")
 PY_PREFIXES = ("libpython", "python")
+# FRAMEWORK: torch's own plumbing around the math - the dispatcher, op wrappers, TensorIterator set-up, autograd,
+#   the allocator, refcounting, Python argument parsing.  Told by the function, not the library: samples in
+#   SYMBOL_LIBS are resolved to their symbol at each drain (perfsyms.py, elfsyms.py) and ``symbol_role`` decides.
+#   A loop of 80k tiny ops on 8x8 tensors read 74 % cpu_compute by library, ~all of it dispatch overhead.
+#   A stripped library (no .symtab nor .dynsym function) keeps the library rule: all of it COMPUTE.
+SYMBOL_LIBS = ("libtorch_cpu", "libtorch_python", "libtorch.", "libc10.", "libc10_")
+# Rules on the function's qualified name without its template arguments and parameters (``qualified_name``: read
+# from the Itanium-mangled symbol, no demangler - a parameter of type TensorIteratorBase& must not make add_kernel
+# plumbing; a lambda is named by the function it is in: add_kernel(...)::{lambda} -> at::native::(anon)::add_kernel).
+# In order, first match wins:
+# 1. FRAMEWORK_PARTS - plumbing wherever it lives: the dispatcher and boxing (c10::impl::, KernelFunction,
+#    OperatorEntry), DispatchStub, TensorIterator(Base/Config) set-up, structured kernels' set_output_*, the meta
+#    functions (at::meta::), resize/empty helpers, autograd, RecordFunction;
+# 2. COMPUTE_PARTS - the math: any name part with "kernel" (the per-CPU-capability kernels: add_kernel,
+#    softmax_lastdim_kernel_impl, cpu_kernel_vec), the inner loops TensorIterator calls (vectorized_loop,
+#    basic_loop, VectorizedLoop2d), at::vec:: and at::native::cpublas::, BLAS/GEMM, mkldnn/oneDNN, MKL, sleef,
+#    FBGEMM, QNNPACK/XNNPACK, the parallel regions' outlined bodies (._omp_fn), im2col, the CPU RNG (normal_);
+# 3. at::native:: otherwise COMPUTE: op implementations there run their own loops (index_select_out_cpu_dim1_,
+#    structured_cat_out_cpu::impl: 85-98 % of a large op's samples), so an unlisted one is not overhead;
+# 4. torch's other C++ namespaces -> FRAMEWORK (FRAMEWORK_NAMESPACES: c10:: - the allocator alloc_cpu, TensorImpl,
+#    intrusive_ptr refcounting, DispatchKeySet, TLS -, the rest of at:: - at::_ops:: op entry points, the
+#    at::(anon)::wrapper_CPU_* registrations, at::detail::empty_cpu, TensorBase -, torch:: - autograd, the Python
+#    binding's PythonArgs / FunctionSignature::parse -, pybind11 (the GIL), caffe2::TypeMeta, THP* C functions);
+# 5. anything else keeps the library's role (COMPUTE): C symbols (mkl_*, cblas_*, Sleef_*, xnn_*, dnnl_*), names
+#    this reader cannot parse; an unknown function is not evidence of overhead.
+# Measured (bench/README.md: perf at 0.25 ms on one thread): an 8x8 add/mul/relu loop 49 % FRAMEWORK (0 % by
+# library); GEMM, conv, softmax, layer_norm, index_select, cat, sort, sum, large elementwise >= 95 % COMPUTE.
+FRAMEWORK_PARTS = ("c10::impl::", "KernelFunction", "BoxedKernel", "OperatorEntry", "OperatorHandle", "Dispatcher",
+                   "DispatchStub", "TensorIterator", "set_output", "at::meta::", "resize_", "empty_", "autograd",
+                   "RecordFunction")
+COMPUTE_PARTS = ("kernel", "vectorized_loop", "basic_loop", "VectorizedLoop", "loop2d", "at::vec::", "cpublas",
+                 "gemm", "gemv", "blas", "mkldnn", "dnnl", "mkl_", "sleef", "Sleef", "fbgemm", "qnnp", "xnn",
+                 "_omp_fn", "im2col", "col2im", "CPUGeneratorImpl::random", "mt19937", "philox")
+# ... and a function templated on a kernel's loop (c10::function_ref::callback_fn<VectorizedLoop2d<add_kernel..>>,
+# TensorIteratorBase::loop_2d_from_1d<sort_kernel..>: the loop body TensorIterator calls) by its template arguments:
+LOOP_TARGS = ("kernel", "VectorizedLoop", "vectorized_loop", "basic_loop", "loop2d", "loop_2d")
+FRAMEWORK_NAMESPACES = ("c10::", "at::", "torch::", "pybind11::", "caffe2::", "THP")
+
+
+def symbol_role(name: str, lib_role: int = COMPUTE) -> int:
+    """Role of a function of a SYMBOL_LIBS library from its (mangled) symbol name (the rules above)."""
+    q, targs = qualified_name(name)
+    if any(p in q for p in FRAMEWORK_PARTS):
+        return FRAMEWORK
+    if any(p in q for p in COMPUTE_PARTS) or q.startswith("at::native::") or any(p in targs for p in LOOP_TARGS):
+        return COMPUTE
+    if q.startswith(FRAMEWORK_NAMESPACES):
+        return FRAMEWORK
+    return lib_role
 
 
 def role_of(path: str) -> int:
@@ -115,7 +166,10 @@ def _syscall():
 
 
 class Maps:
-    """Address -> kind of shared object, from /proc/self/maps (re-read on a miss)."""
+    """Address -> kind of shared object, from /proc/self/maps (re-read on a miss); ``syms``: the executable
+    mappings of SYMBOL_LIBS [(start, end, path, file offset)], whose samples are split by function (perfsyms)."""
+
+    syms: list = []
 
     def __init__(self) -> None:
         self.starts: list[int] = []
@@ -126,7 +180,7 @@ class Maps:
         self.reload()
 
     def reload(self) -> None:
-        rows = []
+        rows, syms = [], []
         try:
             # one large read (each read() releases the GIL: a hand-over to the workload's thread)
             fd = os.open("/proc/self/maps", os.O_RDONLY)
@@ -152,8 +206,11 @@ class Maps:
                 k = OTHER
             else:
                 k = role_of(path)
+                if k == COMPUTE and os.path.basename(path).startswith(SYMBOL_LIBS):
+                    syms.append((int(a, 16), int(b, 16), path, int(parts[2], 16)))
             rows.append((int(a, 16), int(b, 16), k))
         rows.sort()
+        self.syms = syms
         self.loaded_at = time.monotonic()
         self.starts = [r[0] for r in rows]
         self.ends = [r[1] for r in rows]
@@ -198,17 +255,23 @@ _rng = random.Random()
 
 
 def caller_kind(maps: Maps, data: bytes, off: int, nbytes: int) -> int:
+    """The role of the code that called the one a sample fell in (``caller_at``'s role)."""
+    return caller_at(maps, data, off, nbytes)[0]
+
+
+def caller_at(maps: Maps, data: bytes, off: int, nbytes: int) -> tuple[int, int]:
     """The role of the code that called the one a sample fell in (libc, the loader, an unknown extension): the
     first word of the sampled user stack (``nbytes`` at ``off``, from the stack pointer up) that is an address
     in a mapping with a role of its own.  A leaf's return address is the first code address above its frame;
     a libc function called from libc (malloc's _int_malloc) is skipped over to its caller; the interpreter
-    (PYTHON) counts, so a hash loop in libcrypto called from Python code is that code's.  OTHER: none found."""
+    (PYTHON) counts, so a hash loop in libcrypto called from Python code is that code's.  OTHER: none found.
+    Returns (role, the return address: 0 when none)."""
     kind = maps.kind
     for (w,) in struct.iter_unpack("<Q", data[off:off + (nbytes & ~7)]):
         k = kind(w)
         if k and k != OTHER:
-            return k
-    return OTHER
+            return k, w
+    return OTHER, 0
 
 
 class PerfIP:
@@ -280,6 +343,7 @@ class PerfIP:
         struct.pack_into("<Q", b, 1032, head)   # data_tail: the kernel may reuse the space
         self._dither()
         out = []
+        cand = []                       # [(index in out, ip)] of COMPUTE samples: split by function (perfsyms)
         kind = maps.kind_or_reload
         unpack = struct.unpack_from
         stack = self.stack_bytes > 0
@@ -291,13 +355,20 @@ class PerfIP:
             if typ == PERF_RECORD_SAMPLE and sz >= 24 and off + 24 <= end:
                 ip, ts = unpack("<QQ", data, off + 8)
                 k = kind(ip) or OTHER
-                if k == OTHER and stack and off + 40 <= end:
+                if k == COMPUTE:
+                    cand.append((len(out), ip))
+                elif k == OTHER and stack and off + 40 <= end:
                     n = unpack("<Q", data, off + 24)[0]        # u64 size, char data[size], u64 dyn_size
                     if n and off + 40 + n <= end and off + 40 + n <= off + sz:
                         dyn = unpack("<Q", data, off + 32 + n)[0]
-                        k = caller_kind(maps, data, off + 32, min(n, dyn))
+                        k, w = caller_at(maps, data, off + 32, min(n, dyn))
+                        if k == COMPUTE:        # (the call instruction ends just before its return address)
+                            cand.append((len(out), w - 1))
                 out.append((ts, k))
             off += sz
+        if cand and maps.syms:                  # (numpy is imported here only: torch is loaded, and numpy with it)
+            from .perfsyms import refine
+            refine(out, cand, maps.syms, symbol_role, COMPUTE)
         return out
 
     def _dither(self) -> None:
@@ -311,11 +382,11 @@ class PerfIP:
             self.period_ns = 0                  # (a kernel without it: the fixed period stays)
 
     def drain(self, maps: Maps) -> tuple[int, int, int, int]:
-        """(compute, python, other, tokenizer) sample counts since the last read."""
-        counts = [0, 0, 0, 0, 0]
+        """(compute, python, other, tokenizer, framework) sample counts since the last read."""
+        counts = [0] * (max(ROLE_NAMES) + 1)
         for _ts, k in self.read(maps):
             counts[k] += 1
-        return counts[COMPUTE], counts[PYTHON], counts[OTHER], counts[TOKENIZER]
+        return counts[COMPUTE], counts[PYTHON], counts[OTHER], counts[TOKENIZER], counts[FRAMEWORK]
 
     def enable(self, on: bool = True) -> None:
         """Start/stop the kernel's sampling (PERF_EVENT_IOC_ENABLE / _DISABLE)."""
