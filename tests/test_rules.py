@@ -463,6 +463,17 @@ def case_cpu_run_queue():
     assert finding(res, "host_waiting")["evidence"]["run_queue_pct"] == pytest.approx(10.0)
     w = next(b for b in sampled(0, 800)["breakdown"] if b["category"] == "waiting")
     assert w["parts"] == []                                   # no run queue: no parts, as before
+    # issue 45 item 4: the finding's text says where the breakdown puts run-queue time (waiting/run_queue, the
+    # figure cited from that part), never "under what the thread was doing"
+    t = Synth()
+    t.span(SpanKind.CPU_SAMPLE, "user_code", 0, 400, detail=t.b.strings.intern("app.py:handle"))
+    t.span(SpanKind.CPU_SAMPLE, "run_queue", 400, 1000)
+    add_counter(t, "proc.main_runq_pct", [0, 500, 1000], [60.0] * 3)
+    f = finding(run(t), "cpu_run_queue")
+    assert f["evidence"]["run_queue_ms"] == pytest.approx(0.6) and f["evidence"]["run_queue_pct"] == pytest.approx(60.0)
+    text = " ".join(f["evidence_text"])
+    assert "waiting/run_queue (0.6 ms, 60.0% of the window)" in text, text
+    assert "under what the thread was doing, so" not in text
 
 
 def case_slow_steps():
