@@ -160,6 +160,18 @@ class ThreadRow(_S):
     run_queue_ms: Num = None   # sampled: runnable, waiting for a CPU
 
 
+class WaitedFor(_S):
+    """Another thread's sampled on-CPU work while the critical thread(s) waited (analyze/threads.waited_for)."""
+    thread: str
+    pid: int
+    ms: float                      # its on-CPU time overlapping the critical thread's waiting
+    pct_of_waiting: float          # of the critical thread's waiting time in the window
+    cls: str = msgspec.field(name="class")   # its dominant sampled class then
+    class_ms: float = 0.0
+    function: Optional[str] = None           # its dominant function then ('module imports': all imports)
+    function_ms: Num = None
+
+
 class Threads(_S):
     """The critical thread(s) whose host time the breakdown counts (analyze/threads.py); the others
     are parallel activity."""
@@ -171,6 +183,9 @@ class Threads(_S):
     all_threads_on_cpu_pct: Num = None   # ... in % of the window: % of one core (the all-threads view)
     critical_on_cpu_pct: Num = None      # the critical thread(s)' share of that
     on_cpu_basis: Optional[str] = None
+    # "waiting for thread X doing Y": other threads' on-CPU work during the critical thread's waiting (evidence
+    # beside the breakdown's waiting category, not in its totals)
+    waited_for: Optional[list[WaitedFor]] = None
 
 
 class ChildProcess(_S):
