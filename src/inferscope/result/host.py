@@ -197,6 +197,7 @@ class ChildProcess(_S):
     last_seen_ms: Num
     alive_at_end: bool
     followed: bool = False      # sampled into the trace (its own pid's threads)
+    startup_ms: Num = None      # followed: its start-up (first event to its imports' end, analyze/children.child_startups)
 
 
 class Children(_S):
@@ -214,6 +215,7 @@ class Children(_S):
     not_followed: int = 0       # children seen in /proc that were not followed (not Python, or following off)
     not_followed_cpu_s: float = 0.0   # their CPU time (/proc), not profiled
     following: Optional[bool] = None  # live runs: child following was on (config follow_children); None: not recorded
+    waiting_on_child_startup_ms: Num = None   # of the critical thread's waiting: while a followed child was starting
 
 
 class SamplingThread(_S):
