@@ -250,3 +250,29 @@ def test_native_roundtrip(tmp_path):
     assert tr2.strings.as_list() == tr.strings.as_list()
     assert np.array_equal(tr2.flows.src, tr.flows.src)
     assert analyze(tr2)["breakdown"] == analyze(tr)["breakdown"]
+
+
+def test_waiting_names_the_thread_waited_for():
+    """Issue 45 item 6: a thread-pool worker's work the main thread waits for: the breakdown counts only the critical
+    thread (its waiting stays waiting), and threads.waited_for names the worker and what it did during the wait
+    (planted: main waits 0-100 ms; the worker computes gemm 0-60 ms and prep 60-80 ms, then 100-150 ms while main
+    runs - that last part overlaps no wait)."""
+    from inferscope.trace import TrackKind
+    t = Synth()
+    t.span(SpanKind.CPU_SAMPLE, "waiting", 0, 100_000)
+    t.span(SpanKind.CPU_SAMPLE, "user_code", 100_000, 150_000, detail=t.b.strings.intern("app.py:serve:3"))
+    w = t.b.track(TrackKind.CPU_THREAD, pid=100, tid=101, name="pool-0")
+    t.span(SpanKind.CPU_SAMPLE, "cpu_compute", 0, 60_000, track=w, detail=t.b.strings.intern("app.py:gemm:10"))
+    t.span(SpanKind.CPU_SAMPLE, "user_code", 60_000, 80_000, track=w, detail=t.b.strings.intern("app.py:prep:20"))
+    t.span(SpanKind.CPU_SAMPLE, "waiting", 80_000, 100_000, track=w)
+    t.span(SpanKind.CPU_SAMPLE, "cpu_compute", 100_000, 150_000, track=w, detail=t.b.strings.intern("app.py:gemm:10"))
+    res = analyze(t.done(), AnalyzeOptions(window="all"))
+    bd = {r["category"]: r["ms"] for r in res["breakdown"]}
+    assert bd["waiting"] == pytest.approx(100.0) and bd["cpu_compute"] == 0      # totals: the critical thread's only
+    rows = res["threads"]["waited_for"]
+    assert len(rows) == 1
+    r = rows[0]
+    assert r["thread"].startswith("pool-0") and r["ms"] == pytest.approx(80.0) and r["pct_of_waiting"] == pytest.approx(80.0)
+    assert (r["class"], r["class_ms"]) == ("cpu_compute", pytest.approx(60.0))
+    assert (r["function"], r["function_ms"]) == ("app.py:gemm", pytest.approx(60.0))
+    assert res["tables"]["waited_for"]["rows"][0][:2] == [r["thread"], 100]

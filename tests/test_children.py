@@ -110,3 +110,34 @@ def test_live_python_child_followed_shell_child_counted(tmp_path):
     assert spin[0][col["self_ms"]] > 300
     w = " ".join(rep["warnings"])
     assert "1 Python child process(es) were followed" in w and "not profiled: sh [" in w, w
+
+
+def test_spawn_child_startup_is_named_startup():
+    """Issue 45 item 2: a spawn child's start-up (its interpreter and imports) while the main thread waits for it is
+    named start-up: the child's startup_ms (first event to its imports' end) and, of the main thread's waiting, the
+    part while a child was starting.  Planted: main waits 0-1000 ms; child 200's main_start MARK at 50 ms, imports
+    (framework samples 'import torch') 100-700 ms, its work 700-1000 ms."""
+    from helpers import Synth, add_counter
+    from inferscope.analyze.children import children_warning
+    from inferscope.analyze.options import AnalyzeOptions
+    from inferscope.analyze.pipeline import analyze
+    from inferscope.trace import SpanKind, TrackKind
+    t = Synth()
+    t.span(SpanKind.CPU_SAMPLE, "waiting", 0, 1_000_000)
+    k = t.b.track(TrackKind.CPU_THREAD, pid=200, tid=200, name="main")
+    t.span(SpanKind.MARK, "main_start", 50_000, 50_000, track=k, cat=t.b.strings.intern("inferscope.run"))
+    t.span(SpanKind.CPU_SAMPLE, "framework", 100_000, 700_000, track=k, detail=t.b.strings.intern("import torch"))
+    t.span(SpanKind.CPU_SAMPLE, "preprocessing", 700_000, 1_000_000, track=k, detail=t.b.strings.intern("app.py:resize:9"))
+    add_counter(t, "child.cpu_s[200] python", [0, 500_000, 1_000_000], [0.0, 0.4, 0.9])
+    tr = t.done()
+    tr.meta["collection"] = {"mode": "live", "pid": 100}
+    res = analyze(tr, AnalyzeOptions(window="all"))
+    ch = res["children"]
+    row = next(p for p in ch["processes"] if p["pid"] == 200)
+    assert row["followed"] and row["startup_ms"] == pytest.approx(650.0)          # 50 ms (MARK) to 700 ms
+    assert ch["waiting_on_child_startup_ms"] == pytest.approx(650.0)
+    assert ch["waiting_on_children_ms"] == pytest.approx(900.0)                    # child on-CPU 100-1000 ms
+    assert "650.0 ms of its waiting while a child was starting" in children_warning(ch)
+    # the main thread's waiting, by what the child did: its imports
+    wf = res["threads"]["waited_for"][0]
+    assert wf["pid"] == 200 and (wf["function"], wf["function_ms"]) == ("module imports", pytest.approx(600.0))

@@ -117,6 +117,25 @@ def case_warmup_in_window():
     t.span(SpanKind.RUNTIME, "cudaFree", 0, 5_000)               # 5 ms < ONE_OFF_CALL_MIN_MS
     t.launch(5_000, 5_010, 5_010, 100_000)
     assert finding(run(t), "warmup_in_window") is None
+    # issue 45 item 5: the window starts 1 s before the served steps, that second sampled CPU work (a model load in
+    # Python: no long call) - start-up before the first step, 1,000 ms of the 1,200 ms window
+    def served(lead_us, busy_us):
+        t = Synth()
+        t.span(SpanKind.CPU_SAMPLE, "user_code", 0, busy_us, detail=t.b.strings.intern("app.py:load"))
+        if busy_us < lead_us:
+            t.span(SpanKind.CPU_SAMPLE, "waiting", busy_us, lead_us)
+        for k in range(20):                                       # 20 steps of 10 ms, back to back
+            a = lead_us + k * 10_000
+            t.span(SpanKind.STEP, f"ProfilerStep#{k}", a, a + 10_000)
+            t.span(SpanKind.CPU_SAMPLE, "user_code", a, a + 10_000, detail=t.b.strings.intern("app.py:serve"))
+        return run(t, "all")
+    f = finding(served(1_000_000, 1_000_000), "warmup_in_window")
+    assert f is not None and f["evidence"]["union_ms"] == pytest.approx(1000.0)
+    assert f["evidence"]["union_pct"] == pytest.approx(100.0 * 1000 / 1200, abs=0.01)
+    assert f["evidence"]["longest_call"].startswith("work before the first step")
+    # near misses: a lead-in of 4 periods (40 ms < STARTUP_LEAD_IN_FACTOR x 10 ms), and one the program slept through
+    assert finding(served(40_000, 40_000), "warmup_in_window") is None
+    assert finding(served(1_000_000, 50_000), "warmup_in_window") is None
 
 
 def case_gpu_compute_bound():
@@ -463,6 +482,17 @@ def case_cpu_run_queue():
     assert finding(res, "host_waiting")["evidence"]["run_queue_pct"] == pytest.approx(10.0)
     w = next(b for b in sampled(0, 800)["breakdown"] if b["category"] == "waiting")
     assert w["parts"] == []                                   # no run queue: no parts, as before
+    # issue 45 item 4: the finding's text says where the breakdown puts run-queue time (waiting/run_queue, the
+    # figure cited from that part), never "under what the thread was doing"
+    t = Synth()
+    t.span(SpanKind.CPU_SAMPLE, "user_code", 0, 400, detail=t.b.strings.intern("app.py:handle"))
+    t.span(SpanKind.CPU_SAMPLE, "run_queue", 400, 1000)
+    add_counter(t, "proc.main_runq_pct", [0, 500, 1000], [60.0] * 3)
+    f = finding(run(t), "cpu_run_queue")
+    assert f["evidence"]["run_queue_ms"] == pytest.approx(0.6) and f["evidence"]["run_queue_pct"] == pytest.approx(60.0)
+    text = " ".join(f["evidence_text"])
+    assert "waiting/run_queue (0.6 ms, 60.0% of the window)" in text, text
+    assert "under what the thread was doing, so" not in text
 
 
 def case_slow_steps():

@@ -147,3 +147,58 @@ def test_one_short_outlier_op_is_not_startup():
         t.span(SpanKind.CPU_OP, "aten::mm", 300_000 + k * 300, 300_000 + k * 300 + 290)
     rp = run_phases(t.done())
     assert rp["startup"]["ms"] == pytest.approx(300.0) and rp["startup"]["rule"].startswith("outlier_call")
+
+
+T0_US = 2_000_000       # the first event (the process start is 1 s before it)
+
+
+def _live_short(ps_us: int, mark_us: int | None, work_us: int = 300_000):
+    """A planted live run: process start at ps_us (before the first event), bootstrap's main_start MARK at mark_us,
+    samples of InferScope's bootstrap from 0 to the MARK, then work_us of user code."""
+    from helpers import Synth
+    t = Synth()
+    m0 = mark_us if mark_us is not None else T0_US
+    if m0 > T0_US:
+        t.span(SpanKind.CPU_SAMPLE, "framework", T0_US, m0)
+    t.span(SpanKind.CPU_SAMPLE, "user_code", m0, m0 + work_us)
+    if mark_us is not None:
+        t.span(SpanKind.MARK, "main_start", mark_us, mark_us, cat=t.b.strings.intern("inferscope.run"))
+    tr = t.done()
+    tr.meta["collection"] = {"mode": "live", "pid": 100, "process_start_ns": ps_us * 1000 if ps_us else None,
+                             "run_end_ns": (m0 + work_us) * 1000}
+    return tr
+
+
+@pytest.mark.parametrize("mark_us", [None, T0_US + 20_000])
+def test_interpreter_startup_is_startup_not_other(mark_us):
+    """Issue 45 item 2: a short live program without scope(): the process start (from /proc) lies ~1 s before the
+    first sample.  That interpreter start-up is start-up (rule interpreter), outside the steady window, which starts
+    at the main module's start (bootstrap's MARK) or the first event; before, the window ran from the process start
+    and the start-up read as 'other' (75 % of a short program), verdict balanced."""
+    tr = _live_short(T0_US - 1_000_000, mark_us)        # process start 1 s before the first event
+    res = analyze(tr)
+    rp = res["run_phases"]
+    user0_ns = (mark_us or T0_US) * 1000
+    assert rp["startup"]["rule"].startswith("interpreter")
+    assert (rp["startup"]["start_ns"], rp["startup"]["end_ns"]) == (1_000_000_000, user0_ns)
+    assert rp["startup"]["ms"] == pytest.approx(user0_ns / 1e6 - 1000.0)
+    assert res["window"]["kind"] == "steady" and res["window"]["start_ns"] == user0_ns
+    assert res["e2e_ms"] == pytest.approx(300.0)
+    bd = {r["category"]: r["ms"] for r in res["breakdown"]}
+    assert bd["other"] == 0 and bd["cpu_preprocessing"] == pytest.approx(300.0)
+    assert res["verdict"]["id"] == "user_code_bound"
+    top = {r["name"]: r["ms"] for r in rp["startup"]["top"]}
+    assert top["interpreter start-up (not sampled)"] == pytest.approx(1000.0)
+    assert "interpreter" in render_markdown(res)
+    # --window all keeps the whole run from the process start, start-up as 'other'
+    full = analyze(tr, AnalyzeOptions(window="all"))
+    assert full["window"]["start_ns"] == 1_000_000_000
+    assert {r["category"]: r["ms"] for r in full["breakdown"]}["other"] == pytest.approx(1000.0)
+
+
+def test_no_process_start_no_interpreter_cut():
+    """An imported trace (no process start, no MARK): nothing is cut by the interpreter rule."""
+    tr = _live_short(0, None)
+    tr.meta["collection"].pop("process_start_ns")
+    rp = analyze(tr)["run_phases"]
+    assert rp["startup"] is None and not rp["cut"]

@@ -1,6 +1,7 @@
 """Planted: a 60 ms program without scope(): ~60 ms of pure Python (unloaded) after start-up. Truth:
 the work phase is user code; everything from the process start to it (interpreter start, InferScope's
-bootstrap) is start-up, which the report shows as 'other' (not sampled) in the whole-run window."""
+bootstrap) is start-up: the default window leaves the interpreter's part out (run_phases rule interpreter),
+--window all shows it as 'other' (not sampled)."""
 from _truth import phase, startup
 
 startup("other")

@@ -104,6 +104,10 @@ IDLE_GAP_MIN_NS = 1_000
 # cuDNN/cuBLAS handle creation, allocator growth), not steady-state inference.
 ONE_OFF_CALL_MIN_PCT = 10.0
 ONE_OFF_CALL_MIN_MS = 10.0
+# the window's lead-in before its first step/request is start-up (analyze/host_calls.lead_in, warmup_in_window) when it
+# lasts >= this many times the steps'/requests' start-to-start period: a gap that long is loading or warm-up, not
+# the wait between two units of served work (and it must also reach the one-off size above)
+STARTUP_LEAD_IN_FACTOR = 5.0
 ONE_OFF_HIGH_PCT = 30.0   # their union above this share decides the verdict (init_bound)
 # An op that spends at least this fraction of its time in blocking sync calls inside it
 # (aten::copy_ around a pageable copy, aten::item) is a sync, not start-up work.

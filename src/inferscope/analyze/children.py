@@ -51,12 +51,16 @@ def children(trace: Trace, window) -> dict | None:
     followed = _followed(trace, lo, hi)
     for r in rows:
         r["followed"] = r["pid"] in followed["pids"]
+        su = followed["startup"].get(r["pid"])
+        r["startup_ms"] = None if su is None else (su[1] - su[0]) / 1e6
     # a followed child that lived between two /proc readings (~0.5 s apart: short DataLoader workers) is
     # still listed - its CPU time is in the reaped total, its samples in its own trace
     seen = {r["pid"] for r in rows}
     for pid in sorted(p for p in followed["pids"] if p not in seen):
+        su = followed["startup"].get(pid)
         rows.append({"pid": int(pid), "comm": "(followed; no /proc reading)", "cpu_s": 0.0, "cpu_s_in_window": 0.0,
-                     "first_seen_ms": None, "last_seen_ms": None, "alive_at_end": False, "followed": True})
+                     "first_seen_ms": None, "last_seen_ms": None, "alive_at_end": False, "followed": True,
+                     "startup_ms": None if su is None else (su[1] - su[0]) / 1e6})
     rows.sort(key=lambda r: -r["cpu_s"])
     # reaped children's time is in RUSAGE_CHILDREN; those still alive at the end are not yet
     alive = sum(r["cpu_s"] for r in rows if r["alive_at_end"])
@@ -65,7 +69,8 @@ def children(trace: Trace, window) -> dict | None:
     nf = [r for r in rows if not r["followed"]]
     return {"count": n, "cpu_s_total": total, "reaped_cpu_s": reaped,
             "cpu_s_in_window": sum(r["cpu_s_in_window"] for r in rows), "profiled": bool(followed["followed"]),
-            "followed": followed["followed"], "waiting_on_children_ms": followed["waiting_on_children_ms"], "processes": rows,
+            "followed": followed["followed"], "waiting_on_children_ms": followed["waiting_on_children_ms"],
+            "waiting_on_child_startup_ms": followed["waiting_on_child_startup_ms"], "processes": rows,
             "not_followed": len(nf), "not_followed_cpu_s": sum(r["cpu_s"] for r in nf),
             "following": (trace.meta.get("collection") or {}).get("follow_children"),
             "basis": "/proc/<pid>/stat user+sys time of each live descendant, every ~0.5 s, and getrusage(RUSAGE_CHILDREN) "
@@ -74,14 +79,16 @@ def children(trace: Trace, window) -> dict | None:
 
 def _followed(trace: Trace, lo: int, hi: int) -> dict:
     """Followed (sampled) children: how long the program's critical thread waited while at least one
-    child was on-CPU (any class but waiting, its own imports included)."""
+    child was on-CPU (any class but waiting, its own imports included), and, of its waiting, how long while a
+    child was starting (``child_startups``: the child's interpreter and imports, before its own work)."""
     from .breakdown import source_intervals
     from .intervals import clip, overlap_with_union, union
     from .threads import child_process_tracks
     kids = child_process_tracks(trace)
     s = trace.spans
     if not kids.any():
-        return {"followed": 0, "waiting_on_children_ms": None, "pids": set()}
+        return {"followed": 0, "waiting_on_children_ms": None, "waiting_on_child_startup_ms": None, "pids": set(),
+                "startup": {}}
     smp = (s.kind == SpanKind.CPU_SAMPLE) & kids[s.track]
     wid = trace.strings.get("waiting")
     busy = smp & (s.name != wid)
@@ -90,7 +97,57 @@ def _followed(trace: Trace, lo: int, hi: int) -> dict:
     wu = union(*clip(wa, wb, lo, hi))
     both = int(overlap_with_union(wu[0], wu[1], bu[0], bu[1]).sum())
     pids = set(np.unique(trace.tracks.pid[np.flatnonzero(kids)]).tolist())
-    return {"followed": len(pids), "waiting_on_children_ms": both / 1e6, "pids": pids}
+    su = child_startups(trace)
+    st_ns = None
+    if su:
+        sa = np.asarray([v[0] for v in su.values()], np.int64)
+        sb = np.asarray([v[1] for v in su.values()], np.int64)
+        ua, ub = union(*clip(sa, sb, lo, hi))
+        st_ns = int(overlap_with_union(wu[0], wu[1], ua, ub).sum())
+    return {"followed": len(pids), "waiting_on_children_ms": both / 1e6,
+            "waiting_on_child_startup_ms": None if st_ns is None else st_ns / 1e6, "pids": pids, "startup": su}
+
+
+def child_startups(trace: Trace) -> dict:
+    """pid -> (start_ns, end_ns) of each followed child's start-up: from its first event (its main_start MARK,
+    collect/bootstrap.py, or its first sample; its interpreter's start before that is not recorded) to the end of
+    its last sampled module import before half of its sampled non-import CPU time (run_phases' imports rule, per
+    child).  A child that imports nothing sampled: its first event to its first sample of other work."""
+    from .threads import child_process_tracks
+    kids = child_process_tracks(trace)
+    s = trace.spans
+    if not kids.any():
+        return {}
+    m = kids[s.track] & ((s.kind == SpanKind.CPU_SAMPLE) | (s.kind == SpanKind.MARK))
+    idx = np.flatnonzero(m)
+    if not len(idx):
+        return {}
+    is_imp = trace.strings.ids_matching(lambda x: x.startswith("import "))
+    wid, rq = trace.strings.get("waiting"), trace.strings.get("run_queue")
+    pid_of = trace.tracks.pid[s.track[idx]]
+    out = {}
+    for pid in np.unique(pid_of).tolist():
+        j = idx[pid_of == pid]
+        smp = j[s.kind[j] == SpanKind.CPU_SAMPLE]
+        if not len(smp):
+            continue
+        start = int(s.start_ns[j].min())
+        d = s.detail[smp]
+        imp = np.zeros(len(smp), bool)
+        imp[d >= 0] = is_imp[d[d >= 0]]
+        work = ~imp & (s.name[smp] != wid) & (s.name[smp] != rq)
+        if not work.any():
+            continue
+        w = smp[work]
+        o = np.argsort(s.end_ns[w], kind="stable")
+        cum = np.cumsum((s.end_ns[w] - s.start_ns[w])[o])
+        half_t = int(s.end_ns[w][o][np.searchsorted(cum, cum[-1] / 2.0)])
+        ends = s.end_ns[smp[imp]]
+        ends = ends[ends <= half_t]
+        end = int(ends.max()) if len(ends) else int(s.start_ns[w].min())
+        if end > start:
+            out[int(pid)] = (start, end)
+    return out
 
 
 def children_warning(ch: dict | None) -> str | None:
@@ -105,7 +162,10 @@ def children_warning(ch: dict | None) -> str | None:
                     f"environment) and used {sum(r['cpu_s'] for r in nf):.2f} CPU-s that were not profiled: {top}.")
         return (f"{ch['count']} child process(es) used {ch['cpu_s_total']:.2f} CPU-s; {ch['followed']} Python child "
                 f"process(es) were followed (sampled: their functions are in the culprit tables, thread 'main (<pid>)'), "
-                f"and the program waited {ch['waiting_on_children_ms']:.1f} ms while a followed child was on-CPU." + rest)
+                f"and the program waited {ch['waiting_on_children_ms']:.1f} ms while a followed child was on-CPU"
+                + (f", {ch['waiting_on_child_startup_ms']:.1f} ms of its waiting while a child was starting (the child's "
+                   "interpreter and imports: start-up, not the child's work; a pool started once and reused pays it once)"
+                   if ch.get("waiting_on_child_startup_ms") else "") + "." + rest)
     top = ", ".join(f"{r['comm']} [{r['pid']}] {r['cpu_s']:.2f} CPU-s" for r in ch["processes"][:3])
     return (f"{ch['count']} child process(es) used {ch['cpu_s_total']:.2f} CPU-s that were not profiled "
             f"(~{ch['cpu_s_in_window']:.2f} CPU-s inside the window, estimate)" + (f": {top}" if top else "") +

@@ -328,8 +328,13 @@ def cpu_run_queue(res: dict, found: dict) -> dict | None:
     e = Evidence(res)
     e.cite("main_runq_pct", "counters.main_runq_pct", 2)
     txt = [f"The main thread was runnable but waiting for a CPU {rq:.1f}% of the window (/proc schedstat run-queue delay): "
-           "other threads or processes held the cores it could run on. That time counts in the breakdown under what the "
-           "thread was doing, so its categories are stretched by CPU contention."]
+           "other threads or processes held the cores it could run on."]
+    rq_ms = e.cite("run_queue_ms", "breakdown[waiting].parts[run_queue].ms", default=None)
+    if rq_ms is not None:
+        rq_pct = e.cite("run_queue_pct", "breakdown[waiting].parts[run_queue].pct", 2)
+        txt.append(f"The breakdown counts the sampled part of that time under waiting/run_queue ({rq_ms:,.1f} ms, "
+                   f"{rq_pct:.1f}% of the window), not under what the thread was doing: its other categories hold only "
+                   "its time on a CPU.")
     inv = e.cite("invol_ctx_switches_per_s", "counters.invol_ctx_switches_per_s", 1, default=None)
     util = e.cite("host_cpu_util_pct", "counters.process_cores.mean_util_pct", 1, default=None)
     cores = e.cite("process_cores", "counters.process_cores.cores", default=None)

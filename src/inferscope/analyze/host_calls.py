@@ -58,6 +58,15 @@ def one_off_host_calls(trace: Trace, window: Window, top_n: int = 5) -> dict:
             a_parts.append(ia)
             b_parts.append(ib)
             chosen.append(-1)
+    lead = lead_in(trace, window, min_ns)
+    if lead is not None:
+        calls.append({"name": f"work before the first {lead['unit']} (start-up: loading, warm-up)", "kind": "lead_in",
+                      "ms": lead["ms"], "offset_ms": 0.0, "pct_of_window": 100.0 * lead["ms"] * 1e6 / win})
+        calls.sort(key=lambda c: -c["ms"])
+        calls = calls[:top_n]
+        a_parts.append(np.asarray([lo], np.int64))
+        b_parts.append(np.asarray([lead["end_ns"]], np.int64))
+        chosen.append(-2)
     if chosen:
         a, b = clip(np.concatenate(a_parts), np.concatenate(b_parts), lo, hi)
         u = total(a, b)
@@ -65,6 +74,41 @@ def one_off_host_calls(trace: Trace, window: Window, top_n: int = 5) -> dict:
         u = 0
     return {"calls": calls, "count": len(chosen), "union_ms": u / 1e6, "union_pct": 100.0 * u / win,
             "threshold_ms": min_ns / 1e6}
+
+
+def lead_in(trace: Trace, window: Window, min_ns: float) -> dict | None:
+    """The stretch from the window's start to its first step or request, when it is start-up: the window holds
+    >= 2 of them, the stretch is >= STARTUP_LEAD_IN_FACTOR x their median start-to-start period and >= min_ns
+    (the one-off size), and host work (on-CPU samples, host calls) covers >= STARTUP_CALLS_MIN_SHARE_OF_CUT of it.
+    Returns {end_ns, ms, unit, period_ms} or None."""
+    from .steady import step_spans
+    from .window import SCOPE_CAT, is_request
+    s = trace.spans
+    lo, hi = window.start_ns, window.end_ns
+    st = step_spans(trace)
+    unit = "step"
+    if not len(st):
+        cid = trace.strings.get(SCOPE_CAT)
+        sc = np.flatnonzero((s.kind == SpanKind.ANNOTATION) & (s.cat == cid) & (s.end_ns > s.start_ns)) if cid >= 0 else st
+        st = np.asarray([i for i in sc.tolist() if is_request(trace, i)], np.int64)
+        unit = "request"
+    if not len(st):
+        return None
+    starts = np.sort(s.start_ns[st][(s.start_ns[st] >= lo) & (s.start_ns[st] < hi)])
+    if len(starts) < 2:
+        return None
+    first = int(starts[0])
+    period = float(np.median(np.diff(starts)))
+    if first - lo < max(min_ns, T.STARTUP_LEAD_IN_FACTOR * period):
+        return None
+    wid = trace.strings.get("waiting")
+    rq = trace.strings.get("run_queue")
+    host = np.isin(s.kind, [SpanKind.CPU_SAMPLE, SpanKind.CPU_OP, SpanKind.RUNTIME, SpanKind.DRIVER, SpanKind.PYTHON]) \
+        & (s.name != wid) & (s.name != rq) & (s.start_ns < first) & (s.end_ns > lo)
+    ha, hb = clip(s.start_ns[host], s.end_ns[host], lo, first)
+    if total(ha, hb) < T.STARTUP_CALLS_MIN_SHARE_OF_CUT * (first - lo):
+        return None
+    return {"end_ns": first, "ms": (first - lo) / 1e6, "unit": unit, "period_ms": period / 1e6}
 
 
 def _import_samples(trace: Trace) -> np.ndarray:

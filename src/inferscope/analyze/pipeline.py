@@ -18,7 +18,7 @@ from .children import children, children_warning
 from .contention import contention
 from .gc_pauses import gc_pauses, gc_table
 from .culprits import culprits
-from .threads import threads
+from .threads import threads, waited_for
 from .diagnosis import lower_for_partial, findings_for, verdict_for
 from .whatif import summary as whatif_summary
 from .gpu import gpu_utilisation
@@ -165,6 +165,7 @@ def _analyze_report(trace: Trace, options: AnalyzeOptions | None) -> Report:
     res["cpu_sampling"] = cpu_sampling(trace, window)
     res["collection_cost"] = collection_cost(trace, window)
     res["threads"] = threads(trace, window)
+    res["threads"]["waited_for"] = waited_for(trace, window)
     res["children"] = children(trace, window)
     res["contention"] = contention(trace, window)
     res["gc_pauses"] = gc_pauses(trace, window)
@@ -210,6 +211,11 @@ def _analyze_report(trace: Trace, options: AnalyzeOptions | None) -> Report:
     if res["syncs"]["count"]:
         tables["syncs"] = sync_table(res["syncs"])
     tables.update(phase_tables(res["phases"]))
+    if res["threads"].get("waited_for"):
+        tables["waited_for"] = {"columns": ["thread", "pid", "ms", "pct_of_waiting", "class", "class_ms", "function",
+                                            "function_ms"],
+                                "rows": [[r[c] for c in ("thread", "pid", "ms", "pct_of_waiting", "class", "class_ms",
+                                                         "function", "function_ms")] for r in res["threads"]["waited_for"]]}
     if res["gc_pauses"] and res["gc_pauses"]["by_thread"]:
         tables["gc_pauses"] = gc_table(res["gc_pauses"])
     tables.update(culprit_tables)

@@ -14,6 +14,10 @@ Start-up ends at the latest of (each rule applies only when its evidence is in t
                  the calls of the same name (and >= STARTUP_CALL_OUTLIER_MIN_MS) early in the trace
                  (see profiler_init); a name seen fewer than 3 times: the one-off rule (>= ONE_OFF_CALL_MIN_MS and
                  >= ONE_OFF_CALL_MIN_PCT of the trace).  Inside a step, start-up runs to that step's end.
+  interpreter    live runs: the process start (/proc, before the first event) to the start of the program's
+                 main module (collect/bootstrap.py's ``main_start`` MARK, else the first event): interpreter
+                 start-up, site and InferScope's bootstrap, no line of the program's own; always cut (no
+                 guard: nothing of the program is in it), the other rules then look for start-up after it;
   profiler_init  the leading stretch that holds only the profiler's own records (OVERHEAD);
                  outlier calls are looked for in the first half of the program's own activity or
                  before the first GPU work, whichever ends later.
@@ -40,6 +44,7 @@ from .sample_labels import function_of
 from .stats import fast_unique
 from .steady import Guards, describe_first_step, first_step_startup
 from .threads import child_process_tracks
+from .window import main_start_ns, process_start_ns
 
 RELEASE_API_RE = re.compile(r"(?i)unload|destroy|free|release|unmap|unregister|deinit|finali[sz]e|reset")
 COPY_API_RE = re.compile(r"(?i)memcpy|memset")
@@ -239,6 +244,19 @@ def _top_items(trace: Trace, a: int, b: int, n: int = 5) -> list[dict]:
     return rows[:n]
 
 
+def interpreter_end(trace: Trace) -> tuple[int, int] | None:
+    """(process start, main-module start) of a live run when interpreter start-up lies before the program's own
+    first event: from /proc's process start (before the trace's first event) or to bootstrap's main_start MARK
+    (after it); None otherwise (imported traces, no process start recorded)."""
+    lo, hi = trace.bounds_ns()
+    if hi <= lo:
+        return None
+    ps, ms = process_start_ns(trace), main_start_ns(trace)
+    a = ps if ps is not None and ps < lo else lo
+    b = ms if ms is not None and lo <= ms < hi else lo
+    return (a, b) if b > a else None
+
+
 def _segment(trace: Trace, lo: int, a: int, b: int, rule: str) -> dict:
     return {"start_ns": int(a), "end_ns": int(b), "offset_ms": (a - lo) / 1e6, "ms": (b - a) / 1e6, "rule": rule,
             "top": _top_items(trace, a, b)}
@@ -275,6 +293,8 @@ def run_phases(trace: Trace) -> dict:
         else:
             out["not_cut"].append({"part": "teardown", "ms": (hi - td) / 1e6, "rule": rule.split(":")[0], "reason": why})
     cands: list[tuple[int, str]] = []
+    interp = interpreter_end(trace)
+    lo_user = interp[1] if interp is not None else lo      # where the program's own code can start
     ie = imports_end(trace)
     if ie is not None:
         cands.append((ie, "imports: last sampled module import before half of the sampled CPU work"))
@@ -293,10 +313,10 @@ def run_phases(trace: Trace) -> dict:
     lo_own = int(s.start_ns[own].min()) if own.any() else lo
     if lo_own > lo:
         cands.append((lo_own, "profiler_init: only the profiler's own records (OVERHEAD) before the program's first event"))
-    cands = [(e, r) for e, r in cands if lo < e < end]
+    cands = [(e, r) for e, r in cands if lo_user < e < end]
     # start-up calls (the one rule, startup_calls), looked for again after each cut until none is left in
     # the rest: the steady window then holds no call that host_calls would call start-up work
-    e0 = max([lo] + [e for e, _ in cands])
+    e0 = max([lo_user] + [e for e, _ in cands])
     for _ in range(STARTUP_MAX_PASSES):
         oc = startup_calls(trace, e0, end)
         if len(oc) == 0:
@@ -306,7 +326,7 @@ def run_phases(trace: Trace) -> dict:
         cands.append((e0, f"outlier_call: {trace.name_of(i)[:80]} {(s.end_ns[i] - s.start_ns[i]) / 1e6:.1f} ms, "
                           f">= {T.STARTUP_CALL_OUTLIER_FACTOR:g} x the median of its name (or a single call >= "
                           f"{T.ONE_OFF_CALL_MIN_MS:g} ms and {T.ONE_OFF_CALL_MIN_PCT:g}% of the trace)"))
-    cands = [(e, r) for e, r in cands if lo < e < end]
+    cands = [(e, r) for e, r in cands if lo_user < e < end]
     if cands:
         e, r = max(cands)
         if e - lo >= min_ns:
@@ -316,6 +336,9 @@ def run_phases(trace: Trace) -> dict:
                 lo = e
             else:
                 out["not_cut"].append({"part": "startup", "ms": (e - lo) / 1e6, "rule": r.split(":")[0], "reason": why})
+    if interp is not None and interp[1] < end:
+        out["startup"] = _with_interpreter(trace, t_lo, interp, out["startup"])
+        lo = max(lo, interp[1])
     out["steady_start_ns"], out["steady_end_ns"] = int(lo), int(end)
     out["steady_ms"] = (end - lo) / 1e6
     out["cut"] = out["startup"] is not None or out["teardown"] is not None
@@ -324,6 +347,25 @@ def run_phases(trace: Trace) -> dict:
     if out["cut"]:
         out["justification"] = justification(out, guards.other_pct(lo, end), guards.other_pct(t_lo, hi))
     return out
+
+
+INTERPRETER_RULE = ("interpreter: the process start to the program's main module (interpreter start-up, site, "
+                    "InferScope's bootstrap; no code of the program's)")
+
+
+def _with_interpreter(trace: Trace, lo: int, interp: tuple[int, int], seg: dict | None) -> dict:
+    """The start-up part with the interpreter's start-up before it: [process start, main start] alone, or the part
+    another rule found, extended back to the process start.  Its time before the first event is one row of
+    ``top`` (nothing was sampled there)."""
+    a, b = interp
+    if seg is None:
+        seg = _segment(trace, lo, max(a, lo), b, INTERPRETER_RULE)
+    if a < lo:
+        row = {"name": "interpreter start-up (not sampled)", "count": 1,
+               "ms": (lo - a) / 1e6}
+        top = sorted(seg["top"] + [row], key=lambda r: -r["ms"])[:5]
+        seg = dict(seg, start_ns=int(a), offset_ms=(a - lo) / 1e6, ms=(seg["end_ns"] - a) / 1e6, top=top)
+    return seg
 
 
 def justification(rp: dict, other_win_pct: float, other_all_pct: float) -> str:

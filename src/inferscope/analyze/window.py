@@ -109,6 +109,26 @@ def process_start_ns(trace: Trace) -> int | None:
     return int(v) if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
 
+MAIN_START_CAT = "inferscope.run"     # collect/bootstrap.py: the MARK at the start of the user's main module
+MAIN_START_NAME = "main_start"
+
+
+def main_start_ns(trace: Trace) -> int | None:
+    """When the program's main module (script, -m module, -c command) started running, on the trace clock: the
+    MARK collect/bootstrap.py records at CPython's ``cpython.run_*`` audit event, if recorded (the earliest one:
+    followed children record their own)."""
+    cid, nid = trace.strings.get(MAIN_START_CAT), trace.strings.get(MAIN_START_NAME)
+    if cid < 0 or nid < 0:
+        return None
+    s = trace.spans
+    m = (s.kind == SpanKind.MARK) & (s.cat == cid) & (s.name == nid)
+    from .threads import root_pid
+    root = root_pid(trace)
+    if root is not None:
+        m &= trace.tracks.pid[s.track] == root
+    return int(s.start_ns[m].min()) if m.any() else None
+
+
 def run_end_ns(trace: Trace) -> int | None:
     """When a live run's collection stopped, on the trace clock (collect/session.py meta), if recorded."""
     c = trace.meta.get("collection")

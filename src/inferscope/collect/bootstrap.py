@@ -98,6 +98,34 @@ def _after_fork_child():
         _start_child(_out, forked=True)
 
 
+_RUN_EVENTS = ("cpython.run_file", "cpython.run_module", "cpython.run_command", "cpython.run_stdin")
+_MARK = 13                    # SpanKind.MARK (no trace import here)
+
+
+def _mark_main_start(s) -> None:
+    """Record a MARK ("main_start", cat "inferscope.run") when CPython starts the program's main module (the
+    ``cpython.run_*`` audit event, raised after site and this bootstrap): everything before it is interpreter
+    start-up, never the program's (analyze/run_phases.py's ``interpreter`` rule).  An audit hook cannot be
+    removed: after the first event it only compares one flag."""
+    import threading
+    import time
+    done = []
+
+    def hook(event, args):
+        if done or not event.startswith("cpython.run_") or event not in _RUN_EVENTS:
+            return
+        done.append(1)
+        try:
+            t = time.perf_counter_ns()
+            s.buffer.append((0, _MARK, threading.get_native_id(), t, t, "main_start", None, "inferscope.run"))
+        except Exception:
+            pass
+    try:
+        sys.addaudithook(hook)
+    except Exception:
+        pass
+
+
 CHILD_SAMPLING_HZ = 100.0     # followed children sample at most this often
 CHILD_FLUSH_S = 0.5           # and flush their crash journal this often
 _HELPERS = (b"resource_tracker", b"semaphore_tracker")   # multiprocessing's helpers: not the program's work
@@ -174,6 +202,8 @@ def _start_child(out: str, forked: bool = False, cfg=None) -> None:
         S.set_current(s)
         _session = s
         s.start()
+        if not forked:
+            _mark_main_start(s)
         if not _atexit_on:
             atexit.register(_at_exit)
             _atexit_on = True
@@ -251,6 +281,7 @@ def main() -> None:
     S.set_current(s)
     _session = s
     s.start()
+    _mark_main_start(s)
     atexit.register(_at_exit)
     _atexit_on = True
     sys.excepthook = _excepthook(sys.excepthook)

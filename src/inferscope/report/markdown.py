@@ -96,7 +96,7 @@ def run_phase_lines(result: dict) -> list[str]:
         items = ", ".join(f"{r['name'][:60]} {r['ms']:,.1f} ms" + (f" ({r['count']:,} calls)" if r["count"] > 1 else "")
                           for r in seg.get("top", [])[:3])
         state = "left out of the window" if rp.get("applied") else "inside the window" if result["window"]["kind"] == "trace" else "outside or partly inside the window"
-        out.append(f"{what} {seg['ms']:,.1f} ms at +{seg['offset_ms']:,.1f} ms ({state})" + (f": {items}" if items else "")
+        out.append(f"{what} {seg['ms']:,.1f} ms at {seg['offset_ms']:+,.1f} ms ({state})" + (f": {items}" if items else "")
                    + f" [rule {seg['rule'].split(':')[0]}]")
     if rp.get("justification") and rp.get("applied"):
         out.append(f"Steady-state cut: {rp['justification']}")
@@ -306,7 +306,7 @@ def render_markdown(result: dict) -> str:
         for key, what in (("startup", "Start-up"), ("teardown", "Teardown")):
             seg = rp.get(key)
             if seg:
-                L += [f"- **{what}** {seg['ms']:,.3f} ms at +{seg['offset_ms']:,.3f} ms; rule: {md_escape(seg['rule'], 400)}"]
+                L += [f"- **{what}** {seg['ms']:,.3f} ms at {seg['offset_ms']:+,.3f} ms from the trace's first event; rule: {md_escape(seg['rule'], 400)}"]
                 L += [f"    - {md_escape(r['name'], 120)}: {r['ms']:,.3f} ms, {r['count']:,} call(s)/sample(s)" for r in seg["top"]]
         L += [""]
     L += ["## Breakdown", "", f"Rule: {md_escape(result.get('breakdown_rule', ''), 400)}.", "",

@@ -48,6 +48,8 @@ TABLE_TITLES = {
     "sync_by_pid": "Blocking sync calls per process",
     "nvtx_by_pid": "NVTX ranges per process",
     "gc_pauses": "Python garbage-collector pauses per thread",
+    "waited_for": "Waiting for other threads: what each other thread did on a CPU while the critical thread waited "
+                  "(its dominant class and function then; not added to the breakdown)",
     "kernel_measured_vs_estimated": "Kernel efficiency: measured (Nsight Compute) vs estimated from shapes",
 }
 _ACRONYMS = {"cpu": "CPU", "gpu": "GPU", "gc": "GC", "nvtx": "NVTX", "api": "API", "apis": "APIs", "pid": "PID",

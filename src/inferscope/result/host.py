@@ -161,6 +161,18 @@ class ThreadRow(_S):
     run_queue_ms: Num = None   # sampled: runnable, waiting for a CPU
 
 
+class WaitedFor(_S):
+    """Another thread's sampled on-CPU work while the critical thread(s) waited (analyze/threads.waited_for)."""
+    thread: str
+    pid: int
+    ms: float                      # its on-CPU time overlapping the critical thread's waiting
+    pct_of_waiting: float          # of the critical thread's waiting time in the window
+    cls: str = msgspec.field(name="class")   # its dominant sampled class then
+    class_ms: float = 0.0
+    function: Optional[str] = None           # its dominant function then ('module imports': all imports)
+    function_ms: Num = None
+
+
 class Threads(_S):
     """The critical thread(s) whose host time the breakdown counts (analyze/threads.py); the others
     are parallel activity."""
@@ -172,6 +184,9 @@ class Threads(_S):
     all_threads_on_cpu_pct: Num = None   # ... in % of the window: % of one core (the all-threads view)
     critical_on_cpu_pct: Num = None      # the critical thread(s)' share of that
     on_cpu_basis: Optional[str] = None
+    # "waiting for thread X doing Y": other threads' on-CPU work during the critical thread's waiting (evidence
+    # beside the breakdown's waiting category, not in its totals)
+    waited_for: Optional[list[WaitedFor]] = None
 
 
 class ChildProcess(_S):
@@ -183,6 +198,7 @@ class ChildProcess(_S):
     last_seen_ms: Num
     alive_at_end: bool
     followed: bool = False      # sampled into the trace (its own pid's threads)
+    startup_ms: Num = None      # followed: its start-up (first event to its imports' end, analyze/children.child_startups)
 
 
 class Children(_S):
@@ -200,6 +216,7 @@ class Children(_S):
     not_followed: int = 0       # children seen in /proc that were not followed (not Python, or following off)
     not_followed_cpu_s: float = 0.0   # their CPU time (/proc), not profiled
     following: Optional[bool] = None  # live runs: child following was on (config follow_children); None: not recorded
+    waiting_on_child_startup_ms: Num = None   # of the critical thread's waiting: while a followed child was starting
 
 
 class SamplingThread(_S):
