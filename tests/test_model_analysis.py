@@ -147,7 +147,7 @@ def _table_by_key(res):
     return {(r[0], r[2], r[3], r[4], r[5]): r for r in t["rows"]}, t["rows"]
 
 
-def _check_against(res, expect):
+def _compare_with(res, expect):
     got, rows = _table_by_key(res)
     assert set(got) == set(expect)
     for key, (calls, k_us, lflops) in expect.items():
@@ -168,7 +168,7 @@ def test_gemm_shapes_equal_a_recount_on_a_real_trace():
     expect = _recount_gemm_shapes(_events(path))
     assert len(expect) >= 3 and all(v[1] > 0 for v in expect.values())
     res = analyze(load_trace(path), AnalyzeOptions(window="all", top_n=1000))
-    _check_against(res, expect)
+    _compare_with(res, expect)
     # the linear layers' products are rows of their addmm (M = tokens, K = hidden, N = out features)
     got, _ = _table_by_key(res)
     assert ("aten::addmm", 1, 141, 512, 512) in got and not any(k[0] == "aten::linear" for k in got)
@@ -213,7 +213,7 @@ def test_gemm_shapes_of_planted_calls(tmp_path):
               ("aten::mm", 1, 2, 5, 3): [1, 0.0, 0]}
     assert _recount_gemm_shapes(_events_plain(path)) == expect     # the recount agrees with the plan
     res = analyze(load_trace(path), AnalyzeOptions(window="all"))
-    _check_against(res, expect)
+    _compare_with(res, expect)
     got, rows = _table_by_key(res)
     assert rows[0][0] == "aten::addmm" and rows[0][1] == "bf16" and rows[0][10] == "sm90_gemm_bf16_planted (x2)"
     assert got[("aten::bmm", 8, 32, 16, 64)][1] == "fp32" and got[("aten::bmm", 8, 32, 16, 64)][10] == "bmm_kernel_planted (x1)"
