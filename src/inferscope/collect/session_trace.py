@@ -63,7 +63,11 @@ def build_trace(s, final: bool = False, kineto_path: str | None = None, end_ns: 
                              + (["cupti"] if cupti else []))
     meta["dropped_events"] += dropped_extra
     if meta["dropped_events"]:
-        warnings.append(overflow_warning(meta["dropped_events"], s.cfg.trace_size_mb, s.buffer.capacity))
+        w = overflow_warning(meta["dropped_events"], s.cfg.trace_size_mb, s.buffer.capacity)
+        warnings.append(w)
+        if not getattr(s, "_overflow_said", False):    # seed 001: buffer overflow -> warn, once per session
+            s._overflow_said = True
+            log.warn(w)
     b.meta.update(trace_meta(s, meta, warnings, meta_devices))
     if s.numa:
         b.meta["numa"] = s.numa
