@@ -1,5 +1,5 @@
 """What-if predictions (analyze/whatif.py) on planted traces whose saving is known by construction, the
-ranking, the combined estimate, and diff closing the loop (compare_whatif.py)."""
+ranking, the combined estimate, and diff closing the loop (compare/whatif.py)."""
 import pytest
 
 from inferscope import thresholds as T

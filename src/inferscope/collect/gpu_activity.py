@@ -72,6 +72,20 @@ def available() -> bool:
         return False
 
 
+def device_id() -> int:
+    """The CUDA device id for log lines (seed 001: ``GPU collector initialized (device=0)``): torch's
+    current device once torch has initialised CUDA (never initialised here), else 0 - CUDA's default
+    device, the one a single-GPU run (seed 001) works on; an id within CUDA_VISIBLE_DEVICES."""
+    import sys
+    tm = sys.modules.get("torch")
+    try:
+        if tm is not None and tm.cuda.is_initialized():
+            return int(tm.cuda.current_device())
+    except Exception:    # noqa: BLE001 - a torch without cuda, or a broken one: the default device
+        pass
+    return 0
+
+
 def dtype_getter(C):
     """obj -> cupti-python's numpy dtype of its record struct (None if it has none), for RecordSink;
     INFERSCOPE_CUPTI_DECODE=objects reads every record by attribute instead (measurement aid)."""

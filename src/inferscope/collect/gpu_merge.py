@@ -33,6 +33,28 @@ def merge_cupti(sess, b, n_own: int, meta: dict, warnings: list) -> int:
     return r["dropped"] + st["dropped_records"]
 
 
+def clock_sync_limit_us(duration_ms: float, margin_us: float) -> float:
+    """Seed 001's clock-sync rule: the error allowed is CLOCK_SYNC_ERROR_MAX_FRACTION of the collection's
+    duration, never below the fixed margin (sync_error_margin_us)."""
+    from ..thresholds import CLOCK_SYNC_ERROR_MAX_FRACTION as frac
+    return max(float(margin_us), frac * float(duration_ms) * 1e3)
+
+
+def clock_sync_warning(source: str, err_us: float | None, duration_ms: float, margin_us: float) -> str | None:
+    """The warning when ``err_us`` exceeds clock_sync_limit_us (both figures named), else None."""
+    if err_us is None:
+        return None
+    from ..thresholds import CLOCK_SYNC_ERROR_MAX_FRACTION as frac
+    limit = clock_sync_limit_us(duration_ms, margin_us)
+    if err_us <= limit:
+        return None
+    pct = 100.0 * err_us / (duration_ms * 1e3) if duration_ms > 0 else float("inf")
+    return (f"{source} clock sync error {err_us:.0f} us is {pct:.1f} % of the {duration_ms:.1f} ms collection: "
+            f"above the limit of {limit:.0f} us (the larger of {100 * frac:g} % of the collection and "
+            f"INFERSCOPE_SYNC_ERROR_MARGIN_US={margin_us:g} us); GPU times may be misaligned with CPU samples "
+            "by that much: check GPU clock stability")
+
+
 def profiler_cost(sess, meta: dict) -> None:
     """Add torch.profiler's estimated cost (recorded host events x measured cost per event) to
     the overhead estimate: the sampler's own CPU time alone says nothing about it."""

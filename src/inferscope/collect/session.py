@@ -100,6 +100,7 @@ class Session:
         self.torch_state = "not imported"
         self.gpu_act = None          # gpu_activity.CuptiCollector once CUDA is used (cupti on)
         self._gpu_hooks: list = []
+        self._cupti_missing_said = False
         self._stop = threading.Event()
         self._hk: threading.Thread | None = None
         self._hk_clk = None
@@ -222,7 +223,11 @@ class Session:
                 log.debug("torch profiler not started: CPU-only run (torch_profiler=auto)")
         if self.torch is not None and self.torch.start():
             self.torch_state = "on"
-            log.debug(f"torch profiler started (cuda={self.torch.cuda})")
+            if self.torch.cuda:
+                from .gpu_activity import device_id
+                log.info(f"GPU collector initialized (device={device_id()}, source=torch.profiler)")
+            else:
+                log.debug("torch profiler started (cuda=False)")
         elif self.torch is not None:
             self.torch_state = "failed"
             self._warn(self.torch.error or "torch profiler failed to start")
@@ -251,16 +256,19 @@ class Session:
             return self.gpu_act.active
         if not (self.cfg.cupti and self.cfg.torch_profiler != "on") or self.finalized:
             return False
-        from .gpu_activity import CuptiCollector, available
-        if not available():
+        from .gpu_activity import CuptiCollector, available, device_id
+        if not available():     # said once (seed 001: CUPTI load fails -> skip its GPU events)
+            if not self._cupti_missing_said:
+                self._cupti_missing_said = True
+                log.info(f"CUPTI load failed (device={device_id()}): cupti-python not installed; no CUPTI GPU events")
             return False
         for h in self._gpu_hooks:
             h.remove()
         self.gpu_act = CuptiCollector(log, max_records=self.buffer.capacity)
         if self.gpu_act.start():
-            log.debug(f"CUPTI activity collection started ({', '.join(self.gpu_act.enabled)})")
+            log.info(f"GPU collector initialized (device={device_id()}, source=CUPTI: {', '.join(self.gpu_act.enabled)})")
             return True
-        log.debug(self.gpu_act.error or "CUPTI did not start")
+        log.info(f"CUPTI load failed (device={device_id()}): {self.gpu_act.error or 'did not start'}; no CUPTI GPU events")
         return False
 
     # ---------------------------------------------------------- housekeeping

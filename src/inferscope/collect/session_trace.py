@@ -31,7 +31,7 @@ def refresh_thread_names(s) -> None:
 def build_trace(s, final: bool = False, kineto_path: str | None = None, end_ns: int | None = None):
     from ..trace.builder import TraceBuilder
     from .assemble import add_events, overflow_warning
-    from .gpu_merge import merge_cupti, merge_kineto, profiler_cost
+    from .gpu_merge import clock_sync_limit_us, clock_sync_warning, merge_cupti, merge_kineto, profiler_cost
     end_ns = end_ns or time.perf_counter_ns()
     events = s.buffer.snapshot()
     if not final and s.sampler is not None:
@@ -44,27 +44,30 @@ def build_trace(s, final: bool = False, kineto_path: str | None = None, end_ns: 
     warnings = list(s.warnings)
     meta_devices = devices(s)
     dropped_extra = 0
+    # seed 001's clock-sync rule: error > 5 % of the collection, the fixed margin as the floor (gpu_merge.py)
+    limit_args = (meta["duration_ms"], s.cfg.sync_error_margin_us)
     if kineto_path:
         dropped_extra, err_us = merge_kineto(s, b, kineto_path, len(events), warnings, meta_devices)
         meta["clock_sync_error_us"] = err_us
         profiler_cost(s, meta)
-        if err_us is not None and err_us > s.cfg.sync_error_margin_us:
-            warnings.append(f"clock sync error {err_us:.0f} us exceeds the margin of "
-                            f"{s.cfg.sync_error_margin_us:g} us (INFERSCOPE_SYNC_ERROR_MARGIN_US): "
-                            "torch op times may be misaligned with CPU samples by that much")
+        warnings.extend(filter(None, [clock_sync_warning("torch profiler", err_us, *limit_args)]))
     cupti = s.gpu_act is not None and bool(s.gpu_act.clock_start)
     if cupti:
         dropped_extra += merge_cupti(s, b, len(events), meta, warnings)
-        if meta["clock_sync_error_us"] is not None and meta["clock_sync_error_us"] > s.cfg.sync_error_margin_us:
-            warnings.append(f"CUPTI clock sync error {meta['clock_sync_error_us']:.0f} us exceeds the margin of "
-                            f"{s.cfg.sync_error_margin_us:g} us (INFERSCOPE_SYNC_ERROR_MARGIN_US)")
+        warnings.extend(filter(None, [clock_sync_warning("CUPTI", meta["clock_sync_error_us"], *limit_args)]))
+    if kineto_path or cupti:
+        meta["clock_sync_limit_us"] = round(clock_sync_limit_us(*limit_args), 3)
     if meta["clock_sync_error_us"] is None and not kineto_path and not cupti:
         meta["clock_sync_error_us"] = 0.0   # one clock only (perf_counter): nothing to align
     meta["clock_sources"] = (["perf_counter_ns"] + (["torch_profiler"] if kineto_path else [])
                              + (["cupti"] if cupti else []))
     meta["dropped_events"] += dropped_extra
     if meta["dropped_events"]:
-        warnings.append(overflow_warning(meta["dropped_events"], s.cfg.trace_size_mb, s.buffer.capacity))
+        w = overflow_warning(meta["dropped_events"], s.cfg.trace_size_mb, s.buffer.capacity)
+        warnings.append(w)
+        if not getattr(s, "_overflow_said", False):    # seed 001: buffer overflow -> warn, once per session
+            s._overflow_said = True
+            log.warn(w)
     b.meta.update(trace_meta(s, meta, warnings, meta_devices))
     if s.numa:
         b.meta["numa"] = s.numa

@@ -44,7 +44,7 @@ def to_markdown(d: dict) -> str:
                  f"resolved: {', '.join(map(md_escape, d['findings']['resolved'])) or 'none'}")
         L.append("")
     if d.get("predictions"):
-        from ..compare_whatif import lines
+        from ..compare.whatif import lines
         L += ["## Predicted savings of before vs measured", "", f"Basis: {md_escape(d['predictions']['basis'], 300)}; "
               f"noise ±{_f(d['predictions']['noise_ms'])} ms.", ""]
         L += [f"- {md_escape(x, 500)}" for x in lines(d["predictions"])] + [""]
@@ -130,7 +130,7 @@ def to_html(d: dict) -> str:
          f'<p>End-to-end {fmt_ms(e["before_ms"])} → {fmt_ms(e["after_ms"])} ({_f(e["delta_pct"], 1, True)}%); verdict '
          f'{text(d["verdict_before"]["id"])} → {text(d["verdict_after"]["id"])}</p></section>']
     if d.get("predictions"):
-        from ..compare_whatif import lines
+        from ..compare.whatif import lines
         h.append("<section><h2>Predicted savings of before vs measured</h2><ul>" +
                  "".join(f"<li>{text(x, 500)}</li>" for x in lines(d["predictions"])) + "</ul></section>")
     h.append("<section><h2>Breakdown</h2>" + _bars(d) + '<div class="tw"><table><thead><tr><th>category</th><th>before ms</th>'

@@ -395,7 +395,8 @@ def render_markdown(result: dict) -> str:
           + (f"; load {ab['load_ms']:.1f} ms" if ab.get("load_ms") is not None else "")]
     col = ab.get("collection") or {}
     labels = {"collection_ms": "collection time (ms)", "events": "events collected", "dropped_events": "events dropped (buffer full)",
-              "clock_sync_error_us": "clock-sync error (us)", "estimated_overhead_pct": "estimated profiling overhead (%)",
+              "clock_sync_error_us": "clock-sync error (us)", "clock_sync_limit_us": "clock-sync error allowed (us; 5 % of the collection, sync_error_margin_us the floor)",
+              "estimated_overhead_pct": "estimated profiling overhead (%)",
               "report_ms": "report generation (ms)",
               "sampler_gil_held_ms": "sampler time holding the GIL (ms)",
               "signal_frames": "main-thread timer signals handled (frames at uniform moments)",

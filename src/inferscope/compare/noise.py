@@ -7,7 +7,7 @@ most time.  The per-unit means are compared with Welch's t statistic; a change w
 is within the 95 % band (``t_0.975(df) x standard error of the difference``), or smaller than
 ``thresholds.DIFF_MIN_CHANGE_PCT`` (``--min-change``), is called ``within_noise``.  Without repeats the noise is unknown and the verdict says so (it then rests on
 the e2e change alone).  When both reports say how much work they did (generated tokens/s, else requests/s),
-the verdict rests on throughput, with the latency call beside it (``compare_work.py``).  Within-run step variance does not capture everything that differs between
+the verdict rests on throughput, with the latency call beside it (``work.py``).  Within-run step variance does not capture everything that differs between
 runs (machine load, clocks), so the band is a lower bound on the real noise.
 
 ``environment``: the machine-load counters of a live trace (system CPU utilisation, the process's CPU),
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from .compare_sides import Side
+from .sides import Side
 
 # two-sided 95 % Student t quantiles for df = 1..30 (larger df: 1.96)
 _T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
@@ -46,7 +46,7 @@ def repeats(side: Side) -> dict[str, list[float]]:
         out["<steps>"] = steps
     if side.trace is not None:
         import numpy as np
-        from .trace.kinds import SpanKind
+        from ..trace.kinds import SpanKind
         t = side.trace
         s = t.spans
         w = side.report.get("window") or {}

@@ -15,7 +15,7 @@ more tokens/s, longer steps).  Without work on both sides the latency call is th
 """
 from __future__ import annotations
 
-from .headline import llm_headline
+from ..headline import llm_headline
 
 _UNITS = (("tokens_per_s", "generated token", "generated tokens/s", "llm.tokens_per_s.generated"),
           ("requests_per_s", "request", "requests/s", "llm.requests_per_s"))

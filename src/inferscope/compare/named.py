@@ -4,7 +4,7 @@ which appeared, disappeared or changed most.
 """
 from __future__ import annotations
 
-from .compare_sides import Side
+from .sides import Side
 
 TOP_CHANGED = 15
 
@@ -14,9 +14,9 @@ TOP_CHANGED = 15
 # ---------------------------------------------------------------------------------------------
 def _named_from_trace(side: Side) -> dict[str, dict[str, tuple[float, int]]]:
     import numpy as np
-    from .analyze.sample_labels import function_of
-    from .analyze.select import clipped_durations, group_sum, in_window
-    from .trace.kinds import SpanKind
+    from ..analyze.sample_labels import function_of
+    from ..analyze.select import clipped_durations, group_sum, in_window
+    from ..trace.kinds import SpanKind
     t = side.trace
     s = t.spans
     w = side.report.get("window") or {}

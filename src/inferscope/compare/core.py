@@ -4,12 +4,12 @@ Each side is a trace (Kineto, nsys, .iscope: analysed here with the same options
 report.json written by InferScope.  Everything in the diff is read from the two reports (and,
 for traces, from the traces themselves); nothing is estimated.
 
-The parts: ``compare_sides.py`` (loading each side), ``compare_noise.py`` (the noise rule, machine
-load, the latency call), ``compare_named.py`` (kernels, CPU ops, functions, ranges by name),
-``compare_llm.py`` (the ``llm`` section), ``compare_work.py`` (the call by work done), ``compare_whatif.py``
+The parts: ``sides.py`` (loading each side), ``noise.py`` (the noise rule, machine
+load, the latency call), ``named.py`` (kernels, CPU ops, functions, ranges by name),
+``llm.py`` (the ``llm`` section), ``work.py`` (the call by work done), ``whatif.py``
 (each predicted saving of ``before`` against the measured change).  This module
 compares the breakdowns (categories and their parts), assembles the diff and runs the command; the
-names tests and callers import from it (``Side``, ``noise_for``, ``load_side``, ...) are re-exported.
+package (``inferscope.compare``) re-exports the names callers use (``Side``, ``noise_for``, ``load_side``, ...).
 """
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ import math
 import os
 import sys
 
-from .compare_llm import llm_diff
-from .compare_named import TOP_CHANGED, _named_diff, named
-from .compare_noise import BUSY_MACHINE_PCT, ENV_COUNTERS, _change_verdict, environment, noise_for, repeats, t975
-from .compare_sides import REPORT_JSON_MAX_BYTES, Side, load_side
+from .llm import llm_diff
+from .named import TOP_CHANGED, _named_diff, named
+from .noise import BUSY_MACHINE_PCT, ENV_COUNTERS, _change_verdict, environment, noise_for, repeats, t975
+from .sides import REPORT_JSON_MAX_BYTES, Side, load_side
 
 __all__ = ["BUSY_MACHINE_PCT", "ENV_COUNTERS", "REPORT_JSON_MAX_BYTES", "SCHEMA", "TOP_CHANGED", "Side", "cli_diff",
            "diff_paths", "diff_sides", "environment", "headline", "llm_diff", "load_side", "named", "noise_for",
@@ -125,12 +125,12 @@ def diff_sides(before: Side, after: Side, min_change_pct: float | None = None) -
                 "the machine was busy during a run (system CPU utilisation " +
                 " vs ".join(f"{v:.0f}%" for v in (eb_env.get("cpu.util_pct"), ea_env.get("cpu.util_pct")) if v is not None) +
                 "): wall times include CPU contention from other processes, which within-run noise does not capture")
-    from . import thresholds as T
-    from .compare_work import combine, work_of
+    from .. import thresholds as T
+    from .work import combine, work_of
     mc = T.DIFF_MIN_CHANGE_PCT if min_change_pct is None else min_change_pct
     result["work"] = work_of(rb, ra)
     result["change"] = combine(_change_verdict(e2e, noise, mc), result["work"], mc)
-    from .compare_whatif import predictions
+    from .whatif import predictions
     result["predictions"] = predictions(rb, ra, result)
     if noise and noise["unit_kind"] == "steps" and noise["before"]["n"] != noise["after"]["n"]:
         result["warnings"].append(f"the windows hold different numbers of steps ({noise['before']['n']} vs "
@@ -168,11 +168,11 @@ def headline(d: dict) -> str:
 
 def cli_diff(args) -> int:
     """``inferscope diff``: write the diff files, print the headline; 1 with --fail-on-regression when it holds."""
-    from .analyze.options import options_from_args
-    from .errors import ConfigError
-    from .outputs import DEFAULT_DIFF_DIR
-    from .report import diff as R
-    from .report.markdown import plain
+    from ..analyze.options import options_from_args
+    from ..errors import ConfigError
+    from ..outputs import DEFAULT_DIFF_DIR
+    from ..report import diff as R
+    from ..report.markdown import plain
     if args.fail_on_regression is not None and not (args.fail_on_regression >= 0 and math.isfinite(args.fail_on_regression)):
         raise ConfigError("--fail-on-regression takes a percentage >= 0")
     if args.min_change is not None and not (args.min_change >= 0 and math.isfinite(args.min_change)):

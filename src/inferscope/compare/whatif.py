@@ -2,8 +2,8 @@
 saving (analyze/whatif.py), did the saving materialise in ``after``?
 
 Measured saving, in ``before``'s ms and for ``before``'s amount of work (``_scale``): with work on both sides
-(compare_work.py) the after window is scaled to the before side's work (``e2e_b - e2e_a x k``, ``k`` =
-before work / after work); else with repeated steps/ranges (compare_noise.noise_for) the per-unit mean change
+(work.py) the after window is scaled to the before side's work (``e2e_b - e2e_a x k``, ``k`` =
+before work / after work); else with repeated steps/ranges (noise.noise_for) the per-unit mean change
 x the before side's unit count; else the plain e2e change.  The finding's own categories (``saving_categories``)
 are measured the same way (before ms - after ms x k), with a status of their own (``category_status``): when
 other changes move e2e too, the categories say whether this finding's time went.

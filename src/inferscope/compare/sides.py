@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import InputError
+from ..errors import InputError
 
 REPORT_JSON_MAX_BYTES = 256 << 20
 
@@ -61,9 +61,9 @@ def load_side(path: str, options=None, quiet: bool = True) -> Side:
     rep = _as_report(p)
     if rep is not None:
         return Side(str(p), rep, None)
-    from .analyze.pipeline import analyze
-    from .ingest import load_trace
-    from .util.progress import for_stderr
+    from ..analyze.pipeline import analyze
+    from ..ingest import load_trace
+    from ..util.progress import for_stderr
     prog = for_stderr(p.name, quiet=quiet)
     ok = False
     try:
