@@ -649,7 +649,7 @@ QUEUE_TAIL_PCTL = 90.0
 QUEUE_WAIT_TAIL_MIN_PCT = 25.0
 
 # --- Clock sync (issue 46 item 5) ------------------------------------------------------------------
-# Seed 001 ("Failure Modes & Recovery": clock sync error > 5 %): a live run's GPU-source clock alignment
+# Source: seed 001 ("Failure Modes & Recovery": clock sync error > 5 %): a live run's GPU-source clock alignment
 # (CUPTI or torch.profiler onto perf_counter_ns) is warned about when its error exceeds this share of the
 # collection's duration - a misalignment that large moves GPU work across a visible part of the timeline -
 # and exceeds the fixed sync_error_margin_us too (the floor: short runs, where 5 % is a few us).
