@@ -60,3 +60,14 @@ def test_replayed_shares_are_the_recorded_ones(name):
     assert set(got) == set(want) and not lines, (
         f"{name}: the rules give other shares on the recorded facts (run `python scripts/facts_goldens.py` to see "
         "whether they moved toward the truth, `--write` to accept):\n" + "\n".join(lines))
+
+
+def test_the_goldens_exercise_every_rule_that_lays_time():
+    """Every rule that lays a part (rules.put, and the ticks' own tick_class / tick_keep) lays some in the goldens: a
+    change to any of them shows up here; the rules that lay nothing themselves (python_context, keep_current,
+    perf_cpu_share, count_samples, native_fractions) feed split_interval / decided_class, also exercised."""
+    laid = set()
+    for name in G.GOLDENS:
+        laid |= set(replay_trace(native.load(G.paths(name)["trace"]))[1]["rules_ms"])
+    assert {"tick_class", "tick_keep", "off_cpu_part", "run_queue_part", "io_kernel_time", "fault_kernel_part",
+            "split_interval", "decided_class"} <= laid, laid
