@@ -4,9 +4,11 @@ One report folder per input (the usual md/json/csv/... files) plus, in the outpu
 ``summary.jsonl`` (one row per trace and window) and ``findings.jsonl`` (one row per finding), and
 the same as ``summary.parquet`` / ``findings.parquet`` (one column per share) when pyarrow is
 installed (extra ``[parquet]``), with ``ranks.parquet`` when there is a cross-rank section (batch_out.py).
-``--jobs N`` analyses N inputs at a time in worker processes; each worker holds one trace at a
+``--jobs N`` analyses N inputs at a time in worker processes (batch_pool.py); each worker holds one trace at a
 time and is replaced after a few inputs, so memory is bounded by N traces.  A bad input is one
-row with its one-line error (the others still run); the command then exits 2.
+row with its one-line error (the others still run); the command then exits 2.  A worker that dies
+mid-input (killed, out of memory) has its input retried once in a fresh worker, then that input is an
+error row; the other inputs complete.
 ``--engine ray`` runs the same ``analyze_one`` per input as Ray tasks (extra ``[ray]``, imported only
 then): ``--address`` goes to ``ray.init`` (default: start a local instance), at most ``RAY_IN_FLIGHT_PER_CPU``
 tasks per cluster CPU are submitted at a time and results are collected with ``ray.wait`` as they finish,
@@ -21,6 +23,7 @@ import re
 import sys
 from pathlib import Path
 
+from .batch_pool import KILL_ENV, fault_seam, run_local
 from .errors import ConfigError, InferScopeError, InputError
 from .headline import llm_headline
 
@@ -124,6 +127,8 @@ def analyze_one(src: str, outdir: str, folder: str, output_formats: str | None, 
     rdir = Path(outdir) / folder
     try:
         trace = load_trace(src)
+        if KILL_ENV in os.environ:   # test seam only (batch_pool.py): a worker killed mid-trace
+            fault_seam(src)
         result, _ = report(trace, options, resolve_outputs(str(rdir), output_formats))
     except InferScopeError as e:
         return {"source": src, "report_dir": None, "error": _without_path(str(e).splitlines()[0] if str(e) else type(e).__name__, src)}, [], None
@@ -136,11 +141,6 @@ def analyze_one(src: str, outdir: str, folder: str, output_formats: str | None, 
         from .cross_rank_comm import collective_steps
         prof["collectives"] = collective_steps(trace, result.get("window") or {})
     return summary_row(Path(src), result, folder), finding_rows(Path(src), result), prof
-
-
-def _indexed(it):
-    i, t = it
-    return i, analyze_one(*t)
 
 
 def _probe(address: str) -> None:
@@ -236,17 +236,8 @@ def analyze_many(inputs: list[str], outdir: str, output_formats: str | None, opt
             results[i] = analyze_one(*t)
             if progress:
                 progress(i + 1, len(tasks), t[0], results[i][0])
-    else:
-        import multiprocessing as mp
-        # multiprocessing.Pool, not ProcessPoolExecutor: the latter's max_tasks_per_child hung here
-        # (Python 3.11: the parent waited forever once the first workers retired)
-        with mp.get_context("spawn").Pool(processes=min(jobs, len(tasks)), maxtasksperchild=MAX_TASKS_PER_CHILD) as pool:
-            done = 0
-            for i, res in pool.imap_unordered(_indexed, list(enumerate(tasks))):
-                results[i] = res
-                done += 1
-                if progress:
-                    progress(done, len(tasks), tasks[i][0], res[0])
+    else:   # a worker killed mid-input is seen at once; its input is retried once, then an error row (batch_pool.py)
+        run_local(analyze_one, tasks, results, min(jobs, len(tasks)), MAX_TASKS_PER_CHILD, progress)
     rows = [r[0] for r in results]
     findings = [f for r in results for f in r[1]]
     return rows, findings, [r[2] for r in results]
