@@ -72,6 +72,9 @@ def _held_durations(ts: np.ndarray, lo: int, hi: int) -> np.ndarray:
     return np.maximum(0, np.minimum(ends, hi) - np.maximum(ts, lo))
 
 
+MAX_CPU_ID = 1 << 16   # a cpulist id beyond any Linux build (NR_CPUS <= 8192): the list is not one
+
+
 def _parse_cpus(x) -> list[int] | None:
     if isinstance(x, list) and all(isinstance(i, int) for i in x):
         return sorted(x)
@@ -81,8 +84,12 @@ def _parse_cpus(x) -> list[int] | None:
             for part in x.split(","):
                 if "-" in part:
                     a, b = part.split("-")
+                    if not 0 <= int(a) <= int(b) < MAX_CPU_ID:
+                        return None
                     out.update(range(int(a), int(b) + 1))
                 elif part.strip():
+                    if not 0 <= int(part) < MAX_CPU_ID:
+                        return None
                     out.add(int(part))
         except ValueError:
             return None
@@ -381,15 +388,25 @@ def _by_range(trace: Trace, window: Window, per_track: dict, max_ranges: int) ->
     return {"columns": cols, "rows": rows}
 
 
+def _int(x) -> int | None:
+    """x when it is a plain int64 (not a bool), else None: a live trace's meta is input like any other."""
+    return x if isinstance(x, int) and not isinstance(x, bool) and -2 ** 63 <= x < 2 ** 63 else None
+
+
 def _numa(numa: dict | None) -> dict | None:
-    if not numa:
+    if not numa or not isinstance(numa, dict):
         return None
-    out = {k: numa.get(k) for k in ("numa_nodes", "process_numa_nodes", "gpu_local", "remote_numa_possible")}
+    nodes = numa.get("process_numa_nodes")
+    out = {"numa_nodes": _int(numa.get("numa_nodes")),
+           "process_numa_nodes": [int(n) for n in nodes] if isinstance(nodes, list) and all(_int(n) is not None for n in nodes) else None}
+    for k in ("gpu_local", "remote_numa_possible"):
+        out[k] = numa.get(k) if isinstance(numa.get(k), bool) else None
     cpus = _parse_cpus(numa.get("process_cpus"))
     out["process_cpus"] = len(cpus) if cpus is not None else None
     tt = numa.get("torch_threads")
-    out["torch_threads"] = int(tt) if isinstance(tt, int) and not isinstance(tt, bool) else None
+    out["torch_threads"] = _int(tt)
     g = numa.get("gpu_numa_nodes")
-    out["gpu_numa_nodes"] = [{"pci_bus_id": str(x.get("pci_bus_id")), "numa_node": int(x.get("numa_node", -1))}
+    out["gpu_numa_nodes"] = [{"pci_bus_id": str(x.get("pci_bus_id"))[:64],
+                              "numa_node": -1 if _int(x.get("numa_node", -1)) is None else x.get("numa_node", -1)}
                              for x in g if isinstance(x, dict)] if isinstance(g, list) else []
     return out

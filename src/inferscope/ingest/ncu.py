@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import csv
 import gzip
-import io
+import itertools
 import zlib
 from pathlib import Path
 
@@ -64,9 +64,37 @@ def _complete(line: str, fields: int, need: int) -> bool:
     return fields >= need
 
 
-def _rows(path: Path, text: str) -> tuple[list[str], list[list[str]], dict]:
-    """(header, data rows, {"cut": the file ends mid-row (that row dropped), "log": ncu's error/warning lines})."""
-    lines = text.splitlines()
+class _Rows:
+    """The data rows, parsed one at a time (a 100k-launch raw page holds tens of millions of fields: never all
+    at once).  Iterated once; a last row cut mid-way is not yielded and sets ``cut``; ``last`` is the last
+    row yielded (the last complete one)."""
+
+    def __init__(self, path: Path, reader, tail: str | None, need: int):
+        self.path, self.reader, self.tail, self.need = path, reader, tail, need
+        self.cut, self.last = False, None
+
+    def __iter__(self):
+        prev = None
+        try:
+            for row in self.reader:
+                if prev is not None:
+                    self.last = prev
+                    yield prev
+                prev = row
+        except csv.Error as e:
+            raise InputError(f"{self.path}: malformed ncu CSV ({e})") from None
+        if prev is not None:
+            if self.tail is not None and not _complete(self.tail, len(prev), self.need):
+                self.cut = True
+                return
+            self.last = prev
+            yield prev
+
+
+def _rows(path: Path, text: str) -> tuple[list[str], _Rows, dict]:
+    """(header, data rows, {"log": ncu's error/warning lines}); the rows say whether the file ends mid-row
+    (that row dropped)."""
+    lines = text.splitlines(keepends=True)
     log = [ln.strip() for ln in lines if ln.startswith(LOG_LINE)]
     start = next((i for i, ln in enumerate(lines) if ln.strip() and not ln.startswith("==")), None)
     if start is None or not _HEADER.match(lines[start]):
@@ -76,24 +104,20 @@ def _rows(path: Path, text: str) -> tuple[list[str], list[list[str]], dict]:
             raise InputError(f"{path}: ncu wrote no CSV, only its log: "
                              + (msg if len(msg) <= MAX_LOG_CHARS else msg[:MAX_LOG_CHARS - 1] + "…"))
         raise InputError(f"{path}: not an ncu --csv file (no \"ID\",\"Process ID\",... header)")
-    body = [ln for ln in lines[start:] if not ln.startswith("==")]      # ncu's log lines between CSV rows
+    # ncu's log lines between CSV rows are skipped; every line end splitlines() knows becomes "\n"
+    reader = csv.reader((ln.splitlines() or [""])[0] + "\n" for ln in lines[start:] if not ln.startswith("=="))
     try:
-        rows = list(csv.reader(io.StringIO("\n".join(body))))
+        header = [h.strip() for h in next(reader)]
     except csv.Error as e:
         raise InputError(f"{path}: malformed ncu CSV ({e})") from None
-    header = [h.strip() for h in rows[0]]
     for need in ("ID", "Kernel Name"):
         if need not in header:
             raise InputError(f"{path}: ncu CSV header lacks the {need!r} column")
-    data = rows[1:]
     details = {"Metric Name", "Metric Value"} <= set(header)
     need = header.index("Metric Value") + 1 if details else len(header)
-    cut = False
-    if data and not lines[-1].startswith("==") and not text.endswith(("\n", "\r")):
-        cut = not _complete(body[-1], len(data[-1]), need)
-        if cut:
-            data = data[:-1]
-    return header, data, {"cut": cut, "log": [x for x in log if not x.startswith("==PROF==")]}
+    body_last = next((ln for ln in reversed(lines) if not ln.startswith("==")), "")
+    tail = body_last if not lines[-1].startswith("==") and not text.endswith(("\n", "\r")) else None
+    return header, _Rows(path, reader, tail, need), {"log": [x for x in log if not x.startswith("==PROF==")]}
 
 
 def _launch(header_idx: dict, row: list[str]) -> dict:
@@ -126,8 +150,12 @@ def _last(la: dict) -> str:
 
 
 def _raw(path: Path, header: list[str], rows: list[list[str]], warnings: list[str]) -> list[dict]:
-    units = rows[0] if rows and rows[0] and not rows[0][0].strip() else [""] * len(header)
-    data = rows[1:] if rows and rows[0] and not rows[0][0].strip() else rows
+    it = iter(rows)
+    first = next(it, None)
+    if first and not first[0].strip():       # the units row
+        units, data = first, it
+    else:
+        units, data = [""] * len(header), (it if first is None else itertools.chain([first], it))
     cols = {n: i for i, n in enumerate(header)}
     specs = resolve(cols)
     stalls = stall_spec(cols)
@@ -222,7 +250,7 @@ def read(path, max_bytes: int | None = None) -> dict:
     warnings: list[str] = [f"ncu log: {x[:MAX_RULE_CHARS]}" for x in info["log"][:8]]
     layout = "details" if {"Metric Name", "Metric Value"} <= set(header) else "raw"
     launches = (_details if layout == "details" else _raw)(p, header, rows, warnings)
-    cut = info["cut"]
+    cut = rows.cut
     if cut and layout == "details" and len(launches) > 1:
         # the cut launch lost its later rows: dropped when it has fewer rows than every launch before it
         if launches[-1]["_rows"] < min(la["_rows"] for la in launches[:-1]):
@@ -234,7 +262,7 @@ def read(path, max_bytes: int | None = None) -> dict:
         if not launches:
             raise InputError(f"{p}: the ncu CSV ends mid-row before any complete launch (truncated file; export it again)")
         c = {n: i for i, n in enumerate(header)}
-        last = rows[-1]
+        last = rows.last or [""]
         lid, kname = number(last[0]), last[c["Kernel Name"]].strip() if c["Kernel Name"] < len(last) else ""
         warnings.insert(0, "ncu: the file ends mid-row (truncated?): the cut row was dropped; the last complete row is "
                            + (f"launch ID {int(lid)} ({kname[:80]})" if lid is not None else "the header"))
