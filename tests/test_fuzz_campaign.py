@@ -85,3 +85,24 @@ def test_ncu_raw_page_with_many_launches_is_read_row_by_row(tmp_path):
     rep = json.loads((tmp_path / "o" / "report.json").read_text())
     assert rep["source"]["format"] == "ncu" and rep["source"]["spans"] == n
     assert rss < 1536, rss
+
+
+def _cli(args, cwd):
+    return subprocess.run([sys.executable, "-m", "inferscope", "analyze", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=120, env={"PYTHONPATH": str(fc.SRC), "PATH": "/usr/bin:/bin"})
+
+
+def test_phase_map_with_a_lone_surrogate_is_one_line_exit_2(tmp_path):
+    """Campaign finding phase_map:125 (exit 3, UnicodeEncodeError writing the report): a phase named "\\ud800"."""
+    from fuzz_mutators import kineto_seed
+    (tmp_path / "t.json").write_text(json.dumps(kineto_seed()))
+    repro = DATA / "fuzz" / "phase_map_lone_surrogate.json"
+    assert "\ud800" in json.loads(repro.read_text())                       # the planted key
+    (tmp_path / "pat.json").write_text('{"decode": ["dec\\udfffode"]}')    # and in a pattern
+    for pm in (str(repro), "pat.json"):
+        p = _cli(["t.json", "--phase-map", pm, "-o", "o", "-q"], tmp_path)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 2 and len(lines) == 1 and "lone surrogate" in lines[0], p.stderr
+    (tmp_path / "ok.json").write_text('{"decode": ["decode_step"], "prefill": ["pr\\u00e9fill"]}')
+    p = _cli(["t.json", "--phase-map", "ok.json", "-o", "o", "-q"], tmp_path)
+    assert p.returncode == 0, p.stderr                                    # an escaped non-ASCII pattern is fine

@@ -48,6 +48,13 @@ def _load_phase_map(path: str | None) -> dict | None:
             isinstance(k, str) and isinstance(v, list) and all(isinstance(x, str) for x in v)
             for k, v in data.items()):
         raise ConfigError(f"--phase-map {path}: expected an object mapping phase -> list of name patterns")
+    try:   # a "\ud800" escape decodes to a lone surrogate, which no report format can write
+        for k, v in data.items():
+            k.encode("utf-8")
+            for x in v:
+                x.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(f"--phase-map {path}: a phase or pattern with a lone surrogate escape (\\ud800-\\udfff)") from None
     n = sum(len(v) for v in data.values())
     if n > thresholds.PHASE_MAP_MAX_PATTERNS:
         raise ConfigError(f"--phase-map {path}: {n} patterns, more than {thresholds.PHASE_MAP_MAX_PATTERNS} "
