@@ -117,3 +117,39 @@ def test_ray_task_killed_mid_trace(tmp_path):
                        timeout=600)
     assert marker.exists() and p.returncode == 0, p.stderr
     assert [r["error"] for r in rows] == [None] * len(NAMES)
+
+
+def square_or_die(x: str, marker_dir: str):
+    """A stand-in for analyze_one: input 3 dies on every attempt, input 5 on its first only."""
+    import signal
+    if x == "3":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if x == "5":
+        try:
+            os.close(os.open(os.path.join(marker_dir, "5"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            os.kill(os.getpid(), signal.SIGKILL)
+        except FileExistsError:
+            pass
+    return {"source": x, "error": None, "v": int(x) ** 2, "pid": os.getpid()}, [], None
+
+
+@pytest.mark.parametrize("jobs,max_tasks", [(3, 1), (2, 4)])
+def test_pool_keeps_every_other_result_and_retires_workers(tmp_path, jobs, max_tasks):
+    from inferscope.batch_pool import run_local
+    n = 9
+    tasks = [(str(i), str(tmp_path)) for i in range(n)]
+    results = [None] * n
+    seen = []
+    run_local(square_or_die, tasks, results, jobs, max_tasks, lambda k, total, src, row: seen.append((k, total, src)))
+    assert [k for k, _, _ in seen] == list(range(1, n + 1)) and {t for _, t, _ in seen} == {n}
+    assert sorted(src for _, _, src in seen) == sorted(str(i) for i in range(n))     # each input once
+    for i in range(n):
+        row = results[i][0]
+        if i == 3:
+            assert row["error"] == "worker process died while analysing it (killed by signal 9), 2 attempts"
+        else:
+            assert row["error"] is None and row["v"] == i * i, row
+    pids = [results[i][0]["pid"] for i in range(n) if i != 3]
+    per_pid = {p: pids.count(p) for p in pids}
+    assert max(per_pid.values()) <= max_tasks                   # a worker retires after max_tasks inputs
+    assert (tmp_path / "5").exists()                            # input 5 did die once, then its retry answered
