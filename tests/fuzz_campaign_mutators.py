@@ -359,12 +359,21 @@ YAML_VALUES = ["1", "0", "-1", "true", "no", "on", "~", "null", ".nan", ".inf", 
                "/nonexistent/dir/report.md", "x" * 10_000]
 
 
+YAML_VALID = ["log_level: error", "sync_error_margin_us: 1000", "max_decompressed_mb: 64", "gpu_util_low_pct: 10",
+              "report_format: md", "cpu_sampling_frequency_hz: 200"]
+
+
 def inferscope_yaml(rng: random.Random) -> Mutant:
     keys = _yaml_keys()
     lines = [f"{rng.choice(keys + ['unknown_key', 'log_level', 'max_decompressed_mb'])}: {rng.choice(YAML_VALUES)}"
              for _ in range(rng.randint(1, 4))]
+    valid = rng.random() < 0.4                                # a valid file, one key damaged or not (the accept path)
+    if valid:
+        lines = YAML_VALID[:]
+        if rng.random() < 0.5:
+            lines[rng.randrange(len(lines))] = f"{rng.choice(keys)}: {rng.choice(YAML_VALUES)}"
     text = "\n".join(lines) + "\n"
-    op = rng.randrange(10)
+    op = 9 if valid else rng.randrange(10)
     if op == 0:                                               # billion laughs
         t = ["a: &a [x, x, x, x, x, x, x, x, x]"]
         for i in range(1, 10):
