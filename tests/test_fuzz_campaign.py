@@ -106,3 +106,28 @@ def test_phase_map_with_a_lone_surrogate_is_one_line_exit_2(tmp_path):
     (tmp_path / "ok.json").write_text('{"decode": ["decode_step"], "prefill": ["pr\\u00e9fill"]}')
     p = _cli(["t.json", "--phase-map", "ok.json", "-o", "o", "-q"], tmp_path)
     assert p.returncode == 0, p.stderr                                    # an escaped non-ASCII pattern is fine
+
+
+def test_replayed_facts_with_a_tick_at_int64_min(tmp_path):
+    """Campaign finding iscope_facts:1048 (exit 3, "breakdown does not partition the window"): one recorded tick
+    time of -2^63 in facts.msgpack became a replayed span no boundary check saw.  The replayed trace now passes
+    trace/validate.py:check like every other trace: the span is dropped with a warning, and the report is
+    the clean recording's (the repro differs from live_facts.iscope in that one number)."""
+    import zipfile
+
+    import msgspec
+    bad, clean = DATA / "fuzz" / "facts_tick_int64_min.iscope", DATA / "fuzz" / "live_facts.iscope"
+    fb = msgspec.msgpack.decode(zipfile.ZipFile(bad).read("facts.msgpack"))
+    fc_ = msgspec.msgpack.decode(zipfile.ZipFile(clean).read("facts.msgpack"))
+    assert fb["threads"][0][1][28][1] == -2 ** 63 and fc_["threads"][0][1][28][1] > 0
+    fb["threads"][0][1][28][1] = fc_["threads"][0][1][28][1]
+    assert fb == fc_                                                       # the one planted difference
+    e2e = {}
+    for name, path in (("bad", bad), ("clean", clean)):
+        p = _cli([str(path), "--replay", "-o", name, "--format", "json", "-q"], tmp_path)
+        assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+        rep = json.loads((tmp_path / name / "report.json").read_text())
+        e2e[name] = rep["e2e_ms"]
+        if name == "bad":
+            assert any("skipped 1 span(s)" in w for w in rep["warnings"]), rep["warnings"]
+    assert e2e["bad"] == e2e["clean"]

@@ -7,6 +7,8 @@ pipes and the processes' sentinels together (``multiprocessing.connection.wait``
 without answering is seen at once: its input is retried once in a fresh worker (``WORKER_RETRIES``), then
 becomes that input's error row; the other inputs' results are kept.  A worker retires after
 ``max_tasks`` inputs (memory bounded by N traces, as before) and is replaced while inputs remain.
+(``ProcessPoolExecutor`` would raise ``BrokenProcessPool``, but for every pending input at once, and its
+``max_tasks_per_child`` hung here on Python 3.11 once the first workers retired.)
 
 Test seam (tests/test_fleet_faults.py): ``INFERSCOPE_TEST_KILL_WORKER=SUBSTRING[@MARKER]`` makes the process
 analysing an input whose path contains SUBSTRING kill itself with SIGKILL after loading it (mid-trace), on

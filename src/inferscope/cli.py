@@ -132,6 +132,8 @@ def _analyze_one(args) -> int:
             from . import log
             from .collect.replay import replay_trace
             trace, n = replay_trace(trace, Path(args.trace).name)
+            from .trace.validate import check   # the replayed runs come from the file's facts: input like any other
+            trace = check(trace, Path(args.trace).name)
             log.info(f"Replayed the sampler's decisions of {n['threads']} thread(s) from the recorded facts: "
                      f"{n['runs_replayed']} runs (recorded: {n['runs_recorded']})")
             if getattr(args, "rules", False) and not getattr(args, "quiet", False):
