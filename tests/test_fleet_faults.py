@@ -59,7 +59,7 @@ def _check_killed(p, rows, attempts_word: str):
     by = {Path(r["source"]).stem: r for r in rows}
     assert sorted(by) == sorted(NAMES)
     bad = by["b_killme"]
-    assert bad["report_dir"] is None and "worker process died" in bad["error"] or "ray task failed" in bad["error"], bad
+    assert bad["report_dir"] is None and ("worker process died" in bad["error"] or "ray task failed" in bad["error"]), bad
     assert attempts_word in bad["error"], bad["error"]
     for n in NAMES:
         if n != "b_killme":
