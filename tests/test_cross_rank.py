@@ -17,7 +17,7 @@ import pytest
 from conftest import shared_path
 from cross_rank_helpers import load, write_ranks
 from inferscope.cli import main
-from inferscope.cross_rank import cross_rank, rank_profile
+from inferscope.fleet.cross_rank import cross_rank, rank_profile
 
 PLANTED = "aten::_planted_delay"
 

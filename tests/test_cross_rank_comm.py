@@ -9,7 +9,7 @@ import pytest
 
 from conftest import shared_path
 from inferscope.cli import main
-from inferscope.cross_rank_comm import collective_steps, comm_wait
+from inferscope.fleet.cross_rank_comm import collective_steps, comm_wait
 
 
 def _coll(steps: dict[str, list[tuple[str, float, float]]]) -> dict:

@@ -20,7 +20,7 @@ import pytest
 from conftest import shared_path
 from cross_rank_helpers import write_ranks
 from inferscope.cli import main
-from inferscope.cross_rank import rank_from_name
+from inferscope.fleet.cross_rank import rank_from_name
 
 REPO = Path(__file__).resolve().parents[1]
 PLANTED = "aten::_planted_delay"

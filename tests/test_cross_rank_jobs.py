@@ -14,7 +14,7 @@ import pytest
 from conftest import SHARED_TRACES, shared_path
 from cross_rank_helpers import load, write_with_info
 from inferscope.cli import main
-from inferscope.cross_rank import cross_rank, rank_profile, used_devices
+from inferscope.fleet.cross_rank import cross_rank, rank_profile, used_devices
 
 SRC = ("kineto", "hta_amd_mi250_minitoy.json.gz")
 

@@ -135,7 +135,7 @@ def square_or_die(x: str, marker_dir: str):
 
 @pytest.mark.parametrize("jobs,max_tasks", [(3, 1), (2, 4)])
 def test_pool_keeps_every_other_result_and_retires_workers(tmp_path, jobs, max_tasks):
-    from inferscope.batch_pool import run_local
+    from inferscope.fleet.batch_pool import run_local
     n = 9
     tasks = [(str(i), str(tmp_path)) for i in range(n)]
     results = [None] * n

@@ -12,7 +12,7 @@ import pytest
 
 from inferscope.cli import main
 from inferscope.errors import ConfigError
-from inferscope.sweep import aggregate, parse_params, plan, scaling
+from inferscope.fleet.sweep import aggregate, parse_params, plan, scaling
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -67,7 +67,7 @@ def test_sweep_llm_demo_rows_match_reports(tmp_path, capsys):
 
 
 def test_items_param_is_the_fallback_without_llm_tokens():
-    from inferscope.sweep import row_from_report
+    from inferscope.fleet.sweep import row_from_report
     run = {"params": {"batch": "8"}, "repeat": 1}
     rep = {"e2e_ms": 500.0, "breakdown": [], "verdict": {"id": "balanced"}, "llm": None}
     r = row_from_report(run, rep, 0, "runs/x/report.json", "batch")

@@ -161,7 +161,7 @@ def test_md_escape_keeps_names_as_text_not_markup():
 
 
 def test_cross_rank_counts_agree_and_pluralise():
-    from inferscope.cross_rank import cross_rank, rank_profile
+    from inferscope.fleet.cross_rank import cross_rank, rank_profile
     from inferscope.report.cross_rank import to_markdown
 
     def prof(rank):

@@ -84,7 +84,7 @@ def cmd_analyze(args) -> int:
         # one existing file on the local engine (is_many is False for it): batch.py is not imported
         one_file = len(args.trace) == 1 and Path(args.trace[0]).is_file()
         if not one_file or args.engine != "local" or args.address:
-            from .batch import cli_analyze_many, is_many
+            from .fleet.batch import cli_analyze_many, is_many
             if is_many(args.trace) or args.engine != "local" or args.address:
                 if getattr(args, "replay", False):
                     raise InputError("--replay re-derives one live trace's classes; give a single .iscope")
@@ -326,7 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_sweep(args) -> int:
-    from .sweep import cli_sweep
+    from .fleet.sweep import cli_sweep
     return cli_sweep(args)
 
 

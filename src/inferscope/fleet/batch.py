@@ -24,8 +24,8 @@ import sys
 from pathlib import Path
 
 from .batch_pool import KILL_ENV, fault_seam, run_local
-from .errors import ConfigError, InferScopeError, InputError
-from .headline import llm_headline
+from ..errors import ConfigError, InferScopeError, InputError
+from ..headline import llm_headline
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".sqlite", ".iscope")
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2, "info": 3}
@@ -121,9 +121,9 @@ def analyze_one(src: str, outdir: str, folder: str, output_formats: str | None, 
     """Worker: load, analyse, write one input's report folder; its summary row, finding rows and, when the
     trace names its rank, the few KB the cross-rank comparison reads (cross_rank.rank_profile)."""
     from .cross_rank import rank_profile
-    from .app import report
-    from .ingest import load_trace
-    from .outputs import resolve_outputs
+    from ..app import report
+    from ..ingest import load_trace
+    from ..outputs import resolve_outputs
     rdir = Path(outdir) / folder
     try:
         trace = load_trace(src)
@@ -244,9 +244,9 @@ def analyze_many(inputs: list[str], outdir: str, output_formats: str | None, opt
 
 
 def cli_analyze_many(args) -> int:
-    from .analyze.options import options_from_args
-    from .report.markdown import plain
-    from .outputs import DEFAULT_DIR
+    from ..analyze.options import options_from_args
+    from ..report.markdown import plain
+    from ..outputs import DEFAULT_DIR
     outdir = args.output or DEFAULT_DIR
     if args.jobs is None or args.jobs < 1:
         raise ConfigError("--jobs must be >= 1")
@@ -283,7 +283,7 @@ def cli_analyze_many(args) -> int:
     write_jsonl(Path(outdir) / "findings.jsonl", findings)
     extra = parquet_outputs(Path(outdir), rows, findings, cr)
     if cr:
-        from .report.cross_rank import write as write_cross_rank
+        from ..report.cross_rank import write as write_cross_rank
         extra += write_cross_rank(Path(outdir), cr)
     else:   # a previous run's section in this folder is not this run's
         remove_stale(Path(outdir), ("cross_rank.json", "cross_rank.md", "ranks.parquet"))

@@ -37,7 +37,7 @@ import numpy as np
 
 from .cross_rank_comm import WAIT_KEYS, comm_wait
 from .cross_rank_finding import straggler_finding
-from .thresholds import CROSS_RANK_STRAGGLER_MIN_LEAD_PCT, CROSS_RANK_TOP_ITEMS
+from ..thresholds import CROSS_RANK_STRAGGLER_MIN_LEAD_PCT, CROSS_RANK_TOP_ITEMS
 
 SCHEMA = "inferscope.cross_rank/1"
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .thresholds import CROSS_RANK_LAST_ARRIVAL_US, CROSS_RANK_MAX_COLLECTIVES
+from ..thresholds import CROSS_RANK_LAST_ARRIVAL_US, CROSS_RANK_MAX_COLLECTIVES
 
 WAIT_KEYS = ("comm_wait_ms", "comm_compared_ms", "comm_wait_pct", "comm_wait_per_step_ms", "last_arrivals")
 RULE = ("wait = latest rank's start offset - this rank's start offset, clipped to [0, kernel duration], summed over "
@@ -34,9 +34,9 @@ def collective_steps(trace, window: dict, max_steps: int = 100, cap: int = CROSS
     """Per step of the window: its communication kernels as [name index, k, offset_us, dur_us].  None when the
     window has no step or no communication kernel launched inside one.  At most ``cap`` instances: later steps
     are left out whole (``truncated``)."""
-    from .analyze.classify import comm_kernel_mask, gpu_work_mask
-    from .analyze.links import launchers_for
-    from .trace.kinds import SpanKind
+    from ..analyze.classify import comm_kernel_mask, gpu_work_mask
+    from ..analyze.links import launchers_for
+    from ..trace.kinds import SpanKind
     if not isinstance(window.get("start_ns"), int) or not isinstance(window.get("end_ns"), int):
         return None
     s = trace.spans

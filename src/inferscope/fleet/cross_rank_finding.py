@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 
-from .thresholds import CROSS_RANK_STRAGGLER_HIGH_PCT, CROSS_RANK_STRAGGLER_MIN_LEAD_PCT
+from ..thresholds import CROSS_RANK_STRAGGLER_HIGH_PCT, CROSS_RANK_STRAGGLER_MIN_LEAD_PCT
 
 _HOST = ("framework_overhead", "cpu_compute", "cpu_preprocessing", "waiting", "other")
 _COPY = ("h2d_copy", "d2h_copy", "other_copy")

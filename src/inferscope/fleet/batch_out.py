@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .errors import InferScopeError
-from .headline import LLM_COLUMNS, num
+from ..errors import InferScopeError
+from ..headline import LLM_COLUMNS, num
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> None:
-    from .util.atomic import atomic_write_text
+    from ..util.atomic import atomic_write_text
     try:
         atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n" for r in rows))
     except OSError as e:
@@ -44,7 +44,7 @@ def write_parquet(path: Path, rows: list[dict], schema) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from .util.atomic import atomic_open
+    from ..util.atomic import atomic_open
     table = pa.Table.from_pylist(rows, schema=schema)
     try:
         with atomic_open(path, "wb") as f:
