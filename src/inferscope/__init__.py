@@ -21,7 +21,10 @@ def __getattr__(name):
     if name == "analyze":
         import importlib
         return importlib.import_module(".analyze", __name__)
-    if name in ("scope", "mark", "mark_token", "save_report", "serve_metrics"):
+    if name == "save_report":       # (app.py: analysing and writing reports is not collect/'s)
+        from .app import save_report
+        return save_report
+    if name in ("scope", "mark", "mark_token", "serve_metrics"):
         from .collect import api
         return getattr(api, name)
     raise AttributeError(f"module 'inferscope' has no attribute {name!r}")

@@ -1,8 +1,8 @@
 """One orchestration path: analyse a trace and write its report set.
 
 Every command that produces a report goes through ``report()``: ``inferscope analyze`` (cli.py, and
-batch.py for several inputs), ``inferscope run`` (collect/runner.py) and the library's
-``save_report()`` (collect/api.py).  Loading differs per command (a file, the child's trace or crash
+batch.py for several inputs), ``inferscope run`` (run_command.py) and the library's
+``save_report()`` (here; the collected trace from collect/api.py, which imports no report code).  Loading differs per command (a file, the child's trace or crash
 journal, the live session); choosing output paths is ``outputs.resolve_outputs`` and rendering goes
 through the one format registry in ``report/__init__.py`` (by name and by file extension).
 """
@@ -32,3 +32,27 @@ def report(trace, options=None, outputs=(), outdir: Path | None = None, inputs=(
         result["about"].update(about)
     written = write_reports(result, trace, list(outputs), outdir, list(inputs), defer_interrupt) if outputs else []
     return result, written
+
+
+def save_report(path: str | None = None, format: str | None = None, trace_path: str | None = None) -> list:
+    """Analyse what was collected so far and write the report(s); returns the written paths
+    (``inferscope.save_report``).
+
+    Library mode: stops collection (torch profiler included) first; the next scope() starts a new
+    session.  Under ``inferscope run``: writes a snapshot; collection continues and the run's own
+    report is still written at exit.
+    """
+    from .analyze.options import AnalyzeOptions
+    from .collect.api import collected_trace
+    from .outputs import resolve_outputs
+    from .report import format_for_path
+    got = collected_trace(trace_path)
+    if got is None:
+        return []
+    trace, cfg = got
+    # the program's explicit file name wins over the configured format (`inferscope run --format html`
+    # sets that for the run's own report, not for save_report("x.md"))
+    named = bool(path) and format_for_path(path[:-3] if path.lower().endswith(".gz") else path) is not None
+    fmt = format if format is not None else (None if named else cfg.report_format)
+    outputs = resolve_outputs(path or cfg.report_path, fmt)
+    return report(trace, AnalyzeOptions(), outputs)[1]

@@ -336,7 +336,7 @@ def cmd_diff(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from .collect.runner import run_command
+    from .run_command import run_command
     cmd = list(args.cmd or [])
     if cmd and cmd[0] != "--" and not args.quiet:
         # argparse hands everything after the program's name to the program: say so when it looks like ours

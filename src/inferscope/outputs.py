@@ -1,6 +1,6 @@
 """Which report files a command writes (-o / --format / --report) and writing them.
 
-Shared by the CLI and the live collector (collect/runner.py, collect/api.py), so ``collect/``
+Shared by the CLI and the live collector (run_command.py, collect/api.py), so ``collect/``
 never imports ``cli.py``.
 """
 from __future__ import annotations

@@ -10,8 +10,8 @@ Modules: config of a run lives in ``inferscope.config``; here:
   session.py    one collection session: starts/stops collectors, builds and saves the Trace
   session_trace.py  the session's Trace: build, crash-journal flush, finalize (save)
   session_meta.py   the trace's meta: meta.collection, tool versions, devices, sampling-rate warning
-  api.py        scope(), mark(), save_report()
+  api.py        scope(), mark(), mark_token(), serve_metrics(); the collected trace for save_report() (app.py)
   bootstrap.py  started by the injected sitecustomize in the child of ``inferscope run``
-  runner.py     the parent side of ``inferscope run``
+  (the parent side of ``inferscope run`` is ..run_command: it writes reports, so it lives outside collect/)
 Nothing here is imported by ``import inferscope``.
 """

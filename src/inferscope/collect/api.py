@@ -1,4 +1,4 @@
-"""Library API: scope(), mark(), save_report().
+"""Library API: scope(), mark(), mark_token(), serve_metrics(), and the collected trace inferscope.save_report() (app.py) analyses.
 
 ``with scope("name"):`` / ``@scope("name")`` records an ANNOTATION span on the calling thread
 (nestable; the open-scope stack is per context, a ``contextvars.ContextVar`` holding an immutable tuple:
@@ -276,19 +276,14 @@ def mark_token() -> None:
                      "inferscope.token"))
 
 
-def save_report(path: str | None = None, format: str | None = None, trace_path: str | None = None) -> list:
-    """Analyse what was collected so far and write the report(s); returns the written paths.
-
-    Library mode: stops collection (torch profiler included) first; the next scope() starts a new
-    session.  Under ``inferscope run``: writes a snapshot; collection continues and the run's own
-    report is still written at exit.
-    """
-    from ..analyze.options import AnalyzeOptions
-    from ..app import report
-    from ..outputs import resolve_outputs
+def collected_trace(trace_path: str | None = None):
+    """The trace collected so far and its session's configuration, for ``inferscope.save_report`` (app.py), or
+    None when collection is off.  Library mode: stops collection (torch profiler included) first - the next scope()
+    starts a new session; under ``inferscope run``: a snapshot, collection continues.  ``trace_path``: also saved
+    there (.iscope)."""
     s = _S._session or _S.get_or_start()
     if s is None:
-        return []
+        return None
     if s.mode == "run" and not s.finalized:
         trace = s.build_trace(final=False)
     else:
@@ -297,13 +292,7 @@ def save_report(path: str | None = None, format: str | None = None, trace_path: 
     if trace_path:
         from ..trace import native
         native.save(trace, trace_path)
-    from ..report import format_for_path
-    # the program's explicit file name wins over the configured format (`inferscope run --format html`
-    # sets that for the run's own report, not for save_report("x.md"))
-    named = bool(path) and format_for_path(path[:-3] if path.lower().endswith(".gz") else path) is not None
-    fmt = format if format is not None else (None if named else s.cfg.report_format)
-    outputs = resolve_outputs(path or s.cfg.report_path, fmt)
-    return report(trace, AnalyzeOptions(), outputs)[1]
+    return trace, s.cfg
 
 
 def serve_metrics(port: int = 0, host: str = "127.0.0.1") -> int | None:

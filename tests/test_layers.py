@@ -1,0 +1,44 @@
+"""The live collector does not reach forward in the data flow (issue 41): no module of src/inferscope/collect/ imports
+the analysis, the renderers, the report orchestration or the commands - function-level imports included.  `inferscope
+run`'s parent side (run_command.py) and `inferscope.save_report` (app.py) live outside collect/ for that reason.
+(ingest/ is allowed: the torch-profiler export is re-imported with the Kineto reader.)"""
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "inferscope"
+FORWARD = ("analyze", "report", "app", "outputs", "cli", "fleet", "compare", "run_command", "result")
+
+
+def _imports(path: Path, pkg: str) -> list[str]:
+    """Absolute module names ``path`` imports anywhere in it (relative imports resolved against ``pkg``)."""
+    out = []
+    for n in ast.walk(ast.parse(path.read_text())):
+        if isinstance(n, ast.Import):
+            out += [a.name for a in n.names]
+        elif isinstance(n, ast.ImportFrom):
+            if n.level:
+                base = pkg.split(".")[: len(pkg.split(".")) - (n.level - 1)]
+                mod = ".".join(base + ([n.module] if n.module else []))
+                out += [mod] if n.module else [f"{mod}.{a.name}" for a in n.names]
+            else:
+                out.append(n.module or "")
+    return out
+
+
+def _forward(mods: list[str]) -> list[str]:
+    return [m for m in mods if m.startswith("inferscope.") and m.split(".")[1] in FORWARD]
+
+
+def test_collect_imports_nothing_downstream():
+    bad = {}
+    for p in sorted((SRC / "collect").glob("*.py")):
+        f = _forward(_imports(p, "inferscope.collect"))
+        if f:
+            bad[p.name] = f
+    assert not bad, bad
+
+
+def test_the_check_sees_function_level_and_relative_imports(tmp_path):
+    p = tmp_path / "m.py"
+    p.write_text("def f():\n    from ..app import report\n    from ..report import x\n    from . import journal\n")
+    assert _forward(_imports(p, "inferscope.collect")) == ["inferscope.app", "inferscope.report"]
