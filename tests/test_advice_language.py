@@ -69,7 +69,7 @@ def test_python_process_keeps_python_language():
 def test_live_python_run_gets_python_advice():
     res = analyze(load_trace(REPO / "examples" / "reports" / "cpu_demo.iscope"))
     assert res["source"]["language"] == "python"
-    assert any(p["label"] == "framework Python" for r in res["breakdown"] for p in r["parts"])
+    assert any(p["label"] == "framework (Python and torch dispatch)" for r in res["breakdown"] for p in r["parts"])
 
 
 def _planted(language: str, fmt: str, row: dict) -> dict:

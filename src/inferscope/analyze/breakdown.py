@@ -63,7 +63,7 @@ PART_LABELS = {
     "tokenization": "tokenization", "preprocessing": "other preprocessing", "user_code": "user code",
     "launch_api": "kernel launch API", "runtime_api": "other CUDA runtime API",
     "communication_ops": "collective ops (host side: c10d / NCCL / Gloo)", "framework_ops": "framework ops (host side)",
-    "framework_python": "framework Python",
+    "framework_python": "framework (Python and torch dispatch)",
     "off_cpu": "off-CPU (sleep, I/O, locks)", "run_queue": "run queue (runnable, waiting for a CPU)",
 }
 

@@ -102,7 +102,7 @@ def _limitations(trace: Trace, res: dict) -> list[str]:
                    "gaps whose next activity has no launch record count as 'other'.")
     cs = res.get("cpu_sampling")
     if cs and cs.get("ci95_pts_at_50pct") is not None:
-        out.append(f"CPU classes (tokenization, preprocessing, framework Python, CPU compute, waiting) are sampled: "
+        out.append(f"CPU classes (tokenization, preprocessing, framework: Python and torch dispatch, CPU compute, waiting) are sampled: "
                    f"an estimated {cs['samples_est']:.0f} samples in the window (~{cs['rate_hz']:.0f} Hz outside imports); "
                    f"a share near 50 % is uncertain by about ±{cs['ci95_pts_at_50pct']:.1f} points and one near 10 % by "
                    f"±{cs['ci95_pts_at_10pct']:.1f} (95 %, binomial estimate). Longer runs or a higher "
