@@ -63,11 +63,13 @@ def test_replayed_shares_are_the_recorded_ones(name):
 
 
 def test_the_goldens_exercise_every_rule_that_lays_time():
-    """Every rule that lays a part (rules.put, and the ticks' own tick_class / tick_keep) lays some in the goldens: a
+    """Every rule that lays a part (rules.put, and the ticks' own rules, tick_rules.py) lays some in the goldens: a
     change to any of them shows up here; the rules that lay nothing themselves (python_context, keep_current,
     perf_cpu_share, count_samples, native_fractions) feed split_interval / decided_class, also exercised."""
     laid = set()
     for name in G.GOLDENS:
         laid |= set(replay_trace(native.load(G.paths(name)["trace"]))[1]["rules_ms"])
-    assert {"tick_class", "tick_keep", "off_cpu_part", "run_queue_part", "io_kernel_time", "fault_kernel_part",
-            "split_interval", "decided_class"} <= laid, laid
+    from inferscope.collect.tick_rules import TICK_RULES
+    assert {"off_cpu_part", "run_queue_part", "io_kernel_time", "fault_kernel_part", "split_interval",
+            "decided_class"} <= laid, laid
+    assert laid & {f.__name__ for f in TICK_RULES}, laid     # (a tick's own rule laying a run at once)

@@ -203,9 +203,10 @@ def cmd_export(args) -> int:
 def _rules_ms_table(rules_ms: dict) -> str:
     """ms laid by each sampler rule per class (a replay's tally, all recorded threads), in RULES order."""
     from .collect.rules import RULES
-    order = ["tick_class", "tick_keep"] + [f.__name__ for f in RULES]
+    from .collect.tick_rules import TICK_RULES
+    order = [f.__name__ for f in TICK_RULES] + ["tick_class", "tick_keep"] + [f.__name__ for f in RULES]
     classes = sorted({c for v in rules_ms.values() for c in v})
-    lines = ["| rule (collect/rules.py; tick_*: decided in the tick) | " + " | ".join(classes) + " | total ms |",
+    lines = ["| rule (collect/tick_rules.py, rules.py) | " + " | ".join(classes) + " | total ms |",
              "|---" * (len(classes) + 2) + "|"]
     for r in sorted(rules_ms, key=lambda r: order.index(r) if r in order else len(order)):
         v = rules_ms[r]

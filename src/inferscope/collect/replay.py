@@ -23,7 +23,8 @@ from .facts import OBS_FIELDS, STATE_FIELDS, decode
 from .layout import Tick, owed_run_queue
 from .sampler import Sampler
 from .sampler_threads import ThreadsMixin
-from .sampler_tick import _queue, _tick_class
+from .sampler_tick import _queue
+from .tick_rules import tick_class
 
 _ON = object()      # st.perf / st.clk stand-in: "was on" (the rules test only `is not None`)
 # the class names the rules compare by identity (`is`): decoded strings are mapped back to these objects
@@ -53,13 +54,6 @@ class _Kst:
         return self.ks
 
 
-class _TickEnv:
-    """What the tick's rules read of the sampler loop's TickEnv: the domains' classes (classify.py)."""
-    names = C.DOMAIN_NAMES
-    USER = C.USER
-    FW = C.FW
-
-
 class _Replayer:
     """What the decision code reads of the Sampler."""
     _sampler_apply = Sampler._apply
@@ -75,7 +69,7 @@ class _Replayer:
         self.facts = None
         self.role = None
         self.rule_ns = None      # {(rule, class): ns} when the rules' tally is asked for
-        self.tick_rule = None    # the tick rule laying runs now (tick_class / tick_keep), tallied by _apply
+        self.tick_rule = None    # the tick rule (tick_rules.py) laying a run at once now, tallied by _apply
         self.drains = self.divergent = 0   # perf drains replayed from ticks' observations; those whose ticks differ
 
     def _native_role(self):
@@ -123,10 +117,11 @@ def _observed(r: _Replayer, st, ev: list) -> None:
     st.kio, st.perf_at = bool(o["kio"]), int(o["perf_at"])
     label = _label(o["label"])
     marks = [(int(a), int(b)) for a, b in o["marks"]] if o["marks"] else o["marks"]
-    cls, label, fallback = _tick_class(_TickEnv, st, o["mod"], int(o["dom"]), label, bool(o["fair"]), bool(o["oncpu"]),
-                                       int(o["off"]), int(o["kf"]), bool(o["kblk"]), bool(o["gil_free"]),
-                                       bool(o["voluntary"]), bool(o["perf_pending"]), bool(o["torch_seen"]))
-    r.tick_rule = "tick_keep" if cls is TS.KEEP else "tick_class"
+    cls, label, fallback, rule = tick_class(C.DOMAIN_NAMES, C.USER, C.FW, st, o["mod"], int(o["dom"]), label,
+                                            bool(o["fair"]), bool(o["oncpu"]), int(o["off"]), int(o["kf"]),
+                                            bool(o["kblk"]), bool(o["gil_free"]), bool(o["voluntary"]),
+                                            bool(o["perf_pending"]), bool(o["torch_seen"]))
+    r.tick_rule = rule       # (the tick rule that laid what _queue applies at once; rules.put tallies the rest)
     try:
         _queue(r, st, None, int(o["t"]), int(o["prev_t"]), cls, label, fallback, bool(o["fair"]), bool(o["gil_free"]),
                bool(o["oncpu"]), int(o["off"]), int(o["rqn"]), int(o["kf"]), int(o["kns"]), bool(o["kblk"]),
@@ -189,7 +184,8 @@ def _thread(r: _Replayer, tid: int, events: list, ticks_observed: bool) -> None:
 def replay_runs(facts: dict, where: str = "facts", rule_ns: dict | None = None, stats: dict | None = None) -> list:
     """The runs [(0, CPU_SAMPLE, tid, start_ns, end_ns, class, function, "sample", ticks)] the current rules give on
     the recorded facts (a dict from facts.decode); ``rule_ns``: a dict that receives {(rule, class): ns} - the time
-    each rule laid (rules.put; tick_class / tick_keep: the ticks decided at once); ``stats``: a dict that receives
+    each rule laid (rules.put; the tick's own rules for the ticks decided at once - tick_class / tick_keep in a
+    version-1 log); ``stats``: a dict that receives
     the drains replayed from the ticks' observations and how many of them found other pending ticks than the live
     sampler's (0 with unchanged rules)."""
     if facts.get("truncated"):

@@ -169,10 +169,13 @@ def decide(s, st, pend: list, samples: list) -> None:
 
 
 def rules_table() -> str:
-    """The rules in order, one line each (their docstrings' first line): `inferscope rules`, ARCHITECTURE.md."""
+    """The rules in order, one line each (their docstrings' first line): the tick's own (tick_rules.py), then the
+    resolver's; `inferscope rules`, ARCHITECTURE.md."""
+    from .tick_rules import CLASS_RULES, TICK_RULES
     lines = ["| # | rule | applies to | what it decides |", "|---|---|---|---|"]
-    for k, f in enumerate(RULES, 1):
+    for k, f in enumerate(TICK_RULES + RULES, 1):
         first = (f.__doc__ or "").strip().splitlines()[0].rstrip(".")
-        scope = "ticks perf decides" if f in PERF_RULES else "every pending tick"
+        scope = ("each tick, the first that applies" if f in CLASS_RULES else "each tick" if f in TICK_RULES
+                 else "ticks perf decides" if f in PERF_RULES else "every pending tick")
         lines.append(f"| {k} | `{f.__name__}` | {scope} | {first} |")
     return "\n".join(lines)

@@ -12,8 +12,8 @@ from .. import thresholds as T
 
 from .layout import LONG_INTERVAL_TICKS, SPLIT_MIN_NS, Tick, _pieces, _split_at_marks, owed_run_queue
 from .sampler_threads import register
-from .thread_state import (CLS_COMPUTE, CLS_FRAMEWORK, CLS_RUNQ, CLS_TOKENIZATION, CLS_WAITING, KEEP, SPLIT_MIN_FRACTION,
-                           _close)
+from .thread_state import CLS_RUNQ, CLS_WAITING, KEEP, SPLIT_MIN_FRACTION, _close
+from .tick_rules import tick_class
 
 
 class TickEnv(NamedTuple):
@@ -204,56 +204,11 @@ def _frame_class(env: TickEnv, st, ident, frame, prev_t: int):
 
 def _tick_class(env: TickEnv, st, mod, dom, label, fair: bool, oncpu: bool, off: int, kf: int, kblk: bool,
                 gil_free: bool, voluntary: bool, perf_pending: bool, torch_seen: bool):
-    """The tick's class for its interval: (a class name, or None: the perf IP samples decide at the next drain, or
-    KEEP: the current class; the label; the stack's class where perf decides)."""
-    names, USER, FW = env.names, env.USER, env.FW
-    fallback = None
-    if not oncpu and not off:
-        cls = CLS_WAITING
-    else:
-        if mod is not None:
-            cls = CLS_FRAMEWORK
-        elif gil_free and label is None and dom == USER and st.perf is None and st.cls is not None:
-            # without perf: the GIL free at once while the thread has nothing but
-            # stdlib / unknown-library frames on its stack (a Pool worker on its task
-            # queue, a lock, a pipe) is a blocking wait, not native compute; its CPU in
-            # the interval went to what it did before (measured: 40 % of a spawn
-            # worker's resize time read as cpu_compute)
-            cls = KEEP
-        elif dom == FW or (dom == USER and (torch_seen or st.perf is not None or perf_pending)) or (
-                st.perf is not None and names[dom] == CLS_TOKENIZATION):
-            # Python vs native code by role: decided from the perf IP samples at the next
-            # drain (pending: numeric libraries -> cpu_compute, native tokenizers ->
-            # tokenization, the rest the stack's class; numpy/BLAS-only programs too), or
-            # without perf by the GIL heuristic, only once torch is imported.  A tokenizer's Python
-            # (transformers' tokenization_*.py) too, with perf: the tick lands in it for intervals that
-            # also hold the model step after it (PreTrainedTokenizerFast called per text, then a 2 ms
-            # forward: the whole interval read tokenization, zoo_hf_tokenizer's compute 3.8 % vs 13.8 %)
-            fallback = names[dom]
-            if st.perf is None:
-                cls = CLS_COMPUTE if gil_free else fallback
-            else:
-                cls = None
-        else:
-            cls = names[dom]
-    vol = voluntary and oncpu
-    if vol and not st.prev_vol and (st.cls is not None or st.pending):
-        # an isolated voluntary tick: not classified (consecutive ones are - a thread
-        # that releases the GIL every few ms is only ever seen at release points)
-        if st.last_fb is not None:    # the previous tick was split by perf: so is this
-            cls, label, fallback = None, None, st.last_fb
-        else:
-            cls, label = KEEP, (label if fair else None)   # a signal's function still names it
-    else:
-        st.last_fb = fallback if cls is None else None
-    st.prev_vol = vol
-    if cls is KEEP and (kf or ((kblk or off) and st.kio)) and fallback is not None and st.perf is not None:
-        # page faults in the interval, or it follows / contains a wait in an I/O call (which
-        # releases the GIL: the tick is voluntary): its kernel time is not the previous
-        # class's - the kernel rules decide (perf resolver, kernel_time.kernel_class).  Not
-        # after GIL/lock waits: zoo_mixed_culprit's clean_rows read 0 % in 2 runs of 6
-        cls = None
-    return cls, label, fallback
+    """The tick's class for its interval by the tick's named rules (tick_rules.py): (a class name, or None: the perf
+    IP samples decide at the next drain, or KEEP: the current class; the label; the stack's class where perf
+    decides)."""
+    return tick_class(env.names, env.USER, env.FW, st, mod, dom, label, fair, oncpu, off, kf, kblk, gil_free,
+                      voluntary, perf_pending, torch_seen)[:3]
 
 
 def _queue(s, st, facts, t: int, prev_t: int, cls, label, fallback, fair: bool, gil_free: bool, oncpu: bool,
