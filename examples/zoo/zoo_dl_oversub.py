@@ -5,6 +5,7 @@ Truth (self-timed): the CPU count, torch threads, worker count and the workers' 
 """
 import json
 import os
+import sys
 import time
 
 import torch
@@ -27,17 +28,20 @@ class Items(Dataset):
 
 
 if __name__ == "__main__":
+    FIXED = "--fixed" in sys.argv or os.environ.get("ZOO_FIXED") == "1"   # bench/bench_whatif.py: the top suggestion applied
     cpus = len(os.sched_getaffinity(0))
-    torch.set_num_threads(cpus)
+    # --fixed: the cpu_oversubscription suggestion: torch threads + busy workers <= CPUs
+    threads, workers = (max(1, cpus - 2), max(1, cpus - max(1, cpus - 2))) if FIXED else (cpus, 2)
+    torch.set_num_threads(threads)
     w = torch.randn(384, 384)
     worker_cpu = 0.0
     t0 = time.perf_counter()
     with scope("inference"), torch.inference_mode():
-        for xb, cpu in DataLoader(Items(), batch_size=4, num_workers=2):
+        for xb, cpu in DataLoader(Items(), batch_size=4, num_workers=workers):
             worker_cpu += float(cpu.sum())
             for _ in range(2):       # less main-process work per batch than the workers' 32 ms: workers stay the
                                      # bottleneck (busy) even when other jobs slow everything down
                 w = torch.tanh(w @ w)
     loop_s = time.perf_counter() - t0
-    print(json.dumps({"cpus": cpus, "torch_threads": torch.get_num_threads(), "workers": 2,
+    print(json.dumps({"cpus": cpus, "torch_threads": torch.get_num_threads(), "workers": workers,
                       "worker_cpu_s": worker_cpu, "loop_s": loop_s}))

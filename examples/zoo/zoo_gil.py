@@ -5,11 +5,14 @@ wall time, less its run-queue delay (schedstat), it is off-CPU waiting for the G
 All threads (union view): every thread's CPU time in the window (cpu_mark readings) summed - the spinners
 hold the GIL whenever the main thread does not, so ~100 % of one core."""
 import os
+import sys
+import time
 import threading
 
 from _truth import cpu_mark, gap, phase, union
 from inferscope import scope
 
+FIXED = "--fixed" in sys.argv or os.environ.get("ZOO_FIXED") == "1"   # bench/bench_whatif.py: the top suggestion applied
 stop = threading.Event()
 
 
@@ -23,6 +26,8 @@ def spinner():
         # per ~30 us was ~6 % of the spinner's CPU, and the GIL-point bias of the sampler's frames (not the main
         # thread's: no timer signal there) read it as 38 % of the spinners' overlap once, naming cpu_mark)
         cpu_mark()
+        if FIXED:             # the gil_contention suggestion: pace background threads (sleep between polls)
+            time.sleep(0.002)
 
 
 def spin(n):

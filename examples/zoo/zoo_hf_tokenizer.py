@@ -12,6 +12,8 @@ import os
 import sys
 
 BATCHED = "--batched" in sys.argv
+# --fixed: the same short texts as the default, in one batched call per iteration (no padding: the same tokens)
+FIXED = "--fixed" in sys.argv or os.environ.get("ZOO_FIXED") == "1"
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
 os.environ["RAYON_NUM_THREADS"] = "1"
 
@@ -33,10 +35,10 @@ n_tokens = 0
 with scope("inference"):
     for _ in range(int(os.environ.get("ZOO_ITERS", "8" if BATCHED else "30"))):
         with phase("tokenize", expect="cpu_preprocessing/tokenization"):
-            encs = [tok(texts, padding=True)] if BATCHED else [tok(t) for t in texts]
+            encs = [tok(texts, padding=True)] if BATCHED else [tok(texts)] if FIXED else [tok(t) for t in texts]
         with phase("model", expect="cpu_compute"), torch.inference_mode():
             x = torch.randn(64, 256)
             for _ in range(20):
                 x = model(x)
-        n_tokens += sum(len(ids) for e in encs for ids in (e["input_ids"] if BATCHED else [e["input_ids"]]))
+        n_tokens += sum(len(ids) for e in encs for ids in (e["input_ids"] if BATCHED or FIXED else [e["input_ids"]]))
 print("tokens", n_tokens)

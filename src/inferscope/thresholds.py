@@ -625,6 +625,10 @@ WHATIF_LAUNCH_RESIDUAL_FRACTION = 0.25
 # host; live runs use their measured idle cores (counters.process_cores), at most WHATIF_SCALE_MAX_WORKERS.
 WHATIF_SCALE_DEFAULT_WORKERS = 4
 WHATIF_SCALE_MAX_WORKERS = 8
+# CPU remove models (analyze/whatif_cpu.py: blocking_io, lock_wait, page_fault_storm without sampled storm
+# ticks): the fix (read once, prefetch in the background, a shorter critical section) still leaves up to this
+# fraction of the removed wait; it bounds only the range's low end.  An assumption, not a measurement.
+WHATIF_WAIT_RESIDUAL_FRACTION = 0.5
 # The combined estimate (what_if.combined_saving_ms) adds the top this-many predicted findings, with
 # double-counted time removed: a user fixes the first few suggestions, not all of them.
 WHATIF_COMBINED_TOP_N = 3

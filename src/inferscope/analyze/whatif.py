@@ -33,10 +33,13 @@ Models (assumption; where the range comes from):
   the GPU idle (breakdown framework_overhead/launch_api); range: keep ``WHATIF_LAUNCH_RESIDUAL_FRACTION``
   of it .. every launch call's time.
 
+CPU findings (live runs; their models and ranges in whatif_cpu.py): ``blocking_io``, ``lock_wait``,
+``page_fault_storm`` (remove), ``gil_contention`` (overlap), ``cpu_oversubscription`` (scale down threads),
+``cpu_run_queue`` (remove, only when the process's own threads or workers hold the cores).
+
 Not actionable (null): ``gpu_idle`` (its time is the host findings' time), ``dominant_kernel``,
 ``gpu_compute_bound``, ``low_mfu``, ``decode_low_mbu``, ``kernel_limiter`` (no measured faster kernel),
-``small_copies``, ``framework_overhead``, ``cpu_compute``, ``host_waiting``, ``blocking_io``, ``lock_wait``,
-``gil_contention``, ``cpu_oversubscription``, ``cpu_underuse``, ``cpu_run_queue``, ``page_fault_storm``,
+``small_copies``, ``framework_overhead``, ``cpu_compute``, ``host_waiting``, ``cpu_underuse``,
 ``numa_placement``, the GPU counter findings, ``slow_steps``, ``latency_tail`` (no alternative measured in
 the trace), ``low_coverage`` (nothing to change in the program).
 """
@@ -167,6 +170,11 @@ MODELS = {"sync_stall": _sync_stall, "warmup_in_window": _warmup, "python_gc": _
           "gpu_communication": _comm}
 
 
+def _cpu_models() -> dict:
+    from .whatif_cpu import MODELS as CPU
+    return CPU
+
+
 def _pred(res, model, exp, low, high, basis, cats, intervals=None, key=None) -> dict:
     """One prediction, capped at the categories it draws from and at e2e; low <= expected <= high."""
     e2e = float(res.get("e2e_ms") or 0.0)
@@ -180,7 +188,7 @@ def _pred(res, model, exp, low, high, basis, cats, intervals=None, key=None) -> 
 
 
 def predict(res: dict, finding: dict) -> dict | None:
-    fn = MODELS.get(finding["id"])
+    fn = MODELS.get(finding["id"]) or _cpu_models().get(finding["id"])
     return fn(res) if fn is not None else None
 
 

@@ -1,0 +1,127 @@
+"""What-if models of the CPU findings (issue 42 item 3): the saving if a live run's CPU finding's suggestion
+is followed.  Called through analyze/whatif.py ``predict`` (same fields, same caps: a prediction never
+exceeds its categories' time nor e2e).  Every input is a measured figure of the analysis dict, cited in
+``saving_basis``; the one assumption is ``thresholds.WHATIF_WAIT_RESIDUAL_FRACTION`` (a range end).
+
+- ``blocking_io`` (remove: read once / load before the loop / prefetch in the background).  Expected: the
+  I/O system-call time the sampler attributed (``contention.blocking.io_ms``, a lower bound).  High: that
+  plus the thread's off-CPU time no call was attributed to, at the same I/O share as the attributed part
+  (``io_ms + (waiting_ms - attributed_ms) x io_ms / attributed_ms``).  Low: the expected time less
+  WHATIF_WAIT_RESIDUAL_FRACTION of it (the data is still read once, or the background read competes).
+- ``lock_wait`` (remove: the holder no longer sleeps / does I/O under the lock).  Expected: the futex waits
+  with no other Python running (``lock_ms``); high: every futex wait of the thread (``futex_ms``); low as
+  for blocking_io (a shortened critical section still holds the lock a while).
+- ``gil_contention`` (overlap: the other threads' Python moves to other processes and runs beside the
+  inference thread).  With P other Python threads and C CPUs, P+1 runnable processes share C cores: the
+  inference thread keeps running a share min(1, C/(P+1)) of the time.  Expected: the GIL wait
+  (``waiting_while_python_ms``) x min(1, C/(P+1)); low: x 1/(P+1) (one core between them all); high: all of it.
+- ``cpu_oversubscription`` (scale down: threads + busy workers <= CPUs).  Demand D = torch threads + busy
+  workers on C CPUs.  Expected: the main thread's run-queue delay (``counters.main_runq_pct`` x e2e, from
+  schedstat: what the sharing costs it); low: the excess threads' share of it, x (D - C)/D (other
+  processes still preempt it); high: that delay plus the CPU compute stretched by time-sharing,
+  ``cpu_compute x (1 - C/D)`` (every parallel op waited for its slowest, descheduled thread).
+- ``cpu_run_queue`` (remove: fewer busy threads than cores).  Only when the process's own load explains it
+  (torch threads + busy workers > CPUs, or another thread of the process was busy); when the cores went to
+  other processes on the host the program has nothing to change: null.  Expected and high: the schedstat
+  run-queue delay; low: the part the breakdown sampled (waiting/run_queue) when smaller.
+- ``page_fault_storm`` (remove: reuse buffers).  Expected and high: the process's kernel CPU time over the
+  window (``counters.sys_cpu_pct`` x e2e: zeroing / reading the faulted pages); low: the kernel time in
+  the storm ticks the sampler attributed (``contention.page_faults.kernel_ms``), else the residual rule.
+"""
+from __future__ import annotations
+
+from .. import thresholds as T
+from .diagnosis_cpu import _busy_workers
+from .evidence import _ms
+from .whatif import HOST_CATS, _part_ms, _pred
+
+_RESID = "thresholds.WHATIF_WAIT_RESIDUAL_FRACTION"
+
+
+def _blocking(res: dict) -> dict:
+    return (res.get("contention") or {}).get("blocking") or {}
+
+
+def _blocking_io(res: dict) -> dict | None:
+    b = _blocking(res)
+    io, wait, att = (float(b.get(k) or 0.0) for k in ("io_ms", "waiting_ms", "attributed_ms"))
+    high = io + max(0.0, wait - att) * (io / att if att > 0 else 0.0)
+    low = io * (1.0 - T.WHATIF_WAIT_RESIDUAL_FRACTION)
+    return _pred(res, "remove", io, low, high,
+                 f"contention.blocking.io_ms {io:.3f} (sampled I/O calls); low keeps {_RESID}; high adds the "
+                 f"unattributed off-CPU time (waiting_ms {wait:.3f} - attributed_ms {att:.3f}) at the same I/O share",
+                 ("waiting",), key="io")
+
+
+def _lock_wait(res: dict) -> dict | None:
+    b = _blocking(res)
+    lock, futex = float(b.get("lock_ms") or 0.0), float(b.get("futex_ms") or 0.0)
+    return _pred(res, "remove", lock, lock * (1.0 - T.WHATIF_WAIT_RESIDUAL_FRACTION), max(lock, futex),
+                 f"contention.blocking.lock_ms {lock:.3f} (lock waits with no other Python running); low keeps "
+                 f"{_RESID}; high: every futex wait (futex_ms {futex:.3f})", ("waiting",), key="lock")
+
+
+def _cpus(res: dict) -> int:
+    c = res.get("counters") or {}
+    n = ((c.get("numa") or {}).get("process_cpus") or (c.get("process_cores") or {}).get("cores")
+         or T.WHATIF_SCALE_DEFAULT_WORKERS)
+    return max(1, int(n))
+
+
+def _gil(res: dict) -> dict | None:
+    g = (res.get("contention") or {}).get("gil") or {}
+    ms, p, c = float(g.get("waiting_while_python_ms") or 0.0), int(g.get("python_threads") or 1), _cpus(res)
+    share = min(1.0, c / (p + 1))
+    return _pred(res, "overlap", ms * share, ms / (p + 1), ms,
+                 f"contention.gil.waiting_while_python_ms {ms:.3f} x min(1, {c} CPU(s) / ({p} other Python thread(s) + 1)); "
+                 "low: one core shared by all; high: the whole wait", ("waiting",), key="gil")
+
+
+def _runq_ms(res: dict) -> float:
+    pct = float((res.get("counters") or {}).get("main_runq_pct") or 0.0)
+    return pct / 100.0 * float(res.get("e2e_ms") or 0.0)
+
+
+def _demand(res: dict) -> tuple[int, int]:
+    tt = int(((res.get("counters") or {}).get("numa") or {}).get("torch_threads") or 1)
+    return tt + len(_busy_workers(res)), _cpus(res)
+
+
+def _oversub(res: dict) -> dict | None:
+    d, c = _demand(res)
+    if d <= c:
+        return None
+    rq, cc = _runq_ms(res), _ms(res, "cpu_compute")
+    return _pred(res, "scale", rq, rq * (d - c) / d, rq + cc * (1.0 - c / d),
+                 f"run-queue delay counters.main_runq_pct x e2e = {rq:.3f}; {d} busy threads on {c} CPU(s): low x "
+                 f"({d} - {c})/{d}; high adds breakdown[cpu_compute].ms {cc:.3f} x (1 - {c}/{d})",
+                 ("waiting", "cpu_compute"), key="runq")
+
+
+def _runq(res: dict) -> dict | None:
+    from ..headline import busiest_other_thread, thread_busy_ms
+    d, c = _demand(res)
+    busy = busiest_other_thread(res)
+    if d <= c and (busy is None or thread_busy_ms(busy[1]) <= 0):
+        return None
+    rq, sampled = _runq_ms(res), _part_ms(res, "waiting", "run_queue")
+    return _pred(res, "remove", rq, min(rq, sampled), rq,
+                 f"run-queue delay counters.main_runq_pct x e2e = {rq:.3f} (schedstat); low: the sampled "
+                 f"breakdown[waiting].parts[run_queue].ms {sampled:.3f}", ("waiting",), key="runq")
+
+
+def _faults(res: dict) -> dict | None:
+    c = res.get("counters") or {}
+    sys_ms = float(c.get("sys_cpu_pct") or 0.0) / 100.0 * float(res.get("e2e_ms") or 0.0)
+    pf = (res.get("contention") or {}).get("page_faults") or {}
+    k = pf.get("kernel_ms")
+    low = float(k) if k is not None else sys_ms * (1.0 - T.WHATIF_WAIT_RESIDUAL_FRACTION)
+    cats = tuple(x for x in HOST_CATS if x != "waiting") + ("cpu_compute",)
+    return _pred(res, "remove", sys_ms, low, sys_ms,
+                 f"kernel CPU counters.sys_cpu_pct x e2e = {sys_ms:.3f}; low: "
+                 + (f"contention.page_faults.kernel_ms {float(k):.3f}" if k is not None else f"keeps {_RESID}"),
+                 cats, key="faults")
+
+
+MODELS = {"blocking_io": _blocking_io, "lock_wait": _lock_wait, "gil_contention": _gil,
+          "cpu_oversubscription": _oversub, "cpu_run_queue": _runq, "page_fault_storm": _faults}

@@ -1,0 +1,103 @@
+"""CPU what-if models (analyze/whatif_cpu.py) on planted analysis inputs: every figure the model reads is
+planted, so each saving follows by construction from the model's documented formula."""
+import pytest
+
+from inferscope import thresholds as T
+from inferscope.analyze import whatif as W
+
+R = T.WHATIF_WAIT_RESIDUAL_FRACTION
+
+
+def planted(e2e_ms=1000.0, waiting=600.0, run_queue=100.0, cpu_compute=300.0, **extra):
+    bd = [{"category": "waiting", "ms": waiting, "pct": 100 * waiting / e2e_ms,
+           "parts": [{"name": "off_cpu", "ms": waiting - run_queue}, {"name": "run_queue", "ms": run_queue}]},
+          {"category": "cpu_compute", "ms": cpu_compute, "pct": 100 * cpu_compute / e2e_ms, "parts": []},
+          {"category": "cpu_preprocessing", "ms": e2e_ms - waiting - cpu_compute, "pct": 0.0, "parts": []}]
+    res = {"e2e_ms": e2e_ms, "breakdown": bd, "gpu": None, "counters": {}, "contention": {}, "children": {},
+           "threads": {"threads": []}}
+    res.update(extra)
+    return res
+
+
+def pred(res, fid):
+    return W.predict(res, {"id": fid, "severity": "medium"})
+
+
+def test_blocking_io_remove():
+    # the sampler attributed 200 ms of 400 ms off-CPU to calls, 150 ms of them file I/O
+    res = planted(contention={"blocking": {"io_ms": 150.0, "waiting_ms": 400.0, "attributed_ms": 200.0}})
+    p = pred(res, "blocking_io")
+    assert p["saving_model"] == "remove"
+    assert p["expected_saving_ms"] == pytest.approx(150.0)
+    assert p["saving_low_ms"] == pytest.approx(150.0 * (1 - R))
+    assert p["saving_high_ms"] == pytest.approx(150.0 + (400.0 - 200.0) * 150.0 / 200.0)
+    assert p["saving_categories"] == ["waiting"]
+
+
+def test_lock_wait_remove_capped_at_waiting():
+    res = planted(waiting=600.0, contention={"blocking": {"lock_ms": 500.0, "futex_ms": 700.0}})
+    p = pred(res, "lock_wait")
+    assert p["expected_saving_ms"] == pytest.approx(500.0)
+    assert p["saving_low_ms"] == pytest.approx(500.0 * (1 - R))
+    assert p["saving_high_ms"] == pytest.approx(600.0)          # futex 700 ms capped at the window's waiting
+
+
+@pytest.mark.parametrize("cpus,others,share", [(2, 3, 0.5), (8, 3, 1.0), (1, 1, 0.5)])
+def test_gil_overlap_share_of_cores(cpus, others, share):
+    res = planted(counters={"numa": {"process_cpus": cpus}},
+                  contention={"gil": {"waiting_while_python_ms": 200.0, "python_threads": others}})
+    p = pred(res, "gil_contention")
+    assert p["saving_model"] == "overlap"
+    assert p["expected_saving_ms"] == pytest.approx(200.0 * share)
+    assert p["saving_low_ms"] == pytest.approx(200.0 / (others + 1))
+    assert p["saving_high_ms"] == pytest.approx(200.0)
+
+
+def test_oversubscription_scale_down():
+    # 8 torch threads on 2 CPUs, main thread runnable-not-running 15 % of a 1000 ms window
+    res = planted(counters={"numa": {"torch_threads": 8, "process_cpus": 2}, "main_runq_pct": 15.0})
+    p = pred(res, "cpu_oversubscription")
+    assert p["saving_model"] == "scale"
+    assert p["expected_saving_ms"] == pytest.approx(150.0)
+    assert p["saving_low_ms"] == pytest.approx(150.0 * 6 / 8)
+    assert p["saving_high_ms"] == pytest.approx(150.0 + 300.0 * (1 - 2 / 8))
+
+
+def test_oversubscription_counts_busy_workers():
+    # 2 torch threads + 2 workers busy for >= BUSY_WORKER_CPU_FRACTION of the 1 s window on 2 CPUs: demand 4
+    busy = T.BUSY_WORKER_CPU_FRACTION * 1.0 + 0.01
+    res = planted(counters={"numa": {"torch_threads": 2, "process_cpus": 2}, "main_runq_pct": 10.0},
+                  children={"processes": [{"comm": "w", "pid": i, "cpu_s_in_window": busy} for i in (1, 2)]})
+    p = pred(res, "cpu_oversubscription")
+    assert p["saving_low_ms"] == pytest.approx(100.0 * 2 / 4)
+    assert p["saving_high_ms"] == pytest.approx(100.0 + 300.0 * 0.5)
+    no_busy = planted(counters={"numa": {"torch_threads": 2, "process_cpus": 2}, "main_runq_pct": 10.0})
+    assert pred(no_busy, "cpu_oversubscription") is None           # demand <= CPUs: nothing to scale down
+
+
+def test_run_queue_only_when_the_process_causes_it():
+    c = {"numa": {"torch_threads": 1, "process_cpus": 2}, "main_runq_pct": 20.0}
+    assert pred(planted(counters=c), "cpu_run_queue") is None      # the cores went to other processes
+    busy = planted(counters=c, run_queue=150.0,
+                   threads={"threads": [{"thread": "main", "critical": True, "recorded_ms": 1000.0, "waiting_ms": 600.0},
+                                        {"thread": "spinner", "critical": False, "recorded_ms": 900.0,
+                                         "waiting_ms": 0.0, "on_cpu_ms": 800.0, "run_queue_ms": 100.0}]})
+    p = pred(busy, "cpu_run_queue")
+    assert p is not None and p["saving_model"] == "remove"
+    assert p["expected_saving_ms"] == pytest.approx(200.0) and p["saving_high_ms"] == pytest.approx(200.0)
+    assert p["saving_low_ms"] == pytest.approx(150.0)              # the sampled run-queue part
+
+
+def test_page_faults_remove_kernel_time():
+    res = planted(counters={"sys_cpu_pct": 25.0}, contention={"page_faults": {"kernel_ms": 180.0}})
+    p = pred(res, "page_fault_storm")
+    assert p["expected_saving_ms"] == pytest.approx(250.0)
+    assert p["saving_low_ms"] == pytest.approx(180.0)
+    assert "waiting" not in p["saving_categories"]
+
+
+def test_run_queue_and_oversubscription_count_once():
+    res = planted(counters={"numa": {"torch_threads": 8, "process_cpus": 2}, "main_runq_pct": 15.0})
+    fs = [{"id": i, "severity": "medium"} for i in ("cpu_oversubscription", "cpu_run_queue")]
+    fs = W.annotate(res, fs)
+    assert W.combined(res, fs) == pytest.approx(150.0)             # the same run-queue delay, once
