@@ -94,7 +94,7 @@ def _segments(trace: Trace, track: int, marks, lo: int, hi: int) -> tuple[np.nda
                        & overlap(s.start_ns, s.end_ns, Window(lo, hi)))
     a = np.clip(s.start_ns[w], lo, hi)
     b = np.clip(s.end_ns[w], lo, hi)
-    past = (s.end_ns[w] > hi).tolist()
+    past = (b < s.end_ns[w]).tolist()      # cut at hi: runs past the window
     if marks is None:
         return a, b, np.full(len(a), -1, np.int64)
     mt, ml = marks

@@ -8,7 +8,8 @@ A window is a ``window.Window`` (never a dict) or None (the whole trace).  It is
   interval counts when start_ns < t < end_ns, not at t == start_ns)
 - ``starts_inside(starts, w)``:  w.start_ns <= start < w.end_ns          (``include_end=True``: also start ==
   w.end_ns, the closed window kept by the counter/serving readings that always used it)
-- ``inside(starts, ends, w)``:   start >= w.start_ns and end <= w.end_ns  (all of it inside)
+- ``inside(starts, ends, w)``:   start >= w.start_ns and end <= w.end_ns  (all of it inside; a zero-length
+  interval at t counts for start_ns <= t <= end_ns)
 - ``clip(starts, ends, w)``:     (max(start, w.start_ns), min(end, w.end_ns)), the end never before the start
 
 ``in_window`` (indices of spans of a mask: the closed-edge rule kernels, per_pid, nvtx_attribution,
