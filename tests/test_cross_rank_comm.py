@@ -9,6 +9,7 @@ import pytest
 
 from conftest import shared_path
 from inferscope.cli import main
+from inferscope.analyze.window import window_from_report
 from inferscope.fleet.cross_rank_comm import collective_steps, comm_wait
 
 
@@ -78,7 +79,7 @@ def test_collectives_of_the_real_a100_ranks(name, steps, per_step, total):
     from inferscope.analyze.pipeline import analyze
     from inferscope.ingest import load_trace
     t = load_trace(shared_path("kineto", name))
-    c = collective_steps(t, analyze(t)["window"])
+    c = collective_steps(t, window_from_report(analyze(t)["window"]))
     assert len(c["steps"]) == steps and {len(s["coll"]) for s in c["steps"]} == {per_step}
     assert _nccl_kernels_in_steps(name) == (total, steps * per_step)
     assert c["instances"] == steps * per_step and not c["truncated"]

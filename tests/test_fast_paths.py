@@ -4,6 +4,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from inferscope.analyze.select import in_window, window_bounds
+from inferscope.analyze.window import Window
 from inferscope.analyze.stats import grouped_stats
 from inferscope.trace.builder import TraceBuilder
 from inferscope.trace.kinds import TrackKind
@@ -25,7 +26,7 @@ def test_in_window_sorted_path_matches_plain_selection():
         en = st + rng.integers(0, 20, n) * (rng.random(n) < 0.7)      # marks (zero length) too
         mask = rng.random(n) < 0.6
         lo, hi = (int(v) for v in rng.integers(-5, 75, 2))              # empty windows (hi < lo) too
-        window = SimpleNamespace(start_ns=lo, end_ns=hi) if rng.random() < 0.9 else None
+        window = Window(lo, hi) if rng.random() < 0.9 else None
         trace = SimpleNamespace(spans=SimpleNamespace(start_ns=st, end_ns=en))
         got = in_window(trace, mask, window)
         want = _plain_in_window(st, en, mask, *window_bounds(window))
@@ -36,7 +37,7 @@ def test_in_window_unsorted_spans_take_the_plain_path():
     st = np.array([30, 10, 20], dtype=np.int64)
     en = np.array([40, 15, 25], dtype=np.int64)
     trace = SimpleNamespace(spans=SimpleNamespace(start_ns=st, end_ns=en))
-    got = in_window(trace, np.ones(3, bool), SimpleNamespace(start_ns=12, end_ns=35))
+    got = in_window(trace, np.ones(3, bool), Window(12, 35))
     assert got.tolist() == [0, 1, 2]
 
 

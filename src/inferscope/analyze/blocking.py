@@ -33,7 +33,9 @@ from .. import thresholds as T
 from ..collect.blocking import CAT, RUNNING, kind_of
 from ..trace.kinds import SpanKind, TrackKind
 from ..trace.model import Trace
+from .select import overlap
 from .threads import native_thread_tracks
+from .window import Window
 
 PY_CLASSES = ("tokenization", "preprocessing", "user_code", "framework")
 
@@ -88,11 +90,11 @@ def _segments(trace: Trace, track: int, marks, lo: int, hi: int) -> tuple[np.nda
     wid = trace.strings.get("waiting")
     if wid < 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
-    w = np.flatnonzero((s.kind == SpanKind.CPU_SAMPLE) & (s.track == track) & (s.name == wid) & (s.end_ns > lo)
-                       & (s.start_ns < hi))
+    w = np.flatnonzero((s.kind == SpanKind.CPU_SAMPLE) & (s.track == track) & (s.name == wid)
+                       & overlap(s.start_ns, s.end_ns, Window(lo, hi)))
     a = np.clip(s.start_ns[w], lo, hi)
     b = np.clip(s.end_ns[w], lo, hi)
-    past = (s.end_ns[w] > hi).tolist()
+    past = (b < s.end_ns[w]).tolist()      # cut at hi: runs past the window
     if marks is None:
         return a, b, np.full(len(a), -1, np.int64)
     mt, ml = marks
@@ -146,8 +148,8 @@ def _python_union(trace: Trace, tracks: list, lo: int, hi: int) -> tuple[np.ndar
     s = trace.spans
     ids = [trace.strings.get(n) for n in PY_CLASSES]
     ids = [i for i in ids if i >= 0]
-    m = (s.kind == SpanKind.CPU_SAMPLE) & np.isin(s.track, tracks) & np.isin(s.name, ids) & (s.end_ns > lo) \
-        & (s.start_ns < hi)
+    m = (s.kind == SpanKind.CPU_SAMPLE) & np.isin(s.track, tracks) & np.isin(s.name, ids) \
+        & overlap(s.start_ns, s.end_ns, Window(lo, hi))
     return union(*clip(s.start_ns[m], s.end_ns[m], lo, hi))
 
 
@@ -163,8 +165,8 @@ def _other_states(trace: Trace, track: int, marks, labels: list, lo: int, hi: in
             keys.append(f"off-CPU in {nm}" + (f" at {info['frame']}" if info.get("frame") else ""))
     s = trace.spans
     wid = trace.strings.get("waiting")
-    on = np.flatnonzero((s.kind == SpanKind.CPU_SAMPLE) & (s.track == track) & (s.name != wid) & (s.end_ns > lo)
-                        & (s.start_ns < hi))
+    on = np.flatnonzero((s.kind == SpanKind.CPU_SAMPLE) & (s.track == track) & (s.name != wid)
+                        & overlap(s.start_ns, s.end_ns, Window(lo, hi)))
     strs = trace.strings
     if not len(a) and not len(on) and marks is not None:
         # a thread never seen mostly on-CPU has no samples (assemble.py drops idle threads' runs) but

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..trace.kinds import SpanKind, TrackKind
 from ..trace.model import Trace
+from .select import starts_inside
 
 _CHILD = re.compile(r"^child\.cpu_s\[(\d+)\] (.*)$")
 
@@ -40,7 +41,7 @@ def children(trace: Trace, window) -> dict | None:
             continue
         ts, v = c.ts_ns[m], c.value[m]
         before = v[ts < lo]
-        inside = v[(ts >= lo) & (ts <= hi)]
+        inside = v[starts_inside(ts, window, include_end=True)]   # closed: a reading at end_ns counts
         base = float(before[-1]) if len(before) else 0.0
         in_win = (float(inside[-1]) - base) if len(inside) else 0.0
         rows.append({"pid": int(mm.group(1)), "comm": mm.group(2), "cpu_s": float(v[-1]), "cpu_s_in_window": max(0.0, in_win),

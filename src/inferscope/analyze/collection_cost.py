@@ -17,6 +17,7 @@ import numpy as np
 from .. import thresholds as T
 from ..trace.kinds import SpanKind
 from ..trace.model import codes_in
+from .select import overlap
 from .window import Window
 
 
@@ -46,7 +47,7 @@ def collection_cost(trace, window: Window) -> dict | None:
         return None
     kinds, per_us, rng, what, basis = _SOURCES[src]
     s = trace.spans
-    m = codes_in(s.kind, [int(k) for k in kinds]) & (s.end_ns > window.start_ns) & (s.start_ns < window.end_ns)
+    m = codes_in(s.kind, [int(k) for k in kinds]) & overlap(s.start_ns, s.end_ns, window)
     n = int(m.sum())
     est_ms = n * per_us / 1e3
     pct = 100.0 * est_ms / window.dur_ms if window.dur_ms else 0.0

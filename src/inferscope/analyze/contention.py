@@ -36,7 +36,9 @@ from ..trace.kinds import SpanKind, TrackKind
 from ..trace.model import Trace
 from .sample_labels import function_keys, split_label
 from .intervals import clip, overlap_with_union, summed_until, union
+from .select import overlap
 from .threads import critical_tracks, native_thread_tracks
+from .window import Window
 
 # sampled classes in which a thread executes Python bytecode (holds the GIL); cpu_compute (native
 # code that released it) and waiting are the others
@@ -87,7 +89,8 @@ def _class_ids(trace: Trace, names) -> np.ndarray:
 
 def gil_wait(trace: Trace, lo: int, hi: int, crit: np.ndarray) -> dict | None:
     s, tr = trace.spans, trace.tracks
-    smp = (s.kind == SpanKind.CPU_SAMPLE) & (s.end_ns > lo) & (s.start_ns < hi)
+    win = Window(lo, hi)
+    smp = (s.kind == SpanKind.CPU_SAMPLE) & overlap(s.start_ns, s.end_ns, win)
     if not smp.any() or not crit.any():
         return None
     pids = np.unique(tr.pid[crit])
@@ -95,7 +98,7 @@ def gil_wait(trace: Trace, lo: int, hi: int, crit: np.ndarray) -> dict | None:
     py = smp & others[s.track] & np.isin(s.name, _class_ids(trace, PYTHON_SAMPLE_CLASSES))
     wid = trace.strings.get("waiting")
     wait = smp & crit[s.track] & (s.name == wid) if wid >= 0 else np.zeros(len(s), bool)
-    wait |= (s.kind == SpanKind.OS_RUNTIME) & crit[s.track] & (s.end_ns > lo) & (s.start_ns < hi)
+    wait |= (s.kind == SpanKind.OS_RUNTIME) & crit[s.track] & overlap(s.start_ns, s.end_ns, win)
     wu = union(*clip(s.start_ns[wait], s.end_ns[wait], lo, hi))
     waiting_ns = int((wu[1] - wu[0]).sum())
     pidx = np.flatnonzero(py)
@@ -244,15 +247,16 @@ def fault_storms(trace: Trace, lo: int, hi: int, crit: np.ndarray) -> dict | Non
     dv = np.maximum(np.diff(v), 0.0)
     dt = (b - a) / 1e9
     rate = np.divide(dv, dt, out=np.zeros_like(dv), where=dt > 0)
-    hot = (rate >= T.PAGE_FAULT_STORM_PER_S) & (b > lo) & (a < hi)
+    win = Window(lo, hi)
+    hot = (rate >= T.PAGE_FAULT_STORM_PER_S) & overlap(a, b, win)
     ha, hb = clip(a[hot], b[hot], lo, hi)
     if not len(ha):
         return {"intervals": 0, "ms": 0.0, "faults": 0, "functions": [], "rate_threshold_per_s": T.PAGE_FAULT_STORM_PER_S}
     hu = union(ha, hb)
     s = trace.spans
     wid = trace.strings.get("waiting")
-    on = np.flatnonzero((s.kind == SpanKind.CPU_SAMPLE) & crit[s.track] & (s.name != wid) & (s.end_ns > lo)
-                        & (s.start_ns < hi))
+    on = np.flatnonzero((s.kind == SpanKind.CPU_SAMPLE) & crit[s.track] & (s.name != wid)
+                        & overlap(s.start_ns, s.end_ns, win))
     out = {"intervals": int(hot.sum()), "ms": float((hu[1] - hu[0]).sum()) / 1e6, "faults": int(dv[hot].sum()),
            "functions": _by_function(trace, on, hu[0], hu[1]), "rate_threshold_per_s": T.PAGE_FAULT_STORM_PER_S}
     kf = _kernel_by_function(trace, on, ts, v, lo, hi)

@@ -28,6 +28,7 @@ from .. import thresholds as T
 from ..trace.kinds import SpanKind, TrackKind
 from ..trace.model import Trace, codes_in
 from .intervals import active_at, union
+from .select import inside, overlap, starts_inside
 from .window import Window
 
 CUMULATIVE = {"proc.page_faults": "proc.page_faults_per_s", "proc.ctx_switches": "proc.ctx_switches_per_s",
@@ -125,7 +126,7 @@ def counters(trace: Trace, window: Window, max_ranges: int = 8) -> dict | None:
             ts, v = ts[good], v[good]
         o = np.argsort(ts, kind="stable")
         ts, v = ts[o], v[o]
-        inw = (ts >= lo) & (ts <= hi)
+        inw = starts_inside(ts, window, include_end=True)   # closed: a sample at end_ns counts
         per_track[t] = (metric, dev, ts[inw], v[inw])
         full[t] = (metric, dev, ts, v)
         if metric == REASONS_METRIC:
@@ -300,7 +301,7 @@ def _slow_steps(trace: Trace, window: Window, full: dict) -> dict | None:
     from .. import thresholds as T
     s = trace.spans
     lo, hi = int(window.start_ns), int(window.end_ns)
-    inw = (s.start_ns >= lo) & (s.end_ns <= hi) & (s.end_ns > s.start_ns)
+    inw = inside(s.start_ns, s.end_ns, window) & (s.end_ns > s.start_ns)
     idx = np.flatnonzero(inw & (s.kind == int(SpanKind.STEP)))
     source = "steps"
     if len(idx) < T.SLOW_STEPS_MIN_STEPS:
@@ -351,7 +352,7 @@ def _by_range(trace: Trace, window: Window, per_track: dict, max_ranges: int) ->
     """Mean of each counter over the samples inside each step / range name (the longest names first)."""
     s = trace.spans
     lo, hi = int(window.start_ns), int(window.end_ns)
-    m = codes_in(s.kind, [int(SpanKind.STEP), int(SpanKind.ANNOTATION)]) & (s.end_ns > lo) & (s.start_ns < hi) & (s.end_ns > s.start_ns)
+    m = codes_in(s.kind, [int(SpanKind.STEP), int(SpanKind.ANNOTATION)]) & overlap(s.start_ns, s.end_ns, window) & (s.end_ns > s.start_ns)
     idx = np.flatnonzero(m)
     present = {metric for metric, _, ts, _ in per_track.values() if len(ts)}
     metrics = [m for m in RANGE_METRICS if m in present]

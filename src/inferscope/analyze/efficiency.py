@@ -26,6 +26,7 @@ from .classify import gpu_work_mask
 from .device_peaks import device_peak, resolve_peaks
 from .links import launchers_for
 from .op_flops import ATTN_OPS, CONV_OPS, GEMM_OPS, dtype_of, op_cost
+from .select import starts_inside
 from .window import Window
 
 # re-exported: op_flops and device_peaks were part of this module
@@ -114,7 +115,7 @@ def _count_ops(trace: Trace, window: Window) -> dict:
     keep = np.zeros(n, dtype=bool)
     keep[gi[~has_gemm_child[gi]]] = True
     keep[oi[(oanc < 0) & ~contains_gemm[oi]]] = True
-    inwin = (s.start_ns >= window.start_ns) & (s.start_ns < window.end_ns)
+    inwin = starts_inside(s.start_ns, window)
     idx = np.flatnonzero(keep & inwin)
     det = s.detail[idx]
     shaped = det >= 0
@@ -159,8 +160,8 @@ def link_kernels(trace: Trace, window: Window, ops: dict):
     one's launching call (pos), whether it has one (linked), and each kernel's duration in ns (kdur)."""
     s = trace.spans
     n_ops = len(ops["idx"])
-    gw = np.flatnonzero(gpu_work_mask(trace) & (s.kind == SpanKind.KERNEL) & (s.start_ns >= window.start_ns)
-                        & (s.start_ns < window.end_ns))
+    gw = np.flatnonzero(gpu_work_mask(trace) & (s.kind == SpanKind.KERNEL)
+                        & starts_inside(s.start_ns, window))
     lau = launchers_for(trace, gw)
     counted = np.zeros(len(s), dtype=bool)
     counted[ops["idx"]] = True

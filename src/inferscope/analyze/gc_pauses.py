@@ -23,6 +23,7 @@ from .. import thresholds as T
 from ..trace.kinds import SpanKind
 from ..trace.model import Trace
 from .evidence import Evidence
+from .select import overlap
 
 TOP_PAUSES = 5
 
@@ -61,7 +62,7 @@ def gc_pauses(trace: Trace, window) -> dict | None:
         return None
     lo, hi = int(window.start_ns), int(window.end_ns)
     win_ns = max(hi - lo, 1)
-    idx = np.flatnonzero(m & (s.start_ns < hi) & (s.end_ns > lo) & (s.end_ns >= s.start_ns))
+    idx = np.flatnonzero(m & overlap(s.start_ns, s.end_ns, window) & (s.end_ns >= s.start_ns))
     st, en = s.start_ns[idx], s.end_ns[idx]
     dur = (en - st).astype(np.int64)
     clipped = (np.minimum(en, hi) - np.maximum(st, lo)).astype(np.int64)

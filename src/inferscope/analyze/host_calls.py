@@ -14,6 +14,7 @@ from .. import thresholds as T
 from ..trace.kinds import SpanKind
 from ..trace.model import Trace
 from .intervals import clip, total
+from .select import overlap, starts_inside
 from .threads import child_process_tracks
 from .run_phases import imports_end, startup_calls
 from .window import Window
@@ -84,7 +85,7 @@ def lead_in(trace: Trace, window: Window, min_ns: float) -> dict | None:
     from .steady import step_spans
     from .window import SCOPE_CAT, is_request
     s = trace.spans
-    lo, hi = window.start_ns, window.end_ns
+    lo = window.start_ns
     st = step_spans(trace)
     unit = "step"
     if not len(st):
@@ -94,7 +95,7 @@ def lead_in(trace: Trace, window: Window, min_ns: float) -> dict | None:
         unit = "request"
     if not len(st):
         return None
-    starts = np.sort(s.start_ns[st][(s.start_ns[st] >= lo) & (s.start_ns[st] < hi)])
+    starts = np.sort(s.start_ns[st][starts_inside(s.start_ns[st], window)])
     if len(starts) < 2:
         return None
     first = int(starts[0])
@@ -104,7 +105,7 @@ def lead_in(trace: Trace, window: Window, min_ns: float) -> dict | None:
     wid = trace.strings.get("waiting")
     rq = trace.strings.get("run_queue")
     host = np.isin(s.kind, [SpanKind.CPU_SAMPLE, SpanKind.CPU_OP, SpanKind.RUNTIME, SpanKind.DRIVER, SpanKind.PYTHON]) \
-        & (s.name != wid) & (s.name != rq) & (s.start_ns < first) & (s.end_ns > lo)
+        & (s.name != wid) & (s.name != rq) & overlap(s.start_ns, s.end_ns, Window(lo, first))
     ha, hb = clip(s.start_ns[host], s.end_ns[host], lo, first)
     if total(ha, hb) < T.STARTUP_CALLS_MIN_SHARE_OF_CUT * (first - lo):
         return None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .select import overlap
 from .stats import fast_unique
 
 from .. import thresholds
@@ -93,7 +94,7 @@ def idle_gaps(trace: Trace, window: Window, top_n: int = 10) -> dict:
     s = trace.spans
     m = gpu_work_mask(trace)
     lo, hi = window.start_ns, window.end_ns
-    m &= (s.end_ns > lo) & (s.start_ns < hi)
+    m &= overlap(s.start_ns, s.end_ns, window)
     out = {"per_stream": [], "by_class_stream_ms": {"host_wait": 0.0, "kernel_wait": 0.0, "other": 0.0}, "streams": 0,
            "distribution": [], "largest": [], "rule": __doc__.strip().splitlines()[0]}
     if not m.any():

@@ -15,7 +15,7 @@ from ..classes import COMM_KERNEL_RE
 from ..trace.kinds import SpanKind
 from ..trace.model import Trace
 from .classify import GRAPH_LAUNCH_API_RE, kernel_mask, launch_api_mask, spans_matching
-from .select import clipped_durations, group_sum, in_window
+from .select import clipped_durations, group_sum, in_window, starts_inside
 from .stats import fast_unique, grouped_stats, percentile
 from .window import Window
 
@@ -84,7 +84,7 @@ def kernels(trace: Trace, window: Window, top_n: int = 20) -> dict:
         storm, storm_rule = False, f"fewer than {thresholds.LAUNCH_STORM_MIN_KERNELS} kernels: rate not meaningful"
     tiny = dur < thresholds.TINY_KERNEL_US * 1e3
     # launch API time (host side) for the launches in the window
-    la = launch_api_mask(trace) & (s.start_ns >= lo) & (s.start_ns < hi)
+    la = launch_api_mask(trace) & starts_inside(s.start_ns, window)
     la_dur = s.end_ns[la] - s.start_ns[la]
     launch_api_ns = int(la_dur.sum())
     launch_p50_ns = percentile(la_dur, 50) if len(la_dur) else 0.0

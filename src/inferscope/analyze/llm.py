@@ -33,6 +33,7 @@ from .llm_requests import detail as _detail, requests as _requests
 from .llm_tokens import step_tokens
 from .phases import STAGE_RULE, phase_matcher
 from .serving import has_evidence, serving
+from .select import overlap, starts_inside
 from .window import Window
 
 EXEC_RE = re.compile(r"execute_(\d+)_context_(\d+)\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)"
@@ -87,7 +88,7 @@ def kv_bytes_per_token(m: dict) -> int | None:
 def _steps(trace: Trace, window: Window, phase_map) -> list[dict]:
     s = trace.spans
     strs = trace.strings.as_list()
-    ann = np.flatnonzero((s.kind == SpanKind.ANNOTATION) & (s.end_ns > window.start_ns) & (s.start_ns < window.end_ns))
+    ann = np.flatnonzero((s.kind == SpanKind.ANNOTATION) & overlap(s.start_ns, s.end_ns, window))
     if not len(ann):
         return []
     names = s.name[ann]
@@ -155,7 +156,7 @@ def _steps(trace: Trace, window: Window, phase_map) -> list[dict]:
     # start to the last end of that work (CUDA-graph replays run after the host has left the step)
     from .classify import gpu_work_mask
     from .links import launchers_for
-    g = gpu_work_mask(trace) & (s.start_ns >= window.start_ns) & (s.start_ns < window.end_ns)
+    g = gpu_work_mask(trace) & starts_inside(s.start_ns, window)
     gi = np.flatnonzero(g)
     src = launchers_for(trace, gi)
     ok = src >= 0

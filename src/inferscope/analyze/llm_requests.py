@@ -8,6 +8,7 @@ import numpy as np
 
 from ..trace.kinds import SpanKind
 from ..trace.model import Trace
+from .select import inside
 from .window import Window
 
 
@@ -29,7 +30,7 @@ def requests(trace: Trace, window: Window, steps: list[dict]) -> list[dict]:
     requests of asyncio tasks on one thread keep their own marks); marks without one go by thread and time."""
     s = trace.spans
     strs = trace.strings.as_list()
-    ann = np.flatnonzero((s.kind == SpanKind.ANNOTATION) & (s.start_ns >= window.start_ns) & (s.end_ns <= window.end_ns)
+    ann = np.flatnonzero((s.kind == SpanKind.ANNOTATION) & inside(s.start_ns, s.end_ns, window)
                         & (s.detail >= 0))
     if not len(ann):
         return []

@@ -16,6 +16,9 @@ count / window seconds, as for requests.  Unknown (null) when a counted step is 
 """
 from __future__ import annotations
 
+import numpy as np
+
+from . import select
 from .window import Window
 
 BASIS = ("serving step annotations (derived from their names, not measured): generated = one token per decode "
@@ -41,7 +44,8 @@ def step_tokens(steps: list[dict], window: Window) -> tuple[dict | None, list[st
     """{"prompt", "generated", "steps", "basis"} over the serving steps wholly inside the window (None when there
     is none), and warnings."""
     warnings: list[str] = []
-    inside = [r for r in steps if r["start_ns"] >= window.start_ns and r["end_ns"] <= window.end_ns]
+    held = select.inside(np.asarray([r["start_ns"] for r in steps]), np.asarray([r["end_ns"] for r in steps]), window)
+    inside = [r for r, k in zip(steps, held.tolist()) if k]
     cut = len(steps) - len(inside)
     if not any(r["source"] in ("exec", "sgl") for r in inside):
         return None, warnings

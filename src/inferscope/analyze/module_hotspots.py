@@ -20,7 +20,7 @@ from ..trace.model import Trace
 from .classify import gpu_work_mask
 from .efficiency import _nearest_marked_ancestor, count_ops
 from .links import launchers_for
-from .select import clipped_durations, in_window
+from .select import clipped_durations, in_window, starts_inside
 from .window import Window
 
 PREFIX = "nn.Module: "
@@ -96,8 +96,8 @@ def module_hotspots(trace: Trace, window: Window, top_n: int = 20) -> dict | Non
     calls = np.bincount(wp, minlength=npaths)
     cpu_ns = np.bincount(wp, weights=clipped_durations(trace, win, window).astype(np.float64), minlength=npaths)
     # GPU: kernels starting in the window, by the innermost module around their launching call
-    gw = np.flatnonzero(gpu_work_mask(trace) & (s.kind == SpanKind.KERNEL) & (s.start_ns >= window.start_ns)
-                        & (s.start_ns < window.end_ns))
+    gw = np.flatnonzero(gpu_work_mask(trace) & (s.kind == SpanKind.KERNEL)
+                        & starts_inside(s.start_ns, window))
     kdur = (s.end_ns[gw] - s.start_ns[gw]).astype(np.float64)
     lau = launchers_for(trace, gw)
     kmod = np.full(len(gw), -1, dtype=np.int64)

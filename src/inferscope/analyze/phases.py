@@ -24,6 +24,7 @@ import re
 
 import numpy as np
 
+from .select import overlap, starts_inside
 from .stats import fast_unique
 
 from ..trace.kinds import SpanKind
@@ -74,7 +75,7 @@ def phase_matcher(phase_map: dict | None):
 
 def _launch_table(trace: Trace, window: Window):
     s = trace.spans
-    g = gpu_work_mask(trace) & (s.start_ns >= window.start_ns) & (s.start_ns < window.end_ns)
+    g = gpu_work_mask(trace) & starts_inside(s.start_ns, window)
     gi = np.flatnonzero(g)
     src = launchers_for(trace, gi)
     dur = (s.end_ns[gi] - s.start_ns[gi]).astype(np.int64)
@@ -90,7 +91,7 @@ def _launch_table(trace: Trace, window: Window):
 def phases(trace: Trace, window: Window, phase_map: dict | None = None, max_steps: int = 100) -> dict:
     s = trace.spans
     lo, hi = window.start_ns, window.end_ns
-    rng = codes_in(s.kind, [SpanKind.STEP, SpanKind.ANNOTATION]) & (s.end_ns > lo) & (s.start_ns < hi) & (s.end_ns > s.start_ns)
+    rng = codes_in(s.kind, [SpanKind.STEP, SpanKind.ANNOTATION]) & overlap(s.start_ns, s.end_ns, window) & (s.end_ns > s.start_ns)
     ridx = np.flatnonzero(rng)
     ltrack, lstart, ldur, total_gpu = _launch_table(trace, window)
     cum = np.concatenate(([0], np.cumsum(ldur)))

@@ -41,10 +41,11 @@ from ..trace.model import Trace, codes_in
 from .classify import launch_api_mask, sync_api_mask
 from .intervals import overlap_with_union, union
 from .sample_labels import function_of
+from .select import starts_inside
 from .stats import fast_unique
 from .steady import Guards, describe_first_step, first_step_startup
 from .threads import child_process_tracks
-from .window import main_start_ns, process_start_ns
+from .window import Window, main_start_ns, process_start_ns
 
 RELEASE_API_RE = re.compile(r"(?i)unload|destroy|free|release|unmap|unregister|deinit|finali[sz]e|reset")
 COPY_API_RE = re.compile(r"(?i)memcpy|memset")
@@ -98,12 +99,12 @@ def startup_calls(trace: Trace, lo: int, hi: int) -> np.ndarray:
     """
     s = trace.spans
     own = (s.kind != SpanKind.OVERHEAD) & (s.kind != SpanKind.MARK) & (s.end_ns > s.start_ns) \
-        & (s.start_ns >= lo) & (s.start_ns < hi)
+        & starts_inside(s.start_ns, Window(lo, hi))
     if not own.any() or hi <= lo:
         return np.zeros(0, dtype=np.int64)
     lo_own = int(s.start_ns[own].min())
     limit = lo_own + (hi - lo_own) // 2
-    gw = codes_in(s.kind, [int(k) for k in GPU_WORK_KINDS]) & (s.start_ns >= lo) & (s.start_ns < hi)
+    gw = codes_in(s.kind, [int(k) for k in GPU_WORK_KINDS]) & starts_inside(s.start_ns, Window(lo, hi))
     if gw.any():   # context creation and lazy loading come before the first GPU work, wherever that is
         limit = max(limit, int(s.start_ns[gw].min()))
     cand = _outlier_calls(trace, lo, hi, limit)
@@ -162,7 +163,7 @@ def _outlier_calls(trace: Trace, lo: int, hi: int, limit: int) -> np.ndarray:
     if len(idx) == 0:
         return idx.copy()
     st = s.start_ns[idx]
-    cand = idx[(st >= lo) & (st < limit)]
+    cand = idx[starts_inside(st, Window(lo, limit))]
     # inside a step the first_step rule decides (a long call in a typical step is steady work); serving
     # engines' step ranges (vLLM execute_..., SGLang step[...], analyze/llm.py) are steps too
     from .llm import EXEC_RE, SGL_RE

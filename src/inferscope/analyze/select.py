@@ -1,21 +1,68 @@
-"""Span selection by window and small grouped sums, shared by kernels, per_pid, nvtx_attribution
-and nsys_extras so they select the same spans and time them the same way."""
+"""The one window API of analyze/ (and fleet/, compare/): which intervals a window holds, and how
+they are cut to it; plus small grouped sums.
+
+A window is a ``window.Window`` (never a dict) or None (the whole trace).  It is the half-open
+[start_ns, end_ns); an interval is [start, end).  The rules (numpy boolean masks, int64 ns):
+
+- ``overlap(starts, ends, w)``:  start < w.end_ns and end > w.start_ns   (some of it inside; a zero-length
+  interval counts when start_ns < t < end_ns, not at t == start_ns)
+- ``starts_inside(starts, w)``:  w.start_ns <= start < w.end_ns          (``include_end=True``: also start ==
+  w.end_ns, the closed window kept by the counter/serving readings that always used it)
+- ``inside(starts, ends, w)``:   start >= w.start_ns and end <= w.end_ns  (all of it inside; a zero-length
+  interval at t counts for start_ns <= t <= end_ns)
+- ``clip(starts, ends, w)``:     (max(start, w.start_ns), min(end, w.end_ns)), the end never before the start
+
+``in_window`` (indices of spans of a mask: the closed-edge rule kernels, per_pid, nvtx_attribution,
+nsys_extras, copies, culprits, ... share) and ``clipped_durations`` are the section-level forms.
+No module of analyze/ writes its own window comparison (tests/test_window_api.py scans for one).
+"""
 from __future__ import annotations
 
 import numpy as np
 
 from ..trace.model import Trace
 from .stats import fast_unique
+from .window import Window
 
 I64_MIN, I64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
 
 
-def window_bounds(window) -> tuple[int, int]:
+def window_bounds(window: Window | None) -> tuple[int, int]:
+    """(start_ns, end_ns) of a Window; None: the whole int64 range.  Anything else is a TypeError
+    (a dict or a look-alike once silently meant "whole trace")."""
     if window is None:
         return I64_MIN, I64_MAX
-    lo = getattr(window, "start_ns", None)
-    hi = getattr(window, "end_ns", None)
-    return (I64_MIN if lo is None else int(lo)), (I64_MAX if hi is None else int(hi))
+    if not isinstance(window, Window):
+        raise TypeError(f"window must be a Window or None, not {type(window).__name__}")
+    return int(window.start_ns), int(window.end_ns)
+
+
+def overlap(starts: np.ndarray, ends: np.ndarray, w: Window | None) -> np.ndarray:
+    """Mask: the interval [start, end) has a part inside [w.start_ns, w.end_ns)."""
+    lo, hi = window_bounds(w)
+    return (np.asarray(starts) < hi) & (np.asarray(ends) > lo)
+
+
+def starts_inside(starts: np.ndarray, w: Window | None, *, include_end: bool = False) -> np.ndarray:
+    """Mask: w.start_ns <= start < w.end_ns (<= w.end_ns with include_end)."""
+    lo, hi = window_bounds(w)
+    st = np.asarray(starts)
+    return (st >= lo) & ((st <= hi) if include_end else (st < hi))
+
+
+def inside(starts: np.ndarray, ends: np.ndarray, w: Window | None) -> np.ndarray:
+    """Mask: the whole interval lies in the window (start >= w.start_ns and end <= w.end_ns)."""
+    lo, hi = window_bounds(w)
+    return (np.asarray(starts) >= lo) & (np.asarray(ends) <= hi)
+
+
+def clip(starts: np.ndarray, ends: np.ndarray, w: Window | None) -> tuple[np.ndarray, np.ndarray]:
+    """The intervals cut to the window, same length and order: (max(start, lo), min(end, hi)), an
+    interval outside the window left empty (end == start).  ``intervals.clip`` drops the empty ones."""
+    lo, hi = window_bounds(w)
+    st = np.maximum(starts, lo)
+    en = np.minimum(ends, hi)
+    return st, np.maximum(en, st, out=en)
 
 
 def clipped_durations(trace: Trace, idx: np.ndarray, window) -> np.ndarray:

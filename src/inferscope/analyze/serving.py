@@ -26,6 +26,7 @@ import numpy as np
 from .. import thresholds as T
 from ..trace.kinds import SpanKind, TrackKind
 from ..trace.model import Trace
+from .select import inside, starts_inside
 from .window import Window
 
 _CACHE_CTR = re.compile(r"(?:^|[:._/])(?:gpu_|cpu_)?(?:prefix_|kv_)?cache_(hits|queries|hit_rate)(?:_total|_pct)?$", re.I)
@@ -63,7 +64,7 @@ def _scope_errors(trace: Trace, window: Window) -> tuple[list[dict], dict]:
     strs = trace.strings
     cats = [i for i in (strs.get(c) for c in SCOPE_CATS) if i >= 0]
     idx = np.flatnonzero((s.kind == SpanKind.ANNOTATION) & (s.detail >= 0) & np.isin(s.cat, cats)
-                         & (s.start_ns >= window.start_ns) & (s.end_ns <= window.end_ns)) if cats else np.zeros(0, np.int64)
+                         & inside(s.start_ns, s.end_ns, window)) if cats else np.zeros(0, np.int64)
     uniq = np.unique(s.detail[idx])
     err_of = {}
     for d in uniq.tolist():
@@ -99,7 +100,7 @@ def _cache(trace: Trace, window: Window, reqs: list[dict]) -> dict:
     s = trace.spans
     strs = trace.strings
     hit_id, miss_id = strs.get("cache_hit"), strs.get("cache_miss")
-    inw = (s.start_ns >= window.start_ns) & (s.start_ns <= window.end_ns)
+    inw = starts_inside(s.start_ns, window, include_end=True)   # closed: a mark at end_ns counts
     mk = inw & (s.kind == SpanKind.MARK)
     hits = int(np.count_nonzero(mk & (s.name == hit_id))) if hit_id >= 0 else 0
     miss = int(np.count_nonzero(mk & (s.name == miss_id))) if miss_id >= 0 else 0
@@ -121,7 +122,7 @@ def _cache(trace: Trace, window: Window, reqs: list[dict]) -> dict:
         m = _CACHE_CTR.search(nm)
         if m is None:
             continue
-        sel = (c.track == t) & (c.ts_ns >= window.start_ns) & (c.ts_ns <= window.end_ns)
+        sel = (c.track == t) & starts_inside(c.ts_ns, window, include_end=True)
         ts, v = c.ts_ns[sel], c.value[sel]
         o = np.argsort(ts, kind="stable")
         v = v[o][np.isfinite(v[o])]
@@ -152,8 +153,8 @@ def _scope_cache(trace: Trace, window: Window) -> tuple[int, int]:
     """(hits, misses) of scope(..., cache_hit=) ranges in the window."""
     s = trace.spans
     strs = trace.strings
-    idx = np.flatnonzero((s.kind == SpanKind.ANNOTATION) & (s.detail >= 0) & (s.start_ns >= window.start_ns)
-                         & (s.end_ns <= window.end_ns))
+    idx = np.flatnonzero((s.kind == SpanKind.ANNOTATION) & (s.detail >= 0)
+                         & inside(s.start_ns, s.end_ns, window))
     d, cnt = np.unique(s.detail[idx], return_counts=True)
     h = m = 0
     for di, k in zip(d.tolist(), cnt.tolist()):

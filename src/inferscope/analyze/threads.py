@@ -19,7 +19,8 @@ from ..trace.kinds import FlowKind, SpanKind, TrackKind
 from ..trace.model import Trace, codes_in
 from .classify import launch_api_mask
 from .intervals import clip, total
-from .window import SCOPE_CAT
+from .select import overlap
+from .window import SCOPE_CAT, Window
 
 
 def critical_tracks(trace: Trace) -> tuple[np.ndarray, str]:
@@ -107,7 +108,7 @@ def threads(trace: Trace, window) -> dict:
     crit, rule = critical_tracks(trace)
     s, tr = trace.spans, trace.tracks
     lo, hi = int(window.start_ns), int(window.end_ns)
-    host = (tr.kind == TrackKind.CPU_THREAD)[s.track] & (s.end_ns > s.start_ns) & (s.start_ns < hi) & (s.end_ns > lo) \
+    host = (tr.kind == TrackKind.CPU_THREAD)[s.track] & (s.end_ns > s.start_ns) & overlap(s.start_ns, s.end_ns, window) \
         & (s.kind != SpanKind.OVERHEAD) & (s.kind != SpanKind.MARK)
     idx = np.flatnonzero(host)
     rows = []
@@ -172,7 +173,7 @@ def waited_for(trace: Trace, window, top_n: int = 8) -> list[dict]:
     if wait_ns <= 0:
         return []
     off = [trace.strings.get(n) for n in OFF_CPU_CLASSES]
-    m = (s.kind == SpanKind.CPU_SAMPLE) & oth[s.track] & ~np.isin(s.name, off) & (s.start_ns < hi) & (s.end_ns > lo)
+    m = (s.kind == SpanKind.CPU_SAMPLE) & oth[s.track] & ~np.isin(s.name, off) & overlap(s.start_ns, s.end_ns, Window(lo, hi))
     idx = np.flatnonzero(m)
     if not len(idx):
         return []

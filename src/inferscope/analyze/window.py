@@ -32,6 +32,13 @@ class Window:
                 "kind": self.kind, "dur_ms": round(self.dur_ms, 6)}
 
 
+def window_from_report(d) -> Window | None:
+    """The Window of a report.json ``window`` dict; None when it has no int start_ns/end_ns."""
+    if not isinstance(d, dict) or not isinstance(d.get("start_ns"), int) or not isinstance(d.get("end_ns"), int):
+        return None
+    return Window(d["start_ns"], d["end_ns"], str(d.get("label", "whole trace")), str(d.get("kind", "trace")))
+
+
 SCOPE_CAT = "inferscope.scope"
 LLM_CAT = "inferscope.llm"        # live Hugging Face generate() calls (collect/llmhook.py)
 

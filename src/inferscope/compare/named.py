@@ -16,14 +16,13 @@ def _named_from_trace(side: Side) -> dict[str, dict[str, tuple[float, int]]]:
     import numpy as np
     from ..analyze.sample_labels import function_of
     from ..analyze.select import clipped_durations, group_sum, in_window
+    from ..analyze.window import Window
     from ..trace.kinds import SpanKind
     t = side.trace
     s = t.spans
     w = side.report.get("window") or {}
 
-    class _W:
-        start_ns = int(w.get("start_ns", -2**62))
-        end_ns = int(w.get("end_ns", 2**62))
+    _W = Window(int(w.get("start_ns", -2**62)), int(w.get("end_ns", 2**62)))
     out: dict[str, dict[str, tuple[float, int]]] = {}
     for label, mask, key in (("kernel", (s.kind == SpanKind.KERNEL) | (s.kind == SpanKind.GRAPH_LAUNCH), s.name),
                              ("cpu_op", s.kind == SpanKind.CPU_OP, s.name),

@@ -138,8 +138,9 @@ def analyze_one(src: str, outdir: str, folder: str, output_formats: str | None, 
         return {"source": src, "report_dir": None, "error": f"internal error: {type(e).__name__}: {' '.join(str(e).split())[:300]}"}, [], None
     prof = rank_profile(result, os.path.abspath(src))
     if prof is not None:   # the collectives' offsets per step need the trace, not only the report
+        from ..analyze.window import window_from_report
         from .cross_rank_comm import collective_steps
-        prof["collectives"] = collective_steps(trace, result.get("window") or {})
+        prof["collectives"] = collective_steps(trace, window_from_report(result.get("window")))
     return summary_row(Path(src), result, folder), finding_rows(Path(src), result), prof
 
 

@@ -30,22 +30,23 @@ RULE = ("wait = latest rank's start offset - this rank's start offset, clipped t
         "of one name in a step; steps matched by name (else position)")
 
 
-def collective_steps(trace, window: dict, max_steps: int = 100, cap: int = CROSS_RANK_MAX_COLLECTIVES) -> dict | None:
+def collective_steps(trace, window, max_steps: int = 100, cap: int = CROSS_RANK_MAX_COLLECTIVES) -> dict | None:
     """Per step of the window: its communication kernels as [name index, k, offset_us, dur_us].  None when the
-    window has no step or no communication kernel launched inside one.  At most ``cap`` instances: later steps
+    window (an analyze.window.Window; None: no window known) has no step or no communication kernel launched inside one.  At most ``cap`` instances: later steps
     are left out whole (``truncated``)."""
     from ..analyze.classify import comm_kernel_mask, gpu_work_mask
     from ..analyze.links import launchers_for
+    from ..analyze.select import overlap, starts_inside, window_bounds
     from ..trace.kinds import SpanKind
-    if not isinstance(window.get("start_ns"), int) or not isinstance(window.get("end_ns"), int):
+    if window is None:
         return None
+    window_bounds(window)    # a TypeError for anything but a Window
     s = trace.spans
-    lo, hi = window["start_ns"], window["end_ns"]
-    st = np.flatnonzero((s.kind == SpanKind.STEP) & (s.end_ns > lo) & (s.start_ns < hi) & (s.end_ns > s.start_ns))
+    st = np.flatnonzero((s.kind == SpanKind.STEP) & overlap(s.start_ns, s.end_ns, window) & (s.end_ns > s.start_ns))
     if not len(st):
         return None
     st = st[np.argsort(s.start_ns[st], kind="stable")][:max_steps]
-    gi = np.flatnonzero(gpu_work_mask(trace) & (s.start_ns >= lo) & (s.start_ns < hi))
+    gi = np.flatnonzero(gpu_work_mask(trace) & starts_inside(s.start_ns, window))
     src = launchers_for(trace, gi)
     ok = src >= 0
     gi, src = gi[ok], src[ok]
