@@ -336,6 +336,11 @@ def case_cpu_oversubscription():
         "children.processes[0].cpu_s_in_window"
     assert "torch.set_num_threads(1)" in f["suggestion"] and "num_workers=1" in f["suggestion"]
     assert "cpu_oversubscription" in finding(res, "cpu_compute")["suggestion"]     # not just "use bf16 or a GPU"
+    # the main process mostly waits for its busy workers (they are the bottleneck): keep them, cut torch threads
+    res = run(_cpu_threads(torch_threads=2, cpus="0-1", workers=(0.6, 0.5), compute_us=200_000), "all")
+    f = finding(res, "cpu_oversubscription")
+    assert "torch.set_num_threads(1)" in f["suggestion"] and "num_workers" not in f["suggestion"]
+    assert "keep the 2 worker(s)" in f["suggestion"] and f["evidence"]["main_waiting_pct"] == 80.0
     # idle workers (a full queue) are not competing: 1 torch thread + workers at 5 % of the window fit 2 CPUs
     assert finding(run(_cpu_threads(torch_threads=1, cpus="0-1", workers=(0.05, 0.05)), "all"), "cpu_oversubscription") is None
     # 1 torch thread + 1 busy worker on 2 CPUs: fits

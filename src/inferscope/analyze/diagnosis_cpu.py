@@ -61,9 +61,20 @@ def cpu_oversubscription(res: dict, found: dict) -> dict | None:
     if rq:
         e.cite("main_runq_pct", "counters.main_runq_pct", 1)
         txt.append(f"The main thread was runnable but waiting for a CPU {rq:.1f}% of the time (run queue): what the sharing costs it.")
-    sugg = (f"Keep torch threads + busy workers <= {cpus}: torch.set_num_threads({threads}) in the main process"
-            + (f" and DataLoader(num_workers={workers}) (or fewer pool workers)" if workers < len(busy) else "")
-            + "; or give the process more CPUs (taskset / cgroup cpuset).")
+    wait, comp = _pct(res, "waiting"), _pct(res, "cpu_compute")
+    if wait > comp:
+        # the main process mostly waits - for its workers' data: they are the bottleneck, and fewer of them would slow
+        # the whole pipeline (zoo_dl_oversub with num_workers 2 -> 1: 1.2 s slower, bench_whatif 2026-11-29)
+        e.cite("main_waiting_pct", "breakdown[waiting].pct", 1)
+        txt.append(f"The main process waits {wait:.1f}% of the window (its workers feed it) and computes {comp:.1f}%: "
+                   "the workers are the pipeline's bottleneck, so the cores should go to them.")
+        sugg = (f"Give the workers the cores: torch.set_num_threads(1) in the main process and keep the {len(busy)} "
+                "worker(s) (fewer would starve the main process further); or give the process more CPUs "
+                "(taskset / cgroup cpuset).")
+    else:
+        sugg = (f"Keep torch threads + busy workers <= {cpus}: torch.set_num_threads({threads}) in the main process"
+                + (f" and DataLoader(num_workers={workers}) (or fewer pool workers)" if workers < len(busy) else "")
+                + "; or give the process more CPUs (taskset / cgroup cpuset).")
     return e.finding("cpu_oversubscription", "medium", "More busy threads than CPUs (torch threads + worker processes)",
                      txt, sugg)
 
