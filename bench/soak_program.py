@@ -18,7 +18,6 @@ Stdout (parsed by soak.py; one line each):
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
