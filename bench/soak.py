@@ -11,7 +11,8 @@ forward with torch threads 1, Python postprocessing, a few ms of sleep; ``scope(
 While 3. runs this script samples VmRSS of the profiled program (the child of `inferscope run`, found
 through /proc/<pid>/task/<pid>/children; the collector lives in it) and of the `inferscope run` parent
 every --rss-every-s, and the crash journal's size.  Recorded: RSS over time and its growth after the
-first minute (after half the run when it is shorter than 2 minutes), the kept trace's size, events,
+first minute (after half the run when it is shorter than 2 minutes; samples up to the program's last
+line: those after it, while the collector builds the trace at exit, give the exit peak apart), the kept trace's size, events,
 buffer capacity and dropped events (meta.collection), "trace buffer overflow" lines on stderr and in
 report.json's warnings, and the time from the program's last line (``soak_end``, its time.time()
 just before it returns) to report.json's mtime and to the command's end.  The same RSS sampling is
@@ -106,7 +107,7 @@ def run_sampled(cmd: list[str], env: dict, workdir: Path, every_s: float, under_
             if prog_pid is not None and prog_exit_unix_s is None:
                 rss = vmrss_kb(prog_pid)
                 if rss is not None:
-                    samples.append({"t_s": round(now - t0, 3), "program_rss_kb": rss,
+                    samples.append({"t_s": round(now - t0, 3), "unix_s": round(now, 3), "program_rss_kb": rss,
                                     "run_parent_rss_kb": vmrss_kb(p.pid) if under_run else None})
             if journal:
                 journal_max = max(journal_max, file_size(journal))
@@ -120,6 +121,12 @@ def run_sampled(cmd: list[str], env: dict, workdir: Path, every_s: float, under_
                overflow_lines_stderr=sum(OVERFLOW in ln for ln in stderr.splitlines()),
                program_exit_seen_unix_s=prog_exit_unix_s, journal_max_bytes=journal_max)
     return rec
+
+
+def split_at_end(samples: list[dict], end_unix_s: float) -> tuple[list[dict], list[dict]]:
+    """Samples up to the program's last line (steady state) and after it (the collector building and writing
+    the trace at exit: a transient, reported apart as the exit peak)."""
+    return [s for s in samples if s["unix_s"] <= end_unix_s], [s for s in samples if s["unix_s"] > end_unix_s]
 
 
 def rss_growth(samples: list[dict], duration_s: float) -> dict:
@@ -207,11 +214,14 @@ def main(argv=None) -> int:
     coll = tr.meta.get("collection", {})
     rep = json.loads((sd / "report.json").read_text())
     duration_s = soak["end_unix_s"] - soak["start_unix_s"]
+    steady, at_exit = split_at_end(soak["rss_samples"], soak["end_unix_s"])
     res = {
         "out": str(out), "duration_s": duration_s, "requests": soak["requests"], "requests_per_s": soak["requests_per_s"],
         "rates": tick_rates(soak),
-        "rss": rss_growth(soak["rss_samples"], duration_s),
-        "base_rss": rss_growth(base["rss_samples"], base["end_unix_s"] - base["start_unix_s"]),
+        "rss": rss_growth(steady, duration_s),
+        "exit_peak_rss_mb": max((x["program_rss_kb"] for x in at_exit), default=0) / 1024 or None,
+        "base_rss": rss_growth(split_at_end(base["rss_samples"], base["end_unix_s"])[0],
+                               base["end_unix_s"] - base["start_unix_s"]),
         "trace_bytes": file_size(str(sd / "trace.iscope")), "trace_events": int(tr.n_events),
         "buffer_capacity_events": coll.get("buffer_capacity_events"), "trace_size_mb": coll.get("trace_size_mb"),
         "dropped_events": coll.get("dropped_events"), "journal_max_bytes": soak["journal_max_bytes"],
@@ -246,6 +256,7 @@ def print_table(r: dict) -> None:
          f" ({rss['samples']} samples, mark {f(rss.get('mark_s'), '.0f')} s)"),
         ("program RSS growth after the mark (MB)", f"{f(rss.get('growth_after_mark_mb'))} "
          f"(uninstrumented, {o['requests']} requests: {f(b.get('growth_after_mark_mb'))})"),
+        ("program RSS while writing the trace at exit, max (MB)", f(r["exit_peak_rss_mb"])),
         ("program RSS slope over the second half (MB/min)", f(rss.get("second_half_slope_mb_per_min"), ".2f")),
         ("`inferscope run` parent RSS max (MB)", f(rss.get("run_parent_max_mb"))),
         ("trace", f"{r['trace_bytes'] / 1e6:.2f} MB, {r['trace_events']} events; buffer {f(r['trace_size_mb'], 'g')} MB"

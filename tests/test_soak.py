@@ -44,6 +44,12 @@ def test_rss_growth_is_measured_after_the_first_minute():
     assert _soak().rss_growth(s[:3], duration_s=60)["at_mark_mb"] == 200
 
 
+def test_samples_after_the_programs_last_line_are_the_exit_transient():
+    s = [{"unix_s": u, "program_rss_kb": 1} for u in (10.0, 20.0, 30.0, 30.5)]
+    steady, at_exit = _soak().split_at_end(s, end_unix_s=30.0)
+    assert [x["unix_s"] for x in steady] == [10.0, 20.0, 30.0] and [x["unix_s"] for x in at_exit] == [30.5]
+
+
 def test_tick_rates_first_and_last_minute():
     # planted: 10 requests/s for the first 60 s, then 5 requests/s up to 180 s
     rec = {"start_unix_s": 0.0, "ticks": [(float(t), 10 * t if t <= 60 else 600 + 5 * (t - 60)) for t in range(10, 180, 10)],
