@@ -18,6 +18,8 @@ MAX_BYTES = 4 << 20       # (a report is tens of KB; anything bigger is not one 
 def _reports(base: Path) -> list[Path]:
     out = []
     for p in sorted(base.rglob("*.md")):
+        if p.name == "README.md":       # (make_examples' index of the example reports links them: not a report)
+            continue
         try:
             if p.is_file() and p.stat().st_size <= MAX_BYTES and "InferScope" in p.read_text(errors="replace")[:4096]:
                 out.append(p)
