@@ -294,6 +294,7 @@ def test_numpy_mlp(tmp_path):
     assert _ranking_ok(res), res
 
 
+@pytest.mark.live_retry
 def test_torch_ops_as_preprocessing(tmp_path):
     """Pure-Python row building (`preprocess_rows`, ~2-5 %), torch ops as preprocessing (tensor from lists,
     normalise, interpolate) and a conv: ~94 % cpu_compute by the truth's rule.  framework_python read 12.4 % for

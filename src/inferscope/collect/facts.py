@@ -82,55 +82,42 @@ class FactLog:
             return False
         return True
 
-    def drain(self, s, st, pend: list, samples: list) -> None:
-        if self.truncated or not self._count(len(pend) + len(samples)):
+    def _append(self, st, ev: tuple, items: int = 0) -> None:
+        """``ev`` appended to the thread's log; ``items`` ticks / samples count toward FACTS_MAX_ITEMS."""
+        if self.truncated or (items and not self._count(items)):
             return
-        ev = self._log(st)
-        if ev is not None:
-            k = st.kst
-            ev.append(("R", pend, samples, list(st.sigobs), s._native_role(), st.perf is not None,
-                       st.clk is not None, None if k is None else (k.fault_cost(), k.kernel_share())))
+        log = self._log(st)
+        if log is not None:
+            log.append(ev)
+
+    def drain(self, s, st, pend: list, samples: list) -> None:
+        if self.truncated:
+            return
+        k = st.kst
+        self._append(st, ("R", pend, samples, list(st.sigobs), s._native_role(), st.perf is not None,
+                          st.clk is not None, None if k is None else (k.fault_cost(), k.kernel_share())),
+                     len(pend) + len(samples))
 
     def tick(self, st, t: int, cls, label) -> None:
-        if self.truncated or not self._count(1):
-            return
-        ev = self._log(st)
-        if ev is not None:
-            ev.append(("T", t, cls, label, st.clk is not None))
+        self._append(st, ("T", t, cls, label, st.clk is not None), 1)
 
     def keep(self, st, t: int, label) -> None:
-        if self.truncated or not self._count(1):
-            return
-        ev = self._log(st)
-        if ev is not None:
-            ev.append(("K", t, label))
+        self._append(st, ("K", t, label), 1)
 
     def obs(self, st, rec: tuple) -> None:
-        if self.truncated or not self._count(1):
-            return
-        ev = self._log(st)
-        if ev is not None:
-            ev.append(("B", *rec))
+        self._append(st, ("B", *rec), 1)
 
     def owed_pending(self, st, ns: int) -> None:
-        ev = None if self.truncated else self._log(st)
-        if ev is not None:
-            ev.append(("P", ns))
+        self._append(st, ("P", ns))
 
     def finish(self, st, ticks: list) -> None:
-        ev = None if self.truncated else self._log(st)
-        if ev is not None:
-            ev.append(("F", list(ticks)))
+        self._append(st, ("F", list(ticks)))
 
     def owed(self, st, ns: int) -> None:
-        ev = None if self.truncated else self._log(st)
-        if ev is not None:
-            ev.append(("O", ns))
+        self._append(st, ("O", ns))
 
     def close(self, st, stop: bool) -> None:
-        ev = None if self.truncated else self._log(st)
-        if ev is not None:
-            ev.append(("X",) if stop else ("E",))
+        self._append(st, ("X",) if stop else ("E",))
 
     def encode(self, pid: int, idle_tids=()) -> bytes:
         """The log as msgpack; ``idle_tids``: threads never seen on CPU, whose runs the trace leaves out

@@ -12,7 +12,7 @@ from . import kernel_time as K
 from .gcpauses import collector_off, collector_on
 from .layout import LONG_INTERVAL_TICKS
 from .sampler_tick import TickEnv, tick_threads
-from .thread_state import (GIL_WAIT_NS, IMPORT_RATE_DIVISOR, PERF_PERIOD_NS, RESOLVE_NS, _close, _decides, _import_probe,
+from .thread_state import (GIL_WAIT_NS, IMPORT_RATE_DIVISOR, PERF_PERIOD_NS, RESOLVE_NS, _decides, _import_probe,
                            _runq_ns, _switch_interval_s)
 
 
@@ -337,14 +337,7 @@ def _reap(s, frames: dict) -> None:
     threads = s.threads
     live = set(frames)
     for ident in [i for i in threads if i not in live]:
-        gone = threads.pop(ident)
-        s._finish(gone, s.cpu_marks.pop(ident, None))
-        if s.facts is not None:
-            s.facts.close(gone, False)
-        s._emit(gone)
-        _close(gone)
-        if s.blocking is not None:
-            s.blocking.forget(gone.tid)
+        s._retire(threads.pop(ident), s.cpu_marks.pop(ident, None))
     # scope() edges' CPU readings of threads that ended (bounded per thread, not in number of threads)
     for ident in [i for i in s.cpu_marks if i not in live]:
         s.cpu_marks.pop(ident, None)

@@ -106,6 +106,17 @@ class ThreadsMixin:
         st.t, st.cpu = te, ce
         self._resolve(st)
 
+    def _retire(self, st: _ThreadState, marks=None) -> None:
+        """A thread that ended (or whose ident a new thread reuses): its last intervals laid (_finish), its log and
+        open run closed, its files and probe state released."""
+        self._finish(st, marks)
+        if self.facts is not None:
+            self.facts.close(st, False)
+        self._emit(st)
+        _close(st)
+        if self.blocking is not None:
+            self.blocking.forget(st.tid)
+
     def _owed_open_run(self, st: _ThreadState, ns: int) -> None:
         """The last ``ns`` of the thread's open 'waiting' run were a run-queue wait (layout.owed_run_queue): that
         run ends there, a run_queue run takes the rest up to the previous tick."""

@@ -53,13 +53,7 @@ def _thread_for(env: TickEnv, ident, frame, t: int, idmap: dict, perf_maps, perf
         # the thread behind this ident ended and a new one reuses it (glibc reuses a
         # finished thread's pthread_t): close the old one's run, register the new one
         threads.pop(ident)
-        s._finish(st)
-        if s.facts is not None:
-            s.facts.close(st, False)
-        s._emit(st)
-        _close(st)
-        if s.blocking is not None:
-            s.blocking.forget(st.tid)
+        s._retire(st)
         st = None
     if st is None:
         if tho is not None and tho.name.startswith("inferscope-"):
