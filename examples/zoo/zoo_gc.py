@@ -1,5 +1,5 @@
 """Planted: Python garbage-collection pauses in a request loop.  A long-lived object graph (a model's
-vocabulary and caches stand-in: ~600k small containers) is built at start-up; each request builds a
+vocabulary and caches stand-in: 500k small containers) is built at start-up; each request builds a
 per-request structure of ~40k containers that lives until the request ends (so it survives the young
 collections and counts towards a full one).  Every few requests CPython runs a full (generation-2)
 collection, which walks the whole long-lived graph with the GIL held.
