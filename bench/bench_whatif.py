@@ -24,11 +24,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 ZOO = ROOT / "examples" / "zoo"
-# (script, the finding whose suggestion --fixed applies)
+# (script, the finding whose suggestion --fixed applies); ARGS: arguments both variants get (a fixed amount of work
+# for the programs whose default loop runs for a time)
 PROGRAMS = [("zoo_lock_wait.py", "lock_wait"), ("zoo_omp_oversub.py", "cpu_oversubscription"),
             ("zoo_dl_oversub.py", "cpu_oversubscription"), ("zoo_gil.py", "gil_contention"),
             ("zoo_disk_io.py", "blocking_io"), ("zoo_pagefault.py", "page_fault_storm"),
-            ("zoo_hf_tokenizer.py", "cpu_preprocessing"), ("zoo_gc.py", "python_gc")]
+            ("zoo_hf_tokenizer.py", "cpu_preprocessing"), ("zoo_gc.py", "python_gc"),
+            ("zoo_underuse.py", "cpu_underuse"), ("zoo_runqueue.py", "cpu_run_queue")]
+ARGS = {"zoo_underuse.py": ["--work", "200"], "zoo_runqueue.py": ["--work", "1700"]}
 
 
 def _env() -> dict:
@@ -39,7 +42,7 @@ def _env() -> dict:
 def run(script: str, fixed: bool, out: Path) -> Path:
     rep = out / f"{script[:-3]}{'_fixed' if fixed else ''}.json"
     cmd = [sys.executable, "-m", "inferscope", "run", "--format", "json", "--report", str(rep), "--",
-           sys.executable, str(ZOO / script)] + (["--fixed"] if fixed else [])
+           sys.executable, str(ZOO / script), *ARGS.get(script, [])] + (["--fixed"] if fixed else [])
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=_env(), cwd=str(out))
     if r.returncode != 0 or not rep.exists():
         raise RuntimeError(f"{script} fixed={fixed}: rc={r.returncode}\n{r.stderr[-2000:]}")

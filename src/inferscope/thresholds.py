@@ -629,6 +629,11 @@ WHATIF_SCALE_MAX_WORKERS = 8
 # ticks): the fix (read once, prefetch in the background, a shorter critical section) still leaves up to this
 # fraction of the removed wait; it bounds only the range's low end.  An assumption, not a measurement.
 WHATIF_WAIT_RESIDUAL_FRACTION = 0.5
+# Scale-up model (cpu_underuse: more torch intra-op threads on idle cores): the range's low end credits each
+# added thread with this fraction of a thread's work (element-wise and small ops, bound by memory bandwidth and
+# each op's fork/join, scale sub-linearly; large GEMMs nearly linearly).  An assumption bounding the range, not
+# a measurement; bench/bench_whatif.py checks the expected value on zoo_underuse.py.
+WHATIF_THREAD_SCALING_LOW_EFFICIENCY = 0.5
 # The combined estimate (what_if.combined_saving_ms) adds the top this-many predicted findings, with
 # double-counted time removed: a user fixes the first few suggestions, not all of them.
 WHATIF_COMBINED_TOP_N = 3

@@ -35,11 +35,12 @@ Models (assumption; where the range comes from):
 
 CPU findings (live runs; their models and ranges in whatif_cpu.py): ``blocking_io``, ``lock_wait``,
 ``page_fault_storm`` (remove), ``gil_contention`` (overlap), ``cpu_oversubscription`` (scale down threads),
-``cpu_run_queue`` (remove, only when the process's own threads or workers hold the cores).
+``cpu_run_queue`` (remove, only when the process's own threads or workers hold the cores), ``cpu_underuse``
+(scale up the torch threads onto the idle cores).
 
 Not actionable (null): ``gpu_idle`` (its time is the host findings' time), ``dominant_kernel``,
 ``gpu_compute_bound``, ``low_mfu``, ``decode_low_mbu``, ``kernel_limiter`` (no measured faster kernel),
-``small_copies``, ``framework_overhead``, ``cpu_compute``, ``host_waiting``, ``cpu_underuse``,
+``small_copies``, ``framework_overhead``, ``cpu_compute``, ``host_waiting``,
 ``numa_placement``, the GPU counter findings, ``slow_steps``, ``latency_tail`` (no alternative measured in
 the trace), ``low_coverage`` (nothing to change in the program).
 """
