@@ -10,7 +10,7 @@ import pytest
 
 from conftest import kineto_params
 from inferscope.report import chrome
-from test_html_helpers import BASE, HOSTILE, make_result, make_trace
+from test_html_helpers import BASE, HOSTILE, make_result, make_trace, render_chrome
 
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "cuda_graph"}
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver"}
@@ -95,7 +95,7 @@ def check_export(doc: dict, raw: str, trace=None) -> dict:
 def test_export_synthetic(tmp_path):
     trace = make_trace()
     out = tmp_path / "timeline.json"
-    chrome.render(make_result(trace), trace, out)
+    render_chrome(make_result(trace), trace, out)
     raw = out.read_text(encoding="utf-8")
     doc = json.loads(raw)
     info = check_export(doc, raw, trace)
@@ -120,7 +120,7 @@ def test_export_synthetic(tmp_path):
 def test_export_hostile_names_stay_valid_json(tmp_path):
     trace = make_trace({"thread": HOSTILE[0], "kernel": HOSTILE[6] + "\ud800", "range": HOSTILE[5], "file": HOSTILE[1]})
     out = tmp_path / "t.json"
-    chrome.render(make_result(trace, text=HOSTILE[2]), trace, out)
+    render_chrome(make_result(trace, text=HOSTILE[2]), trace, out)
     raw = out.read_text(encoding="utf-8")
     doc = json.loads(raw)
     check_export(doc, raw, trace)
@@ -131,7 +131,7 @@ def test_export_hostile_names_stay_valid_json(tmp_path):
 def test_export_empty_trace(tmp_path):
     from inferscope.trace import TraceBuilder
     out = tmp_path / "t.json"
-    chrome.render({}, TraceBuilder().finalize(), out)
+    render_chrome({}, TraceBuilder().finalize(), out)
     doc = json.loads(out.read_text())
     assert doc["traceEvents"] and all(e["ph"] == "M" for e in doc["traceEvents"])
 
@@ -144,10 +144,10 @@ def test_us_exact():
 @pytest.mark.parametrize("path", kineto_params())
 def test_export_real_trace(tmp_path, path):
     from inferscope.analyze.options import AnalyzeOptions
-    from inferscope.analyze.pipeline import analyze
+    from inferscope.analyze.pipeline import analyze_report
     from inferscope.ingest import load_trace
     trace = load_trace(path)
-    result = analyze(trace, AnalyzeOptions())
+    result = analyze_report(trace, AnalyzeOptions())
     out = tmp_path / "timeline.json"
     chrome.render(result, trace, out)
     raw = out.read_text(encoding="utf-8")
@@ -184,7 +184,7 @@ def test_export_moves_misnested_spans(tmp_path):
     b.add_flows([idx[3]], [idx[5]], FlowKind.LAUNCH)
     trace = b.finalize()
     out = tmp_path / "t.json"
-    chrome.render({}, trace, out)
+    render_chrome({}, trace, out)
     raw = out.read_text()
     doc = json.loads(raw)
     info = check_export(doc, raw, trace)

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from inferscope.analyze.pipeline import analyze
+from inferscope.analyze.pipeline import analyze, analyze_report
+from inferscope.analyze.views import attach
 from inferscope.report import RENDERERS, get_renderer
 from inferscope.trace import CopyKind, MemKind, SpanKind
 
@@ -54,11 +55,12 @@ TRACES = {"gpu": gpu_trace, "cpu_only": cpu_trace, "hostile": hostile_trace, "ma
 @pytest.mark.parametrize("kind", sorted(TRACES))
 def test_every_renderer_on_every_trace(tmp_path, fmt, kind):
     trace = TRACES[kind]()
-    res = analyze(trace)
+    res = analyze_report(trace)          # the typed Report, with what its format draws from the trace
+    attach(res, trace, [fmt])
     out = tmp_path / ("tables" if fmt == "csv" else f"out.{fmt}")
     get_renderer(fmt)(res, trace, out)
     files = [p for p in (out.rglob("*") if out.is_dir() else [out]) if p.is_file()]
-    assert files or (fmt == "csv" and not res["tables"])
+    assert files or (fmt == "csv" and not res.tables)
     for p in files:
         data = p.read_bytes()
         assert data

@@ -29,6 +29,7 @@ import numpy as np
 
 from .. import __version__
 from ..trace.kinds import CopyKind, FlowKind, SpanKind, TrackKind
+from ..result import Report
 from ..trace.model import Trace
 from ..util.atomic import atomic_open
 
@@ -362,6 +363,6 @@ def write(trace: Trace, result: dict | None, fh) -> int:
     return count
 
 
-def render(result: dict, trace: Trace, path) -> None:
+def render(report: Report, trace: Trace, path) -> None:
     with atomic_open(path, "wb") as fh:
-        write(trace, result, fh)
+        write(trace, report.to_dict(), fh)
