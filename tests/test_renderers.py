@@ -116,3 +116,22 @@ def test_cpu_only_report_hygiene(tmp_path):
     out = render_markdown(res)
     assert "(20 more rows not shown; --format csv or json writes every row)" in out
     assert "CSV table" not in build_html(res)
+
+
+def test_views_are_carried_not_encoded_and_renderers_compute_nothing(tmp_path):
+    """report.views (analyze/views.py) is what report.html and the CSVs draw beyond report.json: attaching it leaves
+    report.json byte-identical, and a renderer given a Report without views draws no strip and writes the idle-gap
+    table as report.json holds it, even with the trace at hand (report/ computes nothing from it)."""
+    import msgspec
+    trace = gpu_trace()
+    rep = analyze_report(trace)
+    raw = msgspec.json.encode(rep)
+    get_renderer("html")(rep, trace, tmp_path / "bare.html")
+    assert "No trace available." in (tmp_path / "bare.html").read_text()
+    attach(rep, trace, ["html", "csv"])
+    assert msgspec.json.encode(rep) == raw and "views" not in rep.to_dict()
+    assert rep.views.timeline is not None and rep.views.idle_gaps is not None
+    get_renderer("html")(rep, trace, tmp_path / "r.html")
+    assert "No trace available." not in (tmp_path / "r.html").read_text() and "all (breakdown)" in (tmp_path / "r.html").read_text()
+    # the strip's partition lane is the breakdown, to the nanosecond
+    assert rep.views.timeline.partition.class_ns == {c.category: c.ns for c in rep.breakdown}
