@@ -147,11 +147,3 @@ def render_html(result: dict, trace, path) -> None:
     w = result.get("window") if isinstance(result, dict) and isinstance(result.get("window"), dict) else {}
     views = views_for(trace, _num(w.get("start_ns")), _num(w.get("end_ns")), ("html",))
     atomic_write_text(path, build_html(result, views))
-
-
-def render_chrome(result: dict | None, trace, path) -> None:
-    """timeline.json of a hand-built result dict (``chrome.render`` takes the typed Report)."""
-    from inferscope.report import chrome
-    from inferscope.util.atomic import atomic_open
-    with atomic_open(path, "wb") as fh:
-        chrome.write(trace, result, fh)
