@@ -72,5 +72,6 @@ def write_reports(report, trace, outputs: list[tuple[str, Path]], outdir: Path |
     is computed first and attached as ``report.views`` (analyze/views.py): the renderers compute nothing."""
     from .analyze.views import attach
     from .report.writer import write_set
-    attach(report, trace, [f for f, _ in outputs])
+    # a single .csv file is the breakdown alone: no idle-gap list for it
+    attach(report, trace, [f for f, p in outputs if not (f == "csv" and Path(p).suffix.lower() == ".csv")])
     return write_set(report, trace, outputs, outdir, [Path(p) for p in (inputs or [])], defer_interrupt)
