@@ -221,5 +221,6 @@ def test_findings_render_escaped():
     from helpers import md_markup, md_render
     assert "blocking_io" in md and md_markup(md) == [] and "&lt;script&gt;alert(1)" in md_render(md)
     assert "&lt;" not in md    # Markdown escapes, not HTML entities
-    html = build_html(res, trace)
+    from helpers import as_report
+    html = build_html(res, as_report(res, trace, ["html"]).views)
     assert "blocking_io" in html and "<script>alert" not in html and "<img" not in html

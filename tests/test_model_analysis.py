@@ -75,7 +75,8 @@ def test_shapes_are_escaped_on_every_page(tmp_path):
     from inferscope.report import get_renderer
     tr = load_trace(MINITOY)
     res = analyze(tr, AnalyzeOptions(window="all"))
-    get_renderer("md")(res, tr, tmp_path / "report.md")
+    from helpers import as_report
+    get_renderer("md")(as_report(res, tr, ["md"]), tr, tmp_path / "report.md")
     md = (tmp_path / "report.md").read_text()
     assert "\\[5,128\\]x\\[5,128\\] (x2)" in md        # Markdown: '[' escaped like any untrusted name
 

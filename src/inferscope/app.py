@@ -16,11 +16,15 @@ def report(trace, options=None, outputs=(), outdir: Path | None = None, inputs=(
     """Analyse ``trace`` with ``options`` and write ``outputs`` ([(format, path)]) as one set; the
     files named in ``inputs`` are never overwritten.  Returns (report.json's dict, written paths).
     ``progress``: a ``util.progress.Progress`` told the analysis and writing stages, or None."""
-    from .analyze.pipeline import analyze
+    from .analyze.pipeline import analyze_report
     from .outputs import write_reports
     if progress is not None:
         progress.stage("analysing")
-    result = analyze(trace, options)
+    rep = analyze_report(trace, options)
+    if about:
+        import msgspec
+        rep.about = msgspec.structs.replace(rep.about, **about)
+    result = rep.to_dict()
     if options is not None:
         from . import log
         from .analyze.options import unmatched_option_warnings
@@ -28,9 +32,7 @@ def report(trace, options=None, outputs=(), outdir: Path | None = None, inputs=(
             log.warn(w)
     if progress is not None and outputs:
         progress.stage("writing the report")
-    if about:
-        result["about"].update(about)
-    written = write_reports(result, trace, list(outputs), outdir, list(inputs), defer_interrupt) if outputs else []
+    written = write_reports(rep, trace, list(outputs), outdir, list(inputs), defer_interrupt) if outputs else []
     return result, written
 
 

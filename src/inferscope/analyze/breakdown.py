@@ -36,28 +36,12 @@ from .stats import fast_unique
 from ..trace.kinds import CopyKind, SpanKind, TrackKind
 from ..trace.model import Trace
 from .. import classes as CL
+from ..result.base import CATEGORIES, CATEGORY_LABELS  # noqa: F401  (the vocabulary lives with the report types)
 from . import classify as C
 from .intervals import clip, coverage_on_bounds, union
 from .language import part_labels
 from .threads import critical_tracks, helper_tracks
 from .window import Window
-
-CATEGORIES = ("gpu_compute", "gpu_communication", "h2d_copy", "d2h_copy", "other_copy", "sync_wait", "cpu_preprocessing",
-              "framework_overhead", "cpu_compute", "waiting", "other")
-
-CATEGORY_LABELS = {
-    "gpu_compute": "GPU compute",
-    "gpu_communication": "GPU communication",
-    "h2d_copy": "H2D copy",
-    "d2h_copy": "D2H copy",
-    "other_copy": "Other copies / memset",
-    "sync_wait": "Sync wait",
-    "cpu_preprocessing": "CPU preprocessing",
-    "framework_overhead": "Framework overhead",
-    "cpu_compute": "CPU compute",
-    "waiting": "Waiting (off-CPU or for a CPU)",
-    "other": "Other / unattributed",
-}
 
 PART_LABELS = {
     "tokenization": "tokenization", "preprocessing": "other preprocessing", "user_code": "user code",
