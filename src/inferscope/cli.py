@@ -172,7 +172,7 @@ def _progress(args):
 
 
 def cmd_export(args) -> int:
-    from .analyze.pipeline import analyze_report
+    from .app import report
     from .ingest import load_trace
     cfg = _config(args)
     fmt = args.format or "chrome"
@@ -186,12 +186,7 @@ def cmd_export(args) -> int:
     ok = False
     try:
         trace = load_trace(args.trace, max_decompressed=_max_bytes(cfg), progress=prog)
-        if prog is not None:
-            prog.stage("analysing")
-        report = analyze_report(trace, _options_from_args(args))
-        if prog is not None:
-            prog.stage(f"writing {outputs[0][1].name}")
-        written = write_reports(report, trace, outputs, None, [args.trace])
+        written = report(trace, _options_from_args(args), outputs, None, [args.trace], progress=prog)[1]
         ok = True
     finally:
         if prog is not None:

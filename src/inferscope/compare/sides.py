@@ -61,16 +61,14 @@ def load_side(path: str, options=None, quiet: bool = True) -> Side:
     rep = _as_report(p)
     if rep is not None:
         return Side(str(p), rep, None)
-    from ..analyze.pipeline import analyze
+    from ..app import analyse
     from ..ingest import load_trace
     from ..util.progress import for_stderr
     prog = for_stderr(p.name, quiet=quiet)
     ok = False
     try:
         trace = load_trace(p, progress=prog)
-        if prog is not None:
-            prog.stage("analysing")
-        side = Side(str(p), analyze(trace, options), trace)
+        side = Side(str(p), analyse(trace, options, progress=prog)[1], trace)
         ok = True
     finally:
         if prog is not None:
