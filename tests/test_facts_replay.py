@@ -192,8 +192,10 @@ def test_cli_replay_without_facts_or_with_bad_facts_exits_2(tmp_path):
 
 
 def _harness_programs() -> set[str]:
-    """The zoo programs tests/test_zoo_truth.py runs through the harness (whose compare() checks every replay)."""
-    return set(re.findall(r'"(zoo_[a-z0-9_]+\.py)"', (Path(__file__).parent / "test_zoo_truth.py").read_text()))
+    """The zoo programs tests/test_zoo_truth.py and test_zoo_reads.py run through the harness (whose compare() checks
+    every replay)."""
+    return {m for f in ("test_zoo_truth.py", "test_zoo_reads.py")
+            for m in re.findall(r'"(zoo_[a-z0-9_]+\.py)"', (Path(__file__).parent / f).read_text())}
 
 
 OTHER_ZOO = sorted(p.name for p in ZOO.glob("zoo_*.py") if p.name != "zoo_harness.py" and p.name not in _harness_programs())
