@@ -318,9 +318,8 @@ def _io_suggestion(rows: list) -> str:
 
 def _io_words(per: list) -> str:
     """'file I/O', 'network I/O' or 'file and network I/O': which I/O calls the io rows hold."""
-    net = any(x["syscall"] in NET_CALLS for x in per)
-    return ("file and network I/O" if any(x["syscall"] not in NET_CALLS for x in per) else "network I/O") if net \
-        else "file I/O"
+    net = [x["syscall"] in NET_CALLS for x in per]
+    return "network I/O" if net and all(net) else "file and network I/O" if any(net) else "file I/O"
 
 
 def _cap(s: str) -> str:
