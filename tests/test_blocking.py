@@ -246,7 +246,7 @@ def test_io_label_restored_at_its_call_site():
     nr_read = next(n for n, nm in tbl.items() if nm == "read")
     nr_futex = next(n for n, nm in tbl.items() if nm == "futex")
     read = f"{nr_read} 0x7fffff 0x7f00 0x1000 0x0 0x0 0x0 0x7ffd 0x7f01".encode()       # read(bad fd, buf, 4096)
-    gil = f"{nr_futex} 0x7e00 0x80 0x2 0x0 0x0 0x0 0x7ffd 0x7f02".encode()               # untimed FUTEX_WAIT: the GIL's mutex
+    gil = f"{nr_futex} 0x7e00 0x80 0x2 0x0 0x0 0x0 0x7ffd 0x7f02".encode()        # untimed FUTEX_WAIT: the GIL's mutex
     fa, fb = _site_a(), _site_b()
     for seen_io in (True, False):
         marks = []
@@ -265,7 +265,8 @@ def test_io_label_restored_at_its_call_site():
         p.probe(7, t + 4, fb, True)                 # a GIL wait elsewhere
         names = [(m[3], m[5]) for m in marks]
         if seen_io:
-            assert at_a[0] == "read" and json.loads(at_a[1])["frame"].endswith(" _site_a") and json.loads(at_a[1])["size"] == 4096
+            info = json.loads(at_a[1])
+            assert at_a[0] == "read" and info["frame"].endswith(" _site_a") and info["size"] == 4096, at_a
             assert names == [(0, "read"), (1, B.RUNNING), (2, "read"), (4, B.RUNNING)], names
             assert io_a and not p.io_wait(7)        # the kernel-time rule's I/O flag follows the label
         else:
@@ -290,7 +291,8 @@ def test_blocking_io_names_network_io():
     res = analyze(_offcpu_trace([(200, "recvfrom", rv), (900, "running", None)]).done(), AnalyzeOptions())
     f = finding(res, "blocking_io")
     assert f is not None and f["title"] == "The inference thread waits for network I/O (recvfrom)", f
-    assert f["evidence"]["io_pct"] == pytest.approx(70.0) and "recv_into" in f["suggestion"] and "4 KiB" in f["suggestion"]
+    assert f["evidence"]["io_pct"] == pytest.approx(70.0), f
+    assert "recv_into" in f["suggestion"] and "4 KiB" in f["suggestion"], f
     res = analyze(_offcpu_trace([(200, "recvfrom", rv), (600, "read", {"fd": 3, "path": "/d/x", "frame": "a.py:1 f"}),
                                  (900, "running", None)]).done(), AnalyzeOptions())
     assert "file and network I/O" in finding(res, "blocking_io")["title"]

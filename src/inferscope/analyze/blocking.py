@@ -364,7 +364,8 @@ def blocking_io(res: dict, found: dict) -> dict | None:
     what = _io_words(per)
     txt = [f"The inference thread was blocked in {what} system calls for {ms:,.1f} ms ({pct:.1f}% of the window): "
            + ", ".join(f"{x['syscall']} {x['ms']:,.1f} ms" for x in per[:6]) + f". A lower bound: of its {waiting:,.1f} ms "
-           f"off-CPU, the sampler saw the call for {att:,.1f} ms ({100.0 * ms / att if att else 0:.0f}% of that in {what})."]
+           f"off-CPU, the sampler saw the call for {att:,.1f} ms ({100.0 * ms / att if att else 0:.0f}% of that in "
+           f"{what})."]
     for r in rows[:3]:
         txt.append(f"{r['ms']:,.1f} ms in {_desc(r)}.")
     return e.finding("blocking_io", "medium" if pct >= T.BLOCKING_IO_MEDIUM_PCT else "low",
