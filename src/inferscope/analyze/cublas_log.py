@@ -23,7 +23,7 @@ from ..errors import ConfigError
 
 MAX_BYTES = 256 << 20           # a larger file is refused (exit 2): logs of one profiled run are far smaller
 ALGOS_PER_SHAPE = 3
-_LINE = re.compile(r"\[(cublasLt\w*Matmul)\]")
+_LINE = re.compile(r"\[Trace\]\[(cublasLt\w*Matmul)\]")   # trace level: once per call (API-level lines repeat it)
 _DESC = re.compile(r"\b([ABCD])desc=\[([^\]]*)\]")
 _COMPUTE = re.compile(r"\bcomputeDesc=\[([^\]]*)\]")
 _ALGO = re.compile(r"\balgo=\[([^\]]*)\]")
