@@ -94,6 +94,16 @@ def test_stage_ranges_get_mfu_from_the_config(tmp_path):
     assert analyze(t.done(), AnalyzeOptions(window="all"))["llm"] is None
 
 
+def test_config_without_stages_is_a_warning(tmp_path):
+    t = Synth()
+    t.span(SpanKind.ANNOTATION, "warmup", 0, 100)
+    cfg = tmp_path / "m.yaml"
+    cfg.write_text("params: 1000\n")
+    res = analyze(t.done(), AnalyzeOptions(window="all", model_config=load(str(cfg))))
+    assert res["llm"] is None
+    assert sum("--model-config" in w and "no prefill/decode step" in w for w in res["warnings"]) == 1
+
+
 @pytest.mark.parametrize("text, what", [
     ("{not json: [", "neither JSON nor YAML"),
     ('{"hidden_size": 64}', "give params, or layers, hidden and vocab"),

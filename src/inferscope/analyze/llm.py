@@ -194,7 +194,10 @@ def llm(trace: Trace, window: Window, phase_map=None, peak_tflops=None, peak_gbp
     reqs = _requests(trace, window, steps)
     srv, sw = serving(trace, window, reqs, stats)
     model = None
+    if model_config and models:
+        warnings.append(f"--model-config {model_config['file']}: not used, the live hook recorded the model itself")
     if not steps and not reqs and not models and not has_evidence(srv):
+        warnings.extend([f"--model-config {cfg['file']}: no prefill/decode step or stage range in the window"] if cfg else [])
         return None, None, warnings
     warnings.extend(sw)
     waits = srv.pop("_waits_ms")
