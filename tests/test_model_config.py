@@ -104,6 +104,14 @@ def test_config_without_stages_is_a_warning(tmp_path):
     assert sum("--model-config" in w and "no prefill/decode step" in w for w in res["warnings"]) == 1
 
 
+def test_lone_surrogate_name_is_written(tmp_path):
+    cfg = tmp_path / "m.json"
+    cfg.write_text('{"params": 1000, "name": "x\\ud800y", "model_type": "\\udfff"}')
+    m = load(str(cfg))
+    assert m["name"] == "x\ufffdy" and m["model_type"] == "\ufffd"
+    m["name"].encode("utf-8")
+
+
 @pytest.mark.parametrize("text, what", [
     ("{not json: [", "neither JSON nor YAML"),
     ('{"hidden_size": 64}', "give params, or layers, hidden and vocab"),

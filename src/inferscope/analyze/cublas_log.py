@@ -88,7 +88,8 @@ def load(path: str) -> dict:
     text = raw.decode("utf-8", errors="replace")
     lines = text.splitlines()
     calls = [c for c in map(parse_line, lines) if c is not None]
-    return {"file": str(path), "lines": len(lines), "calls": calls}
+    name = "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in str(path))   # a report can write it
+    return {"file": name, "lines": len(lines), "calls": calls}
 
 
 def by_shape(calls: list[dict]) -> dict[tuple, dict]:

@@ -66,6 +66,13 @@ def _read(path: str):
         raise ConfigError(f"--model-config {path}: neither JSON nor YAML") from None
 
 
+def _text(v) -> str | None:
+    """A string the report can write: a lone surrogate (a JSON "\\ud800" escape) replaced by U+FFFD."""
+    if not isinstance(v, str):
+        return None
+    return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in v[:200])
+
+
 def _pos(path: str, key: str, v, integer: bool = True):
     ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 < v < 1e16
     if not ok or (integer and v != int(v)):
@@ -79,7 +86,7 @@ def load(path: str) -> dict:
     d = _read(path)
     if not isinstance(d, dict):
         raise ConfigError(f"--model-config {path}: expected a mapping (a config.json object or YAML keys)")
-    m: dict = {"source": "config", "file": str(path)}
+    m: dict = {"source": "config", "file": _text(str(path))}
     for k, names in _ALIASES.items():
         v = next((d[n] for n in names if d.get(n) is not None), None)
         m[k] = None if v is None else _pos(path, k, v)
@@ -91,11 +98,10 @@ def load(path: str) -> dict:
     if dt and dt not in _DTYPES:
         raise ConfigError(f"--model-config {path}: unknown dtype {dt[:40]!r} (one of {', '.join(sorted(_DTYPES))})")
     m["dtype"], m["elem_bytes"] = _DTYPES.get(dt, (None, None))
-    mt = d.get("model_type")
-    m["model_type"] = mt if isinstance(mt, str) else None
+    m["model_type"] = _text(d.get("model_type"))
     arch = d.get("architectures")
-    m["name"] = str(d.get("name") or (arch[0] if isinstance(arch, list) and arch else None) or m["model_type"] or
-                    Path(path).name)[:200]
+    m["name"] = (_text(d.get("name")) or (_text(arch[0]) if isinstance(arch, list) and arch else None)
+                 or m["model_type"] or _text(Path(path).name))
     if d.get("params") is not None:
         m["params"] = _pos(path, "params", d["params"])
         m["params_basis"] = "params from the file"
