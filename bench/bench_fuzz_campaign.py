@@ -9,9 +9,9 @@
 
 Kinds (tests/fuzz_campaign_mutators.py): Kineto JSON and .json.gz, nsys SQLite, Nsight Compute CSV (raw and
 details pages, alone or joined with --ncu), .iscope (synthetic; a live one with facts.msgpack under --replay
-and its meta sections), --phase-map JSON, .inferscope.yaml, --model-config and --cublas-log files.  Each mutant
-runs `python -m inferscope analyze` in its own subprocess (tests/fuzz_campaign.py) with a 30 s limit; exit status,
-wall time and peak RSS (os.wait4) are recorded.  Goal: every exit 0 (complete report set) or 2 (one line), none over 30 s, peak RSS
+and its meta sections), --phase-map JSON, .inferscope.yaml.  Each mutant runs `python -m inferscope analyze`
+in its own subprocess (tests/fuzz_campaign.py) with a 30 s limit; exit status, wall time and peak RSS
+(os.wait4) are recorded.  Goal: every exit 0 (complete report set) or 2 (one line), none over 30 s, peak RSS
 < 1.5 GB for inputs < 10 MB, no traceback.  Prints the tally per kind and every failure as kind:seed
 (rebuild one with --replay); exits 1 when any mutant failed.
 """
