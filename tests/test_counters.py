@@ -40,7 +40,7 @@ def test_statistics_rates_and_bad_samples():
     pf = _row(res, "proc.page_faults_per_s")
     assert pf["mean"] == pytest.approx(250 / 1e-3) and pf["max"] == pytest.approx(200 / 0.5e-3)
     assert res["counters"]["page_faults_per_s"] == pytest.approx(250_000)
-    assert res["counters"]["gpu_memory"] == [{"device": 0, "peak_bytes": 900, "total_bytes": 1000, "peak_pct": 90.0,
+    assert res["counters"]["gpu_memory"] == [{"device": 0, "metric": "gpu.mem_used_bytes", "peak_bytes": 900, "total_bytes": 1000, "peak_pct": 90.0,
                                               "headroom_bytes": 100}]
     assert res["counters"]["dropped_samples"] == 3
     assert any("3 sample(s) dropped" in w for w in res["warnings"])

@@ -57,6 +57,12 @@ def _add_analysis_args(p: argparse.ArgumentParser) -> None:
                         "datasheet table for the device the trace names)")
     p.add_argument("--peak-gbps", type=float, default=None, metavar="GBPS",
                    help="peak memory bandwidth in GB/s (MBU denominator; default: the datasheet table)")
+    p.add_argument("--cublas-log", default=None, metavar="FILE",
+                   help="a cuBLASLt log (CUBLASLT_LOG_LEVEL=2+, CUBLASLT_LOG_FILE): the algorithm/tile per GEMM shape, "
+                        "joined to the gemm_shapes table")
+    p.add_argument("--model-config", default=None, metavar="FILE",
+                   help="the model (HF config.json, or JSON/YAML with params or layers/hidden/heads/vocab, dtype, "
+                        "peak_tflops): per-stage MFU for prefill/decode ranges when no live hook saw the model")
 
 
 def _config(args, report_path=None, report_format=None):

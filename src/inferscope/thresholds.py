@@ -651,6 +651,11 @@ OOM_ERROR_TYPES = ("OutOfMemoryError", "MemoryError")
 # A GPU memory peak at or above this % of the device total leaves no room for one more allocation (issue 46: within
 # 2 % of total): a range failing with another exception class then is a suspected OOM (older torch raises RuntimeError).
 OOM_NEAR_TOTAL_PCT = 98.0
+# Seed 002's "Unexpected OOM: overcommitted GPU memory" seen before it happens: device memory (NVML used, else torch's
+# reserved pool) at or above this % of the device total with no exception recorded is finding oom (at capacity). The
+# last 5 % (4 GiB of 80 GiB) is what the CUDA context, library workspaces and allocator fragmentation hold, so the
+# next batch / longer sequence / KV-cache growth fails; the level of GPU_MEMORY_CRITICAL_PCT.
+OOM_CAPACITY_PCT = 95.0
 # Requests at or above this percentile of request latency are "the tail" whose queue wait latency_tail reports.
 QUEUE_TAIL_PCTL = 90.0
 # The tail requests' queue wait (start to first work, or behind earlier requests) at least this % of their latency:
