@@ -19,11 +19,14 @@ Start-up ends at the latest of (each rule applies only when its evidence is in t
                  main module (collect/bootstrap.py's ``main_start`` MARK, else the first event): interpreter
                  start-up, site and InferScope's bootstrap, no line of the program's own; always cut (no
                  guard: nothing of the program is in it), the other rules then look for start-up after it;
+  child_startup  live runs: the followed children's start-up (children.leading_child_startup: their interpreter
+                 and imports, all begun at once in the first half, the main thread waiting through it);
   profiler_init  the leading stretch that holds only the profiler's own records (OVERHEAD);
                  outlier calls are looked for in the first half of the program's own activity or
                  before the first GPU work, whichever ends later.
 Teardown starts at the first release call (module unload, free, destroy, unmap, ...) after the
-last GPU activity, when no launch or copy call follows it (rule ``release_after_gpu``).
+last GPU activity, when no launch or copy call follows it (rule ``release_after_gpu``); else, in a live run, at the
+followed children's last event when the main thread then only waits for them to exit (``child_exit``).
 A cut is made only when the part it removes holds at least PHASE_CUT_MIN_PCT of the trace and the
 window left passes analyze/steady.py's guards (>= STEADY_MIN_STEPS complete steps when the trace has
 steps, the trace's kinds of work, 'other' at most STEADY_MAX_OTHER_RISE_PCT points above the whole
@@ -39,6 +42,7 @@ import numpy as np
 from .. import thresholds as T
 from ..trace.kinds import GPU_WORK_KINDS, SpanKind
 from ..trace.model import Trace, codes_in
+from .children import leading_child_startup, trailing_child_exit
 from .classify import launch_api_mask
 from .sample_labels import function_of
 from .stats import fast_unique
@@ -176,8 +180,13 @@ def run_phases(trace: Trace) -> dict:
         idle = (s.kind == SpanKind.CPU_SAMPLE) & (s.name == wid) if wid >= 0 else np.zeros(len(s), bool)
         before = (s.start_ns < td) & (s.kind != SpanKind.OVERHEAD) & (s.kind != SpanKind.MARK) & ~idle
         td = int(s.end_ns[before].max()) if before.any() else td
+    rule = "release_after_gpu: release calls (unload/free/destroy) after the last GPU activity, no launch or copy after them"
+    ce = trailing_child_exit(trace) if td is None else None
+    if ce is not None:
+        td = ce["start_ns"]
+        rule = (f"child_exit: the main process waited for followed child process(es) {_pids(ce['pids'])} to exit "
+                "(their interpreter and module teardown, after their last recorded event)")
     if td is not None and hi - td >= min_ns and td > lo:
-        rule = "release_after_gpu: release calls (unload/free/destroy) after the last GPU activity, no launch or copy after them"
         why = guards.reason_against(lo, td, startup=False)
         if why is None:
             out["teardown"] = _segment(trace, lo, td, hi, rule)
@@ -190,6 +199,10 @@ def run_phases(trace: Trace) -> dict:
     ie = imports_end(trace)
     if ie is not None:
         cands.append((ie, "imports: last sampled module import before half of the sampled CPU work"))
+    cs = leading_child_startup(trace)
+    if cs is not None:
+        cands.append((cs["end_ns"], f"child_startup: followed child process(es) {_pids(cs['pids'])} starting (interpreter and imports, "
+                                    f"{(cs['end_ns'] - cs['start_ns']) / 1e6:,.1f} ms) while the main process waited for them"))
     fs = first_step_startup(trace)
     if fs is not None and fs["startup"]:
         cands.append((fs["end_ns"], "first_step: " + describe_first_step(fs)))
@@ -239,6 +252,10 @@ def run_phases(trace: Trace) -> dict:
     if out["cut"]:
         out["justification"] = justification(out, guards.other_pct(lo, end), guards.other_pct(t_lo, hi))
     return out
+
+
+def _pids(pids: list[int]) -> str:
+    return ", ".join(str(p) for p in pids[:4]) + (" ..." if len(pids) > 4 else "")
 
 
 INTERPRETER_RULE = ("interpreter: the process start to the program's main module (interpreter start-up, site, "
