@@ -91,6 +91,7 @@ GEN = textwrap.dedent("""
 """)
 
 
+@pytest.mark.live
 def test_generate_beside_cpu_hogs_keeps_the_trace(tmp_path):
     """Issue 45's done-criterion: a torch.profiler trace of HF generate() at batch 8 made beside two CPU hogs
     (started here) keeps >= 95 % of the generate() range in its default window."""

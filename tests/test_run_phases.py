@@ -257,3 +257,14 @@ def test_child_startup_not_cut(case):
                             {200: [("framework", "import torch", 1_200_000, 1_700_000), ("preprocessing", "app.py:serve:9", 1_700_000, 2_000_000)]})
     rp = run_phases(tr)
     assert rp["startup"] is None or not rp["startup"]["rule"].startswith("child_startup"), rp["startup"]
+
+
+def test_pool_startup_ends_when_the_first_worker_is_ready():
+    """Two workers start together (MARKs at 50 and 60 ms); one is ready at 500 ms and serves while the other imports
+    to 800 ms: from 500 ms the main process waits on work, so start-up ends there (not at 800 ms)."""
+    tr = _with_children([("waiting", 0, 2_000_000)],
+                        {200: [("framework", "import torch", 50_000, 500_000), ("preprocessing", "app.py:serve:9", 500_000, 2_000_000)],
+                         201: [("framework", "import torch", 60_000, 800_000), ("preprocessing", "app.py:serve:9", 800_000, 2_000_000)]})
+    rp = run_phases(tr)
+    assert rp["startup"]["rule"].startswith("child_startup: followed child process(es) 200, 201 starting")
+    assert rp["steady_start_ns"] == 500_000_000 and "450.0 ms to the first one ready" in rp["startup"]["rule"]

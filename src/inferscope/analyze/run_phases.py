@@ -19,8 +19,8 @@ Start-up ends at the latest of (each rule applies only when its evidence is in t
                  main module (collect/bootstrap.py's ``main_start`` MARK, else the first event): interpreter
                  start-up, site and InferScope's bootstrap, no line of the program's own; always cut (no
                  guard: nothing of the program is in it), the other rules then look for start-up after it;
-  child_startup  live runs: the followed children's start-up (children.leading_child_startup: their interpreter
-                 and imports, all begun at once in the first half, the main thread waiting through it);
+  child_startup  live runs: the followed children's start-up to the first one's end (children.leading_child_startup:
+                 interpreter and imports, all begun at once in the first half, the main thread not working meanwhile);
   profiler_init  the leading stretch that holds only the profiler's own records (OVERHEAD);
                  outlier calls are looked for in the first half of the program's own activity or
                  before the first GPU work, whichever ends later.
@@ -202,7 +202,8 @@ def run_phases(trace: Trace) -> dict:
     cs = leading_child_startup(trace)
     if cs is not None:
         cands.append((cs["end_ns"], f"child_startup: followed child process(es) {_pids(cs['pids'])} starting (interpreter and imports, "
-                                    f"{(cs['end_ns'] - cs['start_ns']) / 1e6:,.1f} ms) while the main process waited for them"))
+                                    f"{(cs['end_ns'] - cs['start_ns']) / 1e6:,.1f} ms to the first one ready) while the main "
+                                    "process waited for them"))
     fs = first_step_startup(trace)
     if fs is not None and fs["startup"]:
         cands.append((fs["end_ns"], "first_step: " + describe_first_step(fs)))
