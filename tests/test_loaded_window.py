@@ -19,15 +19,18 @@ from inferscope.trace import SpanKind, TraceBuilder, TrackKind
 OP_NS, GAP_NS, SLICE_NS = 10_000, 1_000, 3_000_000
 
 
-def _loaded_generate(n_slow: int, startup_ms: float = 0.0, seed: int = 45):
+def _loaded_generate(n_slow: int, startup_ms: float = 0.0, seed: int = 45, first_slow: int = 0):
     """A CPU-only generate()-like trace: ops alternating aten::mm / aten::silu (10 us, 1 us apart) for ~850 ms,
-    ``n_slow`` of them (at seeded uniform positions) preempted for one 3 ms time slice; optionally a
-    ``startup_ms`` aten::to (a one-off call: lazy loading) first.  Returns (trace, slow op indices)."""
+    ``n_slow`` of them (at seeded uniform positions) preempted for one 3 ms time slice, and ``first_slow`` more among
+    the first 2,000 ops (a slow first forward: the prefill preempted); optionally a ``startup_ms`` aten::to (a
+    one-off call: lazy loading) first.  Returns (trace, the slow ops' starts, their ends)."""
     b = TraceBuilder()
     cpu = b.track(TrackKind.CPU_THREAD, pid=100, tid=100, name="main")
     n = 60_000
     dur = np.full(n, OP_NS, dtype=np.int64)
-    slow = np.sort(np.random.default_rng(seed).choice(np.arange(1, n), n_slow, replace=False))
+    rng = np.random.default_rng(seed)
+    slow = np.unique(np.concatenate((rng.choice(np.arange(1, n), n_slow, replace=False),
+                                     rng.choice(np.arange(1, 2000), first_slow, replace=False))))
     dur[slow] = SLICE_NS
     t0 = int(startup_ms * 1e6) + (GAP_NS if startup_ms else 0)
     start = t0 + np.concatenate(([0], np.cumsum(dur + GAP_NS)[:-1])).astype(np.int64)
@@ -39,11 +42,13 @@ def _loaded_generate(n_slow: int, startup_ms: float = 0.0, seed: int = 45):
     return b.finalize(), start[slow], start[slow] + SLICE_NS
 
 
-def test_preempted_ops_all_through_are_not_startup():
+@pytest.mark.parametrize("first_slow", [0, 4])
+def test_preempted_ops_all_through_are_not_startup(first_slow):
     """Slow ops spread through the trace (load) cut nothing, though each is 300x its name's median and those of
     the first half cover >= STARTUP_CALLS_MIN_SHARE_OF_CUT of it (the coverage rule alone cut, pass after pass,
-    to the trace's last few ms: issue 45's 1-115 ms windows)."""
-    tr, a, b = _loaded_generate(60)
+    to the trace's last few ms: issue 45's 1-115 ms windows); nor does a slow first forward (4 more slow ops in
+    its first 22 ms: 12 ms of slow ops there, 55 %) when the rest is slowed the same way."""
+    tr, a, b = _loaded_generate(60, first_slow=first_slow)
     lo, hi = tr.bounds_ns()
     first_half = b <= lo + (hi - lo) // 2
     e = int(b[first_half].max())
