@@ -47,7 +47,7 @@ the trace), ``low_coverage`` (nothing to change in the program).
 from __future__ import annotations
 
 from .. import thresholds as T
-from .evidence import SEVERITY_ORDER, _ms, _row, get_path
+from .evidence import SEVERITY_ORDER, _ms, _row
 
 HOST_CATS = ("sync_wait", "cpu_preprocessing", "framework_overhead", "cpu_compute", "waiting", "other")
 COPY_CATS = ("h2d_copy", "d2h_copy", "other_copy", "sync_wait")
@@ -254,4 +254,3 @@ def summary(res: dict, findings: list[dict]) -> dict | None:
                "rule": (f"the top {len(top)} predicted savings together: a quantity two findings remove counted once; "
                         "findings drawing on the same breakdown categories capped at those categories' time (and "
                         "intervals they both remove counted once); the total capped at e2e")}
-    return out
