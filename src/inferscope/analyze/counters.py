@@ -303,7 +303,6 @@ def _slow_steps(trace: Trace, window: Window, full: dict) -> dict | None:
     frequent range name."""
     from .. import thresholds as T
     s = trace.spans
-    lo, hi = int(window.start_ns), int(window.end_ns)
     inw = inside(s.start_ns, s.end_ns, window) & (s.end_ns > s.start_ns)
     idx = np.flatnonzero(inw & (s.kind == int(SpanKind.STEP)))
     source = "steps"
