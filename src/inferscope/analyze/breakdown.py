@@ -304,7 +304,7 @@ def segment_classes(trace: Trace, window: Window):
         ("d2h_copy", [], [c["d2h"]]),
         ("other_copy", [], [c["copy_other"]]),
         ("sync_wait", [], [c["sync"]]),
-        ("cpu_preprocessing", ["tokenization", "preprocessing", "user_code"],
+        ("cpu_preprocessing", list(V.PREPROCESSING_CLASSES),
          [c["tokenization"], c["preprocessing"], user_code]),
         ("framework_overhead", ["launch_api", "runtime_api", "communication_ops", "framework_ops", "framework_python"],
          [c["launch_api"], c["runtime_api"], c["communication_ops"], c["framework_ops"], framework_python]),
@@ -350,7 +350,7 @@ def breakdown(trace: Trace, window: Window) -> dict:
     # part index -> category
     part_cat = {}
     for pn in part_names:
-        if pn in ("tokenization", "preprocessing", "user_code"):
+        if pn in V.PREPROCESSING_CLASSES:
             part_cat[pn] = "cpu_preprocessing"
         elif pn in ("off_cpu", "run_queue"):
             part_cat[pn] = "waiting"
