@@ -35,7 +35,8 @@ def _docstrings(tree) -> set[int]:
 
 def duplicates(path: Path) -> list[str]:
     """Literal lists of host class names (a tuple/list/set of strings only, or a dict whose keys or values are
-    strings only, with >= 3 class names and nothing else) and strings naming a library of the role table."""
+    strings only, with >= 3 class names and nothing else), a class name looked up as a literal
+    (``trace.strings.get("waiting")``) and strings naming a library of the role table."""
     tree = ast.parse(path.read_text())
     docs = _docstrings(tree)
     out = []
@@ -51,6 +52,10 @@ def duplicates(path: Path) -> list[str]:
         elif isinstance(n, ast.Dict):
             class_list(n.keys, n.lineno)
             class_list(n.values, n.lineno)
+        elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get"
+              and isinstance(n.func.value, ast.Attribute) and n.func.value.attr == "strings" and n.args
+              and isinstance(n.args[0], ast.Constant) and n.args[0].value in V.SAMPLE_CLASSES):
+            out.append(f"{path.name}:{n.lineno} class name {n.args[0].value!r} looked up")
         elif isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs and TABLE_LIBS.search(n.value):
             out.append(f"{path.name}:{n.lineno} library pattern {n.value[:60]!r}")
     return out
@@ -69,9 +74,10 @@ def test_the_scan_finds_what_it_looks_for(tmp_path):
                  'B = {"tokenization": "cpu_preprocessing/tokenization", "preprocessing": "x", "waiting": "y"}\n'
                  'C = {1: "cpu_compute", 4: "tokenization", 5: "run_queue"}\n'
                  'D = ("libcublas", "libcudnn")\nE = re.compile(r"libtorch|libc10")\n'
-                 'F = ("tokenization", "preprocessing", "framework_python")\n')   # a part list: not only classes
+                 'F = ("tokenization", "preprocessing", "framework_python")\n'   # a part list: not only classes
+                 'G = trace.strings.get("waiting")\nH = trace.strings.get("kernel")\n')
     got = duplicates(p)
-    assert [g.split(" ")[0] for g in got] == ["m.py:2", "m.py:3", "m.py:4", "m.py:5", "m.py:5", "m.py:6"], got
+    assert sorted(g.split(" ")[0] for g in got) == ["m.py:2", "m.py:3", "m.py:4", "m.py:5", "m.py:5", "m.py:6", "m.py:8"], got
 
 
 def test_analyze_imports_nothing_from_collect():
