@@ -16,6 +16,7 @@ from inferscope import vocab as V
 from inferscope.analyze.pipeline import analyze
 from inferscope.collect import perfip as P
 from inferscope.ingest import load_trace, nsys_host
+from inferscope.result.base import CATEGORIES
 
 from resolve_helpers import durations, resolve_thread
 
@@ -36,7 +37,8 @@ def _docstrings(tree) -> set[int]:
 def duplicates(path: Path) -> list[str]:
     """Literal lists of host class names (a tuple/list/set of strings only, or a dict whose keys or values are
     strings only, with >= 3 class names and nothing else), a class name looked up as a literal
-    (``trace.strings.get("waiting")``) and strings naming a library of the role table."""
+    (``trace.strings.get("waiting")``), strings naming a library of the role table, and the breakdown's category
+    list written out anywhere but result/base.py."""
     tree = ast.parse(path.read_text())
     docs = _docstrings(tree)
     out = []
@@ -49,6 +51,9 @@ def duplicates(path: Path) -> list[str]:
     for n in ast.walk(tree):
         if isinstance(n, (ast.Tuple, ast.List, ast.Set)):
             class_list(n.elts, n.lineno)
+            vals = {e.value for e in n.elts if isinstance(e, ast.Constant)}
+            if set(CATEGORIES) <= vals and path.resolve() != (SRC / "result" / "base.py").resolve():
+                out.append(f"{path.name}:{n.lineno} the breakdown's category list")   # (a table keyed by them is not)
         elif isinstance(n, ast.Dict):
             class_list(n.keys, n.lineno)
             class_list(n.values, n.lineno)
@@ -75,9 +80,11 @@ def test_the_scan_finds_what_it_looks_for(tmp_path):
                  'C = {1: "cpu_compute", 4: "tokenization", 5: "run_queue"}\n'
                  'D = ("libcublas", "libcudnn")\nE = re.compile(r"libtorch|libc10")\n'
                  'F = ("tokenization", "preprocessing", "framework_python")\n'   # a part list: not only classes
-                 'G = trace.strings.get("waiting")\nH = trace.strings.get("kernel")\n')
+                 'G = trace.strings.get("waiting")\nH = trace.strings.get("kernel")\n'
+                 f'I = {CATEGORIES!r}\nJ = {dict.fromkeys(CATEGORIES, "#fff")!r}\n')
     got = duplicates(p)
-    assert sorted(g.split(" ")[0] for g in got) == ["m.py:2", "m.py:3", "m.py:4", "m.py:5", "m.py:5", "m.py:6", "m.py:8"], got
+    assert sorted(g.split(" ")[0] for g in got) == ["m.py:10", "m.py:2", "m.py:3", "m.py:4", "m.py:5", "m.py:5", "m.py:6",
+                                                    "m.py:8"], got
 
 
 def test_analyze_imports_nothing_from_collect():
