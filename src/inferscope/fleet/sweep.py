@@ -22,11 +22,10 @@ from pathlib import Path
 
 from ..errors import ConfigError, InferScopeError
 from ..headline import llm_headline, num
+from ..result.base import CATEGORIES  # the breakdown's, in its order
 
 SCHEMA = "inferscope.scaling_summary/1"
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-CATEGORIES = ("gpu_compute", "gpu_communication", "h2d_copy", "d2h_copy", "other_copy", "sync_wait",
-              "cpu_preprocessing", "framework_overhead", "cpu_compute", "waiting", "other")
 
 
 def parse_params(specs: list[str]) -> list[tuple[str, list[str]]]:
