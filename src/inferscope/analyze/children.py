@@ -216,7 +216,7 @@ def _main_work_ns(trace: Trace, root: int, a: int, b: int) -> int:
     'run_queue': runnable, not running)."""
     s, tr = trace.spans, trace.tracks
     main = (tr.kind == TrackKind.CPU_THREAD) & (tr.pid == root) & (tr.tid == root)
-    idle = np.isin(s.name, [i for i in (trace.strings.get("waiting"), trace.strings.get("run_queue")) if i >= 0])
+    idle = np.isin(s.name, [i for i in (trace.strings.get(c) for c in V.OFF_CPU_CLASSES) if i >= 0])
     m = main[s.track] & (s.kind == SpanKind.CPU_SAMPLE) & ~idle & (s.start_ns < b) & (s.end_ns > a)
     return int((np.minimum(s.end_ns[m], b) - np.maximum(s.start_ns[m], a)).sum())
 
