@@ -27,10 +27,9 @@ __all__ = ["CATEGORY_COLOURS", "CATEGORY_LABELS", "CSP", "CSS", "DISPLAY_MAX", "
            "build_html", "clean", "fmt_cell", "fmt_ms", "fmt_pct", "render", "text"]
 
 
-def build_html(result: dict, views=None, max_rows: int = 25) -> str:
-    """The page of report.json's dict (hand-built or partial ones too: every lookup is defensive); ``views``:
-    ``result.views.Views`` (the timeline strip; None: no strip)."""
-    result = result if isinstance(result, dict) else {}
+def build_html(report: Report, views=None, max_rows: int = 25) -> str:
+    """The page of the typed Report; ``views``: ``result.views.Views`` (the timeline strip; None: no strip)."""
+    result = report.to_dict()
     src = _dict(result.get("source"))
     tool = _dict(result.get("tool"))
     live = src.get("format") == "inferscope" and not src.get("file")
@@ -38,15 +37,15 @@ def build_html(result: dict, views=None, max_rows: int = 25) -> str:
     sub = " · ".join(clean(x) for x in (src.get("format"), src.get("file") or ("live run" if live else None)) if x)
     from .roofline_svg import roofline_section
     body = "".join([
-        _headline(result),
+        _headline(report),
         _breakdown(result),
         _timeline(result, getattr(views, "timeline", None)),
-        _findings(result),
+        _findings(report),
         _counters(result),
-        _llm(result),
+        _llm(report),
         roofline_section(result),
         _notes(result),
-        _tables(result, max_rows),
+        _tables(report, max_rows),
         _about(result),
     ])
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -62,4 +61,4 @@ def build_html(result: dict, views=None, max_rows: int = 25) -> str:
 
 
 def render(report: Report, trace, path) -> None:
-    atomic_write_text(path, build_html(report.to_dict(), getattr(report, "views", None)))
+    atomic_write_text(path, build_html(report, getattr(report, "views", None)))
