@@ -106,6 +106,9 @@ def test_report_synthetic_trace_and_result(tmp_path):
     assert "GPU 0 stream 7" in text and "GPU 0 stream 20" in text and "python main" in text and "loader" in text
     assert "ProfilerStep#1" in text and "decode" in text
     assert sum(1 for t, a in c.tags if t == "rect" and a.get("class") == "idle-gap") == 2
+    # each planted gap (DeviceGap) labelled with the host activity the Report gives it, the unlabelled one without
+    assert "GPU idle gap 4.63 ms at +6.520 ms CPU meanwhile: cudaStreamSynchronize (sync)" in text
+    assert "GPU idle gap 4.63 ms at +16.520 ms" in text and text.count("CPU meanwhile") == 1
     assert len(doc) < 200_000
 
 

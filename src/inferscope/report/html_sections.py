@@ -1,6 +1,7 @@
 """The report.html sections other than the timeline: headline (verdict, why), breakdown (bar,
 legend, table), findings, counters, LLM, warnings / limitations, tables, about.  Each takes the
-result dict and returns one ``<section>`` (or "" when it has nothing to show).
+typed Report (``result.Report``; an optional section is None when absent) and returns one ``<section>`` (or ""
+when it has nothing to show).
 """
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import re
 from ..result import Report
 from ..wording import partial_trace
 from .html_assets import CATEGORY_LABELS, _cat_colour, _swatch
-from .html_text import _dict, _list, _num, attr, clean, fmt_cell, fmt_ms, fmt_pct, text
+from .html_text import _num, attr, clean, fmt_cell, fmt_ms, fmt_pct, text
 from .kernel_text import capture_only
 from .llm_text import LATENCY_COLS, STAGE_COLS, efficiency_lines, llm_lines
 from .markdown import run_phase_lines
@@ -68,23 +69,23 @@ def _headline(report: Report) -> str:
     return "".join(parts)
 
 
-def _breakdown(result: dict) -> str:
-    bd = [b for b in _list(result.get("breakdown")) if isinstance(b, dict)]
+def _breakdown(report: Report) -> str:
+    bd = report.breakdown
     if not bd:
         return '<section id="breakdown"><h2>Where the time goes</h2><p class="muted">No breakdown in this result.</p></section>'
-    total_pct = sum(max(0.0, _num(b.get("pct")) or 0.0) for b in bd) or 100.0
+    total_pct = sum(max(0.0, _num(b.pct) or 0.0) for b in bd) or 100.0
     W, H, x0 = 1000.0, 46.0, 0.0
     rects, legend, rows = [], [], []
     for i, b in enumerate(bd):
-        cat = str(b.get("category", ""))
+        cat = b.category
         label = CATEGORY_LABELS.get(cat, cat)
-        pct = max(0.0, _num(b.get("pct")) or 0.0)
+        pct = max(0.0, _num(b.pct) or 0.0)
         w = W * pct / total_pct
         col = _cat_colour(cat, i)
-        ms_s, pct_s = fmt_ms(b.get("ms")), fmt_pct(b.get("pct"))
-        parts = [p for p in _list(b.get("parts")) if isinstance(p, dict)]
+        ms_s, pct_s = fmt_ms(b.ms), fmt_pct(b.pct)
+        parts = b.parts
         tip = f"{label}: {ms_s} ({pct_s})" + "".join(
-            f"\n  {clean(p.get('name'))[:120]}: {fmt_ms(p.get('ms'))} ({fmt_pct(p.get('pct'))})" for p in parts[:12])
+            f"\n  {clean(p.name)[:120]}: {fmt_ms(p.ms)} ({fmt_pct(p.pct)})" for p in parts[:12])
         if w > 0:
             rects.append(f'<rect x="{x0:.2f}" y="0" width="{w:.2f}" height="{H:.0f}" fill="{col}">'
                          f'<title>{attr(tip)}</title></rect>')
@@ -93,7 +94,7 @@ def _breakdown(result: dict) -> str:
                 rects.append(f'<text x="{x0 + 6:.2f}" y="28" font-size="14" fill="#fff" pointer-events="none">{text(lab)}</text>')
         x0 += w
         legend.append(f'<span>{_swatch(col)}{text(label)}: <b>{text(ms_s)}</b> ({text(pct_s)})</span>')
-        parts_s = "; ".join(f"{clean(p.get('name'))}: {fmt_ms(p.get('ms'))}" for p in parts[:8])
+        parts_s = "; ".join(f"{clean(p.name)}: {fmt_ms(p.ms)}" for p in parts[:8])
         if len(parts) > 8:
             parts_s += f"; … {len(parts) - 8} more"
         rows.append(f'<tr><td>{_swatch(col)}{text(label)}</td><td class="n">{text(ms_s)}</td>'
@@ -160,40 +161,39 @@ def _tables(report: Report, max_rows: int) -> str:
     return "".join(out)
 
 
-def _counters(result: dict) -> str:
+def _counters(report: Report) -> str:
     """Counter facts (GPU memory headroom, clock-event reasons, RSS, rates, NUMA); per-counter tables below."""
-    c = _dict(result.get("counters"))
-    if not c:
+    c = report.counters
+    if c is None:
         return ""
     rows = []
 
     def gib(v):
         return f"{v / 2**30:,.2f} GiB" if isinstance(v, (int, float)) else "n/a"
-    for g in _list(c.get("gpu_memory")):
-        if isinstance(g, dict):
-            pct = g.get("peak_pct")
-            rows.append((f"GPU {g.get('device')} memory peak", f"{gib(g.get('peak_bytes'))} of {gib(g.get('total_bytes'))}"
-                         + (f" ({pct:.1f}%), headroom {gib(g.get('headroom_bytes'))}" if isinstance(pct, (int, float)) else "")))
-    for t in _list(c.get("throttle")):
-        if isinstance(t, dict) and t.get("samples"):
-            rs = ", ".join(f"{r.get('reason')} {r.get('window_pct', 0):.1f}%" for r in _list(t.get("reasons")) if isinstance(r, dict))
-            rows.append((f"GPU {t.get('device')} clocks throttled", f"{t.get('affected_pct', 0):.1f}% of the window" + (f" ({rs})" if rs else "")))
-    if isinstance(c.get("rss_peak_bytes"), (int, float)):
-        rows.append(("process RSS peak", gib(c["rss_peak_bytes"])))
-    for k, lab in (("page_faults_per_s", "page faults / s"), ("ctx_switches_per_s", "context switches / s"),
-                   ("invol_ctx_switches_per_s", "involuntary context switches / s"),
-                   ("sys_cpu_pct", "kernel-mode CPU, % of one core"), ("main_runq_pct", "main thread waiting for a CPU, % of time")):
-        if isinstance(c.get(k), (int, float)):
-            rows.append((lab, f"{c[k]:,.1f}"))
-    pc = _dict(c.get("process_cores"))
-    if pc:
-        rows.append(("CPU cores of the process", f"{pc.get('cores')} ({pc.get('basis')}): mean {pc.get('mean_util_pct', 0):.1f}%, "
-                                                f"busiest {pc.get('max_core_mean_util_pct', 0):.1f}%"))
-    nm = _dict(c.get("numa"))
-    if nm:
-        gn = ", ".join(f"{g.get('pci_bus_id')} node {g.get('numa_node')}" for g in _list(nm.get("gpu_numa_nodes")) if isinstance(g, dict))
-        rows.append(("NUMA", f"{nm.get('numa_nodes')} node(s); process on {nm.get('process_numa_nodes')} ({nm.get('process_cpus')} CPUs)"
-                             + (f"; GPU {gn}; local {nm.get('gpu_local')}" if gn else "")))
+    for g in c.gpu_memory:
+        pct = g.peak_pct
+        rows.append((f"GPU {g.device} memory peak", f"{gib(g.peak_bytes)} of {gib(g.total_bytes)}"
+                     + (f" ({pct:.1f}%), headroom {gib(g.headroom_bytes)}" if isinstance(pct, (int, float)) else "")))
+    for t in c.throttle:
+        if t.samples:
+            rs = ", ".join(f"{r.reason} {r.window_pct:.1f}%" for r in t.reasons)
+            rows.append((f"GPU {t.device} clocks throttled", f"{t.affected_pct:.1f}% of the window" + (f" ({rs})" if rs else "")))
+    if isinstance(c.rss_peak_bytes, (int, float)):
+        rows.append(("process RSS peak", gib(c.rss_peak_bytes)))
+    for v, lab in ((c.page_faults_per_s, "page faults / s"), (c.ctx_switches_per_s, "context switches / s"),
+                   (c.invol_ctx_switches_per_s, "involuntary context switches / s"),
+                   (c.sys_cpu_pct, "kernel-mode CPU, % of one core"), (c.main_runq_pct, "main thread waiting for a CPU, % of time")):
+        if isinstance(v, (int, float)):
+            rows.append((lab, f"{v:,.1f}"))
+    pc = c.process_cores
+    if pc is not None:
+        rows.append(("CPU cores of the process", f"{pc.cores} ({pc.basis}): mean {pc.mean_util_pct:.1f}%, "
+                                                f"busiest {pc.max_core_mean_util_pct:.1f}%"))
+    nm = c.numa
+    if nm is not None:
+        gn = ", ".join(f"{g.pci_bus_id} node {g.numa_node}" for g in nm.gpu_numa_nodes)
+        rows.append(("NUMA", f"{nm.numa_nodes} node(s); process on {nm.process_numa_nodes} ({nm.process_cpus} CPUs)"
+                             + (f"; GPU {gn}; local {nm.gpu_local}" if gn else "")))
     if not rows:
         return ""
     return ('<section id="counters"><h2>Counters</h2><table class="ev"><tbody>' +
@@ -223,36 +223,31 @@ def _llm(report: Report) -> str:
     return "".join(out)
 
 
-def _notes(result: dict) -> str:
+def _notes(report: Report) -> str:
     out = []
-    w = _list(result.get("warnings"))
-    if w:
+    if report.warnings:
         out.append('<section id="warnings" class="warn"><h2>Warnings</h2><ul>' +
-                   "".join(f"<li>{text(x, 2000)}</li>" for x in w[:100]) + "</ul></section>")
-    lim = _list(result.get("limitations"))
-    if lim:
+                   "".join(f"<li>{text(x, 2000)}</li>" for x in report.warnings[:100]) + "</ul></section>")
+    if report.limitations:
         out.append('<section id="limitations"><h2>Limitations</h2><ul>' +
-                   "".join(f"<li>{text(x, 2000)}</li>" for x in lim[:100]) + "</ul></section>")
+                   "".join(f"<li>{text(x, 2000)}</li>" for x in report.limitations[:100]) + "</ul></section>")
     return "".join(out)
 
 
-def _about(result: dict) -> str:
-    src = _dict(result.get("source"))
-    about = _dict(result.get("about"))
+def _about(report: Report) -> str:
+    src = report.source
+    about = report.about
     rows = []
-    for k, v in (("format", src.get("format")), ("file", src.get("file")), ("events", src.get("events"))):
+    for k, v in (("format", src.format), ("file", src.file), ("events", src.events)):
         if v not in (None, ""):
             rows.append((k, v))
-    for d in _list(src.get("devices"))[:8]:
-        if isinstance(d, dict):
-            rows.append((f"device {d.get('id', '')}", d.get("name", "")))
-    for k, v in about.items():
+    for d in src.devices[:8]:
+        rows.append((f"device {d.id}", d.name))
+    for k in about.__struct_fields__:                   # (About's field names are its JSON keys)
+        v = getattr(about, k)
         if isinstance(v, (int, float, str)) and not isinstance(v, bool):
             rows.append((k, v))
-    tv = _dict(src.get("tool_versions"))
-    for k, v in list(tv.items())[:10]:
+    for k, v in list(src.tool_versions.items())[:10]:
         rows.append((f"version: {k}", v))
-    if not rows:
-        return ""
     return ('<section id="about"><h2>About this analysis</h2><table class="ev"><tbody>' +
             "".join(f'<tr><td>{text(k, 80)}</td><td>{fmt_cell(v)}</td></tr>' for k, v in rows) + "</tbody></table></section>")
