@@ -68,7 +68,7 @@ OTHER = {
     "exception_main": "flushed(); work(); raise RuntimeError('planted crash')\n",
     "exception_thread": ("def w():\n    flushed(); raise RuntimeError('planted thread crash')\n"
                          "t = threading.Thread(target=w); t.start(); t.join(); work()\n"),
-    "exception_import": "work(); raise ImportError('planted import crash')\n",
+    "exception_early": "work(); raise ImportError('planted early crash')\n",
     "exception_mpworker": ("import multiprocessing as mp\ndef boom(x):\n    raise ValueError('planted worker crash')\n"
                            "if __name__ == '__main__':\n    flushed()\n"
                            "    with mp.get_context('fork').Pool(2) as pool:\n        pool.map(boom, range(4))\n"),
