@@ -170,7 +170,7 @@ def run_command(args) -> int:
             Path(os.path.abspath(keep)).parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise ConfigError(f"--trace {keep}: cannot create its folder ({e.strerror or e})") from None
-    check_writable([p for _f, p in outputs] + ([Path(os.path.abspath(keep))] if keep else []))
+    check_writable(outputs + ([("iscope", Path(os.path.abspath(keep)))] if keep else []))
     tmpdir = tempfile.mkdtemp(prefix="inferscope-run-")
     trace_path = os.path.abspath(keep) if keep else os.path.join(tmpdir, "trace.iscope")
     try:
@@ -197,11 +197,11 @@ def run_command(args) -> int:
         shutil.rmtree(tmpdir, ignore_errors=True)
 
 
-def check_writable(paths: list[Path]) -> None:
+def check_writable(paths: list[tuple[str, Path]]) -> None:
     """ConfigError (one line, exit 2) when a report or trace path cannot be written, before the program runs: its
     run would otherwise end with no report.  Each folder is created (as writing it would) and a probe file made
     and removed in it."""
-    for folder in dict.fromkeys(p.parent for p in paths):
+    for folder in dict.fromkeys(p.parent for _f, p in paths):
         try:
             folder.mkdir(parents=True, exist_ok=True)
             fd, probe = tempfile.mkstemp(prefix=".inferscope-probe-", dir=folder)
@@ -209,8 +209,8 @@ def check_writable(paths: list[Path]) -> None:
             os.unlink(probe)
         except OSError as e:
             raise ConfigError(f"run: cannot write the report or trace in {folder} ({e.strerror or e})") from None
-    for p in paths:
-        if p.is_dir() and not p.name.endswith("-tables"):
+    for fmt, p in paths:
+        if fmt != "csv" and p.is_dir():          # (csv writes a folder of tables)
             raise ConfigError(f"run: cannot write {p}: it is a folder")
 
 
