@@ -10,6 +10,14 @@ diff`` analyses each side that is a trace through ``analyse()`` and writes its o
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, NamedTuple
+
+
+class Reported(NamedTuple):
+    """What ``report()`` produced: the typed Report, its report.json dict (one conversion, shared) and the files."""
+    report: Any            # result.Report (not imported here: app is imported by the package's __init__)
+    result: dict
+    written: list
 
 
 def analyse(trace, options=None, about: dict | None = None, progress=None):
@@ -34,16 +42,16 @@ def analyse(trace, options=None, about: dict | None = None, progress=None):
 
 
 def report(trace, options=None, outputs=(), outdir: Path | None = None, inputs=(), defer_interrupt: bool = False,
-           about: dict | None = None, progress=None) -> tuple[dict, list[Path]]:
+           about: dict | None = None, progress=None) -> Reported:
     """Analyse ``trace`` with ``options`` and write ``outputs`` ([(format, path)]) as one set; the
-    files named in ``inputs`` are never overwritten.  Returns (report.json's dict, written paths).
+    files named in ``inputs`` are never overwritten.  Returns the Report, report.json's dict and the written paths.
     ``progress``: a ``util.progress.Progress`` told the analysis and writing stages, or None."""
     from .outputs import write_reports
     rep, result = analyse(trace, options, about, progress)
     if progress is not None and outputs:
         progress.stage("writing the report")
     written = write_reports(rep, trace, list(outputs), outdir, list(inputs), defer_interrupt) if outputs else []
-    return result, written
+    return Reported(rep, result, written)
 
 
 def save_report(path: str | None = None, format: str | None = None, trace_path: str | None = None) -> list:
@@ -67,4 +75,4 @@ def save_report(path: str | None = None, format: str | None = None, trace_path: 
     named = bool(path) and format_for_path(path[:-3] if path.lower().endswith(".gz") else path) is not None
     fmt = format if format is not None else (None if named else cfg.report_format)
     outputs = resolve_outputs(path or cfg.report_path, fmt)
-    return report(trace, AnalyzeOptions(), outputs)[1]
+    return report(trace, AnalyzeOptions(), outputs).written

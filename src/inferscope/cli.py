@@ -156,8 +156,8 @@ def _analyze_one(args) -> int:
         t1 = time.perf_counter()
         if not args.list_windows:
             from .app import report
-            result, written = report(trace, opts, outputs, output_folder(output, outputs), [args.trace],
-                                     about={"load_ms": round((t1 - t0) * 1e3, 3)}, progress=prog)
+            done = report(trace, opts, outputs, output_folder(output, outputs), [args.trace],
+                          about={"load_ms": round((t1 - t0) * 1e3, 3)}, progress=prog)
         ok = True
     finally:
         if prog is not None:
@@ -167,8 +167,7 @@ def _analyze_one(args) -> int:
         for w in available_windows(trace, limit=10_000):
             print(plain(w))
         return 0
-    from .result import from_dict      # (app.report returns report.json's dict; the headline reads the typed Report)
-    _say(args, headline(from_dict(result)), "", *(f"wrote {p}" for p in written))
+    _say(args, headline(done.report), "", *(f"wrote {p}" for p in done.written))
     return 0
 
 
@@ -193,7 +192,7 @@ def cmd_export(args) -> int:
     ok = False
     try:
         trace = load_trace(args.trace, max_decompressed=_max_bytes(cfg), progress=prog)
-        written = report(trace, _options_from_args(args), outputs, None, [args.trace], progress=prog)[1]
+        written = report(trace, _options_from_args(args), outputs, None, [args.trace], progress=prog).written
         ok = True
     finally:
         if prog is not None:

@@ -387,7 +387,7 @@ def _report_or_raise(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep, ou
     except ImportError as e:
         raise InferScopeError(f"analysis unavailable ({e})") from None
     t0 = time.perf_counter()
-    result, written = report(trace, opts, outputs, outdir, [trace_path] if keep else [], defer_interrupt=True)
+    _, result, written = report(trace, opts, outputs, outdir, [trace_path] if keep else [], defer_interrupt=True)
     if os.path.exists(jpath):
         try:
             os.unlink(jpath)

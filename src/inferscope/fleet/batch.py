@@ -132,7 +132,7 @@ def analyze_one(src: str, outdir: str, folder: str, output_formats: str | None, 
         trace = load_trace(src)
         if KILL_ENV in os.environ:   # test seam only (batch_pool.py): a worker killed mid-trace
             fault_seam(src)
-        result, _ = report(trace, options, resolve_outputs(str(rdir), output_formats))
+        result = report(trace, options, resolve_outputs(str(rdir), output_formats)).result
     except InferScopeError as e:
         return {"source": src, "report_dir": None, "error": _without_path(str(e).splitlines()[0] if str(e) else type(e).__name__, src)}, [], None
     except MemoryError:
