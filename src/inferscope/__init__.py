@@ -8,7 +8,7 @@ Public API: ``scope`` (context manager / decorator; ``scope(name, tokens=, batch
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = ["__version__", "scope", "mark", "mark_token", "save_report", "serve_metrics", "analyze"]
 

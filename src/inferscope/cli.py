@@ -9,7 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from . import __version__, thresholds
+from . import thresholds
+from .version import __version__
 from .analyze.options import options_from_args as _options_from_args  # noqa: F401  (used by callers)
 from .errors import ConfigError, InferScopeError, InputError  # noqa: F401
 from .outputs import DEFAULT_FORMATS, output_folder, resolve_outputs, write_reports  # noqa: F401

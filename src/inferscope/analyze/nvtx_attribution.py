@@ -308,11 +308,3 @@ def nvtx_by_pid(trace: Trace, window=None, options=None) -> dict:
                         f"(worst PID {worst}: {100 * low[worst]:.1f}% < {100 * thr:.1f}%). "
                         "Interpret per-phase/per-PID attribution cautiously.")
     return out
-
-
-def _register() -> None:
-    from .pipeline import register
-    register("nvtx")(analyze_nvtx)
-
-
-_register()

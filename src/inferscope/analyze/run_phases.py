@@ -43,6 +43,7 @@ from .intervals import overlap_with_union, union
 from .sample_labels import function_of
 from .select import starts_inside
 from .stats import fast_unique
+from .step_names import EXEC_RE, SGL_RE
 from .steady import Guards, describe_first_step, first_step_startup
 from .threads import child_process_tracks
 from .window import Window, main_start_ns, process_start_ns
@@ -166,7 +167,6 @@ def _outlier_calls(trace: Trace, lo: int, hi: int, limit: int) -> np.ndarray:
     cand = idx[starts_inside(st, Window(lo, limit))]
     # inside a step the first_step rule decides (a long call in a typical step is steady work); serving
     # engines' step ranges (vLLM execute_..., SGLang step[...], analyze/llm.py) are steps too
-    from .llm import EXEC_RE, SGL_RE
     ann = s.kind == SpanKind.ANNOTATION
     step_names = trace.strings.ids_matching(lambda x: bool(EXEC_RE.search(x) or SGL_RE.search(x)), s.name[ann])
     stp = np.flatnonzero((s.kind == SpanKind.STEP) | (ann & step_names[np.maximum(s.name, 0)] & (s.name >= 0)))

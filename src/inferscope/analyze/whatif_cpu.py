@@ -33,7 +33,7 @@ from __future__ import annotations
 from .. import thresholds as T
 from .diagnosis_cpu import _busy_workers
 from .evidence import _ms
-from .whatif import HOST_CATS, _part_ms, _pred
+from .whatif_pred import HOST_CATS, _part_ms, _pred
 
 _RESID = "thresholds.WHATIF_WAIT_RESIDUAL_FRACTION"
 

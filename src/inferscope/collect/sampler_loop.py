@@ -92,11 +92,9 @@ class _Loop:
     __slots__ = ("s", "env", "idmap", "probe", "clock", "cputime", "threads", "skip", "module_locks", "kgate_fn",
                  "my_clk", "getframes", "stop", "sleep", "periodic", "period_ns", "next_periodic", "per_tick",
                  "perf_maps", "ema_busy", "perf_off", "last_tick", "forced_ns", "short_s", "manage_switch",
-                 "next_resolve", "next_native", "native_period", "setup_thread", "perf_on_at", "ticked", "final", "SM")
+                 "next_resolve", "next_native", "native_period", "setup_thread", "perf_on_at", "ticked", "final")
 
     def __init__(self, s) -> None:
-        from . import sampler as SM    # (GIL_BUDGET read there at every tick: bench_sampler.py sets it while it runs)
-        self.SM = SM
         self.s = s
         env, self.idmap, self.probe = loop_setup(s)
         self.env = env
@@ -177,9 +175,9 @@ def _wait_for_tick(s, L: _Loop):
     # otherwise a late sampler would hold the GIL back-to-back and starve the workload.
     # While a module import runs (start-up, reported as one bucket) sample less often:
     # every tick takes the GIL from an import-heavy main thread.  Overhead budget: never
-    # hold the GIL more than GIL_BUDGET of the wall time on average.
+    # hold the GIL more than its gil_budget (thread_state.GIL_BUDGET) of the wall time on average.
     interval = s.interval_ns
-    iv = max(interval * IMPORT_RATE_DIVISOR if L.module_locks else interval, int(L.ema_busy / L.SM.GIL_BUDGET))
+    iv = max(interval * IMPORT_RATE_DIVISOR if L.module_locks else interval, int(L.ema_busy / L.s.gil_budget))
     clock = L.clock
     target = clock() + iv
     if not L.stop.is_set():
