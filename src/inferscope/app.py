@@ -10,20 +10,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import log
+from .analyze.options import AnalyzeOptions, unmatched_option_warnings
+from .analyze.pipeline import analyze
+from .collect.api import collected_trace
+from .outputs import resolve_outputs, write_reports
+from .report import format_for_path
+
 
 def report(trace, options=None, outputs=(), outdir: Path | None = None, inputs=(), defer_interrupt: bool = False,
            about: dict | None = None, progress=None) -> tuple[dict, list[Path]]:
     """Analyse ``trace`` with ``options`` and write ``outputs`` ([(format, path)]) as one set; the
     files named in ``inputs`` are never overwritten.  Returns (report.json's dict, written paths).
     ``progress``: a ``util.progress.Progress`` told the analysis and writing stages, or None."""
-    from .analyze.pipeline import analyze
-    from .outputs import write_reports
     if progress is not None:
         progress.stage("analysing")
     result = analyze(trace, options)
     if options is not None:
-        from . import log
-        from .analyze.options import unmatched_option_warnings
         for w in unmatched_option_warnings(options, result):   # also in the report's warnings
             log.warn(w)
     if progress is not None and outputs:
@@ -42,10 +45,6 @@ def save_report(path: str | None = None, format: str | None = None, trace_path: 
     session.  Under ``inferscope run``: writes a snapshot; collection continues and the run's own
     report is still written at exit.
     """
-    from .analyze.options import AnalyzeOptions
-    from .collect.api import collected_trace
-    from .outputs import resolve_outputs
-    from .report import format_for_path
     got = collected_trace(trace_path)
     if got is None:
         return []

@@ -17,6 +17,9 @@ import numpy as np
 from ..trace.kinds import SpanKind, TrackKind
 from ..trace.model import Trace
 from .select import starts_inside
+from .breakdown import source_intervals
+from .intervals import clip, overlap_with_union, union
+from .threads import child_process_tracks
 
 _CHILD = re.compile(r"^child\.cpu_s\[(\d+)\] (.*)$")
 
@@ -82,9 +85,6 @@ def _followed(trace: Trace, lo: int, hi: int) -> dict:
     """Followed (sampled) children: how long the program's critical thread waited while at least one
     child was on-CPU (any class but waiting, its own imports included), and, of its waiting, how long while a
     child was starting (``child_startups``: the child's interpreter and imports, before its own work)."""
-    from .breakdown import source_intervals
-    from .intervals import clip, overlap_with_union, union
-    from .threads import child_process_tracks
     kids = child_process_tracks(trace)
     s = trace.spans
     if not kids.any():
@@ -114,7 +114,6 @@ def child_startups(trace: Trace) -> dict:
     collect/bootstrap.py, or its first sample; its interpreter's start before that is not recorded) to the end of
     its last sampled module import before half of its sampled non-import CPU time (run_phases' imports rule, per
     child).  A child that imports nothing sampled: its first event to its first sample of other work."""
-    from .threads import child_process_tracks
     kids = child_process_tracks(trace)
     s = trace.spans
     if not kids.any():

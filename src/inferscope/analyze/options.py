@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from .. import thresholds
 from ..errors import ConfigError
+from ..config import alert_thresholds, load_config
 
 
 @dataclass
@@ -75,7 +76,6 @@ def options_from_args(args) -> "AnalyzeOptions":
         v = getattr(args, flag, None)
         if v is not None and not (v > 0 and v < 1e7):
             raise ConfigError(f"--{flag.replace('_', '-')} must be a positive number")
-    from ..config import alert_thresholds, load_config
     return AnalyzeOptions(window=args.window, peak_tflops=getattr(args, "peak_tflops", None),
                           peak_gbps=getattr(args, "peak_gbps", None), phase_map=_load_phase_map(args.phase_map),
                           phase_map_file=args.phase_map,

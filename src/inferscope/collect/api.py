@@ -281,7 +281,7 @@ def collected_trace(trace_path: str | None = None):
         trace = s.finalize()
         _S.set_current(None)
     if trace_path:
-        from ..trace import native
+        from ..trace import native  # lazy: only save_report() reads a trace back (numpy)
         native.save(trace, trace_path)
     return trace, s.cfg
 

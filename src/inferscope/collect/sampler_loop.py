@@ -4,6 +4,7 @@ pacing (GIL budget, import rate), the tick's time and GIL verdict, perf adoption
 that ended).  collect/sampler.py explains the rules."""
 from __future__ import annotations
 
+import importlib._bootstrap as _bs
 import sys
 import threading
 
@@ -11,6 +12,7 @@ from . import classify as C
 from . import kernel_time as K
 from .gcpauses import collector_off, collector_on
 from .layout import LONG_INTERVAL_TICKS
+from .native_threads import NATIVE_PERIOD_NS, NativeThreads
 from .sampler_tick import TickEnv, tick_threads
 from .thread_state import (GIL_WAIT_NS, IMPORT_RATE_DIVISOR, PERF_PERIOD_NS, RESOLVE_NS, _decides, _import_probe,
                            _runq_ns, _switch_interval_s)
@@ -36,13 +38,12 @@ def loop_setup(s):
     probe = None
     if s.probe_blocking:
         try:
-            from .blocking import Probe
+            from .blocking import Probe  # lazy: the off-CPU probe and import-lock view only where enabled
             s.blocking = Probe(s.buffer.append, _decides)
             probe = s.blocking.probe
         except Exception:
             probe = None
     try:
-        import importlib._bootstrap as _bs
         module_locks = _bs._module_locks      # non-empty while a module import is in progress
     except (ImportError, AttributeError):
         module_locks = None
@@ -319,7 +320,6 @@ def _native_step(s, t: int, perf_maps, native_period: int):
     """The process's native threads by perf role (native_threads.py), every NATIVE_PERIOD_NS.  Returns
     (the next time, the period)."""
     if s.native_threads is None:
-        from .native_threads import NATIVE_PERIOD_NS, NativeThreads
         s.native_threads = NativeThreads(s.buffer.append, PERF_PERIOD_NS, s.started_ns)
         native_period = NATIVE_PERIOD_NS
     next_native = t + native_period

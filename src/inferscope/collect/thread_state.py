@@ -141,7 +141,6 @@ def _import_probe(module_locks):
 def _switch_interval_s() -> float:
     """The switch interval to use while one Python thread runs (SWITCH_INTERVAL_S, or
     INFERSCOPE_SWITCH_INTERVAL_US; 0 = never change the program's)."""
-    import os
     try:
         us = float(os.environ.get("INFERSCOPE_SWITCH_INTERVAL_US", SWITCH_INTERVAL_S * 1e6))
     except ValueError:
