@@ -54,9 +54,9 @@ def clock_sync_warning(source: str, err_us: float | None, duration_ms: float, ma
         return None
     pct = 100.0 * err_us / (duration_ms * 1e3) if duration_ms > 0 else float("inf")
     return (f"{source} clock sync error {err_us:.0f} us is {pct:.1f} % of the {duration_ms:.1f} ms collection: "
-            f"above the limit of {limit:.0f} us (the larger of {100 * T.CLOCK_SYNC_ERROR_MAX_FRACTION:g} % of the collection and "
-            f"INFERSCOPE_SYNC_ERROR_MARGIN_US={margin_us:g} us); GPU times may be misaligned with CPU samples "
-            "by that much: check GPU clock stability")
+            f"above the limit of {limit:.0f} us (the larger of {100 * T.CLOCK_SYNC_ERROR_MAX_FRACTION:g} % of the "
+            f"collection and INFERSCOPE_SYNC_ERROR_MARGIN_US={margin_us:g} us); GPU times may be misaligned with CPU "
+            "samples by that much: check GPU clock stability")
 
 
 def profiler_cost(sess, meta: dict) -> None:
@@ -68,8 +68,8 @@ def profiler_cost(sess, meta: dict) -> None:
     meta["estimated_profiler_overhead_ms"] = round(est_ms, 1)
     _overhead(sess, meta, 0, est_ms,
               "(CPU time of InferScope's sampler + housekeeping threads + torch.profiler estimated as "
-              f"{n} recorded ops and CUDA API calls x {T.PROFILER_COST_PER_HOST_EVENT_US:g} us, measured on an H100 host) / "
-              "CPU time of the whole process; an estimate: the per-event cost depends on the CPU")
+              f"{n} recorded ops and CUDA API calls x {T.PROFILER_COST_PER_HOST_EVENT_US:g} us, measured on an H100 "
+              "host) / CPU time of the whole process; an estimate: the per-event cost depends on the CPU")
 
 
 def _overhead(sess, meta: dict, extra_cpu_ns: int, est_ms: float, basis: str) -> None:

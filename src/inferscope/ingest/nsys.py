@@ -41,15 +41,16 @@ from ..errors import InputError
 from ..trace.builder import TraceBuilder
 from ..trace.kinds import SpanKind, TrackKind
 from ..trace.model import Trace
+from . import nsys_host
 from .nsys_assemble import _assemble, _launch_flows, _span_order
-from .nsys_parts import DRIVER_EVENT_CLASS, NVTXT_PUSHPOP, NVTXT_STARTEND, NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND, _gpu_activity_parts, _host_api_parts
+from .nsys_parts import DRIVER_EVENT_CLASS, NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND
+from .nsys_parts import _gpu_activity_parts, _host_api_parts
 from .nsys_reader import _Reader
 from .nsys_schema import (GPU_INFO_TABLES, GRAPH_TABLE, KERNEL_TABLES, MEMCPY_TABLE, MEMSET_TABLE, META_TABLES,
                           NVTX_TABLE, OSRT_TABLE, OVERHEAD_TABLE, PID_MASK, RUNTIME_TABLE, SYNC_TABLE,
                           VIEW_SQL_TIMEOUT_S, _WANTED_TABLES, _Interrupt, _connect, _is_nsys, _schema, _versions)
 from .nsys_tracks import _devices, _process_thread_names, _remap_strings, _session, _thread_tracks, _tracks_for
 from .nsys_units import unit_warnings
-from . import nsys_host
 
 LOAD_OPTIONS: tuple[str, ...] = ("include_osrt", "include_overhead", "chunk_rows")
 
