@@ -6,12 +6,15 @@
     python bench/bench_fuzz_campaign.py --kinds ncu_raw,yaml     # some kinds only
     python bench/bench_fuzz_campaign.py --replay yaml:17         # one mutant again, with its stderr
     python bench/bench_fuzz_campaign.py --replay yaml:17 --save /tmp/m   # ... and its files, for a repro
+    python bench/bench_fuzz_campaign.py --seed 20000 --count 2700 --log c1.jsonl   # a campaign in chunks ...
+    python bench/bench_fuzz_campaign.py --tally c1.jsonl c2.jsonl ...              # ... and their table together
 
 Kinds (tests/fuzz_campaign_mutators.py): Kineto JSON and .json.gz, nsys SQLite, Nsight Compute CSV (raw and
 details pages, alone or joined with --ncu), .iscope (synthetic; a live one with facts.msgpack under --replay
 and its meta sections), --phase-map JSON, .inferscope.yaml.  Each mutant runs `python -m inferscope analyze`
 in its own subprocess (tests/fuzz_campaign.py) with a 30 s limit; exit status, wall time and peak RSS
-(os.wait4) are recorded.  Goal: every exit 0 (complete report set) or 2 (one line), none over 30 s, peak RSS
+and CPU time (os.wait4) are recorded; on a shared host a mutant's wall time includes the time it waited for a
+CPU, so the table gives both.  Goal: every exit 0 (complete report set) or 2 (one line), none over 30 s, peak RSS
 < 1.5 GB for inputs < 10 MB, no traceback.  Prints the tally per kind and every failure as kind:seed
 (rebuild one with --replay); exits 1 when any mutant failed.
 """
@@ -19,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
+import json
 import sys
 import tempfile
 import time
@@ -41,7 +46,15 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=fc.TIMEOUT_S, help="seconds per mutant (default 30)")
     ap.add_argument("--replay", default=None, metavar="KIND:SEED", help="run one mutant and print its stderr")
     ap.add_argument("--save", default=None, metavar="DIR", help="with --replay: also write the mutant's files into DIR")
+    ap.add_argument("--log", default=None, metavar="FILE", help="append one JSON line per mutant to FILE")
+    ap.add_argument("--tally", nargs="+", default=None, metavar="FILE", help="print the table of --log files together")
     args = ap.parse_args()
+    if args.tally:
+        runs = [fc.Run(**json.loads(x)) for f in args.tally for x in Path(f).read_text().splitlines() if x.strip()]
+        seen = collections.Counter((r.kind, r.seed) for r in runs)
+        c = fc.Campaign(runs=runs)
+        print(f"logs: {', '.join(args.tally)}; distinct mutants {len(seen)}, repeated {sum(n > 1 for n in seen.values())}")
+        return _table(c, args.timeout)
     kinds = tuple(k for k in args.kinds.split(",") if k)
     bad = [k for k in kinds if k not in cm.KINDS]
     if bad or args.count < 0 or args.jobs < 1:
@@ -62,8 +75,13 @@ def main() -> int:
         t0 = time.monotonic()
         last = [t0]
 
+        log = open(args.log, "a") if args.log else None
+
         def progress(c, r):
             now = time.monotonic()
+            if log:
+                log.write(json.dumps(dataclasses.asdict(r)) + "\n")
+                log.flush()
             if not r.verdict.startswith("ok"):
                 print(f"  FAIL {r.kind}:{r.seed} {r.verdict} rc={r.rc} {r.stderr.strip().splitlines()[-1:]!r}", flush=True)
             if now - last[0] > 30:
@@ -73,14 +91,19 @@ def main() -> int:
         c = fc.campaign(args.count, args.seed, args.jobs, Path(d), kinds, args.timeout, progress)
     wall = time.monotonic() - t0
     print(f"mutants: {len(c.runs)} (seeds from {args.seed}, kinds {','.join(kinds)}, --jobs {args.jobs}); wall {wall:.0f} s")
+    return _table(c, args.timeout)
+
+
+def _table(c, timeout_s: float) -> int:
     print(f"exit codes: {dict(collections.Counter(r.rc for r in c.runs))}")
     for kind, k in c.per_kind().items():
         print(f"  {kind:13s} n={k['n']:5d} exit0={k['exit0']:5d} exit2={k['exit2']:5d} failures={k['fail']} "
-              f"max wall {k['max_wall_s']:.2f} s, max peak RSS {k['max_rss_mb']:.0f} MB")
+              f"max wall {k['max_wall_s']:.2f} s, max CPU {k['max_cpu_s']:.2f} s, max peak RSS {k['max_rss_mb']:.0f} MB")
     small = [r for r in c.runs if r.input_bytes < fc.SMALL_INPUT_BYTES]
     print(f"peak RSS (inputs < 10 MB): {max((r.peak_rss_mb for r in small), default=0):.0f} MB; "
-          f"slowest: {max((r.wall_s for r in c.runs), default=0):.2f} s; over {args.timeout:g} s: "
-          f"{sum(r.rc is None for r in c.runs)}")
+          f"slowest: {max((r.wall_s for r in c.runs), default=0):.2f} s wall, "
+          f"{max((r.cpu_s for r in c.runs), default=0):.2f} s CPU; killed at {timeout_s:g} s: "
+          f"{sum(r.rc is None for r in c.runs)}; over 30 s wall: {sum(r.wall_s > 30 for r in c.runs)}")
     print(f"failures: {len(c.failures)} {dict(collections.Counter(r.verdict for r in c.failures))}")
     for r in c.failures:
         print(f"  {r.kind}:{r.seed} {r.verdict} rc={r.rc}")

@@ -82,14 +82,14 @@ elif step == 'stages':
     # the analyze command's stages in one process: peak RSS (ru_maxrss) after each, and its time
     import pathlib, tempfile
     from inferscope.ingest import load_trace
-    from inferscope.analyze.pipeline import analyze
+    from inferscope.analyze.pipeline import analyze_report
     from inferscope.outputs import resolve_outputs, write_reports
     with tempfile.TemporaryDirectory() as d:
         t0 = time.perf_counter()
         tr = load_trace(path)
         t1 = time.perf_counter()
         out['load_s'], out['load_mb'] = t1 - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-        res = analyze(tr)
+        res = analyze_report(tr)
         t2 = time.perf_counter()
         out['analyses_s'], out['analyses_mb'] = t2 - t1, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
         write_reports(res, tr, resolve_outputs(d, None), pathlib.Path(d), [path])

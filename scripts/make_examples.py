@@ -90,15 +90,19 @@ def summary(result: dict) -> dict:
 
 
 def render(result: dict, trace, name: str, outdir: Path) -> None:
-    from inferscope.report import get_renderer
+    """<name>.md and <name>.html of ``result``, report.json's dict without its timings (the typed Report the
+    renderers take requires them): built from the dict as ``markdown.render`` and ``html.render`` build them from
+    ``Report.to_dict()``, the strip computed from the trace by analyze/views.py as the commands do."""
+    from inferscope.analyze.views import views_for
+    from inferscope.report.html import build_html
+    from inferscope.report.markdown import render_markdown
+    from inferscope.util.atomic import atomic_write_text
     outdir.mkdir(parents=True, exist_ok=True)
-    for fmt in ("md", "html"):
-        path = outdir / f"{name}.{fmt}"
-        get_renderer(fmt)(result, trace, path)
-        if fmt == "md":   # the markdown renderer prints a 0.0 ms placeholder for the removed timings
-            text = path.read_text(encoding="utf-8")
-            text = re.sub(r"; report generation: analysis 0\.0 ms", "", text)
-            path.write_text(text, encoding="utf-8")
+    w = result["window"]
+    # the markdown renderer prints a 0.0 ms placeholder for the removed timings
+    md = re.sub(r"; report generation: analysis 0\.0 ms", "", render_markdown(result))
+    atomic_write_text(outdir / f"{name}.md", md)
+    atomic_write_text(outdir / f"{name}.html", build_html(result, views_for(trace, w["start_ns"], w["end_ns"], ("html",))))
 
 
 def index(entries: dict) -> str:

@@ -28,7 +28,7 @@ TIMEOUT_S = 30.0
 RSS_LIMIT_MB = 1536.0
 SMALL_INPUT_BYTES = 10 << 20
 
-# Forks and execs the analyze command, waits with wait4, prints [exit code or None, wall s, peak RSS KB].  A small
+# Forks and execs the analyze command, waits with wait4, prints [exit code or None, wall s, peak RSS KB, CPU s].  A small
 # process of its own: a child's ru_maxrss starts from its parent's resident size at fork (and vfork+exec from
 # the parent's peak), so forked straight from the campaign (which builds large mutants) it would read high.
 LAUNCHER = """
@@ -51,7 +51,7 @@ while True:
         _, st, ru = os.wait4(pid, 0)
         break
     time.sleep(0.01)
-print(json.dumps([rc, time.monotonic() - t0, ru.ru_maxrss]))
+print(json.dumps([rc, time.monotonic() - t0, ru.ru_maxrss, ru.ru_utime + ru.ru_stime]))
 """
 
 
@@ -65,6 +65,7 @@ class Run:
     peak_rss_mb: float
     input_bytes: int
     stderr: str = ""
+    cpu_s: float = 0.0       # user + system CPU of the analyze process (wall time on a shared host includes waiting)
 
 
 @dataclass
@@ -78,10 +79,12 @@ class Campaign:
     def per_kind(self) -> dict:
         out: dict = {}
         for r in self.runs:
-            k = out.setdefault(r.kind, {"n": 0, "exit0": 0, "exit2": 0, "fail": 0, "max_wall_s": 0.0, "max_rss_mb": 0.0})
+            k = out.setdefault(r.kind, {"n": 0, "exit0": 0, "exit2": 0, "fail": 0, "max_wall_s": 0.0, "max_cpu_s": 0.0,
+                                        "max_rss_mb": 0.0})
             k["n"] += 1
             k["exit0" if r.verdict == "ok0" else "exit2" if r.verdict == "ok2" else "fail"] += 1
             k["max_wall_s"] = max(k["max_wall_s"], r.wall_s)
+            k["max_cpu_s"] = max(k["max_cpu_s"], r.cpu_s)
             k["max_rss_mb"] = max(k["max_rss_mb"], r.peak_rss_mb)
         return out
 
@@ -100,7 +103,7 @@ def run_one(kind: str, seed: int, workdir: Path, timeout_s: float = TIMEOUT_S,
         with open(d / "stderr", "wb") as err:
             p = subprocess.run([python, "-S", "-c", LAUNCHER, str(timeout_s), *cmd], cwd=d, env=env,
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, timeout=timeout_s + 60)
-        rc, wall, rss_kb = json.loads(p.stdout.decode().strip().splitlines()[-1])
+        rc, wall, rss_kb, cpu = json.loads(p.stdout.decode().strip().splitlines()[-1])
         rss = rss_kb / 1024.0
         text = (d / "stderr").read_text(errors="replace")
         verdict = "FAIL:timeout" if rc is None else _judge(rc, text, d / "out")
@@ -108,7 +111,7 @@ def run_one(kind: str, seed: int, workdir: Path, timeout_s: float = TIMEOUT_S,
             verdict = "FAIL:traceback"
         if verdict.startswith("ok") and rss >= rss_limit_mb and m.input_bytes < SMALL_INPUT_BYTES:
             verdict = f"FAIL:rss-{rss:.0f}MB"
-        return Run(kind, seed, rc, verdict, wall, rss, m.input_bytes, text[-800:])
+        return Run(kind, seed, rc, verdict, wall, rss, m.input_bytes, text[-800:], cpu)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 

@@ -5,7 +5,8 @@ Kineto JSON / .json.gz, nsys SQLite and .iscope reuse tests/fuzz_mutators.py (ty
 deep nesting, copies, byte damage) and add truncation at every section boundary (a JSON token boundary,
 an SQLite page, a zip member).  New here: Nsight Compute CSV (raw and details pages, alone or joined with
 ``--ncu``), a live .iscope with its ``facts.msgpack`` member (analysed with ``--replay``) and its meta
-sections, ``--phase-map`` JSON and ``.inferscope.yaml`` (read from the working directory).
+sections, ``--phase-map`` JSON and ``.inferscope.yaml`` (read from the working directory); ``--model-config`` and
+``--cublas-log`` files in fuzz_campaign_options.py.
 
 ``make(kind, seed, workdir)`` -> ``Mutant``: the files to write into an empty folder, the arguments after
 ``analyze`` (paths relative to that folder, which is the command's working directory) and the main input's
@@ -29,7 +30,8 @@ HERE = Path(__file__).resolve().parent
 NCU_DIR = HERE / "data" / "ncu"
 LIVE_ISCOPE = HERE / "data" / "fuzz" / "live_facts.iscope"
 
-KINDS = ("kineto", "kineto_gz", "nsys", "ncu_raw", "ncu_details", "iscope", "iscope_facts", "phase_map", "yaml")
+KINDS = ("kineto", "kineto_gz", "nsys", "ncu_raw", "ncu_details", "iscope", "iscope_facts", "phase_map", "yaml",
+         "model_config", "cublas_log")
 
 # numbers and texts ncu/yaml/json readers trip on
 NUM_TEXT = ["nan", "NaN", "inf", "-inf", "Infinity", "1e400", "-1e400", "1e308", "-0", "", "n/a", "x", "1,000,000,000,000,000,000",
@@ -411,4 +413,7 @@ def make(kind: str, seed: int, workdir: Path) -> Mutant:
         return phase_map(rng)
     if kind == "yaml":
         return inferscope_yaml(rng)
+    if kind in ("model_config", "cublas_log"):           # issue 46's option files: fuzz_campaign_options.py
+        import fuzz_campaign_options as co
+        return co.model_config(rng, cut_json, Mutant) if kind == "model_config" else co.cublas_log(rng, Mutant)
     raise ValueError(kind)

@@ -488,6 +488,7 @@ def campaign(n_per_format: int, workdir: Path, first_seed: int = 0, formats=("ki
     import inferscope.report.csv_tables, inferscope.report.json_report, inferscope.ingest.nsys  # noqa: F401,E401
     import inferscope.ingest.kineto, inferscope.analyze.nvtx_attribution  # noqa: F401,E401
     import inferscope.analyze.per_pid  # noqa: F401
+    import inferscope.analyze.views  # noqa: F401
     import inferscope.analyze.nsys_extras  # noqa: F401,F811
     tally = Tally()
     t0 = time.monotonic()

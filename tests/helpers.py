@@ -86,3 +86,13 @@ def md_markup(md: str) -> list[str]:
 def md_render(md: str) -> str:
     """report.md rendered to HTML by that parser (text escaped as a browser would show it)."""
     return md_parse(md).render(md)
+
+
+def as_report(res: dict, trace, formats=("md", "json", "csv", "html", "chrome")):
+    """report.json's dict (as ``analyze`` returns it) typed the way the commands hand it to the renderers: a
+    ``result.Report`` with the views its ``formats`` draw from ``trace`` attached (analyze/views.py)."""
+    from inferscope.analyze.views import attach
+    from inferscope.result import from_dict
+    rep = from_dict(res)
+    attach(rep, trace, formats)
+    return rep

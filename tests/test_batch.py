@@ -10,6 +10,7 @@ import pytest
 
 from conftest import SHARED_TRACES, kineto_traces, nsys_traces
 from inferscope.cli import main
+from inferscope.fleet.batch_out import SAVING_FIELDS
 
 
 def _jsonl(p):
@@ -27,7 +28,7 @@ def test_folder_with_jobs_2_rows_match_each_report(tmp_path):
     rows = _jsonl(out / "summary.jsonl")
     assert sorted(r["source"] for r in rows) == sorted(str(p) for p in inputs)      # every trace, once
     findings = _jsonl(out / "findings.jsonl")
-    n_findings = 0
+    n_findings = n_predicted = 0
     for r in rows:
         assert r["error"] is None
         rep = json.loads((out / r["report_dir"] / "report.json").read_text())
@@ -38,8 +39,12 @@ def test_folder_with_jobs_2_rows_match_each_report(tmp_path):
         assert r["format"] == rep["source"]["format"]
         mine = [f for f in findings if f["source"] == r["source"]]
         assert [f["id"] for f in mine] == [f["id"] for f in rep["findings"]]
+        # each row carries its finding's predicted saving (issue 42), null where the report has none
+        assert [[f[k] for k in SAVING_FIELDS] for f in mine] == [[f.get(k) for k in SAVING_FIELDS]
+                                                                 for f in rep["findings"]]
+        n_predicted += sum(f.get("expected_saving_ms") is not None for f in mine)
         n_findings += len(rep["findings"])
-    assert len(findings) == n_findings > 0
+    assert len(findings) == n_findings > 0 and n_predicted > 0
     assert len({r["report_dir"] for r in rows}) == len(rows)
     # the same table as Parquet, queried with DuckDB: the 5 traces with the worst GPU idle.  In a child
     # process: duckdb/pyarrow loaded into the pytest process change what the in-process sampler tests that
@@ -53,8 +58,10 @@ def test_folder_with_jobs_2_rows_match_each_report(tmp_path):
         "     \"WHERE gpu_idle_pct IS NOT NULL ORDER BY gpu_idle_pct DESC, source LIMIT 5\")\n"
         "got = duckdb.sql(q).fetchall()\n"
         "n = duckdb.sql(f\"SELECT count(*) FROM read_parquet('{out}/findings.parquet')\").fetchall()[0][0]\n"
+        "saved = duckdb.sql(f\"SELECT source, id, expected_saving_ms, saving_model FROM read_parquet('{out}/findings.parquet')\"\n"
+        "                   \" WHERE expected_saving_ms IS NOT NULL ORDER BY source, id, expected_saving_ms, saving_model\").fetchall()\n"
         "shares = duckdb.sql(f\"SELECT source, sync_wait_pct FROM read_parquet('{out}/summary.parquet')\").fetchall()\n"
-        "print(json.dumps({'got': got, 'n': n, 'shares': dict(shares)}))\n")
+        "print(json.dumps({'got': got, 'n': n, 'shares': dict(shares), 'saved': saved}))\n")
     r = subprocess.run([sys.executable, "-c", script, str(out)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads(r.stdout)
@@ -63,6 +70,8 @@ def test_folder_with_jobs_2_rows_match_each_report(tmp_path):
                   key=lambda t: (-t[1], t[0]))[:5]
     assert got == want and len(got) == 5
     assert res["n"] == len(findings)
+    assert [tuple(x) for x in res["saved"]] == sorted((f["source"], f["id"], f["expected_saving_ms"], f["saving_model"])
+                                                      for f in findings if f["expected_saving_ms"] is not None)
     assert res["shares"] == {r["source"]: r["shares_pct"]["sync_wait"] for r in rows}
 
 

@@ -82,11 +82,14 @@ def real_report(tmp: Path) -> tuple[Path, dict]:
     except ImportError:
         pytest.skip("Kineto importer (inferscope.ingest.kineto.load) not available yet")
     from inferscope.analyze.options import AnalyzeOptions
-    from inferscope.analyze.pipeline import analyze
+    from inferscope.analyze.pipeline import analyze_report
+    from inferscope.analyze.views import attach
     trace = kineto.load(trace_path)
-    result = analyze(trace, AnalyzeOptions())
+    rep = analyze_report(trace, AnalyzeOptions())
+    attach(rep, trace, ["html"])
+    result = rep.to_dict()
     out = tmp / "report.html"
-    H.render(result, trace, out)
+    H.render(rep, trace, out)
     return out, result
 
 
@@ -117,12 +120,12 @@ def test_report_in_browser(browser, tmp_path_factory):
 
 
 def test_hostile_report_in_browser(browser, tmp_path_factory):
-    from test_html_helpers import HOSTILE, make_result
+    from test_html_helpers import HOSTILE, make_result, render_html
     from test_html_report import hostile_trace
     tmp = tmp_path_factory.mktemp("browser_hostile")
     trace = hostile_trace()
     out = tmp / "hostile.html"
-    H.render(make_result(trace, text=HOSTILE[1] + HOSTILE[0]), trace, out)
+    render_html(make_result(trace, text=HOSTILE[1] + HOSTILE[0]), trace, out)
     netlog = tmp / "netlog.json"
     r = run_browser(browser, tmp, out.as_uri(), "--dump-dom", f"--log-net-log={netlog}")
     dom = r.stdout

@@ -27,7 +27,8 @@ from inferscope.analyze.phases import phase_matcher
 from inferscope.analyze.pipeline import analyze
 from inferscope.analyze.window import Window
 from inferscope.ingest import load_trace
-from inferscope.report import timeline_summary as tls
+from inferscope.analyze import timeline_summary as tls
+from inferscope.report.html_assets import CATEGORY_COLOURS, CLASSES
 
 _CACHE: dict = {}
 
@@ -46,7 +47,7 @@ PARAMS = kineto_params() + nsys_params()
 @pytest.mark.parametrize("path", PARAMS)
 def test_strip_classes_are_the_breakdown(path):
     trace, res = loaded(path)
-    assert [c[0] for c in tls.CLASSES] == list(B.CATEGORIES)
+    assert [c[0] for c in CLASSES] == list(B.CATEGORIES)
     w = res["window"]
     summ = tls.summarise(trace, w["start_ns"], w["end_ns"], n_bins=500)
     want = {r["category"]: r["ns"] for r in res["breakdown"]}
@@ -206,13 +207,14 @@ def test_html_strip_draws_the_partition_lane(tmp_path):
     path = shared_path("kineto", "hta_cuda_event_sync_a100.json.gz")
     trace, res = loaded(path)
     out = tmp_path / "r.html"
-    get_renderer("html")(res, trace, out)
+    from helpers import as_report
+    get_renderer("html")(as_report(res, trace, ["html"]), trace, out)
     html = out.read_text(encoding="utf-8")
     assert "all (breakdown)" in html
     # the strip's legend uses the breakdown's labels and colours
     for r in res["breakdown"]:
         if r["ns"]:
-            assert B.CATEGORY_LABELS[r["category"]] in html and tls.CATEGORY_COLOURS[r["category"]] in html
+            assert B.CATEGORY_LABELS[r["category"]] in html and CATEGORY_COLOURS[r["category"]] in html
 
 
 # a finding names what carries it: (evidence key of the name, evidence key of its time)

@@ -40,7 +40,7 @@ def test_statistics_rates_and_bad_samples():
     pf = _row(res, "proc.page_faults_per_s")
     assert pf["mean"] == pytest.approx(250 / 1e-3) and pf["max"] == pytest.approx(200 / 0.5e-3)
     assert res["counters"]["page_faults_per_s"] == pytest.approx(250_000)
-    assert res["counters"]["gpu_memory"] == [{"device": 0, "peak_bytes": 900, "total_bytes": 1000, "peak_pct": 90.0,
+    assert res["counters"]["gpu_memory"] == [{"device": 0, "metric": "gpu.mem_used_bytes", "peak_bytes": 900, "total_bytes": 1000, "peak_pct": 90.0,
                                               "headroom_bytes": 100}]
     assert res["counters"]["dropped_samples"] == 3
     assert any("3 sample(s) dropped" in w for w in res["warnings"])
@@ -185,7 +185,8 @@ def test_html_draws_every_counter_gpu_first_with_axis_and_throttle_band(h100, tm
     import re
     from inferscope.report.html import render
     res = analyze(h100, AnalyzeOptions(window="all"))
-    render(res, h100, tmp_path / "r.html")
+    from helpers import as_report
+    render(as_report(res, h100, ["html"]), h100, tmp_path / "r.html")
     doc = (tmp_path / "r.html").read_text()
     labels = [htmlmod.unescape(x) for x in re.findall(r'<g class="ctr" data-n="\d+" data-l="([^"]*)"', doc)]
     gpu = [x for x in labels if x.startswith("GPU0 ")]
@@ -203,7 +204,7 @@ def test_html_draws_every_counter_gpu_first_with_axis_and_throttle_band(h100, tm
     t.span(1, "k", 0, 1000, track=t.gpu)
     add_counter(t, "gpu.clock_event_reasons", range(0, 1000, 100), [0] * 7 + [4] * 3, device=0)
     tr = t.done()
-    render(analyze(tr), tr, tmp_path / "t.html")
+    render(as_report(analyze(tr), tr, ["html"]), tr, tmp_path / "t.html")
     assert 'class="throttle"' in (tmp_path / "t.html").read_text() and "sw_power_cap" in (tmp_path / "t.html").read_text()
 
 

@@ -9,8 +9,9 @@ from collections import defaultdict
 import pytest
 
 from conftest import kineto_params
+from inferscope.analyze.pipeline import analyze_report
 from inferscope.report import chrome
-from test_html_helpers import BASE, HOSTILE, make_result, make_trace
+from test_html_helpers import BASE, HOSTILE, make_trace
 
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "cuda_graph"}
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver"}
@@ -95,7 +96,8 @@ def check_export(doc: dict, raw: str, trace=None) -> dict:
 def test_export_synthetic(tmp_path):
     trace = make_trace()
     out = tmp_path / "timeline.json"
-    chrome.render(make_result(trace), trace, out)
+    rep = analyze_report(trace)
+    chrome.render(rep, trace, out)
     raw = out.read_text(encoding="utf-8")
     doc = json.loads(raw)
     info = check_export(doc, raw, trace)
@@ -112,26 +114,34 @@ def test_export_synthetic(tmp_path):
     assert rng and all(e["tid"] != 7 for e in rng)
     assert any(e["ph"] == "i" and e["name"] == "checkpoint" for e in doc["traceEvents"])
     assert any(e.get("cat") == "user_annotation" and e["name"] == "decode" for e in doc["traceEvents"])
-    # analysis process: window + idle gaps
+    # analysis process: the window, then the report's largest idle gaps, each at its exact ns
     ana = [e for e in doc["traceEvents"] if e.get("cat") == "inferscope"]
-    assert len(ana) == 3 and ana[0]["args"]["e2e_ms"] == 30.0
+    gaps = rep.idle_gaps.largest
+    assert gaps and len(ana) == 1 + len(gaps)
+    assert ana[0]["args"] == {"e2e_ms": rep.e2e_ms, "verdict": rep.verdict.title}
+    assert (ns(ana[0]["ts"]) + BASE, ns(ana[0]["dur"])) == (rep.window.start_ns, rep.window.end_ns - rep.window.start_ns)
+    assert [(ns(e["ts"]) + BASE, ns(e["dur"])) for e in ana[1:]] == [(g.start_ns, g.end_ns - g.start_ns) for g in gaps]
 
 
 def test_export_hostile_names_stay_valid_json(tmp_path):
     trace = make_trace({"thread": HOSTILE[0], "kernel": HOSTILE[6] + "\ud800", "range": HOSTILE[5], "file": HOSTILE[1]})
     out = tmp_path / "t.json"
-    chrome.render(make_result(trace, text=HOSTILE[2]), trace, out)
+    rep = analyze_report(trace)
+    rep.window.label = rep.verdict.title = HOSTILE[2] + "\ud800"      # untrusted text in the analysis rows too
+    chrome.render(rep, trace, out)
     raw = out.read_text(encoding="utf-8")
     doc = json.loads(raw)
     check_export(doc, raw, trace)
     names = {e.get("name") for e in doc["traceEvents"]} | {e["args"].get("name") for e in doc["traceEvents"] if e["ph"] == "M"}
     assert HOSTILE[6] + "\ufffd" in names and HOSTILE[5] in names
+    ana = next(e for e in doc["traceEvents"] if e.get("cat") == "inferscope")
+    assert ana["name"] == "window: " + HOSTILE[2] + "\ufffd" and ana["args"]["verdict"] == HOSTILE[2] + "\ufffd"
 
 
 def test_export_empty_trace(tmp_path):
     from inferscope.trace import TraceBuilder
     out = tmp_path / "t.json"
-    chrome.render({}, TraceBuilder().finalize(), out)
+    chrome.render(None, TraceBuilder().finalize(), out)
     doc = json.loads(out.read_text())
     assert doc["traceEvents"] and all(e["ph"] == "M" for e in doc["traceEvents"])
 
@@ -144,10 +154,9 @@ def test_us_exact():
 @pytest.mark.parametrize("path", kineto_params())
 def test_export_real_trace(tmp_path, path):
     from inferscope.analyze.options import AnalyzeOptions
-    from inferscope.analyze.pipeline import analyze
     from inferscope.ingest import load_trace
     trace = load_trace(path)
-    result = analyze(trace, AnalyzeOptions())
+    result = analyze_report(trace, AnalyzeOptions())
     out = tmp_path / "timeline.json"
     chrome.render(result, trace, out)
     raw = out.read_text(encoding="utf-8")
@@ -184,7 +193,7 @@ def test_export_moves_misnested_spans(tmp_path):
     b.add_flows([idx[3]], [idx[5]], FlowKind.LAUNCH)
     trace = b.finalize()
     out = tmp_path / "t.json"
-    chrome.render({}, trace, out)
+    chrome.render(None, trace, out)
     raw = out.read_text()
     doc = json.loads(raw)
     info = check_export(doc, raw, trace)
@@ -200,12 +209,11 @@ def test_export_streams_in_bounded_writes_and_gzips(tmp_path):
     import gzip
     from conftest import shared_path
     from inferscope.analyze.options import AnalyzeOptions
-    from inferscope.analyze.pipeline import analyze
     from inferscope.cli import main
     from inferscope.ingest import load_trace
     p = shared_path("kineto", "hta_trace_diff_control_a100_rank3.json.gz")
     trace = load_trace(p)
-    result = analyze(trace, AnalyzeOptions())
+    result = analyze_report(trace, AnalyzeOptions())
 
     class Rec:
         def __init__(self):

@@ -117,15 +117,15 @@ def test_replay_uses_the_recorded_perf_period():
     time by that period (a 2 ms period leaves less uncovered than 1 ms), so the replay is not the analysing
     process's setting."""
     # 50 faults at 200 us each in native code (the GIL free): the kernel part is the on-CPU time the 3 samples
-    # leave uncovered (kernel_time.kernel_class -> cpu_compute), the rest the samples' class (interpreter: user code)
+    # leave uncovered (kernel_time.kernel_class -> page_faults), the rest the samples' class (interpreter: user code)
     ev = [_state(), ["R", [[10 * MS, None, ["u.py:f", 5], "user_code", True, 0, 0, 50, 0, 0, 10 * MS]],
                      [[k * MS, PYTHON] for k in (2, 4, 6)], [], None, True, True, [200_000.0, 0.0]], ["X"]]
     from inferscope.collect import thread_state as TS
     before = TS.PERF_PERIOD_NS
     a = _by_class(replay_runs(_facts(ev, perf_period_ns=1 * MS)))
     b = _by_class(replay_runs(_facts(ev, perf_period_ns=2 * MS)))
-    assert a == {"cpu_compute": [(0, 7 * MS)], "user_code": [(7 * MS, 10 * MS)]}
-    assert b == {"cpu_compute": [(0, 4 * MS)], "user_code": [(4 * MS, 10 * MS)]}
+    assert a == {"page_faults": [(0, 7 * MS)], "user_code": [(7 * MS, 10 * MS)]}
+    assert b == {"page_faults": [(0, 4 * MS)], "user_code": [(4 * MS, 10 * MS)]}
     assert TS.PERF_PERIOD_NS == before       # the analysing process's setting is restored
 
 
@@ -192,8 +192,10 @@ def test_cli_replay_without_facts_or_with_bad_facts_exits_2(tmp_path):
 
 
 def _harness_programs() -> set[str]:
-    """The zoo programs tests/test_zoo_truth.py runs through the harness (whose compare() checks every replay)."""
-    return set(re.findall(r'"(zoo_[a-z0-9_]+\.py)"', (Path(__file__).parent / "test_zoo_truth.py").read_text()))
+    """The zoo programs tests/test_zoo_truth.py and test_zoo_reads.py run through the harness (whose compare() checks
+    every replay)."""
+    return {m for f in ("test_zoo_truth.py", "test_zoo_reads.py")
+            for m in re.findall(r'"(zoo_[a-z0-9_]+\.py)"', (Path(__file__).parent / f).read_text())}
 
 
 OTHER_ZOO = sorted(p.name for p in ZOO.glob("zoo_*.py") if p.name != "zoo_harness.py" and p.name not in _harness_programs())

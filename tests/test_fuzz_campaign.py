@@ -23,7 +23,7 @@ def _analyze(path: Path, out: Path, timeout_s: float = 120.0):
     env = {"PYTHONPATH": str(fc.SRC), "PATH": "/usr/bin:/bin"}
     p = subprocess.run([sys.executable, "-S", "-c", launcher, str(timeout_s), *cmd], env=env, capture_output=True,
                        timeout=timeout_s + 60)
-    rc, wall, rss_kb = json.loads(p.stdout.decode().splitlines()[-1])
+    rc, wall, rss_kb, _cpu_s = json.loads(p.stdout.decode().splitlines()[-1])
     return rc, wall, rss_kb / 1024.0
 
 

@@ -150,4 +150,5 @@ def test_structural_fuzz_kineto_through_every_renderer(tmp_path, name):
         res = analyze(tr)
         json.dumps(res, allow_nan=False)
         for fmt in ("md", "json", "html", "chrome"):
-            get_renderer(fmt)(res, tr, tmp_path / f"o{seed}.{fmt}")
+            from helpers import as_report
+            get_renderer(fmt)(as_report(res, tr, [fmt]), tr, tmp_path / f"o{seed}.{fmt}")

@@ -451,7 +451,8 @@ def test_ctrl_c_while_writing_never_leaves_a_mixed_set(tmp_path, monkeypatch):
     from inferscope.analyze.pipeline import analyze
     tr = load_trace(src2)
     with pytest.raises(KeyboardInterrupt):
-        writer.write_set(analyze(tr), tr, [("json", out / "report.json"), ("md", out / "report.md")], out,
+        from helpers import as_report
+        writer.write_set(as_report(analyze(tr), tr), tr, [("json", out / "report.json"), ("md", out / "report.md")], out,
                          defer_interrupt=True)
     assert b"other" in (out / "report.json").read_bytes() and b"other" in (out / "report.md").read_bytes()
     assert not list(out.glob(f"{writer.STAGE_PREFIX}*"))

@@ -127,3 +127,23 @@ def make_result(trace=None, text: str | None = None) -> dict:
         },
         "about": {"analysis_ms": 12.5, "events": 0 if trace is None else trace.n_events},
     }
+
+
+def _num(x):
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if np.isfinite(v) else None
+
+
+def render_html(result: dict, trace, path) -> None:
+    """report.html of a hand-built (partial, odd or hostile) result dict: the page from ``html.build_html``, the
+    strip computed from ``trace`` over the dict's window by analyze/views.py, as ``outputs.write_reports`` does
+    for a Report (``html.render`` takes the typed Report)."""
+    from inferscope.analyze.views import views_for
+    from inferscope.report.html import build_html
+    from inferscope.util.atomic import atomic_write_text
+    w = result.get("window") if isinstance(result, dict) and isinstance(result.get("window"), dict) else {}
+    views = views_for(trace, _num(w.get("start_ns")), _num(w.get("end_ns")), ("html",))
+    atomic_write_text(path, build_html(result, views))

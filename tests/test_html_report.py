@@ -12,7 +12,7 @@ import pytest
 
 from inferscope.report import html as H
 from inferscope.trace import FlowKind, SpanKind, TraceBuilder, TrackKind
-from test_html_helpers import BASE, HOSTILE, MS, make_result, make_trace
+from test_html_helpers import BASE, HOSTILE, MS, make_result, make_trace, render_html
 
 # every element / attribute the renderer may emit; anything else came from data
 ALLOWED_TAGS = {"html", "head", "meta", "title", "style", "body", "header", "main", "footer", "section", "div", "span",
@@ -92,7 +92,7 @@ def test_report_synthetic_trace_and_result(tmp_path):
     trace = make_trace()
     result = make_result(trace)
     out = tmp_path / "report.html"
-    H.render(result, trace, out)
+    render_html(result, trace, out)
     doc = out.read_text(encoding="utf-8")
     c = check_structure(doc)
     ids = {a.get("id") for _, a in c.tags}
@@ -111,11 +111,14 @@ def test_report_synthetic_trace_and_result(tmp_path):
 
 def test_report_on_pipeline_result(tmp_path):
     from inferscope.analyze.options import AnalyzeOptions
-    from inferscope.analyze.pipeline import analyze
+    from inferscope.analyze.pipeline import analyze_report
+    from inferscope.analyze.views import attach
     trace = make_trace()
-    result = analyze(trace, AnalyzeOptions())
+    rep = analyze_report(trace, AnalyzeOptions())
+    attach(rep, trace, ["html"])
+    result = rep.to_dict()
     out = tmp_path / "r.html"
-    H.render(result, trace, out)
+    H.render(rep, trace, out)
     doc = out.read_text(encoding="utf-8")
     c = check_structure(doc)
     text = " ".join(c.data)
@@ -140,7 +143,7 @@ def test_report_on_pipeline_result(tmp_path):
 def test_report_robust_to_missing_and_odd_keys(tmp_path, result):
     for trace in (None, make_trace(), TraceBuilder().finalize()):
         out = tmp_path / "r.html"
-        H.render(result, trace, out)
+        render_html(result, trace, out)
         check_structure(out.read_text(encoding="utf-8"))
 
 
@@ -154,7 +157,7 @@ def test_report_cpu_only(tmp_path):
     res = make_result(trace)
     res["gpu"] = None
     out = tmp_path / "r.html"
-    H.render(res, trace, out)
+    render_html(res, trace, out)
     c = check_structure(out.read_text(encoding="utf-8"))
     text = " ".join(c.data)
     assert "no GPU activity" in text and "CPU preprocessing" in text and "Waiting (off-CPU or for a CPU)" in text
@@ -172,7 +175,7 @@ def test_hostile_names_render_as_text(tmp_path, payload):
     result = make_result(trace, text=payload)
     result["tables"]["kernels"]["rows"].append([HOSTILE[-1] + "<b>tail</b>", 1, 0.1, 0.1])
     out = tmp_path / "r.html"
-    H.render(result, trace, out)
+    render_html(result, trace, out)
     doc = out.read_text(encoding="utf-8")
     c = check_structure(doc)      # exactly our one <script>, no foreign element/attribute, no on*
     text = "".join(c.data)
@@ -211,7 +214,7 @@ def test_large_trace_is_summarised(tmp_path):
     trace = b.finalize()
     s, e = trace.bounds_ns()
     t0 = time.perf_counter()
-    H.render({"e2e_ms": (e - s) / 1e6, "window": {"start_ns": s, "end_ns": e}}, trace, tmp_path / "big.html")
+    render_html({"e2e_ms": (e - s) / 1e6, "window": {"start_ns": s, "end_ns": e}}, trace, tmp_path / "big.html")
     dt = time.perf_counter() - t0
     size = (tmp_path / "big.html").stat().st_size
     assert size < 1_000_000 and dt < 5.0, (size, dt)

@@ -216,8 +216,8 @@ def test_memory_counters_and_marks():
     ctr = tr.tracks.kind == TrackKind.COUNTER
     assert ctr.any()
     names = {tr.strings[int(n)] for n in tr.tracks.name[ctr]}
-    assert names == {"gpu.mem_allocated_bytes"}
-    assert len(tr.counters) == 218 and np.all(tr.counters.value > 0)
+    assert names == {"gpu.mem_allocated_bytes", "gpu.mem_reserved_bytes"}      # Total Allocated, Total Reserved
+    assert len(tr.counters) == 2 * 218 and np.all(tr.counters.value > 0)
 
 
 # ------------------------------------------------------------------------------ synthetic inputs

@@ -42,3 +42,40 @@ def test_the_check_sees_function_level_and_relative_imports(tmp_path):
     p = tmp_path / "m.py"
     p.write_text("def f():\n    from ..app import report\n    from ..report import x\n    from . import journal\n")
     assert _forward(_imports(p, "inferscope.collect")) == ["inferscope.app", "inferscope.report"]
+
+
+REPORT_MUST_NOT = ("analyze", "compare", "collect", "ingest", "fleet", "app", "cli")
+
+
+def test_report_imports_no_analysis():
+    """report/ renders the typed Report (and its views) and computes nothing (issue 41 item 4): none of its modules
+    imports the analyses, the diff, the collector, the importers, the fleet code or the commands - function-level
+    imports included."""
+    bad = {}
+    for p in sorted((SRC / "report").glob("*.py")):
+        f = [m for m in _imports(p, "inferscope.report")
+             if m.startswith("inferscope.") and m.split(".")[1] in REPORT_MUST_NOT]
+        if f:
+            bad[p.name] = f
+    assert not bad, bad
+
+
+def test_the_report_check_sees_a_function_level_analysis_import(tmp_path):
+    p = tmp_path / "m.py"
+    p.write_text("def f():\n    from ..analyze.idle_gaps import device_gaps\n    from ..result import Report\n")
+    assert [m for m in _imports(p, "inferscope.report") if m.split(".")[1] in REPORT_MUST_NOT] == \
+        ["inferscope.analyze.idle_gaps"]
+
+
+def test_every_command_analyses_through_app():
+    """issue 41 item 4: the commands (cli, run_command, fleet/, compare/) analyse a trace through app.analyse /
+    app.report, never by calling the pipeline themselves: app.py is the one module outside analyze/ that imports it."""
+    users = set()
+    for p in sorted(SRC.rglob("*.py")):
+        rel = p.relative_to(SRC)
+        if rel.parts[0] == "analyze":
+            continue
+        pkg = "inferscope." + ".".join(rel.parts[:-1]) if len(rel.parts) > 1 else "inferscope"
+        if any(m.startswith("inferscope.analyze.pipeline") for m in _imports(p, pkg)):
+            users.add(str(rel))
+    assert users == {"app.py"}, users

@@ -75,7 +75,8 @@ def test_shapes_are_escaped_on_every_page(tmp_path):
     from inferscope.report import get_renderer
     tr = load_trace(MINITOY)
     res = analyze(tr, AnalyzeOptions(window="all"))
-    get_renderer("md")(res, tr, tmp_path / "report.md")
+    from helpers import as_report
+    get_renderer("md")(as_report(res, tr, ["md"]), tr, tmp_path / "report.md")
     md = (tmp_path / "report.md").read_text()
     assert "\\[5,128\\]x\\[5,128\\] (x2)" in md        # Markdown: '[' escaped like any untrusted name
 
@@ -302,7 +303,8 @@ def test_module_hotspots_equal_a_recount_on_a_real_trace():
     assert len(expect) > 50
     res = analyze(load_trace(path), AnalyzeOptions(window="all", top_n=1000))
     t = res["tables"]["module_hotspots"]
-    assert t["columns"] == ["module", "depth", "calls", "cpu_ms", "gpu_ms", "self_gpu_ms", "pct_of_gpu", "gflops"]
+    assert t["columns"] == ["module", "depth", "calls", "cpu_ms", "gpu_ms", "self_gpu_ms", "pct_of_gpu", "gflops",
+                            "input_activation_bytes"]
     got = {r[0]: r for r in t["rows"]}
     assert set(got) == set(expect)
     total_k = sum(k["dur"] for k in events if k.get("ph") == "X" and k.get("cat") == "kernel")
@@ -321,3 +323,11 @@ def test_module_hotspots_equal_a_recount_on_a_real_trace():
     assert gms == sorted(gms, reverse=True)
     assert got["BertLMHeadModel_0/BertOnlyMLMHead_0/BertLMPredictionHead_0/Linear_25"][7] == pytest.approx(
         2 * 141 * 30522 * 512 / 1e9)                                 # the vocabulary projection, by hand
+    # input activations (fp16, 141 tokens, hidden 512, intermediate 2048), by hand: every layer and its attention read
+    # [1, 141, 512], the FFN output projection [1, 141, 2048]
+    for p, r in got.items():
+        leaf = p.rsplit("/", 1)[-1]
+        if leaf.startswith(("BertLayer_", "BertAttention_")):
+            assert r[8] == 141 * 512 * 2, p
+        elif leaf.startswith("BertOutput_"):
+            assert r[8] == 141 * 2048 * 2, p

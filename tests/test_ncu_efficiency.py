@@ -245,7 +245,8 @@ def test_roofline_on_the_joined_qwen_report_is_bandwidth_only(tmp_path, qwen):
     trace_path, base = qwen
     cap, names, _ = _capture_of_top(tmp_path, base, flash_repeat=False)
     tr, r = _joined(trace_path, cap)
-    page = build_html(r, tr)
+    from helpers import as_report
+    page = build_html(r, as_report(r, tr, ["html"]).views)
     assert _svg(page, "roofline-chart") is None
     bars = _svg(page, "roofline-bw-chart")
     dd = r["kernel_deep_dive"]

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from inferscope.analyze.pipeline import analyze
+from inferscope.analyze.pipeline import analyze, analyze_report
+from inferscope.analyze.views import attach
 from inferscope.report import RENDERERS, get_renderer
 from inferscope.trace import CopyKind, MemKind, SpanKind
 
@@ -54,11 +55,12 @@ TRACES = {"gpu": gpu_trace, "cpu_only": cpu_trace, "hostile": hostile_trace, "ma
 @pytest.mark.parametrize("kind", sorted(TRACES))
 def test_every_renderer_on_every_trace(tmp_path, fmt, kind):
     trace = TRACES[kind]()
-    res = analyze(trace)
+    res = analyze_report(trace)          # the typed Report, with what its format draws from the trace
+    attach(res, trace, [fmt])
     out = tmp_path / ("tables" if fmt == "csv" else f"out.{fmt}")
     get_renderer(fmt)(res, trace, out)
     files = [p for p in (out.rglob("*") if out.is_dir() else [out]) if p.is_file()]
-    assert files or (fmt == "csv" and not res["tables"])
+    assert files or (fmt == "csv" and not res.tables)
     for p in files:
         data = p.read_bytes()
         assert data
@@ -114,3 +116,22 @@ def test_cpu_only_report_hygiene(tmp_path):
     out = render_markdown(res)
     assert "(20 more rows not shown; --format csv or json writes every row)" in out
     assert "CSV table" not in build_html(res)
+
+
+def test_views_are_carried_not_encoded_and_renderers_compute_nothing(tmp_path):
+    """report.views (analyze/views.py) is what report.html and the CSVs draw beyond report.json: attaching it leaves
+    report.json byte-identical, and a renderer given a Report without views draws no strip and writes the idle-gap
+    table as report.json holds it, even with the trace at hand (report/ computes nothing from it)."""
+    import msgspec
+    trace = gpu_trace()
+    rep = analyze_report(trace)
+    raw = msgspec.json.encode(rep)
+    get_renderer("html")(rep, trace, tmp_path / "bare.html")
+    assert "No trace available." in (tmp_path / "bare.html").read_text()
+    attach(rep, trace, ["html", "csv"])
+    assert msgspec.json.encode(rep) == raw and "views" not in rep.to_dict()
+    assert rep.views.timeline is not None and rep.views.idle_gaps is not None
+    get_renderer("html")(rep, trace, tmp_path / "r.html")
+    assert "No trace available." not in (tmp_path / "r.html").read_text() and "all (breakdown)" in (tmp_path / "r.html").read_text()
+    # the strip's partition lane is the breakdown, to the nanosecond
+    assert rep.views.timeline.partition.class_ns == {c.category: c.ns for c in rep.breakdown}

@@ -90,7 +90,8 @@ def test_html_names_teardown_and_culprit_tables(tmp_path):
     from inferscope.report.html import build_html
     tr = load_trace(shared_path("nsys", "memfusion_report1.sqlite"))
     res = analyze(tr)
-    doc = build_html(res, tr)
+    from helpers import as_report
+    doc = build_html(res, as_report(res, tr, ["html"]).views)
     assert 'id="run-phases"' in doc and "Teardown 877.5 ms" in doc and "cuModuleUnload" in doc
     apis = {r[0]: r for r in res["tables"]["top_apis"]["rows"]}
     assert "cuModuleUnload" not in apis                  # teardown is outside the steady window

@@ -37,7 +37,8 @@ def test_report_json_validates(path, tmp_path):
     res = analyze(trace)
     assert res["schema_version"] == SCHEMA_VERSION
     out = tmp_path / "report.json"
-    get_renderer("json")(res, trace, out)
+    from helpers import as_report
+    get_renderer("json")(as_report(res, trace, ["json"]), trace, out)
     raw = out.read_bytes()
     msgspec.json.decode(raw, type=Report)              # strict: no undeclared key, every type right
     jsonschema = pytest.importorskip("jsonschema")      # and an independent validator of the generated schema

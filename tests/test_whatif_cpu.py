@@ -101,3 +101,34 @@ def test_run_queue_and_oversubscription_count_once():
     fs = [{"id": i, "severity": "medium"} for i in ("cpu_oversubscription", "cpu_run_queue")]
     fs = W.annotate(res, fs)
     assert W.combined(res, fs) == pytest.approx(150.0)             # the same run-queue delay, once
+
+
+@pytest.mark.parametrize("threads, cpus, util, busy, n", [
+    (1, 2, 50.0, 0, 2.0),          # one of two cores idle: 2 threads
+    (1, 4, 25.0, 0, 4.0),          # 3 idle cores: all four
+    (1, 4, 75.0, 0, 2.0),          # one idle core of four (others' load): 2 threads, not 4
+    (2, 8, 50.0, 2, 6.0),          # 4 idle cores but 2 busy workers: 8 - 2 = 6 threads at most
+])
+def test_underuse_scales_compute_over_the_idle_cores(threads, cpus, util, busy, n):
+    # busy workers: CPU in the 1 s window >= BUSY_WORKER_CPU_FRACTION of it
+    procs = [{"comm": "w", "pid": i, "cpu_s_in_window": T.BUSY_WORKER_CPU_FRACTION + 0.01} for i in range(busy)]
+    res = planted(cpu_compute=400.0, counters={"numa": {"torch_threads": threads, "process_cpus": cpus},
+                                               "process_cores": {"cores": cpus, "mean_util_pct": util}},
+                  children={"processes": procs})
+    top = cpus - busy
+    p = pred(res, "cpu_underuse")
+    eff = T.WHATIF_THREAD_SCALING_LOW_EFFICIENCY
+    assert p["saving_model"] == "scale" and p["saving_categories"] == ["cpu_compute"]
+    assert p["expected_saving_ms"] == pytest.approx(400.0 * (1 - threads / min(top, n)))
+    assert p["saving_low_ms"] == pytest.approx(400.0 * (1 - threads / (threads + (min(top, n) - threads) * eff)))
+    assert p["saving_high_ms"] == pytest.approx(400.0 * (1 - threads / top))
+    assert p["saving_low_ms"] <= p["expected_saving_ms"] <= p["saving_high_ms"]
+
+
+def test_underuse_without_idle_capacity_predicts_nothing():
+    res = planted(counters={"numa": {"torch_threads": 2, "process_cpus": 2},
+                            "process_cores": {"cores": 2, "mean_util_pct": 40.0}})
+    assert pred(res, "cpu_underuse") is None                   # already as many threads as CPUs
+    res = planted(counters={"numa": {"torch_threads": 1, "process_cpus": 2},
+                            "process_cores": {"cores": 2, "mean_util_pct": 100.0}})
+    assert pred(res, "cpu_underuse") is None                   # no core stood idle

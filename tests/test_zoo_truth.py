@@ -380,12 +380,15 @@ def test_pagefault_phase_is_compute_whatever_ran_before(tmp_path):
     """numpy writes to fresh pages after a forward and after a pure-Python phase (truth ~85-93 %
     cpu_compute, ~3-7 % user code): the page-fault kernel time is the memory work of numpy's loop, not
     the previous phase's class - before, the phase after Python read user code (40 % user code, median
-    of 3); measured 2026-11-25, load 2-4: see bench/README.md's zoo table."""
+    of 3); measured 2026-11-25, load 2-4: see bench/README.md's zoo table.  Issue 45: the touch phases (all kernel
+    time by construction) are cpu_compute's part page_faults, not plain compute; measured 2026-11-29 beside other
+    helpers' tests (run queue 61-71 %): page faults +1.1, -0.2, -3.3 points (truth 22-24 %)."""
     res, rows = _run(tmp_path, "zoo_pagefault.py")
     _needs_perf(tmp_path, "zoo_pagefault")
     # 15 points: at the 40-70 Hz the sampler reaches here a 0.7-0.9 s window holds ~50 ticks, and single
     # runs spread over -13..+1 points of cpu_compute (median of 3: -3..-5); before: -25..-37
     _within(rows["cpu_compute"], 15.0)
+    _within(rows["cpu_compute/page_faults"], 15.0)
     _within(rows["cpu_preprocessing/user_code"], 15.0)
     assert _ranking_ok(res), res
 

@@ -248,10 +248,11 @@ def compare(paths: dict, check_replay: bool = True, rules: str = "recorded") -> 
         # (a category planted as a whole - "waiting" - is not broken into measured parts beside it)
         if ("/" not in k and c not in planted_cats) or ("/" in k and c in part_planted and c not in t):
             labels.append(k)
-    # a planted "waiting" row is the category (it includes the run queue, as the measured row does)
+    # a planted category row is the category: it includes the parts planted beside it, as the measured row does
+    # ("waiting" + the run queue; "cpu_compute" + its page faults)
     t_row = dict(t)
-    if RUNQ in t and "waiting" in t:
-        t_row["waiting"] = t["waiting"] + t[RUNQ]
+    for c in [k for k in t if "/" not in k]:
+        t_row[c] = t[c] + sum(v for k, v in t.items() if k.startswith(c + "/"))
     rows = []
     for k in labels:
         tp, mp = t_row.get(k, 0.0), (m.get(k, 0.0) if k != UNPLANTED else float("nan"))

@@ -1,7 +1,8 @@
 """Planted: a page-fault heavy phase (numpy writes to freshly allocated pages) run after a model
-forward and after a pure-Python phase. Truth: the page-touching phase is cpu_compute both times
-(numpy's native code; the faults are kernel time on its behalf) -- the issue saw it inherit the
-previous phase's class instead."""
+forward and after a pure-Python phase. Truth: the page-touching phase is page-fault kernel time both times,
+cpu_compute's part page_faults (issue 45: it read as plain compute; the issue before saw it inherit the previous
+phase's class).  By construction: one store per fresh 4 KiB page, so the phase's CPU is the kernel's - the --fixed
+variant, the same stores on pages touched before, takes 3 % of its CPU time (6.6 ms vs 206 ms for 8 calls)."""
 import os
 import sys
 
@@ -42,9 +43,9 @@ with scope("inference"):
     for _ in range(int(os.environ.get("ZOO_ITERS", "8"))):
         with phase("forward", expect="cpu_compute"), torch.inference_mode():
             model(torch.randn(256, 1024))
-        with phase("touch_after_forward", expect="cpu_compute"):
+        with phase("touch_after_forward", expect="cpu_compute" if FIXED else "cpu_compute/page_faults"):
             touch()
         with phase("python", expect="cpu_preprocessing/user_code"):
             spin(60_000)
-        with phase("touch_after_python", expect="cpu_compute"):
+        with phase("touch_after_python", expect="cpu_compute" if FIXED else "cpu_compute/page_faults"):
             touch()

@@ -1,21 +1,41 @@
 """One orchestration path: analyse a trace and write its report set.
 
 Every command that produces a report goes through ``report()``: ``inferscope analyze`` (cli.py, and
-batch.py for several inputs), ``inferscope run`` (run_command.py) and the library's
+batch.py for several inputs), ``inferscope export`` (cli.py), ``inferscope run`` (run_command.py) and the library's
 ``save_report()`` (here; the collected trace from collect/api.py, which imports no report code).  Loading differs per command (a file, the child's trace or crash
 journal, the live session); choosing output paths is ``outputs.resolve_outputs`` and rendering goes
-through the one format registry in ``report/__init__.py`` (by name and by file extension).
+through the one format registry in ``report/__init__.py`` (by name and by file extension).  ``inferscope
+diff`` analyses each side that is a trace through ``analyse()`` and writes its own files.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
+
 from . import log
 from .analyze.options import AnalyzeOptions, unmatched_option_warnings
-from .analyze.pipeline import analyze
+from .analyze.pipeline import analyze_report
 from .collect.api import collected_trace
 from .outputs import resolve_outputs, write_reports
 from .report import format_for_path
+
+
+def analyse(trace, options=None, about: dict | None = None, progress=None):
+    """Analyse ``trace`` with ``options``: the typed ``Report`` (``about`` fields set on it) and its report.json
+    dict; an option that
+    matched nothing in the trace is logged (it is also in the report's warnings).  Every command's analysis goes
+    through here: ``report()`` below (analyze, run, save_report, multi-input analyze, export) and diff's sides."""
+    if progress is not None:
+        progress.stage("analysing")
+    rep = analyze_report(trace, options)
+    if about:
+        rep.about = msgspec.structs.replace(rep.about, **about)
+    result = rep.to_dict()
+    if options is not None:
+        for w in unmatched_option_warnings(options, result):
+            log.warn(w)
+    return rep, result
 
 
 def report(trace, options=None, outputs=(), outdir: Path | None = None, inputs=(), defer_interrupt: bool = False,
@@ -23,17 +43,10 @@ def report(trace, options=None, outputs=(), outdir: Path | None = None, inputs=(
     """Analyse ``trace`` with ``options`` and write ``outputs`` ([(format, path)]) as one set; the
     files named in ``inputs`` are never overwritten.  Returns (report.json's dict, written paths).
     ``progress``: a ``util.progress.Progress`` told the analysis and writing stages, or None."""
-    if progress is not None:
-        progress.stage("analysing")
-    result = analyze(trace, options)
-    if options is not None:
-        for w in unmatched_option_warnings(options, result):   # also in the report's warnings
-            log.warn(w)
+    rep, result = analyse(trace, options, about, progress)
     if progress is not None and outputs:
         progress.stage("writing the report")
-    if about:
-        result["about"].update(about)
-    written = write_reports(result, trace, list(outputs), outdir, list(inputs), defer_interrupt) if outputs else []
+    written = write_reports(rep, trace, list(outputs), outdir, list(inputs), defer_interrupt) if outputs else []
     return result, written
 
 

@@ -59,6 +59,12 @@ def _add_analysis_args(p: argparse.ArgumentParser) -> None:
                         "datasheet table for the device the trace names)")
     p.add_argument("--peak-gbps", type=float, default=None, metavar="GBPS",
                    help="peak memory bandwidth in GB/s (MBU denominator; default: the datasheet table)")
+    p.add_argument("--cublas-log", default=None, metavar="FILE",
+                   help="a cuBLASLt log (CUBLASLT_LOG_LEVEL=2+, CUBLASLT_LOG_FILE): the algorithm/tile per GEMM shape, "
+                        "joined to the gemm_shapes table")
+    p.add_argument("--model-config", default=None, metavar="FILE",
+                   help="the model (HF config.json, or JSON/YAML with params or layers/hidden/heads/vocab, dtype, "
+                        "peak_tflops): per-stage MFU for prefill/decode ranges when no live hook saw the model")
 
 
 def _config(args, report_path=None, report_format=None):
@@ -171,7 +177,7 @@ def _progress(args):
 
 
 def cmd_export(args) -> int:
-    from .analyze.pipeline import analyze  # lazy: only export needs it (the CLI starts light)
+    from .app import report  # lazy: only export needs it (the CLI starts light)
     from .ingest import load_trace  # lazy: only export needs it (the CLI starts light)
     cfg = _config(args)
     fmt = args.format or "chrome"
@@ -185,12 +191,7 @@ def cmd_export(args) -> int:
     ok = False
     try:
         trace = load_trace(args.trace, max_decompressed=_max_bytes(cfg), progress=prog)
-        if prog is not None:
-            prog.stage("analysing")
-        result = analyze(trace, _options_from_args(args))
-        if prog is not None:
-            prog.stage(f"writing {outputs[0][1].name}")
-        written = write_reports(result, trace, outputs, None, [args.trace])
+        written = report(trace, _options_from_args(args), outputs, None, [args.trace], progress=prog)[1]
         ok = True
     finally:
         if prog is not None:

@@ -66,7 +66,12 @@ def output_folder(output: str | None, outputs: list[tuple[str, Path]], default_d
     return Path(output or default_dir)
 
 
-def write_reports(result: dict, trace, outputs: list[tuple[str, Path]], outdir: Path | None = None,
+def write_reports(report, trace, outputs: list[tuple[str, Path]], outdir: Path | None = None,
                   inputs: list | None = None, defer_interrupt: bool = False) -> list[Path]:
-    """Write the outputs as one set (report/writer.py): staged, renamed together, stale files removed."""
-    return write_set(result, trace, outputs, outdir, [Path(p) for p in (inputs or [])], defer_interrupt)
+    """Write the outputs of ``report`` (``result.Report``) as one set (report/writer.py): staged, renamed together,
+    stale files removed.  What the formats draw from ``trace`` beyond report.json (the HTML strip, every idle gap)
+    is computed first and attached as ``report.views`` (analyze/views.py): the renderers compute nothing."""
+    from .analyze.views import attach  # lazy: numpy and the analysis; the CLI imports this module for every command
+    # a single .csv file is the breakdown alone: no idle-gap list for it
+    attach(report, trace, [f for f, p in outputs if not (f == "csv" and Path(p).suffix.lower() == ".csv")])
+    return write_set(report, trace, outputs, outdir, [Path(p) for p in (inputs or [])], defer_interrupt)

@@ -629,6 +629,11 @@ WHATIF_SCALE_MAX_WORKERS = 8
 # ticks): the fix (read once, prefetch in the background, a shorter critical section) still leaves up to this
 # fraction of the removed wait; it bounds only the range's low end.  An assumption, not a measurement.
 WHATIF_WAIT_RESIDUAL_FRACTION = 0.5
+# Scale-up model (cpu_underuse: more torch intra-op threads on idle cores): the range's low end credits each
+# added thread with this fraction of a thread's work (element-wise and small ops, bound by memory bandwidth and
+# each op's fork/join, scale sub-linearly; large GEMMs nearly linearly).  An assumption bounding the range, not
+# a measurement; bench/bench_whatif.py checks the expected value on zoo_underuse.py.
+WHATIF_THREAD_SCALING_LOW_EFFICIENCY = 0.5
 # The combined estimate (what_if.combined_saving_ms) adds the top this-many predicted findings, with
 # double-counted time removed: a user fixes the first few suggestions, not all of them.
 WHATIF_COMBINED_TOP_N = 3
@@ -646,6 +651,11 @@ OOM_ERROR_TYPES = ("OutOfMemoryError", "MemoryError")
 # A GPU memory peak at or above this % of the device total leaves no room for one more allocation (issue 46: within
 # 2 % of total): a range failing with another exception class then is a suspected OOM (older torch raises RuntimeError).
 OOM_NEAR_TOTAL_PCT = 98.0
+# Seed 002's "Unexpected OOM: overcommitted GPU memory" seen before it happens: device memory (NVML used, else torch's
+# reserved pool) at or above this % of the device total with no exception recorded is finding oom (at capacity). The
+# last 5 % (4 GiB of 80 GiB) is what the CUDA context, library workspaces and allocator fragmentation hold, so the
+# next batch / longer sequence / KV-cache growth fails; the level of GPU_MEMORY_CRITICAL_PCT.
+OOM_CAPACITY_PCT = 95.0
 # Requests at or above this percentile of request latency are "the tail" whose queue wait latency_tail reports.
 QUEUE_TAIL_PCTL = 90.0
 # The tail requests' queue wait (start to first work, or behind earlier requests) at least this % of their latency:

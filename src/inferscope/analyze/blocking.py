@@ -31,6 +31,7 @@ import numpy as np
 
 from .. import thresholds as T
 from ..collect.blocking import CAT, RUNNING, kind_of
+from ..collect.blocking_syscalls import NET_CALLS
 from ..trace.kinds import SpanKind, TrackKind
 from ..trace.model import Trace
 from .select import overlap
@@ -303,11 +304,22 @@ def _io_suggestion(rows: list) -> str:
         else:
             tips.append("reads on the inference path: load or memory-map the data before the timed loop, or prefetch it "
                         "in a background thread / DataLoader workers")
+    net = [r for r in rows if r["syscall"] in NET_CALLS]
+    if net:
+        sz = f" ({net[0]['size'] // 1024} KiB each)" if net[0].get("size") and net[0]["size"] >= 1024 else ""
+        tips.append(f"socket calls on the inference path{sz}: receive larger chunks into a preallocated buffer "
+                    "(recv_into), or receive in a background thread and hand complete messages over a queue")
     if names & {"openat", "open", "newfstatat", "statx", "stat", "lstat", "unlinkat", "getdents64"}:
         tips.append("file opens/metadata calls per request: open once and reuse the file, cache metadata")
     if not tips:
         tips.append("move the file I/O off the inference thread (a background thread or process) or out of the timed path")
     return "; ".join(tips) + "."
+
+
+def _io_words(per: list) -> str:
+    """'file I/O', 'network I/O' or 'file and network I/O': which I/O calls the io rows hold."""
+    net = [x["syscall"] in NET_CALLS for x in per]
+    return "network I/O" if net and all(net) else "file and network I/O" if any(net) else "file I/O"
 
 
 def _cap(s: str) -> str:
@@ -348,13 +360,15 @@ def blocking_io(res: dict, found: dict) -> dict | None:
     e.cite_all(f"contention.blocking.calls[{i}]", top_syscall="syscall", top_path="path", top_frame="frame", top_ms="ms")
     per = [x for x in b.get("by_syscall") or [] if x["kind"] == "io"]
     att = e.cite("attributed_ms", "contention.blocking.attributed_ms")
-    txt = [f"The inference thread was blocked in file I/O system calls for {ms:,.1f} ms ({pct:.1f}% of the window): "
+    what = _io_words(per)
+    txt = [f"The inference thread was blocked in {what} system calls for {ms:,.1f} ms ({pct:.1f}% of the window): "
            + ", ".join(f"{x['syscall']} {x['ms']:,.1f} ms" for x in per[:6]) + f". A lower bound: of its {waiting:,.1f} ms "
-           f"off-CPU, the sampler saw the call for {att:,.1f} ms ({100.0 * ms / att if att else 0:.0f}% of that in file I/O)."]
+           f"off-CPU, the sampler saw the call for {att:,.1f} ms ({100.0 * ms / att if att else 0:.0f}% of that in "
+           f"{what})."]
     for r in rows[:3]:
         txt.append(f"{r['ms']:,.1f} ms in {_desc(r)}.")
     return e.finding("blocking_io", "medium" if pct >= T.BLOCKING_IO_MEDIUM_PCT else "low",
-                     "The inference thread waits for file I/O (" + ", ".join(x["syscall"] for x in per[:3]) + ")", txt,
+                     f"The inference thread waits for {what} (" + ", ".join(x["syscall"] for x in per[:3]) + ")", txt,
                      _cap(_io_suggestion(rows)))
 
 

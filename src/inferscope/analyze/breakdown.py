@@ -36,28 +36,12 @@ from .stats import fast_unique
 from ..trace.kinds import CopyKind, SpanKind, TrackKind
 from ..trace.model import Trace
 from .. import classes as CL
+from ..result.base import CATEGORIES, CATEGORY_LABELS  # noqa: F401  (the vocabulary lives with the report types)
 from . import classify as C
 from .intervals import clip, coverage_on_bounds, union
 from .language import part_labels
 from .threads import critical_tracks, helper_tracks
 from .window import Window
-
-CATEGORIES = ("gpu_compute", "gpu_communication", "h2d_copy", "d2h_copy", "other_copy", "sync_wait", "cpu_preprocessing",
-              "framework_overhead", "cpu_compute", "waiting", "other")
-
-CATEGORY_LABELS = {
-    "gpu_compute": "GPU compute",
-    "gpu_communication": "GPU communication",
-    "h2d_copy": "H2D copy",
-    "d2h_copy": "D2H copy",
-    "other_copy": "Other copies / memset",
-    "sync_wait": "Sync wait",
-    "cpu_preprocessing": "CPU preprocessing",
-    "framework_overhead": "Framework overhead",
-    "cpu_compute": "CPU compute",
-    "waiting": "Waiting (off-CPU or for a CPU)",
-    "other": "Other / unattributed",
-}
 
 PART_LABELS = {
     "tokenization": "tokenization", "preprocessing": "other preprocessing", "user_code": "user code",
@@ -65,9 +49,11 @@ PART_LABELS = {
     "communication_ops": "collective ops (host side: c10d / NCCL / Gloo)", "framework_ops": "framework ops (host side)",
     "framework_python": "framework (Python and torch dispatch)",
     "off_cpu": "off-CPU (sleep, I/O, locks)", "run_queue": "run queue (runnable, waiting for a CPU)",
+    "page_faults": "page faults (kernel time of the native code that faulted)",
 }
 
-SAMPLE_CLASSES = ("tokenization", "preprocessing", "user_code", "framework", "cpu_compute", "waiting", "run_queue")
+SAMPLE_CLASSES = ("tokenization", "preprocessing", "user_code", "framework", "cpu_compute", "page_faults", "waiting",
+                  "run_queue")
 
 Intervals = tuple  # (starts int64[], ends int64[])
 
@@ -138,8 +124,8 @@ SOURCE_CATEGORY = {
     "tokenization": "cpu_preprocessing", "preprocessing": "cpu_preprocessing", "user_code": "cpu_preprocessing",
     "launch_api": "framework_overhead", "runtime_api": "framework_overhead", "communication_ops": "framework_overhead",
     "framework_ops": "framework_overhead",
-    "framework_python": "framework_overhead", "cpu_ops": "cpu_compute", "waiting": "waiting",
-    "run_queue": "waiting",
+    "framework_python": "framework_overhead", "cpu_ops": "cpu_compute", "page_faults": "cpu_compute",
+    "waiting": "waiting", "run_queue": "waiting",
 }
 
 
@@ -194,6 +180,8 @@ def source_masks(trace: Trace, critical_only: bool = True) -> dict[str, np.ndarr
         "framework_ops": cpu_op if gpu_run else none,
         "framework_python": sample_class("framework") | (sample_class("cpu_compute") if gpu_run else none) | (pcls == 2),
         "cpu_ops": (cpu_op | sample_class("cpu_compute")) if not gpu_run else none,
+        # the live sampler's page-fault kernel time of native code (collect/rules_perf.fault_kernel_part)
+        "page_faults": sample_class("page_faults"),
         # exact records that the host is inside the framework (a torch op, a CUDA API call)
         "in_op": cpu_op | host_api,
         "waiting": sample_class("waiting") | (k == SpanKind.OS_RUNTIME),
@@ -320,7 +308,7 @@ def segment_classes(trace: Trace, window: Window):
          [c["tokenization"], c["preprocessing"], user_code]),
         ("framework_overhead", ["launch_api", "runtime_api", "communication_ops", "framework_ops", "framework_python"],
          [c["launch_api"], c["runtime_api"], c["communication_ops"], c["framework_ops"], framework_python]),
-        ("cpu_compute", [], [c["cpu_ops"]]),
+        ("cpu_compute", ["page_faults", None], [c["page_faults"], c["cpu_ops"]]),   # (None: no part of its own)
         ("waiting", ["off_cpu", "run_queue"], [c["waiting"], c["run_queue"]]),
     ]
     n = len(seg_s)
@@ -332,7 +320,7 @@ def segment_classes(trace: Trace, window: Window):
         any_cov = np.zeros(n, dtype=bool)
         for pi, cv in enumerate(covs):
             take = unassigned & cv & ~any_cov
-            if parts:
+            if parts and parts[pi] is not None:
                 part[take] = len(part_names) + pi
             any_cov |= cv
         take = unassigned & any_cov
@@ -366,6 +354,8 @@ def breakdown(trace: Trace, window: Window) -> dict:
             part_cat[pn] = "cpu_preprocessing"
         elif pn in ("off_cpu", "run_queue"):
             part_cat[pn] = "waiting"
+        elif pn in ("page_faults", None):
+            part_cat[pn] = "cpu_compute"
         else:
             part_cat[pn] = "framework_overhead"
     rows = []

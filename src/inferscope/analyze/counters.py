@@ -16,7 +16,8 @@ Rules (exact):
 - ``gpu.clock_event_reasons`` is a bitmask (NVML ``nvmlClocksEventReasons``): each sample holds
   until the next one (the last one for the median sample interval), clipped to the window; a
   reason's share is the held time with its bit set / the window;
-- GPU memory headroom = the device's total memory (trace meta) - the peak of ``gpu.mem_used_bytes``.
+- GPU memory headroom = the device's total memory (trace meta) - the peak of ``gpu.mem_used_bytes`` (NVML), or
+  without it of ``gpu.mem_reserved_bytes`` (torch's caching-allocator pool, from a Kineto trace's memory events).
 """
 from __future__ import annotations
 
@@ -165,14 +166,16 @@ def counters(trace: Trace, window: Window, max_ranges: int = 8) -> dict | None:
     # GPU memory peak and headroom per device
     devices = {int(d.get("id", i)): d for i, d in enumerate(trace.meta.get("devices") or []) if isinstance(d, dict)}
     gpu_memory = []
-    for r in series:
-        if r["metric"] != "gpu.mem_used_bytes":
+    nvml_devs = {r["device"] for r in series if r["metric"] == "gpu.mem_used_bytes"}
+    for r in series:      # NVML's used memory, else torch's reserved pool (a Kineto trace's memory events)
+        if not (r["metric"] == "gpu.mem_used_bytes"
+                or (r["metric"] == "gpu.mem_reserved_bytes" and r["device"] not in nvml_devs)):
             continue
         total = devices.get(r["device"], {}).get("total_memory_bytes")
         if not isinstance(total, (int, float)) or total <= 0:
             warnings.append(f"counters: GPU {r['device']} has memory samples but no total memory in the trace; headroom not computed")
             total = None
-        gpu_memory.append({"device": r["device"], "peak_bytes": int(r["max"]), "total_bytes": int(total) if total else None,
+        gpu_memory.append({"device": r["device"], "metric": r["metric"], "peak_bytes": int(r["max"]), "total_bytes": int(total) if total else None,
                            "peak_pct": 100.0 * r["max"] / total if total else None,
                            "headroom_bytes": int(total - r["max"]) if total else None})
     rss = find("proc.rss_bytes")

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Callable
 
 from .. import thresholds as T
+from ..wording import kernel_capture_only, partial_trace  # noqa: F401  (re-exported: tests and callers read them here)
 
 from .blocking import blocking_io, lock_wait
 from .gc_pauses import python_gc
@@ -57,11 +58,6 @@ FINDING_IDS = [r.__name__ for r in RULES]
 # rules that read the capture's own measurements apply; the timeline rules (idle, share of the window,
 # host) would judge the synthetic layout.
 KERNEL_CAPTURE_RULES: list[Callable[[dict, dict], dict | None]] = [kernel_limiter]
-
-
-def kernel_capture_only(res: dict) -> bool:
-    """The input is an Nsight Compute capture without a timeline (``analyze capture.csv``, not ``--ncu``)."""
-    return (res.get("source") or {}).get("format") == "ncu" and bool(res.get("kernel_deep_dive"))
 
 
 def findings_for(res: dict, alert_thresholds: dict | None = None) -> list[dict]:
@@ -178,23 +174,6 @@ def verdict_for(res: dict, findings: list[dict]) -> dict:
     return {"id": vid, "title": VERDICT_TITLES[vid], "confidence": round(max(0.0, min(1.0, conf)), 2),
             "confidence_basis": "top share / (top + runner-up share), scaled by the attributed fraction of the window",
             "shares_pct": {k2: round(v, 2) for k2, v in ranked}, "evidence": evidence}
-
-
-def partial_trace(coll) -> dict | None:
-    """A live run that ended before InferScope could finalise (os._exit, a signal): the trace holds only
-    the data flushed before the end.  {covered_ms, run_ms, fraction, text} or None for complete traces."""
-    if not isinstance(coll, dict) or coll.get("mode") != "live" or coll.get("complete", True) is not False:
-        return None
-    covered, run = coll.get("duration_ms"), coll.get("run_wall_ms")
-    if not isinstance(covered, (int, float)):
-        return None
-    frac = min(1.0, max(0.0, covered / run)) if isinstance(run, (int, float)) and run > 0 else None
-    how = (f"exit code {coll['exit_code']}" if coll.get("exit_code") is not None
-           else f"killed by {coll['exit_signal']}" if coll.get("exit_signal") else "ended")
-    span = f"{covered:,.0f} ms of the {run:,.0f} ms run" if frac is not None else f"the first {covered:,.0f} ms of the run"
-    return {"covered_ms": covered, "run_ms": run, "fraction": frac,
-            "text": f"Partial trace: the program ended ({how}) before InferScope could finalise; the report covers "
-                    f"{span}" + (f" ({100 * frac:.0f}%), confidence scaled by it" if frac is not None else "")}
 
 
 def lower_for_partial(verdict: dict, coll) -> dict:

@@ -295,6 +295,11 @@ def page_fault_storm(res: dict, found: dict) -> dict | None:
     txt = [f"The process spent {sys_pct:.1f}% of one core in the kernel (getrusage system time) while taking "
            f"{rate:,.0f} page faults/s on average (first touches of freshly allocated memory, or file-backed pages read "
            "from disk): the kernel zeroes or reads every new page on the program's behalf."]
+    part = "breakdown[cpu_compute].parts[page_faults]"
+    if get_path(res, part + ".ms") is not None:     # the live sampler's fault kernel time of native code (issue 45)
+        ms, pct = e.cite("page_faults_ms", part + ".ms", 1), e.cite("page_faults_pct", part + ".pct", 2)
+        txt.append(f"The breakdown counts {ms:,.1f} ms ({pct:.1f}% of the window) of the inference thread's time as "
+                   "this kernel time (CPU compute's part page faults).")
     if pf.get("functions"):
         e.cite_all("contention.page_faults", storm_ms="ms", storm_faults="faults")
         e.cite_all("contention.page_faults.functions[0]", culprit="function", culprit_ms="ms")

@@ -1,4 +1,5 @@
-"""Serving findings (issue 46, seed 002's alert and troubleshooting tables): request_errors, oom,
+"""Serving findings (issue 46, seed 002's alert and troubleshooting tables): request_errors, oom (an out-of-memory
+exception, or device memory at thresholds.OOM_CAPACITY_PCT of its total without one),
 low_cache_hit_rate, and latency_tail (a slow p99, with queueing / head-of-line blocking when requests wait).
 Their numbers come from the llm section (analyze/llm.py, analyze/serving.py)."""
 from __future__ import annotations
@@ -37,6 +38,7 @@ def oom(res: dict, found: dict) -> dict | None:
     o = llm.get("oom") or {}
     gm = [(j, g) for j, g in enumerate((res.get("counters") or {}).get("gpu_memory") or []) if g.get("peak_pct") is not None]
     near = max(gm, key=lambda r: r[1]["peak_pct"]) if gm else None
+    cap = near if near is not None and near[1]["peak_pct"] >= T.OOM_CAPACITY_PCT and near[1].get("total_bytes") else None
     near = near if near is not None and near[1]["peak_pct"] >= T.OOM_NEAR_TOTAL_PCT else None
     e = Evidence(res)
     if o.get("count"):
@@ -49,6 +51,17 @@ def oom(res: dict, found: dict) -> dict | None:
         txt = [f"{n} range(s) ended with an exception while GPU memory peaked within "
                f"{100 - T.OOM_NEAR_TOTAL_PCT:g}% of its total: likely an out-of-memory failure (older torch raises "
                "RuntimeError for it; only the class name is recorded)."]
+    elif cap is not None:
+        j, g = cap
+        pct = e.cite("gpu_mem_peak_pct", f"counters.gpu_memory[{j}].peak_pct", 2)
+        e.cite("gpu_device", f"counters.gpu_memory[{j}].device")
+        peak = e.cite("gpu_mem_peak_bytes", f"counters.gpu_memory[{j}].peak_bytes")
+        total = e.cite("gpu_mem_total_bytes", f"counters.gpu_memory[{j}].total_bytes")
+        what = "torch's reserved pool" if g.get("metric") == "gpu.mem_reserved_bytes" else "used memory (NVML)"
+        txt = [f"No range ended with an exception, but GPU {g['device']} memory ({what}) peaked at "
+               f"{peak / 2**30:.2f} GiB of {total / 2**30:.2f} GiB ({pct:.1f}%, at or above {T.OOM_CAPACITY_PCT:g}%): "
+               "at capacity, the next larger batch, longer sequence or KV-cache growth runs out of memory."]
+        return e.finding("oom", "high", f"GPU memory at capacity ({pct:.0f}%): out of memory is next", txt, _OOM_ADVICE)
     else:
         return None
     if near is not None:
@@ -56,10 +69,12 @@ def oom(res: dict, found: dict) -> dict | None:
         pct = e.cite("gpu_mem_peak_pct", f"counters.gpu_memory[{j}].peak_pct", 2)
         e.cite("gpu_device", f"counters.gpu_memory[{j}].device")
         txt.append(f"GPU {g['device']} memory peaked at {pct:.1f}% of its total.")
-    return e.finding("oom", "high", "Out of memory", txt,
-                     "Seed 002: overcommitted GPU memory. Reduce the batch size (or max tokens per batch), cap the KV "
-                     "cache (PagedAttention, a smaller max length / gpu_memory_utilization), quantize the weights, or "
-                     "enable CPU/NVMe offload of weights or KV cache.")
+    return e.finding("oom", "high", "Out of memory", txt, _OOM_ADVICE)
+
+
+_OOM_ADVICE = ("Seed 002: overcommitted GPU memory. Reduce the batch size (or max tokens per batch), cap the KV "
+               "cache (PagedAttention, a smaller max length / gpu_memory_utilization), quantize the weights, or "
+               "enable CPU/NVMe offload of weights or KV cache.")
 
 
 def low_cache_hit_rate(res: dict, found: dict) -> dict | None:

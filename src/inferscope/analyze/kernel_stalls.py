@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..wording import stall_text  # noqa: F401  (diagnosis_gpu_efficiency, kernel_limits import it from here)
+
 from .. import thresholds as T
 
 STALLS_SHOWN = 3
@@ -59,9 +61,3 @@ def kernel_stalls(las: list[dict], w: np.ndarray) -> tuple[list[dict], str | Non
     mean = {r: float(np.dot([s.get(r, 0.0) for s in shares], wa) / wa.sum()) for r in reasons}
     top = sorted((r for r in reasons if mean[r] >= T.KERNEL_STALL_MIN_SHARE_PCT), key=lambda r: (-mean[r], r))
     return [{"reason": r, "share_pct": round(mean[r], 2), "meaning": MEANING.get(r, "")} for r in top[:STALLS_SHOWN]], basis
-
-
-def stall_text(reasons: list[dict]) -> str:
-    """``long_scoreboard (memory dependency: ...) 48%, wait (...) 12%``; "" without reasons."""
-    return ", ".join(f"{r['reason']}" + (f" ({r['meaning']})" if r["meaning"] else "") + f" {r['share_pct']:.0f}%"
-                     for r in reasons)

@@ -15,23 +15,12 @@ import numpy as np
 from .. import thresholds
 from ..classes import COMM_KERNEL_RE
 from ..trace.kinds import SpanKind
+from ..wording import short_kernel_name  # noqa: F401  (evidence, diagnosis_gpu*, kernel_limits import it from here)
 from ..trace.model import Trace
 from .classify import GRAPH_LAUNCH_API_RE, kernel_mask, launch_api_mask, spans_matching
 from .select import clipped_durations, group_sum, in_window, starts_inside
 from .stats import fast_unique, grouped_stats, percentile
 from .window import Window
-
-
-def short_kernel_name(name: str, limit: int = 120) -> str:
-    """Readable kernel name for prose: drop 'void ', namespaces and argument lists, keep the
-    template parts that tell kernels apart (functor names), cap the length."""
-    n = re.sub(r"^void ", "", name)
-    n = re.sub(r"\(anonymous namespace\)::", "", n)
-    n = re.sub(r"\b[A-Za-z_]\w*::", "", n)          # namespace qualifiers
-    if "(" in n:                                     # argument list (and lambdas inside templates)
-        n = n[: n.index("(")]
-    n = re.sub(r"\s+", " ", n).strip()
-    return n if len(n) <= limit else n[: limit - 1] + "…"
 
 
 def classify_launch_storm(launches_per_s: float, p50_us: float) -> tuple[bool, str]:

@@ -33,6 +33,7 @@ from .intervals import union
 from .links import launchers_for
 from .llm_requests import detail as _detail, requests as _requests
 from .llm_tokens import step_tokens
+from .model_config import model_section
 from .phases import STAGE_RULE, phase_matcher
 from .serving import has_evidence, serving
 from .select import overlap, starts_inside
@@ -85,7 +86,7 @@ def kv_bytes_per_token(m: dict) -> int | None:
     return 2 * L * kv * D * e if (L and kv and D and e) else None
 
 
-def _steps(trace: Trace, window: Window, phase_map) -> list[dict]:
+def _steps(trace: Trace, window: Window, phase_map, stage_tokens: dict | None = None) -> list[dict]:
     s = trace.spans
     strs = trace.strings.as_list()
     ann = np.flatnonzero((s.kind == SpanKind.ANNOTATION) & overlap(s.start_ns, s.end_ns, window))
@@ -107,6 +108,8 @@ def _steps(trace: Trace, window: Window, phase_map) -> list[dict]:
             ph = match(nm)
             if ph and ph[0] in ("prefill", "decode") and ph[1] != STAGE_RULE:    # a stage wraps the whole phase
                 kind_of[u] = ("phase", ph)
+            elif ph and ph[0] in ("prefill", "decode") and stage_tokens is not None:   # --model-config: stages
+                kind_of[u] = ("stage", ph)
     if not kind_of:
         return []
     sel = ann[np.isin(names, np.fromiter(kind_of, dtype=np.int64, count=len(kind_of)))]
@@ -133,8 +136,11 @@ def _steps(trace: Trace, window: Window, phase_map) -> list[dict]:
             row.update(kind={"DECODE": "decode", "PREFILL": "prefill", "EXTEND": "prefill"}.get(mode, "mixed"),
                        batch=int(k[1].group(2)), sgl_mode=mode)
         else:
-            row.update(kind=k[1][0])
+            row.update(kind=k[1][0], tokens=stage_tokens.get(k[1][0]) if k[0] == "stage" else None)
         out.append(row)
+    # a <name>_Stage range is a step only where no finer step of its kind was recorded
+    finer = {r["kind"] for r in out if r["source"] != "stage"}
+    out = [r for r in out if r["source"] != "stage" or r["kind"] not in finer]
     # an SGLang step[...] or a phase range inside an execute_ / hf step on the same thread is the same step
     strong = [r for r in out if r["source"] in ("exec", "hf")]
     if strong:
@@ -176,15 +182,21 @@ def _steps(trace: Trace, window: Window, phase_map) -> list[dict]:
     return out
 
 
-def llm(trace: Trace, window: Window, phase_map=None, peak_tflops=None, peak_gbps=None) -> tuple[dict | None, dict | None, list]:
-    """(llm section, model section, warnings)."""
+def llm(trace: Trace, window: Window, phase_map=None, peak_tflops=None, peak_gbps=None,
+        model_config: dict | None = None) -> tuple[dict | None, dict | None, list]:
+    """(llm section, model section, warnings).  ``model_config`` (--model-config, model_config.py) describes the
+    model when no live hook recorded one: stage FLOPs 2 x params x tokens, ``<name>_Stage`` ranges as steps."""
     warnings: list[str] = []
     models = [m for m in (trace.meta.get("models") or []) if isinstance(m, dict) and "params" in m]
-    steps = _steps(trace, window, phase_map)
+    cfg = model_config if not models else None
+    steps = _steps(trace, window, phase_map, cfg["stage_tokens"] if cfg else None)
     reqs = _requests(trace, window, steps)
     srv, sw = serving(trace, window, reqs, stats)
     model = None
+    if model_config and models:
+        warnings.append(f"--model-config {model_config['file']}: not used, the live hook recorded the model itself")
     if not steps and not reqs and not models and not has_evidence(srv):
+        warnings.extend([f"--model-config {cfg['file']}: no prefill/decode step or stage range in the window"] if cfg else [])
         return None, None, warnings
     warnings.extend(sw)
     waits = srv.pop("_waits_ms")
@@ -267,6 +279,8 @@ def llm(trace: Trace, window: Window, phase_map=None, peak_tflops=None, peak_gbp
             warnings.append("FLOPs per token unknown: no request with a prompt length in the window")
         if len(models) > 1:
             warnings.append(f"{len(models)} models were used by generate(); the model section describes the first")
+    elif cfg:
+        model = model_section(cfg)
     # steps and stages
     if steps:
         sec["steps"] = [{k: r.get(k) for k in ("name", "kind", "source", "batch", "tokens", "kv_tokens", "wall_ms", "gpu_ms",
@@ -278,9 +292,14 @@ def llm(trace: Trace, window: Window, phase_map=None, peak_tflops=None, peak_gbp
             bd = m.get("params_by_dtype") or {}
             top = max(bd, key=bd.get) if bd else None
             dtype = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(top or "", top)
+        elif cfg:
+            dtype = cfg["dtype"]
+        cfg_peak = cfg.get("peak_tflops") if (cfg and peak_tflops is None) else None
         tf = gb = src = None
-        if devs or peak_tflops or peak_gbps:
-            tf, gb, src, _, w = resolve_peaks(trace, dtype, peak_tflops, peak_gbps)
+        if devs or peak_tflops or peak_gbps or cfg_peak:
+            tf, gb, src, _, w = resolve_peaks(trace, dtype, peak_tflops or cfg_peak, peak_gbps)
+            if cfg_peak and src:
+                src = src.replace("TFLOP/s from --peak-tflops", f"TFLOP/s from --model-config {cfg['file']}")
         seg = segment_classes(trace, window)
         for kind in ("prefill", "decode", "mixed"):
             rs = [r for r in steps if r["kind"] == kind]
@@ -297,6 +316,10 @@ def llm(trace: Trace, window: Window, phase_map=None, peak_tflops=None, peak_gbp
                   "peak_tflops": tf, "peak_gbps": gb, "peak_source": src,
                   "breakdown": stage_breakdown(seg, [max(r["start_ns"], window.start_ns) for r in rs],
                                                [min(r["end_ns"], window.end_ns) for r in rs])}
+            if cfg and st["tokens"] is not None and st["wall_ms"] > 0:
+                st["flops"] = 2.0 * cfg["params"] * st["tokens"]
+                st["achieved_tflops"] = st["flops"] / (st["wall_ms"] / 1e3) / 1e12
+                st["mfu_pct"] = 100.0 * st["achieved_tflops"] / tf if tf else None
             if m and st["tokens"] is not None and all(isinstance(r.get("batch"), int) for r in rs):
                 fl = 0.0
                 okf = True
@@ -319,9 +342,11 @@ def llm(trace: Trace, window: Window, phase_map=None, peak_tflops=None, peak_gbp
                     st["bytes_per_step"] = float(need)
                     st["mbu_pct"] = 100.0 * need / (float(wall.mean()) / 1e3) / (gb * 1e9)
             if st["mfu_pct"] is None:
-                why = ("no model description (FLOPs per step unknown: a live generate() run records it)" if not m
+                why = ("no model description (FLOPs per step unknown: a live generate() run records it, or pass "
+                       "--model-config)" if not (m or cfg)
                        else "no peak FLOP/s for this device (CPU, or unknown: pass --peak-tflops)" if not tf
-                       else "token counts unknown")
+                       else "token counts unknown (the ranges do not name their tokens: give stage_tokens in "
+                             "--model-config)" if cfg else "token counts unknown")
                 warnings.append(f"{kind} MFU is null: {why}")
             sec["stages"].append(st)
     return sec, model, warnings

@@ -8,7 +8,9 @@ Per path, over the module spans in the window:
   * ``gpu_ms``: the GPU time of the kernels (starting in the window) whose launching call lies inside the module,
     at any depth; ``self_gpu_ms``: those whose innermost module it is;
   * ``gflops``: the FLOPs of the counted ops inside it (efficiency.count_ops: recorded shapes, each op once);
-  * ``pct_of_gpu``: gpu_ms over all kernel time starting in the window.
+  * ``pct_of_gpu``: gpu_ms over all kernel time starting in the window;
+  * ``input_activation_bytes``: the largest input activation of a call (activations.py: the first tensor input of
+    the first op with recorded shapes inside it; null without ``record_shapes``).
 Rows by gpu_ms, then cpu_ms; the ``top_n`` first.
 """
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 
 from ..trace.kinds import SpanKind
 from ..trace.model import Trace
+from .activations import input_activation_bytes
 from .classify import gpu_work_mask
 from .efficiency import _nearest_marked_ancestor, count_ops
 from .links import launchers_for
@@ -24,7 +27,8 @@ from .select import clipped_durations, in_window, starts_inside
 from .window import Window
 
 PREFIX = "nn.Module: "
-COLUMNS = ["module", "depth", "calls", "cpu_ms", "gpu_ms", "self_gpu_ms", "pct_of_gpu", "gflops"]
+COLUMNS = ["module", "depth", "calls", "cpu_ms", "gpu_ms", "self_gpu_ms", "pct_of_gpu", "gflops",
+           "input_activation_bytes"]
 
 
 def _paths(parent_mod: np.ndarray, name: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -116,6 +120,11 @@ def module_hotspots(trace: Trace, window: Window, top_n: int = 20) -> dict | Non
         fl = np.bincount(op_p[op_p >= 0], weights=ops["flops"][op_p >= 0], minlength=npaths)
     flops = _inclusive(fl, p_parent)
     total_k = float(kdur.sum())
+    # input activation bytes: the largest per call in the window
+    act = input_activation_bytes(trace, win, is_mod)
+    act_max = np.full(npaths, -1.0)
+    ok_a = ~np.isnan(act)
+    np.maximum.at(act_max, wp[ok_a], act[ok_a])
     # rows for the paths seen in the window
     shown = np.flatnonzero(calls > 0)
     order = shown[np.lexsort((-cpu_ns[shown], -gpu[shown]))][:top_n]
@@ -134,5 +143,6 @@ def module_hotspots(trace: Trace, window: Window, top_n: int = 20) -> dict | Non
     rows = [[path_text(p), path_text(p).count("/"), int(calls[p]), round(float(cpu_ns[p]) / 1e6, 6),
              round(float(gpu[p]) / 1e6, 6) if gpu_trace else None, round(float(self_gpu[p]) / 1e6, 6) if gpu_trace else None,
              round(100.0 * float(gpu[p]) / total_k, 4) if total_k > 0 else None,
-             round(float(flops[p]) / 1e9, 9) if len(ops["idx"]) else None] for p in order.tolist()]
+             round(float(flops[p]) / 1e9, 9) if len(ops["idx"]) else None,
+             int(act_max[p]) if act_max[p] >= 0 else None] for p in order.tolist()]
     return {"columns": list(COLUMNS), "rows": rows}

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from .. import thresholds
 from ..errors import ConfigError
 from ..config import alert_thresholds, load_config
+from . import cublas_log, model_config
 
 
 @dataclass
@@ -20,6 +21,8 @@ class AnalyzeOptions:
     peak_tflops: float | None = None          # --peak-tflops: MFU denominator (dense TFLOP/s)
     peak_gbps: float | None = None            # --peak-gbps: MBU denominator (GB/s)
     phase_map_file: str | None = None         # the --phase-map file phase_map was read from (named in warnings)
+    cublas_log: dict | None = None            # --cublas-log: cublas_log.load's calls, joined to gemm_shapes
+    model_config: dict | None = None          # --model-config: model_config.load's model (per-stage MFU without a hook)
     extra: dict = field(default_factory=dict)
 
 
@@ -76,12 +79,16 @@ def options_from_args(args) -> "AnalyzeOptions":
         v = getattr(args, flag, None)
         if v is not None and not (v > 0 and v < 1e7):
             raise ConfigError(f"--{flag.replace('_', '-')} must be a positive number")
+    cl = getattr(args, "cublas_log", None)
+    mc = getattr(args, "model_config", None)
     return AnalyzeOptions(window=args.window, peak_tflops=getattr(args, "peak_tflops", None),
                           peak_gbps=getattr(args, "peak_gbps", None), phase_map=_load_phase_map(args.phase_map),
                           phase_map_file=args.phase_map,
                           nvtx_kernel_map=not args.no_nvtx_kernel_map,
                           nvtx_coverage_warn_threshold=thresholds.NVTX_COVERAGE_WARN_THRESHOLD if thr is None else thr,
-                          alert_thresholds=alert_thresholds(load_config()))
+                          alert_thresholds=alert_thresholds(load_config()),
+                          cublas_log=cublas_log.load(cl) if cl else None,
+                          model_config=model_config.load(mc) if mc else None)
 
 
 def unmatched_option_warnings(options: "AnalyzeOptions", res: dict) -> list[str]:

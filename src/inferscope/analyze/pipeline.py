@@ -24,6 +24,7 @@ from .diagnosis import lower_for_partial, findings_for, verdict_for
 from .whatif import summary as whatif_summary
 from .gpu import gpu_utilisation
 from .efficiency import efficiency, efficiency_table
+from .cublas_log import join as cublas_join
 from .gemm_shapes import gemm_shapes
 from .module_hotspots import module_hotspots
 from .nsys_extras import analyze_nsys_extras
@@ -179,7 +180,8 @@ def _analyze_report(trace: Trace, options: AnalyzeOptions | None) -> Report:
         warnings.extend(eff.pop("_warnings", []) or [])
         warnings.extend(eff.pop("_warnings_only", []) or [])
     res["efficiency"] = eff if eff else None
-    res["llm"], res["model"], lw = llm(trace, window, options.phase_map, options.peak_tflops, options.peak_gbps)
+    res["llm"], res["model"], lw = llm(trace, window, options.phase_map, options.peak_tflops, options.peak_gbps,
+                                          options.model_config)
     warnings.extend(lw)
     tables = {}
     tables.update(llm_tables(res["llm"]))
@@ -190,6 +192,13 @@ def _analyze_report(trace: Trace, options: AnalyzeOptions | None) -> Report:
         gs = gemm_shapes(trace, window, options.top_n)
         if gs:
             tables["gemm_shapes"] = gs
+    if options.cublas_log is not None:
+        gs, ct, cw = cublas_join(tables.get("gemm_shapes"), options.cublas_log)
+        if gs:
+            tables["gemm_shapes"] = gs
+        if ct:
+            tables["cublas_gemms"] = ct
+        warnings.extend(cw)
     mh = module_hotspots(trace, window, options.top_n)
     if mh:
         tables["module_hotspots"] = mh

@@ -35,11 +35,12 @@ Models (assumption; where the range comes from):
 
 CPU findings (live runs; their models and ranges in whatif_cpu.py): ``blocking_io``, ``lock_wait``,
 ``page_fault_storm`` (remove), ``gil_contention`` (overlap), ``cpu_oversubscription`` (scale down threads),
-``cpu_run_queue`` (remove, only when the process's own threads or workers hold the cores).
+``cpu_run_queue`` (remove, only when the process's own threads or workers hold the cores), ``cpu_underuse``
+(scale up the torch threads onto the idle cores).
 
 Not actionable (null): ``gpu_idle`` (its time is the host findings' time), ``dominant_kernel``,
 ``gpu_compute_bound``, ``low_mfu``, ``decode_low_mbu``, ``kernel_limiter`` (no measured faster kernel),
-``small_copies``, ``framework_overhead``, ``cpu_compute``, ``host_waiting``, ``cpu_underuse``,
+``small_copies``, ``framework_overhead``, ``cpu_compute``, ``host_waiting``,
 ``numa_placement``, the GPU counter findings, ``slow_steps``, ``latency_tail`` (no alternative measured in
 the trace), ``low_coverage`` (nothing to change in the program).
 """
@@ -234,37 +235,3 @@ def summary(res: dict, findings: list[dict]) -> dict | None:
                         "findings drawing on the same breakdown categories capped at those categories' time (and "
                         "intervals they both remove counted once); the total capped at e2e")}
     return out
-
-
-def fmt_ms(v: float) -> str:
-    """A saving in ms with the digits its size deserves (0.05 ms stays 0.050, not 0.1)."""
-    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}" if abs(v) >= 1 else f"{v:.3f}"
-
-
-def fix_first(findings: list[dict]) -> str | None:
-    """The headline's line: the finding with the largest predicted saving."""
-    f = next((f for f in findings if f.get("expected_saving_ms")), None)
-    if f is None:
-        return None
-    return (f"Fix this first: {f['title']} ({f['id']}) - saves ~{fmt_ms(f['expected_saving_ms'])} ms "
-            f"({f['expected_saving_pct']:.1f} %) [{f['saving_model']}, {fmt_ms(f['saving_low_ms'])}-{fmt_ms(f['saving_high_ms'])} ms]")
-
-
-def headline_lines(result: dict) -> list[str]:
-    """The headline's "Fix this first" line and, with several predictions, their combined saving."""
-    ff = fix_first(result.get("findings") or [])
-    out = [ff] if ff else []
-    wi = result.get("what_if") or {}
-    if len(wi.get("findings") or []) > 1:
-        out.append(f"Top {len(wi['findings'])} fixes together: ~{fmt_ms(wi['combined_saving_ms'])} ms "
-                   f"({wi['combined_saving_pct']:.1f} %) [{fmt_ms(wi['combined_low_ms'])}-{fmt_ms(wi['combined_high_ms'])} ms; "
-                   f"overlaps removed, plain sum {fmt_ms(wi['sum_saving_ms'])} ms]")
-    return out
-
-
-def saving_text(f: dict) -> str | None:
-    """A finding's prediction in words (report.md / report.html), or None when it has none."""
-    if f.get("expected_saving_ms") is None:
-        return None
-    return (f"~{f['expected_saving_ms']:,.3f} ms ({f['expected_saving_pct']:.1f} % of e2e), range "
-            f"{f['saving_low_ms']:,.3f}-{f['saving_high_ms']:,.3f} ms, model {f['saving_model']}: {f['saving_basis']}")

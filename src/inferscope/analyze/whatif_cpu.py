@@ -24,6 +24,11 @@ exceeds its categories' time nor e2e).  Every input is a measured figure of the 
   (torch threads + busy workers > CPUs, or another thread of the process was busy); when the cores went to
   other processes on the host the program has nothing to change: null.  Expected and high: the schedstat
   run-queue delay; low: the part the breakdown sampled (waiting/run_queue) when smaller.
+- ``cpu_underuse`` (scale up: torch threads onto the idle cores).  t torch threads, I idle cores of the
+  process (``counters.process_cores``: cores x idle share), C CPUs less busy workers: n = min(C, t + I)
+  threads.  Expected: ``cpu_compute x (1 - t/n)`` (the compute spread over the idle capacity, linear);
+  low: each added thread does WHATIF_THREAD_SCALING_LOW_EFFICIENCY of a thread's work; high: linear over
+  all C CPUs (the idle measure is a mean over a window other processes shared).
 - ``page_fault_storm`` (remove: reuse buffers).  Expected and high: the process's kernel CPU time over the
   window (``counters.sys_cpu_pct`` x e2e: zeroing / reading the faulted pages); low: the kernel time in
   the storm ticks the sampler attributed (``contention.page_faults.kernel_ms``), else the residual rule.
@@ -116,6 +121,27 @@ def _runq(res: dict) -> dict | None:
                  f"breakdown[waiting].parts[run_queue].ms {sampled:.3f}", ("waiting",), key="runq")
 
 
+def _underuse(res: dict) -> dict | None:
+    c = res.get("counters") or {}
+    nm, pc = c.get("numa") or {}, c.get("process_cores") or {}
+    t, cpus, util = int(nm.get("torch_threads") or 0), int(nm.get("process_cpus") or 0), pc.get("mean_util_pct")
+    if t < 1 or cpus < 1 or util is None:
+        return None
+    cores = float(pc.get("cores") or cpus)
+    idle = cores * (100.0 - float(util)) / 100.0
+    top = max(t, cpus - len(_busy_workers(res)))
+    n = min(float(top), t + idle)
+    if n <= t:
+        return None
+    cc = _ms(res, "cpu_compute")
+    eff = T.WHATIF_THREAD_SCALING_LOW_EFFICIENCY
+    return _pred(res, "scale", cc * (1.0 - t / n), cc * (1.0 - t / (t + (n - t) * eff)), cc * (1.0 - t / top),
+                 f"breakdown[cpu_compute].ms {cc:.3f} x (1 - {t} torch thread(s) / {n:.2f}), {n:.2f} = min({top} CPU(s) "
+                 f"less busy workers, {t} + {idle:.2f} idle core(s) of counters.process_cores); low: added threads at "
+                 f"thresholds.WHATIF_THREAD_SCALING_LOW_EFFICIENCY {eff:g}; high: linear over {top} CPU(s)",
+                 ("cpu_compute",), key="threads")
+
+
 def _faults(res: dict) -> dict | None:
     c = res.get("counters") or {}
     sys_ms = float(c.get("sys_cpu_pct") or 0.0) / 100.0 * float(res.get("e2e_ms") or 0.0)
@@ -130,4 +156,5 @@ def _faults(res: dict) -> dict | None:
 
 
 MODELS = {"blocking_io": _blocking_io, "lock_wait": _lock_wait, "gil_contention": _gil,
-          "cpu_oversubscription": _oversub, "cpu_run_queue": _runq, "page_fault_storm": _faults}
+          "cpu_oversubscription": _oversub, "cpu_run_queue": _runq, "page_fault_storm": _faults,
+          "cpu_underuse": _underuse}

@@ -57,6 +57,8 @@ SIDE_EVERY = 4
 # costs at most this much more GIL time, not a lower sampling rate (paced together, a pool of Python
 # threads under GIL contention went from 70 to 45 Hz).
 PROBE_BUDGET = 0.005
+# I/O call sites remembered per thread (frame -> label, Probe._io_site); a thread with more starts again
+MAX_IO_SITES = 64
 
 
 class Probe(Labeler):
@@ -68,6 +70,8 @@ class Probe(Labeler):
         self.append = append
         self._backoff: dict = {}   # tid -> [probes in an unchanged call, ticks left to skip]
         self._io_loop: set = set()  # tids whose last call named was an I/O call (an I/O loop: no idle backoff)
+        self._sites: dict = {}     # tid -> {frame: (name, detail)} of the I/O calls named at each call site
+        self._site_frame: dict = {}  # detail JSON -> its frame (parsed once)
         self._side: dict = {}      # tid -> blocked ticks of a side thread
         self._crit_lock = False    # a thread on the inference path is in a lock wait (its last probe's label)
         self.probes = 0
@@ -125,6 +129,17 @@ class Probe(Labeler):
             name, detail = self.label(tid, frame)
             if name is None:      # not readable (another process's tid, a thread gone): no mark
                 return
+            gil = self._gil
+            if (name == RUNNING or gil) and tid in self._io_loop and frame is not None:
+                site = self._io_site(tid, frame)
+                if site is not None:
+                    # back from (or about to re-enter) an I/O call at a call site where this thread was seen in
+                    # that call: a loop of short reads (4 KiB from a slow pipe, ~30-200 us each) is found in the
+                    # call itself at few ticks - the sampler's tick takes the GIL the read released, and the
+                    # thread is back from it, waiting for the GIL, when the probe reads it - so the label read
+                    # 'running' for most of the loop (zoo_pipe_reads.py: 38-58 % of its off-CPU time unnamed)
+                    name, detail = site
+                    gil = False
             if name == RUNNING and frame is not None:
                 # runnable at the tick (woke up, waiting for a CPU or for the GIL): same rule as a GIL
                 # wait below - at the frame of the label in force, it just returned from that call
@@ -133,7 +148,7 @@ class Probe(Labeler):
                     fr = self._frame(frame)[0]
                     if fr and f'"frame": {json.dumps(fr)}' in cur[1]:
                         return
-            if self._gil:
+            if gil:
                 # waiting for the GIL (the sampler holds it during this very tick, or another thread):
                 # the thread came back from a call.  At the frame of the label in force (the same
                 # call site: an I/O loop's read just returned) that label stays; elsewhere the wait is
@@ -175,12 +190,38 @@ class Probe(Labeler):
         if name != RUNNING:
             if kind_of(name) == "io":
                 self._io_loop.add(tid)
+                if detail is not None:
+                    self._note_site(tid, name, detail)
             else:
                 self._io_loop.discard(tid)
         if self._cur.get(tid) != cur:
             self._cur[tid] = cur
             self.append((0, MARK, tid, at_ns, at_ns, name, detail, CAT))
             self.marks += 1
+
+    def _note_site(self, tid: int, name: str, detail: str) -> None:
+        """Remember an I/O call's label by the Python frame it was called from (per thread, bounded)."""
+        fr = self._site_frame.get(detail, 0)
+        if fr == 0:
+            try:
+                fr = json.loads(detail).get("frame")
+            except (ValueError, AttributeError):
+                fr = None
+            if len(self._site_frame) > 4096:
+                self._site_frame.clear()
+            self._site_frame[detail] = fr
+        if fr:
+            sites = self._sites.setdefault(tid, {})
+            if fr not in sites and len(sites) >= MAX_IO_SITES:
+                sites.clear()
+            sites[fr] = (name, detail)
+
+    def _io_site(self, tid: int, frame) -> tuple | None:
+        """The I/O label this thread was last seen in at its current Python frame (``file:line function``), if any."""
+        sites = self._sites.get(tid)
+        if not sites:
+            return None
+        return sites.get(self._frame(frame)[0])
 
     def io_wait(self, tid: int) -> bool:
         """The thread's current label is an I/O system call (kind_of: read/write/fsync/...); used by the
@@ -197,6 +238,7 @@ class Probe(Labeler):
         self._backoff.pop(tid, None)
         self._side.pop(tid, None)
         self._io_loop.discard(tid)
+        self._sites.pop(tid, None)
 
     def close(self) -> None:
         for tid in list(self._files):

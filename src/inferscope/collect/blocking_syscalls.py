@@ -55,13 +55,16 @@ FD_CALLS = frozenset((
 # calls whose argument i is a path (user pointer): i
 PATH_ARG = {"openat": 1, "open": 0, "newfstatat": 1, "statx": 1, "unlinkat": 1, "stat": 0, "lstat": 0, "unlink": 0,
             "truncate": 0, "mkdir": 0, "access": 0}
-# what the analysis calls each: disk/file I/O, a lock (futex), a sleep, a poll on fds, anything else
+# socket data calls: I/O too (issue 45: a loop of 4 KiB recv() from a slow peer, 59 % of the window, read as 'other'
+# and blocking_io never fired); accept/connect (waiting for a peer, not for data) stay 'other'
+NET_CALLS = frozenset(("recvfrom", "sendto", "recvmsg", "sendmsg", "recvmmsg", "sendmmsg"))
+# what the analysis calls each: disk/file/socket I/O, a lock (futex), a sleep, a poll on fds, anything else
 IO_CALLS = frozenset((
     "read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2", "pwritev2", "fsync",
     "fdatasync", "sync_file_range", "syncfs", "sync", "ftruncate", "fallocate", "truncate", "open", "openat", "close",
     "stat", "lstat", "newfstatat", "statx", "fstat", "getdents", "getdents64", "unlink", "unlinkat", "rename", "mkdir",
     "access", "readahead", "fadvise64", "copy_file_range", "sendfile", "splice", "msync", "io_getevents", "io_submit",
-    "io_uring_enter", "flock"))
+    "io_uring_enter", "flock")) | NET_CALLS
 LOCK_CALLS = frozenset(("futex", "futex_waitv", "semop", "semtimedop"))
 SLEEP_CALLS = frozenset(("nanosleep", "clock_nanosleep", "pause", "sched_yield"))
 POLL_CALLS = frozenset(("poll", "ppoll", "select", "pselect6", "epoll_wait", "epoll_pwait", "epoll_pwait2"))
@@ -91,7 +94,7 @@ def kind_of(name: str) -> str:
 
 
 # calls whose third argument is a byte count
-SIZE_ARG = frozenset(("read", "write", "pread64", "pwrite64"))
+SIZE_ARG = frozenset(("read", "write", "pread64", "pwrite64", "recvfrom", "sendto"))
 # calls with (fd, iovec array, count): the byte count is the sum of the iovecs' lengths (64-bit layout)
 IOV_CALLS = frozenset(("readv", "writev", "preadv", "pwritev", "preadv2", "pwritev2"))
 _FLAGS = [(n, getattr(os, n, 0)) for n in ("O_SYNC", "O_DSYNC", "O_DIRECT", "O_APPEND")]

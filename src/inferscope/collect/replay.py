@@ -30,8 +30,8 @@ from ..trace.kinds import SpanKind, TrackKind
 
 _ON = object()      # st.perf / st.clk stand-in: "was on" (the rules test only `is not None`)
 # the class names the rules compare by identity (`is`): decoded strings are mapped back to these objects
-_CANON = {c: c for c in (TS.CLS_WAITING, TS.CLS_RUNQ, TS.CLS_COMPUTE, TS.CLS_FRAMEWORK, TS.CLS_TOKENIZATION, TS.KEEP,
-                         *TS.PY_CLASSES)}
+_CANON = {c: c for c in (TS.CLS_WAITING, TS.CLS_RUNQ, TS.CLS_COMPUTE, TS.CLS_FAULTS, TS.CLS_FRAMEWORK,
+                         TS.CLS_TOKENIZATION, TS.KEEP, *TS.PY_CLASSES)}
 
 
 def _c(v):

@@ -16,7 +16,8 @@ from . import thread_state as TS
 from .rule_interval import Iv, put
 from .rules_perf import count_samples, fault_kernel_part, native_fractions, split_interval
 from .tick_rules import CLASS_RULES, TICK_RULES
-from .thread_state import CLS_COMPUTE, CLS_FRAMEWORK, CLS_RUNQ, CLS_WAITING, KEEP, PY_CLASSES, perf_kernel_share
+from .thread_state import (CLS_COMPUTE, CLS_FAULTS, CLS_FRAMEWORK, CLS_RUNQ, CLS_WAITING, KEEP, PY_CLASSES,
+                           perf_kernel_share)
 
 __all__ = ["Iv", "put", "decide", "rules_table", "RULES", "PERF_RULES"]
 
@@ -37,9 +38,11 @@ def keep_current(iv: Iv) -> None:
     """A KEEP tick continues the thread's current class.
 
     A KEEP tick (an isolated voluntary GIL hand-over: the frame says where the thread released the GIL, not what
-    it ran) continues the thread's current class (a pending KEEP always follows a decided tick)."""
+    it ran) continues the thread's current class (a pending KEEP always follows a decided tick); after a page-fault
+    part, the compute that faulted."""
     if iv.cls is KEEP:
-        iv.cls = iv.st.cls or CLS_FRAMEWORK
+        c = iv.st.cls
+        iv.cls = CLS_COMPUTE if c is CLS_FAULTS else (c or CLS_FRAMEWORK)
 
 
 def off_cpu_part(iv: Iv) -> None:
@@ -125,12 +128,14 @@ def decided_class(iv: Iv) -> None:
     """One class for the whole on-CPU part, then the off-CPU tail.
 
     The interval's one class (the tick's, or the one the samples gave all of it) up to its end, then the off-CPU
-    tail.  Exact boundaries next to a measured part (off-CPU, run queue, kernel) or a wait known by the CPU clock;
-    else the change is placed at the midpoint since the previous tick (Sampler._apply)."""
+    tail.  Exact boundaries next to a measured part (off-CPU, run queue, kernel - page faults end with the interval
+    that took them) or a wait known by the CPU clock; else the change is placed at the midpoint since the previous
+    tick (Sampler._apply)."""
     st, end = iv.st, iv.end
     cls = iv.cls
-    put(iv, end, cls, iv.label, iv.rule or "decided_class", exact=bool(iv.off) or iv.rq > 0 or iv.kx or (st.clk is not None and (
-        cls is CLS_WAITING or st.cls is CLS_WAITING or st.cls is CLS_RUNQ)), tick=iv.e.tick)
+    put(iv, end, cls, iv.label, iv.rule or "decided_class", exact=bool(iv.off) or iv.rq > 0 or iv.kx or (
+        st.cls is CLS_FAULTS and not iv.e.faults) or (st.clk is not None and (
+            cls is CLS_WAITING or st.cls is CLS_WAITING or st.cls is CLS_RUNQ)), tick=iv.e.tick)
     if iv.t > end:
         put(iv, iv.t, CLS_WAITING, None, "off_cpu_part")
     iv.prev = iv.t

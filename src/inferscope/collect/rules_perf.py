@@ -8,7 +8,7 @@ from . import kernel_time as K
 from . import thread_state as TS
 from .perfip import COMPUTE, FRAMEWORK, OTHER, PYTHON, TOKENIZER
 from .rule_interval import Iv, put
-from .thread_state import CLS_COMPUTE, CLS_FRAMEWORK, CLS_TOKENIZATION, CLS_WAITING
+from .thread_state import CLS_COMPUTE, CLS_FAULTS, CLS_FRAMEWORK, CLS_TOKENIZATION, CLS_WAITING
 
 
 def count_samples(iv: Iv) -> None:
@@ -92,7 +92,7 @@ def count_samples(iv: Iv) -> None:
 
 
 def fault_kernel_part(iv: Iv) -> None:
-    """Page-fault kernel time goes to the code that faulted (compute, tokenizer, or the stack's class).
+    """Page-fault kernel time: page_faults for native compute, else the tokenizer or the stack's class.
 
     Page faults: the kernel's memory work for the code that faulted (kernel_time.kernel_class, thresholds.KERNEL_*),
     not the previous verdict.  Its length: the stime carry, or the on-CPU time the IP samples leave uncovered - at most
@@ -100,7 +100,9 @@ def fault_kernel_part(iv: Iv) -> None:
     kernel time: 10-20 ms of zoo py_between_ops' Python loop read cpu_compute).  Native code faulted (the interval's or
     the next sample is numeric, the GIL was free, or its last verdict was compute) -> cpu_compute, a native
     tokenizer's -> tokenization (zoo_tokenizers serial read 75-79 % vs 91 % true as compute), else the stack's class.
-    With user-space samples too, the kernel part comes first and the samples decide the rest."""
+    Native compute's fault time is its own class, ``page_faults`` (a part of cpu_compute: the kernel's memory work, not
+    the library's code; issue 45: zoo_pagefault's touch() read as plain compute).  With user-space samples too, the
+    kernel part comes first and the samples decide the rest."""
     st, e, samples, n, i = iv.st, iv.e, iv.samples, iv.n, iv.i
     kf, tot = e.faults, iv.tot
     if kf and st.perf is not None:
@@ -119,6 +121,8 @@ def fault_kernel_part(iv: Iv) -> None:
             or (not iv.nc and st.native_fresh and (st.native_tok or 0) >= T.NATIVE_RECENT_MIN_SHARE)
             or (not iv.nc and not iv.nk and iv.s._native_role() == TOKENIZER)):
         kc = (CLS_TOKENIZATION, kc[1])
+    elif kc is not None and kc[0] == CLS_COMPUTE:
+        kc = (CLS_FAULTS, kc[1])
     if tot and kc is not None:
         k = min(iv.kns, iv.end - iv.prev)
         iv.s.kernel_totals.add(kc[1], k, kf)
@@ -148,7 +152,9 @@ def native_fractions(iv: Iv) -> None:
     iv.fp, iv.fx = 0.0, None
     if kc is not None:
         iv.s.kernel_totals.add(kc[1], iv.end - iv.prev, iv.e.faults)
-        frac, ftok = (1.0 if kc[0] == CLS_COMPUTE else 0.0), (1.0 if kc[0] == CLS_TOKENIZATION else 0.0)
+        frac, ftok = 0.0, (1.0 if kc[0] == CLS_TOKENIZATION else 0.0)
+        if kc[0] == CLS_FAULTS:
+            iv.fx = {CLS_FAULTS: 1.0}   # (split_interval: one class, laid by decided_class)
     elif tot:
         frac, ftok = iv.nc / tot, iv.nk / tot
         st.native, st.native_tok = frac, ftok

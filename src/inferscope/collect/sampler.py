@@ -71,7 +71,8 @@ from .resolve import decide, read_samples, resolve  # noqa: F401 - resolve: re-e
 from .sampler_loop import run
 from .sampler_perf import PerfMixin
 from .sampler_threads import ThreadsMixin
-from .thread_state import (CLS_COMPUTE, CLS_FRAMEWORK, CLS_RUNQ, CLS_TOKENIZATION, CLS_WAITING, CPU_SAMPLE, GIL_BUDGET,
+from .thread_state import (CLS_COMPUTE, CLS_FAULTS, CLS_FRAMEWORK, CLS_RUNQ, CLS_TOKENIZATION, CLS_WAITING, CPU_SAMPLE,
+                           GIL_BUDGET,
                            GIL_WAIT_NS, IMPORT_RATE_DIVISOR, KEEP, PERF_PERIOD_NS, RESOLVE_NS, SPLIT_MIN_FRACTION,
                            SWITCH_INTERVAL_S, _close, _decides, _import_probe, _runq_ns, _switch_interval_s, _ThreadState,
                            perf_kernel_share)
@@ -312,7 +313,7 @@ class Sampler(ThreadsMixin, PerfMixin):
         """
         fn = label[0] if label is not None else None
         if cls is not CLS_WAITING and cls is not CLS_RUNQ:
-            st.on_cls = cls
+            st.on_cls = CLS_COMPUTE if cls is CLS_FAULTS else cls
             if label is not None:
                 st.on_label = label
         if cls is not st.cls or (fn is not None and st.label is not None and fn != st.label):

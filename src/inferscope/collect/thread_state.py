@@ -73,6 +73,10 @@ CLS_WAITING = "waiting"
 # beside other jobs read 31-56 % cpu_compute (its post-I/O run-queue time) for 10 % true CPU.
 CLS_RUNQ = "run_queue"
 CLS_COMPUTE = "cpu_compute"
+# Page-fault kernel time of native code (rules_perf.fault_kernel_part): the kernel's memory work for numpy/torch
+# touching fresh pages, a part of the breakdown's cpu_compute of its own (issue 45: it read as plain compute).  A
+# thread's class after such a part is still compute: KEEP continues CLS_COMPUTE (rules.keep_current).
+CLS_FAULTS = "page_faults"
 CLS_FRAMEWORK = "framework"
 CLS_TOKENIZATION = "tokenization"
 # the classes a tick's Python frame gives (classify.DOMAIN_NAMES' values)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import msgspec
 
+from ..app import analyse
 from ..errors import InputError
-from ..analyze.pipeline import analyze
 from ..ingest import load_trace
 from ..util.progress import for_stderr
 
@@ -69,9 +69,7 @@ def load_side(path: str, options=None, quiet: bool = True) -> Side:
     ok = False
     try:
         trace = load_trace(p, progress=prog)
-        if prog is not None:
-            prog.stage("analysing")
-        side = Side(str(p), analyze(trace, options), trace)
+        side = Side(str(p), analyse(trace, options, progress=prog)[1], trace)
         ok = True
     finally:
         if prog is not None:

@@ -70,13 +70,3 @@ def predictions(rb: dict, ra: dict, d: dict) -> dict | None:
             "rule": "measured = before e2e - after e2e x scale (per-unit means x unit count with repeated units); "
                     "noise = max(95% band x units, min change x before e2e); materialised when measured is beyond the "
                     "noise and inside [low - noise, high + noise]"}
-
-
-def lines(p: dict) -> list[str]:
-    """One line per prediction (diff.md / the CLI)."""
-    return [f"{r['id']}: predicted ~{r['predicted_ms']:.3f} ms [{r['model']}, {r['low_ms']:.3f}-{r['high_ms']:.3f}], "
-            f"measured {r['measured_ms']:+.3f} ms"
-            + f": {r['status'].replace('_', ' ')}"
-            + (f"; its categories {r['category_measured_ms']:+.3f} ms: {r['category_status'].replace('_', ' ')}"
-               if r["category_measured_ms"] is not None else "") + ("; finding resolved" if r["resolved"] else "; finding still present")
-            for r in p["rows"]]

@@ -24,6 +24,7 @@ import socket
 import sys
 from pathlib import Path
 
+from .batch_out import SAVING_FIELDS
 from .batch_pool import KILL_ENV, fault_seam, run_local
 from ..errors import ConfigError, InferScopeError, InputError
 from ..headline import llm_headline
@@ -115,8 +116,10 @@ def summary_row(src: Path, result: dict, report_dir: str) -> dict:
 
 
 def finding_rows(src: Path, result: dict) -> list[dict]:
+    """One row per finding, with its predicted saving (null where the finding has no prediction)."""
     return [{"source": str(src), "id": f.get("id"), "severity": f.get("severity"), "title": f.get("title"),
-             "evidence": f.get("evidence"), "suggestion": f.get("suggestion")} for f in result.get("findings") or []]
+             "evidence": f.get("evidence"), "suggestion": f.get("suggestion"),
+             **{k: f.get(k) for k in SAVING_FIELDS}} for f in result.get("findings") or []]
 
 
 def _without_path(msg: str, src: str) -> str:
@@ -273,7 +276,7 @@ def cli_analyze_many(args) -> int:
               + "; no cross-rank section written", file=sys.stderr)
     # the straggler finding is the job's (cross_rank.json); findings.jsonl/parquet also list it under the
     # straggler's input, so a fleet query over findings (or joined with ranks.parquet) sees it
-    findings += [{k: f[k] for k in ("source", "id", "severity", "title", "evidence", "suggestion")}
+    findings += [{k: f.get(k) for k in ("source", "id", "severity", "title", "evidence", "suggestion", *SAVING_FIELDS)}
                  for f in (cr or {}).get("findings", [])]
     for r in rows:
         if r["source"] in by_src:

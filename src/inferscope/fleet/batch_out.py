@@ -19,6 +19,9 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
         raise InferScopeError(f"cannot write {path}: {e.strerror or e}") from None
 
 
+# a finding's predicted saving (analyze/whatif.py), one column each in findings.jsonl / findings.parquet
+SAVING_FIELDS = ("expected_saving_ms", "expected_saving_pct", "saving_low_ms", "saving_high_ms", "saving_model")
+
 CATEGORIES = ("gpu_compute", "gpu_communication", "h2d_copy", "d2h_copy", "other_copy", "sync_wait",
               "cpu_preprocessing", "framework_overhead", "cpu_compute", "waiting", "other")
 
@@ -98,9 +101,11 @@ def parquet_outputs(outdir: Path, rows: list[dict], findings: list[dict], cr: di
                   [(f"{c}_pct", pa.float64()) for c in CATEGORIES] +
                   [(k, pa.float64()) for k in LLM_COLUMNS])
     fs = pa.schema([("source", pa.string()), ("id", pa.string()), ("severity", pa.string()), ("title", pa.string()),
-                    ("suggestion", pa.string()), ("evidence_json", pa.string())])
+                    ("suggestion", pa.string()), ("evidence_json", pa.string())] +
+                   [(k, pa.string() if k == "saving_model" else pa.float64()) for k in SAVING_FIELDS])
     frows = [{"source": f["source"], "id": f["id"], "severity": f["severity"], "title": f["title"],
-              "suggestion": f["suggestion"], "evidence_json": json.dumps(f.get("evidence"), ensure_ascii=False)} for f in findings]
+              "suggestion": f["suggestion"], "evidence_json": json.dumps(f.get("evidence"), ensure_ascii=False),
+              **{k: f.get(k) for k in SAVING_FIELDS}} for f in findings]
     write_parquet(outdir / "summary.parquet", flat_summary(rows), s)
     write_parquet(outdir / "findings.parquet", frows, fs)
     written = [outdir / "summary.parquet", outdir / "findings.parquet"]

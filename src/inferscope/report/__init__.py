@@ -1,7 +1,12 @@
 """Renderers, chosen by name or by output-file extension.
 
-Each renderer is ``render(result: dict, trace: Trace, path: Path) -> None`` and writes
-atomically.  ``result`` is the analysis result (the report.json document).
+Each renderer is ``render(report: Report, trace: Trace, path: Path) -> None`` and writes atomically.
+``report`` is the typed analysis result (``inferscope.result.Report``; ``report.to_dict()`` is report.json) with
+``report.views`` attached (``result/views.py``: the timeline strip and every idle gap, computed by
+``analyze/views.py`` for the formats of the set - ``outputs.write_reports``).  Renderers compute nothing: every
+number they show is in the Report or its views, and no module here imports analyze/, compare/, collect/,
+ingest/, fleet/, app or cli (tests/test_layers.py).  The trace is passed for the chrome export (a format
+conversion of the events themselves).
 """
 from __future__ import annotations
 

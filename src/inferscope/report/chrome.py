@@ -29,6 +29,7 @@ import numpy as np
 
 from .. import __version__
 from ..trace.kinds import CopyKind, FlowKind, SpanKind, TrackKind
+from ..result import Report
 from ..trace.model import Trace
 from ..util.atomic import atomic_open
 
@@ -71,15 +72,14 @@ def _us_array(rel: np.ndarray) -> list[str]:
     return [f"{a}.{b:03d}" for a, b in zip(q.tolist(), r.tolist())]
 
 
-def time_base_ns(trace: Trace, result: dict | None = None) -> int:
+def time_base_ns(trace: Trace, report: Report | None = None) -> int:
     cands = []
     if len(trace.spans):
         cands.append(int(trace.spans.start_ns.min()))
     if len(trace.counters):
         cands.append(int(trace.counters.ts_ns.min()))
-    win = (result or {}).get("window") if isinstance(result, dict) else None
-    if isinstance(win, dict) and isinstance(win.get("start_ns"), (int, float)):
-        cands.append(int(win["start_ns"]))
+    if report is not None:
+        cands.append(int(report.window.start_ns))
     return min(cands) if cands else 0
 
 
@@ -148,10 +148,9 @@ def _meta_event(name: str, pid: int, tid: int | None, args: dict) -> str:
     return f'{{"ph":"M","name":"{name}","pid":{pid}{t},"ts":0.000,"args":{json.dumps(args, ensure_ascii=False)}}}'
 
 
-def iter_events(trace: Trace, result: dict | None = None):
-    """Yield chunks (lists of JSON event strings) of the whole export."""
-    result = result if isinstance(result, dict) else {}
-    base = time_base_ns(trace, result)
+def iter_events(trace: Trace, report: Report | None = None):
+    """Yield chunks (lists of JSON event strings) of the whole export (the analysis rows from ``report``)."""
+    base = time_base_ns(trace, report)
     strings = trace.strings.as_list()
     tracks = trace.tracks
     tpid, ttid = track_ids(trace)
@@ -307,51 +306,47 @@ def iter_events(trace: Trace, result: dict | None = None):
 
     # ---- InferScope analysis: window and idle gaps ----
     out = []
-    win = result.get("window") if isinstance(result.get("window"), dict) else {}
-    ws, we = win.get("start_ns"), win.get("end_ns")
-    if isinstance(ws, (int, float)) and isinstance(we, (int, float)) and we >= ws:
-        label = f"window: {win.get('label') or win.get('kind') or ''}".strip()
-        e2e = result.get("e2e_ms")
-        args = {"e2e_ms": e2e} if isinstance(e2e, (int, float)) and math.isfinite(e2e) else {}
-        verdict = result.get("verdict")
-        if isinstance(verdict, dict) and verdict.get("title"):
-            args["verdict"] = _SURROGATE.sub("\ufffd", str(verdict["title"]))
+    win = report.window if report is not None else None
+    if win is not None and win.end_ns >= win.start_ns:
+        ws, we = win.start_ns, win.end_ns
+        label = f"window: {win.label or win.kind or ''}".strip()
+        e2e = report.e2e_ms
+        args = {"e2e_ms": e2e} if math.isfinite(e2e) else {}
+        if report.verdict.title:
+            args["verdict"] = _SURROGATE.sub("\ufffd", report.verdict.title)
         out.append(f'{{"ph":"X","name":{jstr(label)},"cat":"inferscope","ts":{us(int(ws) - base)},'
                    f'"dur":{us(int(we) - int(ws))},"pid":{ANALYSIS_PID},"tid":1,"args":{json.dumps(args, ensure_ascii=False)}}}')
-    ig = result.get("idle_gaps")
-    gaps = ig.get("largest") if isinstance(ig, dict) else None
-    for g in (gaps if isinstance(gaps, list) else [])[:200]:
-        if isinstance(g, dict) and isinstance(g.get("start_ns"), (int, float)) and isinstance(g.get("end_ns"), (int, float)) \
-                and g["end_ns"] >= g["start_ns"]:
-            gs, ge = int(g["start_ns"]), int(g["end_ns"])
+    gaps = report.idle_gaps.largest if report is not None and report.idle_gaps is not None else []
+    for g in gaps[:200]:
+        if g.end_ns >= g.start_ns:
+            gs, ge = g.start_ns, g.end_ns
             out.append(f'{{"ph":"X","name":"GPU idle","cat":"inferscope","ts":{us(gs - base)},"dur":{us(ge - gs)},'
                        f'"pid":{ANALYSIS_PID},"tid":2,"args":{{"ms":{(ge - gs) / 1e6!r}}}}}')
     yield out
 
 
-def other_data(trace: Trace, result: dict | None) -> dict:
-    result = result if isinstance(result, dict) else {}
-    win = result.get("window") if isinstance(result.get("window"), dict) else {}
+def other_data(trace: Trace, report: Report | None) -> dict:
+    win = report.window if report is not None else None
     return {
         "generator": f"inferscope {__version__}",
-        "time_base_ns": time_base_ns(trace, result),
+        "time_base_ns": time_base_ns(trace, report),
         "ts_unit": "microseconds relative to time_base_ns (exact, 3 decimals = ns)",
-        "window_start_ns": win.get("start_ns"),
-        "window_end_ns": win.get("end_ns"),
+        "window_start_ns": win.start_ns if win is not None else None,
+        "window_end_ns": win.end_ns if win is not None else None,
         "source_format": trace.meta.get("source_format"),
         "source_file": trace.meta.get("source_file"),
         "gpu_pid_base": GPU_PID_BASE,
     }
 
 
-def write(trace: Trace, result: dict | None, fh) -> int:
-    """Stream the export into a binary file object; returns the number of events."""
+def write(trace: Trace, report: Report | None, fh) -> int:
+    """Stream the export into a binary file object; returns the number of events (None: no analysis rows)."""
     fh.write(b'{"displayTimeUnit":"ns","otherData":')
-    fh.write(json.dumps(other_data(trace, result), ensure_ascii=False, default=str).encode("utf-8"))
+    fh.write(json.dumps(other_data(trace, report), ensure_ascii=False, default=str).encode("utf-8"))
     fh.write(b',"traceEvents":[\n')
     first = True
     count = 0
-    for chunk in iter_events(trace, result):
+    for chunk in iter_events(trace, report):
         if not chunk:
             continue
         data = ",\n".join(chunk)
@@ -362,6 +357,6 @@ def write(trace: Trace, result: dict | None, fh) -> int:
     return count
 
 
-def render(result: dict, trace: Trace, path) -> None:
+def render(report: Report, trace: Trace, path) -> None:
     with atomic_open(path, "wb") as fh:
-        write(trace, result, fh)
+        write(trace, report, fh)

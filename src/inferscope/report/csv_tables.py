@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..result import Report
+from ..result.views import IdleGapList
 from ..util.atomic import atomic_open, atomic_write_text
 
 # seed 004 names for the tables it defines
@@ -49,53 +51,50 @@ def _is_number(s: str) -> bool:
         return False
 
 
-def render(result: dict, trace, path) -> None:
+def render(report: Report, trace, path) -> None:
     outdir = Path(path)
     if outdir.suffix.lower() == ".csv":  # a single file was asked for: the breakdown
-        tables = {"breakdown": result["tables"]["breakdown"]}
+        tables = {"breakdown": report.tables["breakdown"]}
         names = {"breakdown": outdir}
     else:
-        tables = result.get("tables", {})
+        tables = report.tables
         names = {n: outdir / FILE_NAMES.get(n, _safe(n) + ".csv") for n in tables}
+    views = getattr(report, "views", None)      # analyze/views.py: every idle gap (with the trace)
     for name, t in tables.items():
-        if name == "gpu_idle_gaps" and trace is not None:
-            _idle_gaps_csv(result, trace, names[name])
+        if name == "gpu_idle_gaps" and views is not None and views.idle_gaps is not None:
+            _idle_gaps_csv(report, views.idle_gaps, names[name])
             continue
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
-        w.writerow([_cell(c) for c in t["columns"]])
-        for row in t["rows"]:
+        w.writerow([_cell(c) for c in t.columns])
+        for row in t.rows:
             w.writerow([_cell(v) for v in row])
         atomic_write_text(names[name], buf.getvalue())
 
 
-def _idle_gaps_csv(result: dict, trace, path: Path) -> None:
+def _idle_gaps_csv(report: Report, gaps: IdleGapList, path: Path) -> None:
     """tables/gpu_idle_gaps.csv: EVERY device-wide idle gap in the window (report.json, report.md and the
-    HTML keep the largest ``top_n`` with what the host was doing), longest first, from the same rule as
-    ``idle_gaps.device_gaps`` (analyze/idle_gaps.py).  The host columns are filled for the gaps in
-    ``idle_gaps.largest`` and empty for the rest; the gaps stay two int64 arrays, written in chunks."""
-    from ..analyze.idle_gaps import device_gaps, largest_first
-    w = result["window"]
-    lo = int(w["start_ns"])
-    ds, de = device_gaps(trace, lo, int(w["end_ns"]))
-    order = largest_first(ds, de)
-    host = {int(g["start_ns"]): g for g in (result.get("idle_gaps") or {}).get("largest") or []}
+    HTML keep the largest ``top_n`` with what the host was doing), longest first, as ``analyze/views.py`` found
+    them with ``idle_gaps.device_gaps`` (the rule of ``idle_gaps.largest``).  The host columns are filled for the
+    gaps in ``idle_gaps.largest`` and empty for the rest; the gaps stay two int64 arrays, written in chunks."""
+    lo = int(report.window.start_ns)
+    ds, de = gaps.start_ns, gaps.end_ns
+    host = {g.start_ns: g for g in (report.idle_gaps.largest if report.idle_gaps is not None else [])}
     with atomic_open(path, "w") as f:
         cw = csv.writer(f, lineterminator="\n")
         cw.writerow(IDLE_GAP_COLUMNS)
-        for c0 in range(0, len(order), _CHUNK_ROWS):
-            sl = order[c0:c0 + _CHUNK_ROWS]
-            a, b = ds[sl], de[sl]
+        for c0 in range(0, len(ds), _CHUNK_ROWS):
+            a, b = ds[c0:c0 + _CHUNK_ROWS], de[c0:c0 + _CHUNK_ROWS]
             off = np.round((a - lo) / 1e6, 6).tolist()
             ms = np.round((b - a) / 1e6, 6).tolist()
             a, b = a.tolist(), b.tolist()
             lines = []
             for i in range(len(a)):
                 g = host.get(a[i])
-                if g is not None and g["end_ns"] == b[i]:
+                if g is not None and g.end_ns == b[i]:
                     buf = io.StringIO()
                     csv.writer(buf, lineterminator="\n").writerow(
-                        [off[i], ms[i], _cell(g.get("host")), g.get("host_overlap_pct"), a[i], b[i]])
+                        [off[i], ms[i], _cell(g.host), g.host_overlap_pct, a[i], b[i]])
                     lines.append(buf.getvalue())
                 else:
                     lines.append(f"{off[i]!r},{ms[i]!r},,,{a[i]},{b[i]}\n")

@@ -12,6 +12,7 @@ from ..util.atomic import atomic_write_text
 from .html_assets import CSP, CSS
 from .html_text import fmt_ms, text
 from .markdown import md_code, md_escape, md_heading
+from .whatif_text import prediction_lines
 
 FORMATS = {"md": "diff.md", "markdown": "diff.md", "json": "diff.json", "html": "diff.html", "htm": "diff.html"}
 DEFAULT_FORMATS = "md,json"
@@ -44,10 +45,9 @@ def to_markdown(d: dict) -> str:
                  f"resolved: {', '.join(map(md_escape, d['findings']['resolved'])) or 'none'}")
         L.append("")
     if d.get("predictions"):
-        from ..compare.whatif import lines
         L += ["## Predicted savings of before vs measured", "", f"Basis: {md_escape(d['predictions']['basis'], 300)}; "
               f"noise ±{_f(d['predictions']['noise_ms'])} ms.", ""]
-        L += [f"- {md_escape(x, 500)}" for x in lines(d["predictions"])] + [""]
+        L += [f"- {md_escape(x, 500)}" for x in prediction_lines(d["predictions"])] + [""]
     L += ["## Breakdown", "", "| category | before ms | after ms | delta ms | before % | after % | delta pp |",
           "|---|---:|---:|---:|---:|---:|---:|"]
     for c in d["categories"]:
@@ -130,9 +130,8 @@ def to_html(d: dict) -> str:
          f'<p>End-to-end {fmt_ms(e["before_ms"])} → {fmt_ms(e["after_ms"])} ({_f(e["delta_pct"], 1, True)}%); verdict '
          f'{text(d["verdict_before"]["id"])} → {text(d["verdict_after"]["id"])}</p></section>']
     if d.get("predictions"):
-        from ..compare.whatif import lines
         h.append("<section><h2>Predicted savings of before vs measured</h2><ul>" +
-                 "".join(f"<li>{text(x, 500)}</li>" for x in lines(d["predictions"])) + "</ul></section>")
+                 "".join(f"<li>{text(x, 500)}</li>" for x in prediction_lines(d["predictions"])) + "</ul></section>")
     h.append("<section><h2>Breakdown</h2>" + _bars(d) + '<div class="tw"><table><thead><tr><th>category</th><th>before ms</th>'
              "<th>after ms</th><th>delta ms</th><th>before %</th><th>after %</th><th>delta pp</th></tr></thead><tbody>")
     for c in d["categories"]:

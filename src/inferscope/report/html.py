@@ -16,6 +16,7 @@ from __future__ import annotations
 import html
 
 from .. import __version__
+from ..result import Report
 from ..util.atomic import atomic_write_text
 from .html_assets import CATEGORY_COLOURS, CATEGORY_LABELS, CSP, CSS, JS
 from .html_sections import _about, _breakdown, _counters, _findings, _headline, _llm, _notes, _tables
@@ -26,7 +27,9 @@ __all__ = ["CATEGORY_COLOURS", "CATEGORY_LABELS", "CSP", "CSS", "DISPLAY_MAX", "
            "build_html", "clean", "fmt_cell", "fmt_ms", "fmt_pct", "render", "text"]
 
 
-def build_html(result: dict, trace=None, n_bins: int = 1000, max_rows: int = 25) -> str:
+def build_html(result: dict, views=None, max_rows: int = 25) -> str:
+    """The page of report.json's dict (hand-built or partial ones too: every lookup is defensive); ``views``:
+    ``result.views.Views`` (the timeline strip; None: no strip)."""
     result = result if isinstance(result, dict) else {}
     src = _dict(result.get("source"))
     tool = _dict(result.get("tool"))
@@ -37,14 +40,14 @@ def build_html(result: dict, trace=None, n_bins: int = 1000, max_rows: int = 25)
     body = "".join([
         _headline(result),
         _breakdown(result),
-        _timeline(result, trace, n_bins),
+        _timeline(result, getattr(views, "timeline", None)),
         _findings(result),
         _counters(result),
         _llm(result),
         roofline_section(result),
         _notes(result),
         _tables(result, max_rows),
-        _about(result, trace),
+        _about(result),
     ])
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f'<meta http-equiv="Content-Security-Policy" content="{html.escape(CSP, quote=True)}">'
@@ -58,5 +61,5 @@ def build_html(result: dict, trace=None, n_bins: int = 1000, max_rows: int = 25)
             f"<script>{JS}</script></body></html>\n")
 
 
-def render(result: dict, trace, path) -> None:
-    atomic_write_text(path, build_html(result, trace))
+def render(report: Report, trace, path) -> None:
+    atomic_write_text(path, build_html(report.to_dict(), getattr(report, "views", None)))

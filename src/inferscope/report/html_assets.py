@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 
-from . import timeline_summary as tls
+from ..result.base import CATEGORIES, CATEGORY_LABELS as BREAKDOWN_LABELS
 
 # ---------------------------------------------------------------------------------------
 # static assets (hashed into the CSP)
@@ -88,7 +88,15 @@ CSP = (f"default-src 'none'; style-src '{'sha256-' + _sha256_b64(CSS)}'; "
        f"script-src '{'sha256-' + _sha256_b64(JS)}'; img-src data:; font-src 'none'; "
        f"connect-src 'none'; base-uri 'none'; form-action 'none'")
 
-CATEGORY_COLOURS = tls.CATEGORY_COLOURS   # the strip and the breakdown bar share colours
+# the strip and the breakdown bar share colours
+CATEGORY_COLOURS = {
+    "gpu_compute": "#4e79a7", "gpu_communication": "#9d7660", "h2d_copy": "#f28e2b", "d2h_copy": "#ff9d9a",
+    "other_copy": "#edc948", "sync_wait": "#e15759", "cpu_preprocessing": "#b07aa1", "framework_overhead": "#76b7b2",
+    "cpu_compute": "#59a14f", "waiting": "#bab0ac", "other": "#d7d2cc",
+}
+# the timeline strip's classes (category, label, colour), in the breakdown's priority order: the class index of
+# analyze/timeline_summary.py's lanes
+CLASSES: list[tuple[str, str, str]] = [(c, BREAKDOWN_LABELS[c], CATEGORY_COLOURS[c]) for c in CATEGORIES]
 CATEGORY_LABELS = {
     "gpu_compute": "GPU compute", "gpu_communication": "GPU communication", "h2d_copy": "H2D copy", "d2h_copy": "D2H copy", "other_copy": "other copy",
     "sync_wait": "sync wait", "cpu_preprocessing": "CPU preprocessing", "framework_overhead": "framework overhead",

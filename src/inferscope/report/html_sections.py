@@ -17,7 +17,7 @@ def _headline(result: dict) -> str:
     v = _dict(result.get("verdict"))
     gpu = result.get("gpu")
     win = _dict(result.get("window"))
-    from ..analyze.diagnosis import kernel_capture_only
+    from ..wording import kernel_capture_only
     capture = kernel_capture_only(result)
     if capture:                    # Nsight Compute alone: kernels measured one at a time, no end-to-end time
         dd = _dict(result.get("kernel_deep_dive"))
@@ -47,7 +47,7 @@ def _headline(result: dict) -> str:
     if win and not capture:
         parts.append(f'<div><div class="lbl">window</div><div>{text(win.get("label") or win.get("kind") or "")}</div></div>')
     parts.append("</div>")
-    from ..analyze.diagnosis import partial_trace
+    from ..wording import partial_trace
     pt = partial_trace(_dict(result.get("about")).get("collection"))
     if pt:
         parts.append(f'<p class="warn" id="partial-trace"><b>{text(pt["text"], 2000)}</b></p>')
@@ -55,7 +55,7 @@ def _headline(result: dict) -> str:
     rpl = run_phase_lines(result) if isinstance(result.get("run_phases"), dict) and win else []
     if rpl:
         parts.append('<ul id="run-phases">' + "".join(f"<li>{text(x, 2000)}</li>" for x in rpl) + "</ul>")
-    from ..analyze.whatif import headline_lines
+    from .whatif_text import headline_lines
     wl = [] if capture else headline_lines({"findings": [f for f in _list(result.get("findings")) if isinstance(f, dict)],
                                             "what_if": _dict(result.get("what_if"))})
     if wl:
@@ -133,7 +133,7 @@ def _findings(result: dict) -> str:
                 for k, v in list(ev.items())[:30]) + "</tbody></table>")
         if f.get("suggestion"):
             out.append(f'<div class="sugg"><b>Suggestion:</b> {text(f.get("suggestion"), 4000)}</div>')
-        from ..analyze.whatif import saving_text
+        from .whatif_text import saving_text
         st = saving_text(f) if _num(f.get("expected_saving_ms")) is not None else None
         if st:
             out.append(f'<div class="sugg"><b>Predicted saving (estimate):</b> {text(st, 1000)}</div>')
@@ -251,7 +251,7 @@ def _notes(result: dict) -> str:
     return "".join(out)
 
 
-def _about(result: dict, trace) -> str:
+def _about(result: dict) -> str:
     src = _dict(result.get("source"))
     about = _dict(result.get("about"))
     rows = []

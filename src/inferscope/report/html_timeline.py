@@ -2,7 +2,7 @@
 CPU thread and GPU stream (the first lane is the breakdown itself), counter lanes, the largest GPU idle
 gaps and NVML throttling as overlays, and a time axis.
 
-Large traces are summarised (see ``timeline_summary``): the file size depends on the number
+Large traces are summarised (see ``analyze/timeline_summary.py``): the file size depends on the number
 of lanes and bins, not on the number of events.
 """
 from __future__ import annotations
@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
-from . import timeline_summary as tls
-from .html_assets import _swatch
+from ..result.views import Mark
+from .html_assets import CLASSES, _swatch
 from .html_text import _dict, _list, _num, attr, clean, fmt_ms, fmt_pct, text
 
 
@@ -96,12 +96,10 @@ def _fmtv(v: float) -> str:
     return f"{v:.3g}"
 
 
-def _timeline(result: dict, trace, n_bins: int) -> str:
-    win = _dict(result.get("window"))
-    t0, t1 = _num(win.get("start_ns")), _num(win.get("end_ns"))
-    if trace is None:
+def _timeline(result: dict, summ) -> str:
+    """The strip of ``summ`` (``result.views.TimelineSummary``, analyze/timeline_summary.py; None without a trace)."""
+    if summ is None:
         return '<section id="timeline"><h2>Timeline</h2><p class="muted">No trace available.</p></section>'
-    summ = tls.summarise(trace, None if t0 is None else int(t0), None if t1 is None else int(t1), n_bins=n_bins)
     t0, t1 = summ.t0, summ.t1
     span_ms = summ.span_ns / 1e6
     nb = summ.n_bins
@@ -117,7 +115,7 @@ def _timeline(result: dict, trace, n_bins: int) -> str:
     phases = _phases_from_result(result)
     mark_rows = [("steps", steps, "#555e6e"), ("ranges", anns, "#8e6c8a")]
     if phases:
-        mark_rows.append(("phases", [tls.Mark(l, "phase", s, e) for s, e, l in phases], "#5a7d3a"))
+        mark_rows.append(("phases", [Mark(l, "phase", s, e) for s, e, l in phases], "#5a7d3a"))
     mark_rows = [r for r in mark_rows if r[1]]
     y = AXIS_H
     body = []
@@ -139,12 +137,12 @@ def _timeline(result: dict, trace, n_bins: int) -> str:
         y += MARK_H + GAP
     lanes_y0 = y
     # activity lanes
-    ncls = len(tls.CLASSES)
+    ncls = len(CLASSES)
     sx = PLOT_W / nb
     used_classes = set()
     for ln in ([summ.partition] if summ.partition is not None else []) + summ.lanes:
         tip = (f"{ln.label}\nbusy {fmt_ms(ln.busy_ms)} ({fmt_pct(ln.busy_pct)} of window)" +
-               "".join(f"\n  {dict((k, l) for k, l, _ in tls.CLASSES)[k]}: {fmt_ms(v)}" for k, v in ln.class_ms.items()))
+               "".join(f"\n  {dict((k, l) for k, l, _ in CLASSES)[k]}: {fmt_ms(v)}" for k, v in ln.class_ms.items()))
         body.append(f'<text x="{x0 - 8}" y="{y + 15}" font-size="12" text-anchor="end" fill="{"#1f3b66" if ln.kind == "gpu" else "#24502a" if ln.kind == "cpu" else "#000"}">'
                     f'<title>{attr(tip, 4000)}</title>{text(clean(ln.label)[:26] + ("…" if len(clean(ln.label)) > 26 else ""), 40)}'
                     f'</text>')
@@ -157,7 +155,7 @@ def _timeline(result: dict, trace, n_bins: int) -> str:
             used_classes.add(c)
             d = _lane_path(np.vstack([cum[c], ln.heights[c].astype(np.int64)]))
             if d:
-                paths.append(f'<path fill="{tls.CLASSES[c][2]}" d="{d}"/>')
+                paths.append(f'<path fill="{CLASSES[c][2]}" d="{d}"/>')
         body.append(f'<g transform="translate({x0} {y}) scale({sx:.6f} {LANE_H / 100:.4f})" pointer-events="none">{"".join(paths)}</g>')
         y += LANE_H + GAP
     # counters: one lane each, GPU first; value axis (lane bottom/top values) and per-bin values for the readout
@@ -222,7 +220,7 @@ def _timeline(result: dict, trace, n_bins: int) -> str:
         k += 1
     H = lanes_y1 + 6
     W = LABEL_W + PLOT_W + 60
-    legend = "".join(f'<span>{_swatch(tls.CLASSES[c][2])}{text(tls.CLASSES[c][1])}</span>' for c in sorted(used_classes))
+    legend = "".join(f'<span>{_swatch(CLASSES[c][2])}{text(CLASSES[c][1])}</span>' for c in sorted(used_classes))
     if gaps:
         legend += f'<span>{_swatch("#e15759", 0.3)}largest GPU idle gaps</span>'
     if throttled:

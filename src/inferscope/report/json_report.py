@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import json
 
+from ..result import Report
 from ..util.atomic import atomic_write_text
 
 
-def render(result: dict, trace, path) -> None:
-    atomic_write_text(path, json.dumps(result, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+def render(report: Report, trace, path) -> None:
+    atomic_write_text(path, json.dumps(report.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n")

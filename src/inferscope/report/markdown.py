@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import re
 
-from ..analyze.diagnosis import kernel_capture_only, partial_trace
-from ..analyze.kernel_stalls import stall_text
-from ..analyze.kernels import short_kernel_name
-from ..analyze.whatif import headline_lines, saving_text
+from ..wording import kernel_capture_only, partial_trace, short_kernel_name, stall_text
+from .whatif_text import headline_lines, saving_text
 from ..headline import busiest_other_thread, thread_figures_text
 from .kernel_text import kernel_capture_lines
 from .shown import TABLE_TITLES, more_rows_note, shown_tables, table_title, words
+from ..result import Report
 from ..util.atomic import atomic_write_text
 
 LABEL_W = 22
@@ -412,5 +411,5 @@ def render_markdown(result: dict) -> str:
     return "\n".join(L) + "\n"
 
 
-def render(result: dict, trace, path) -> None:
-    atomic_write_text(path, render_markdown(result))
+def render(report: Report, trace, path) -> None:
+    atomic_write_text(path, render_markdown(report.to_dict()))

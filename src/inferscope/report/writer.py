@@ -124,9 +124,10 @@ def _read_manifest(p: Path) -> list[str]:
         return []
 
 
-def write_set(result: dict, trace, outputs: list[tuple[str, Path]], outdir: Path | None = None,
+def write_set(report, trace, outputs: list[tuple[str, Path]], outdir: Path | None = None,
               inputs: list[Path] | None = None, defer_interrupt: bool = False) -> list[Path]:
-    """Render every (format, path) and put them in place as one set; returns the written paths.
+    """Render every (format, path) of ``report`` (a ``result.Report``, its ``views`` attached) and put them in
+    place as one set; returns the written paths.
 
     ``outdir``: the output folder when -o named a folder (manifest and CSV tables live there).
     Ctrl-C while rendering abandons the new set (the previous one stays whole) unless
@@ -134,10 +135,10 @@ def write_set(result: dict, trace, outputs: list[tuple[str, Path]], outdir: Path
     it until the set is in place; while renaming it is always held.
     """
     with (_DeferSigint() if defer_interrupt else contextlib.nullcontext()):
-        return _write_set(result, trace, outputs, outdir, inputs)
+        return _write_set(report, trace, outputs, outdir, inputs)
 
 
-def _write_set(result, trace, outputs, outdir, inputs) -> list[Path]:
+def _write_set(report, trace, outputs, outdir, inputs) -> list[Path]:
     from . import get_renderer
     refuse_overwriting_inputs(outputs, inputs or [])
     # staging: one folder per destination folder
@@ -165,7 +166,7 @@ def _write_set(result, trace, outputs, outdir, inputs) -> list[Path]:
             # a '.gz' destination is compressed while it is written (util/atomic.py), never staged
             # uncompressed
             try:
-                get_renderer(fmt)(result, trace, staged)
+                get_renderer(fmt)(report, trace, staged)
             except InferScopeError:
                 raise
             except OSError as e:

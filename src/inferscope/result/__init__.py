@@ -14,7 +14,8 @@ command, issue 26); evaluated at class creation they come from the byte code.
 
 Modules, each importing only the ones before it: ``base`` (``_S``, ``Num``, ``SCHEMA_VERSION``; tool,
 source, window, breakdown), ``gpu``, ``host``, ``counters``, ``contention``, ``llm``, ``deep_dive``,
-``report`` (``Report``, ``from_dict``, ``json_schema``).  Every name is re-exported here.
+``report`` (``Report``, ``from_dict``, ``json_schema``).  Every name is re-exported here.  ``views`` (plain
+dataclasses, not encoded: the timeline strip and every idle gap, ``report.views``) is imported by its users.
 """
 
 from .base import (

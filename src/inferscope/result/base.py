@@ -15,6 +15,25 @@ class _S(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=False):
 Num = Optional[float]
 
 
+# The breakdown's categories (exact names, in priority order) and their labels: analyze/breakdown.py partitions
+# the window into them, the renderers name and colour them.
+CATEGORIES = ("gpu_compute", "gpu_communication", "h2d_copy", "d2h_copy", "other_copy", "sync_wait", "cpu_preprocessing",
+              "framework_overhead", "cpu_compute", "waiting", "other")
+
+CATEGORY_LABELS = {
+    "gpu_compute": "GPU compute",
+    "gpu_communication": "GPU communication",
+    "h2d_copy": "H2D copy",
+    "d2h_copy": "D2H copy",
+    "other_copy": "Other copies / memset",
+    "sync_wait": "Sync wait",
+    "cpu_preprocessing": "CPU preprocessing",
+    "framework_overhead": "Framework overhead",
+    "cpu_compute": "CPU compute",
+    "waiting": "Waiting (off-CPU or for a CPU)",
+    "other": "Other / unattributed",
+}
+
 class Tool(_S):
     name: str
     version: str

@@ -19,6 +19,7 @@ class CounterSeries(_S):
 
 class GpuMemory(_S):
     device: int
+    metric: str              # gpu.mem_used_bytes (NVML) or gpu.mem_reserved_bytes (torch allocator, Kineto)
     peak_bytes: int
     total_bytes: Optional[int]
     peak_pct: Num

@@ -180,7 +180,8 @@ class FlopsPerToken(_S):
 
 
 class Model(_S):
-    """Static description of the model a live generate() used (exact counts from its parameter tensors)."""
+    """Static description of the model a live generate() used (exact counts from its parameter tensors), or the
+    --model-config file's (``source`` "config")."""
     name: Optional[str]
     params: int
     param_bytes: int
@@ -200,3 +201,4 @@ class Model(_S):
     vocab: Optional[int] = None
     linear_weight_elems: Optional[int] = None
     lm_head_elems: Optional[int] = None
+    source: Optional[str] = None        # "config": from --model-config (2 x params per token); null: a live hook

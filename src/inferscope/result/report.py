@@ -66,7 +66,10 @@ class About(_S):
     load_ms: Num = None
 
 
-class Report(_S):
+# dict=True: an instance may also carry ``views`` (result/views.py: what report.html and the CSVs draw beyond
+# report.json, attached by analyze/views.py), an attribute that is never encoded (the docstring is the schema's
+# description: it stays as it is).
+class Report(_S, dict=True):
     """report.json"""
     schema_version: int
     tool: Tool

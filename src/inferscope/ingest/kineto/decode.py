@@ -31,6 +31,7 @@ class _Args(msgspec.Struct, gc=False):
     name: Any = None                   # 'M' events: process/thread name
     labels: Any = None                 # 'M' process_labels
     total_allocated: _Num = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: _Num = msgspec.field(default=None, name="Total Reserved")
     device_type: _Num = msgspec.field(default=None, name="Device Type")
     device_id: _Num = msgspec.field(default=None, name="Device Id")
     # record_shapes (cpu_op): kept as raw JSON text, never materialised as Python objects here

@@ -80,15 +80,16 @@ def _assign_tracks(b: TraceBuilder, tkind, tpid, ttid, tdev, meta_names, pid_l, 
 
 
 def _memory_counters(b: TraceBuilder, idx: np.ndarray, margs: list, pid, ts_ns) -> None:
+    """``[memory]`` instants on CUDA devices -> counter tracks ``gpu.mem_allocated_bytes`` (Total Allocated) and
+    ``gpu.mem_reserved_bytes`` (Total Reserved: the caching allocator's pool, what the device sees of it)."""
     margs = [a if a is not None else _Args() for a in margs]   # a [memory] instant without args
-    val = np.array([a.total_allocated if isinstance(a.total_allocated, (int, float)) else np.nan
-                    for a in margs], dtype=np.float64)
     dtype_ = _int_col([a.device_type for a in margs])
     did = _int_col([a.device_id for a in margs])
-    ok = ~np.isnan(val) & (dtype_ == 1)  # c10 DeviceType 1 = CUDA (ROCm also reports CUDA)
-    if not ok.any():
-        return
-    for d in np.unique(did[ok]).tolist():
-        sel = ok & (did == d)
-        tr = b.track(TrackKind.COUNTER, pid=int(pid[idx[sel][0]]), device=int(d), name="gpu.mem_allocated_bytes")
-        b.add_counters(tr, ts_ns[idx[sel]], val[sel])
+    for field, metric in (("total_allocated", "gpu.mem_allocated_bytes"), ("total_reserved", "gpu.mem_reserved_bytes")):
+        val = np.array([getattr(a, field) if isinstance(getattr(a, field), (int, float)) else np.nan
+                        for a in margs], dtype=np.float64)
+        ok = ~np.isnan(val) & (dtype_ == 1)  # c10 DeviceType 1 = CUDA (ROCm also reports CUDA)
+        for d in np.unique(did[ok]).tolist():
+            sel = ok & (did == d)
+            tr = b.track(TrackKind.COUNTER, pid=int(pid[idx[sel][0]]), device=int(d), name=metric)
+            b.add_counters(tr, ts_ns[idx[sel]], val[sel])

@@ -1,4 +1,5 @@
-"""Binned summary of a Trace's activity over a window, for the HTML timeline strip.
+"""Binned summary of a Trace's activity over a window, for the HTML timeline strip (``result/views.py`` types;
+``analyze/views.py`` computes it for report.html, ``report/html_timeline.py`` draws it).
 
 Everything is vectorised numpy: per (lane, activity class) the union of intervals is
 computed once (sort + running max), then the covered time up to every bin edge is
@@ -8,75 +9,21 @@ lanes and bins (a million events summarise to the same few hundred KB as a thous
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
-from ..analyze.breakdown import CATEGORIES, CATEGORY_LABELS, segment_classes, span_categories
+from ..result.base import CATEGORIES
+from ..result.views import CounterLane, Lane, Mark, TimelineSummary
 from ..trace.kinds import SpanKind, TrackKind
 from ..trace.model import Trace
+from .breakdown import segment_classes, span_categories
+from .counters import CUMULATIVE, REASONS_METRIC, unit_of
+from .window import Window
 
 # Activity classes drawn in the strip: exactly the breakdown's categories, in its priority order
 # (first = drawn at the bottom and allocated first when classes overlap in one bin, e.g. a sync
 # call nested in an op).  A span's class is the breakdown source it is evidence for
 # (breakdown.span_categories); spans that are evidence for none (markers, plain ranges) are not drawn.
-CATEGORY_COLOURS = {
-    "gpu_compute": "#4e79a7", "gpu_communication": "#9d7660", "h2d_copy": "#f28e2b", "d2h_copy": "#ff9d9a",
-    "other_copy": "#edc948", "sync_wait": "#e15759", "cpu_preprocessing": "#b07aa1", "framework_overhead": "#76b7b2",
-    "cpu_compute": "#59a14f", "waiting": "#bab0ac", "other": "#d7d2cc",
-}
-CLASSES: list[tuple[str, str, str]] = [(c, CATEGORY_LABELS[c], CATEGORY_COLOURS[c]) for c in CATEGORIES]
-CLASS_INDEX = {k: i for i, (k, _, _) in enumerate(CLASSES)}
-
-
-@dataclass
-class Lane:
-    label: str
-    kind: str                 # "gpu" | "cpu" | "partition" (the breakdown over the window)
-    track: int
-    busy_ms: float
-    busy_pct: float
-    heights: np.ndarray       # uint8 [n_classes, n_bins]: stacked heights in percent of lane height
-    class_ms: dict = field(default_factory=dict)
-    class_ns: dict = field(default_factory=dict)   # partition lane: exact ns per class
-
-
-@dataclass
-class CounterLane:
-    label: str
-    unit_max: float
-    bins: np.ndarray          # int bin indices with samples
-    values: np.ndarray        # mean value per such bin
-    vmin: float
-    vmax: float
-    unit: str = ""
-    mean: float = 0.0
-
-
-@dataclass
-class Mark:
-    label: str
-    kind: str                 # "step" | "annotation" | "phase" | "idle"
-    start_ns: int
-    end_ns: int
-
-
-@dataclass
-class TimelineSummary:
-    t0: int
-    t1: int
-    n_bins: int
-    edges: np.ndarray         # int64 bin edges relative to t0
-    lanes: list
-    counters: list
-    marks: list
-    hidden_lanes: int = 0
-    notes: list = field(default_factory=list)
-    partition: Lane | None = None
-
-    @property
-    def span_ns(self) -> int:
-        return max(1, self.t1 - self.t0)
+# The renderer's colours and labels per class: report/html_assets.py CLASSES.
 
 
 def _union_coverage(starts: np.ndarray, ends: np.ndarray, groups: np.ndarray,
@@ -123,9 +70,8 @@ def span_classes(trace: Trace) -> np.ndarray:
 def partition_lane(trace: Trace, t0: int, t1: int, edges: np.ndarray) -> Lane:
     """The window partition itself, binned: per bin, the time each breakdown category owns.
     Its per-class totals are the breakdown's, to the nanosecond."""
-    from ..analyze.window import Window
     seg_s, seg_e, cat, _, _ = segment_classes(trace, Window(t0, t1, "strip", "range"))
-    ncls = len(CLASSES)
+    ncls = len(CATEGORIES)
     width = t1 - t0
     cov = _union_coverage(seg_s - t0, seg_e - t0, cat.astype(np.int64), ncls, width, edges)
     bin_w = np.diff(edges).astype(np.float64)
@@ -133,7 +79,7 @@ def partition_lane(trace: Trace, t0: int, t1: int, edges: np.ndarray) -> Lane:
     cum = np.round(np.cumsum(cov / bin_w[None, :], axis=0) * 100.0).astype(np.int16)
     heights = np.clip(np.diff(np.vstack([np.zeros((1, len(bin_w)), dtype=np.int16), cum]), axis=0), 0, 100).astype(np.uint8)
     dur = seg_e - seg_s
-    class_ns = {CLASSES[c][0]: int(dur[cat == c].sum()) for c in range(ncls)}
+    class_ns = {CATEGORIES[c]: int(dur[cat == c].sum()) for c in range(ncls)}
     busy = sum(v for k, v in class_ns.items() if k != "other")
     return Lane(label="all (breakdown)", kind="partition", track=-1, busy_ms=busy / 1e6,
                 busy_pct=100.0 * busy / width if width else 0.0, heights=heights,
@@ -192,7 +138,7 @@ def summarise(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
                 lane_of_u[np.asarray(chosen, dtype=np.int64)] = np.arange(len(chosen))
                 lane = lane_of_u[tr_inv]
                 keep = lane >= 0
-                ncls = len(CLASSES)
+                ncls = len(CATEGORIES)
                 grp = lane[keep] * ncls + cl[keep]
                 cov = _union_coverage(st[keep], en[keep], grp, len(chosen) * ncls, width, edges)
                 cov = cov.reshape(len(chosen), ncls, n_bins)
@@ -212,7 +158,7 @@ def summarise(trace: Trace, start_ns: int | None = None, end_ns: int | None = No
                     t = int(utr[ui])
                     kind = "cpu" if tk[t] == TrackKind.CPU_THREAD else "gpu"
                     bms = float(busy_total[ui]) / 1e6
-                    class_ms = {CLASSES[c][0]: float((alloc[c] * bin_w).sum()) / 1e6
+                    class_ms = {CATEGORIES[c]: float((alloc[c] * bin_w).sum()) / 1e6
                                 for c in range(ncls) if alloc[c].any()}
                     lanes.append(Lane(label=trace.track_label(t), kind=kind, track=t, busy_ms=bms,
                                       busy_pct=100.0 * float(busy_total[ui]) / width, heights=heights,
@@ -262,7 +208,6 @@ def counter_lanes(trace, t0: int, t1: int, edges: np.ndarray, n_bins: int, notes
     """One lane per counter track, GPU counters first; cumulative counters (page faults, context
     switches) drawn as rates; the clock-event reason bitmask is drawn as the throttling band instead;
     per-core CPU lanes after the first MAX_CORE_LANES are counted in a note."""
-    from ..analyze.counters import CUMULATIVE, REASONS_METRIC, unit_of
     c = trace.counters
     out: list[CounterLane] = []
     if not len(c):

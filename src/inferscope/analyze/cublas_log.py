@@ -1,0 +1,143 @@
+"""cuBLASLt log import (``--cublas-log FILE``, seed 003 "GEMM shape visibility (cuBLAS logs)"): the algorithm and
+tile cuBLASLt chose per GEMM shape, joined to the ``gemm_shapes`` table.
+
+Input: the log cuBLASLt writes with ``CUBLASLT_LOG_LEVEL`` >= 2 (trace level; ``CUBLASLT_LOG_FILE=path`` sends it to
+a file, else stdout), one line per kernel-launching call:
+``[2023-04-07 04:57:13][cublasLt][8291][Trace][cublasLtMatmul] A=0X... Adesc=[type=R_16F rows=32 cols=16 ld=32]
+B=... Bdesc=[...] C=... Cdesc=[...] D=... Ddesc=[type=R_16F rows=32 cols=64 ld=32]
+computeDesc=[computeType=COMPUTE_32F scaleType=R_32F transa=OP_T ...] algo=[algoId=21 tile=MATMUL_TILE_32x32
+stages=MATMUL_STAGES_64x1] workSpace=...``.  Other lines (API trace, hints, info) are skipped.
+
+Shapes: cuBLAS is column-major, D = op(A) op(B) with D m x n: m = Ddesc.rows (Cdesc without Ddesc), n = its cols,
+k = Adesc.cols, or Adesc.rows when ``transa=OP_T``; batch = ``batchCount`` of Ddesc (1 without).  PyTorch computes a
+row-major C[M,N] = A[M,K] B[K,N] as the column-major C^T = B^T A^T, so a gemm_shapes row (batch, M, N, K) is the log's
+(m, n, k) = (N, M, K); a row that matches only as (M, N, K) is joined too.  Per shape: calls, the algorithms
+(``algoId tile stages``) with their call counts, most first.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from ..errors import ConfigError
+
+MAX_BYTES = 256 << 20           # a larger file is refused (exit 2): logs of one profiled run are far smaller
+ALGOS_PER_SHAPE = 3
+_LINE = re.compile(r"\[Trace\]\[(cublasLt\w*Matmul)\]")   # trace level: once per call (API-level lines repeat it)
+_DESC = re.compile(r"\b([ABCD])desc=\[([^\]]*)\]")
+_COMPUTE = re.compile(r"\bcomputeDesc=\[([^\]]*)\]")
+_ALGO = re.compile(r"\balgo=\[([^\]]*)\]")
+_KV = re.compile(r"(\w+)=(\S+)")
+
+
+def _kv(text: str) -> dict:
+    return dict(_KV.findall(text))
+
+
+def _int(d: dict, k: str) -> int | None:
+    v = d.get(k)
+    return int(v) if v is not None and v.isdigit() and len(v) < 19 else None
+
+
+def algo_label(a: dict) -> str:
+    """``algoId=21 tile=32x32 stages=64x1`` (the MATMUL_TILE_/MATMUL_STAGES_ prefixes dropped)."""
+    parts = []
+    for k in ("algoId", "tile", "stages", "customOption", "splitK", "clusterShape"):
+        if k in a:
+            v = a[k]
+            for pre in ("MATMUL_TILE_", "MATMUL_STAGES_", "CLUSTER_SHAPE_"):
+                v = v.removeprefix(pre)
+            parts.append(f"{k}={v}")
+    return " ".join(parts)
+
+
+def parse_line(line: str) -> dict | None:
+    """One cublasLtMatmul trace line -> {m, n, k, batch, a_type, d_type, compute, algo}, or None."""
+    if not _LINE.search(line):
+        return None
+    desc = {m.group(1): _kv(m.group(2)) for m in _DESC.finditer(line)}
+    a, d = desc.get("A"), desc.get("D") or desc.get("C")
+    algo = _ALGO.search(line)
+    if a is None or d is None or algo is None:
+        return None
+    comp = _kv(m.group(1)) if (m := _COMPUTE.search(line)) else {}
+    m_, n_ = _int(d, "rows"), _int(d, "cols")
+    k_ = _int(a, "rows") if comp.get("transa") == "OP_T" else _int(a, "cols")
+    if m_ is None or n_ is None or k_ is None:
+        return None
+    return {"m": m_, "n": n_, "k": k_, "batch": _int(d, "batchCount") or 1, "a_type": a.get("type"),
+            "d_type": d.get("type"), "compute": comp.get("computeType"), "algo": algo_label(_kv(algo.group(1)))}
+
+
+def load(path: str) -> dict:
+    """{file, lines, calls: [{m, n, k, batch, a_type, d_type, compute, algo}]}; ConfigError (exit 2) for a file that
+    cannot be read.  A file without cublasLtMatmul lines loads with no calls (the analysis warns)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise ConfigError(f"--cublas-log {path}: no such file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"--cublas-log {path}: is a directory") from None
+    except OSError as e:
+        raise ConfigError(f"--cublas-log {path}: cannot be read ({e.strerror or e})") from None
+    if len(raw) > MAX_BYTES:
+        raise ConfigError(f"--cublas-log {path}: larger than {MAX_BYTES >> 20} MB")
+    if b"\0" in raw[:4096]:
+        raise ConfigError(f"--cublas-log {path}: a binary file, not a cuBLASLt log (CUBLASLT_LOG_LEVEL=2+ text)")
+    text = raw.decode("utf-8", errors="replace")
+    lines = text.splitlines()
+    calls = [c for c in map(parse_line, lines) if c is not None]
+    name = "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in str(path))   # a report can write it
+    return {"file": name, "lines": len(lines), "calls": calls}
+
+
+def by_shape(calls: list[dict]) -> dict[tuple, dict]:
+    """(batch, m, n, k) in cuBLAS's column-major terms -> {calls, algos: 'label (xN); ...', types}."""
+    out: dict[tuple, dict] = {}
+    for c in calls:
+        key = (c["batch"], c["m"], c["n"], c["k"])
+        g = out.setdefault(key, {"calls": 0, "algos": Counter(), "types": Counter()})
+        g["calls"] += 1
+        g["algos"][c["algo"]] += 1
+        g["types"][f"{c['a_type']}->{c['d_type']} {c['compute']}"] += 1
+    for g in out.values():
+        g["algo_text"] = "; ".join(f"{a} (x{n})" for a, n in sorted(g["algos"].items(), key=lambda kv: (-kv[1], kv[0]))
+                                   [:ALGOS_PER_SHAPE])
+        g["type_text"] = max(sorted(g["types"]), key=g["types"].get)
+    return out
+
+
+def join(gemm_table: dict | None, log: dict) -> tuple[dict | None, dict, list[str]]:
+    """(gemm_shapes with cublas_calls / cublas_algo columns, the cublas_gemms table, warnings)."""
+    warnings: list[str] = []
+    shapes = by_shape(log["calls"])
+    if not shapes:
+        warnings.append(f"--cublas-log {log['file']}: no cublasLtMatmul trace line among its {log['lines']} lines "
+                        "(log with CUBLASLT_LOG_LEVEL=2 or higher); nothing joined")
+        return gemm_table, {}, warnings
+    matched: dict[tuple, str] = {}
+    if gemm_table:
+        cols = gemm_table["columns"]
+        ib, im, in_, ik = (cols.index(c) for c in ("batch", "m", "n", "k"))
+        rows = []
+        for r in gemm_table["rows"]:
+            b, m, n, k = (r[ib] or 1), r[im], r[in_], r[ik]
+            hit = None
+            if None not in (m, n, k):
+                for key in ((b, n, m, k), (b, m, n, k)):          # torch row-major as column-major, then as is
+                    if key in shapes:
+                        hit = key
+                        break
+            if hit is not None:
+                matched.setdefault(hit, r[0])
+            rows.append(list(r) + [shapes[hit]["calls"] if hit else None, shapes[hit]["algo_text"] if hit else None])
+        gemm_table = {"columns": list(cols) + ["cublas_calls", "cublas_algo"], "rows": rows}
+        if not matched:
+            warnings.append(f"--cublas-log {log['file']}: none of its {len(shapes)} GEMM shape(s) matches a row of "
+                            "gemm_shapes (a log of another run, or ops in another window)")
+    order = sorted(shapes, key=lambda s: (-shapes[s]["calls"], s))
+    table = {"columns": ["batch", "m", "n", "k", "types", "calls", "algos", "gemm_op"],
+             "rows": [[b, m, n, k, shapes[(b, m, n, k)]["type_text"], shapes[(b, m, n, k)]["calls"],
+                       shapes[(b, m, n, k)]["algo_text"], matched.get((b, m, n, k))] for b, m, n, k in order]}
+    return gemm_table, table, warnings

@@ -1,0 +1,146 @@
+"""``--model-config FILE``: the model's description when no live hook saw it (seed 003 "per-stage MFU").
+
+Accepted: a Hugging Face ``config.json`` (``num_hidden_layers``/``n_layer``, ``hidden_size``/``n_embd``/``d_model``,
+``num_attention_heads``/``n_head``, ``num_key_value_heads``, ``intermediate_size``/``n_inner``, ``vocab_size``,
+``torch_dtype``, ``tie_word_embeddings``), or a small JSON/YAML mapping with the short keys ``params``, ``layers``,
+``hidden``, ``heads``, ``kv_heads``, ``intermediate``, ``vocab``, ``dtype``, plus ``peak_tflops`` (the device's dense
+peak for that dtype, used when the trace's device is not in thresholds.DEVICE_PEAKS and --peak-tflops is not given) and
+``stage_tokens`` ({"prefill": N, "decode": M}: tokens processed per ``<name>_Stage`` range, for traces whose ranges do
+not name their tokens).
+
+Parameters: ``params`` when given, else counted from the dimensions: embedding vocab x hidden, per layer the attention
+projections hidden x (2 x hidden + 2 x kv_heads x head_dim) and the MLP (3 x hidden x intermediate for a gated MLP -
+SiLU/GELU-gated families, ``hidden_act`` silu - else 2 x), plus the LM head unless the embeddings are tied (norms and
+biases left out).  FLOPs of a stage: 2 x params x the stage's tokens (attention over the context not counted).
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from ..errors import ConfigError
+
+MAX_BYTES = 1 << 20
+_ALIASES = {"layers": ("layers", "num_hidden_layers", "n_layer", "num_layers"),
+            "hidden": ("hidden", "hidden_size", "n_embd", "d_model"),
+            "heads": ("heads", "num_attention_heads", "n_head"),
+            "kv_heads": ("kv_heads", "num_key_value_heads"),
+            "intermediate": ("intermediate", "intermediate_size", "n_inner", "ffn_dim"),
+            "vocab": ("vocab", "vocab_size")}
+_DTYPES = {"bfloat16": ("bf16", 2), "bf16": ("bf16", 2), "float16": ("fp16", 2), "fp16": ("fp16", 2),
+           "half": ("fp16", 2), "float32": ("fp32", 4), "fp32": ("fp32", 4), "float": ("fp32", 4),
+           "float8": ("fp8", 1), "fp8": ("fp8", 1), "int8": ("int8", 1)}
+_GATED = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "olmo", "deepseek", "yi", "internlm")
+
+
+def _read(path: str):
+    p = Path(path)
+    try:
+        if p.is_dir():
+            raise ConfigError(f"--model-config {path}: is a directory")
+        with open(p, "rb") as f:
+            raw = f.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise ConfigError(f"--model-config {path}: no such file") from None
+    except OSError as e:
+        raise ConfigError(f"--model-config {path}: cannot be read ({e.strerror or e})") from None
+    if len(raw) > MAX_BYTES:
+        raise ConfigError(f"--model-config {path}: larger than 1 MB, not a model configuration")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"--model-config {path}: not UTF-8 text (bad byte at offset {e.start})") from None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ConfigError(f"--model-config {path}: nested too deeply") from None
+    except ValueError:
+        pass
+    try:
+        import yaml
+        return yaml.safe_load(text)
+    except RecursionError:
+        raise ConfigError(f"--model-config {path}: nested too deeply") from None
+    except Exception:
+        raise ConfigError(f"--model-config {path}: neither JSON nor YAML") from None
+
+
+def _text(v) -> str | None:
+    """A string the report can write: a lone surrogate (a JSON "\\ud800" escape) replaced by U+FFFD."""
+    if not isinstance(v, str):
+        return None
+    return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in v[:200])
+
+
+def _pos(path: str, key: str, v, integer: bool = True):
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 < v < 1e16
+    if not ok or (integer and v != int(v)):
+        raise ConfigError(f"--model-config {path}: {key} must be a positive {'integer' if integer else 'number'}, "
+                          f"got {str(v)[:40]!r}")
+    return int(v) if integer else float(v)
+
+
+def load(path: str) -> dict:
+    """The model dict llm.py reads (``source`` "config"), or ConfigError (exit 2) naming what is wrong."""
+    d = _read(path)
+    if not isinstance(d, dict):
+        raise ConfigError(f"--model-config {path}: expected a mapping (a config.json object or YAML keys)")
+    m: dict = {"source": "config", "file": _text(str(path))}
+    for k, names in _ALIASES.items():
+        v = next((d[n] for n in names if d.get(n) is not None), None)
+        m[k] = None if v is None else _pos(path, k, v)
+    if m["kv_heads"] is None:
+        m["kv_heads"] = m["heads"]
+    m["head_dim"] = (_pos(path, "head_dim", d["head_dim"]) if d.get("head_dim") is not None
+                     else (m["hidden"] // m["heads"] if m["hidden"] and m["heads"] else None))
+    dt = str(d.get("dtype") or d.get("torch_dtype") or "").lower().removeprefix("torch.")
+    if dt and dt not in _DTYPES:
+        raise ConfigError(f"--model-config {path}: unknown dtype {dt[:40]!r} (one of {', '.join(sorted(_DTYPES))})")
+    m["dtype"], m["elem_bytes"] = _DTYPES.get(dt, (None, None))
+    m["model_type"] = _text(d.get("model_type"))
+    arch = d.get("architectures")
+    m["name"] = (_text(d.get("name")) or (_text(arch[0]) if isinstance(arch, list) and arch else None)
+                 or m["model_type"] or _text(Path(path).name))
+    if d.get("params") is not None:
+        m["params"] = _pos(path, "params", d["params"])
+        m["params_basis"] = "params from the file"
+    elif all(m[k] for k in ("layers", "hidden", "vocab")):
+        h, L, V = m["hidden"], m["layers"], m["vocab"]
+        kv = m["kv_heads"] * m["head_dim"] if m["head_dim"] else h
+        inter = m["intermediate"] or 4 * h
+        gated = (str(d.get("hidden_act", "")).lower() in ("silu", "swiglu")
+                 or any((m["model_type"] or "").lower().startswith(g) for g in _GATED))
+        per_layer = h * (2 * h + 2 * kv) + (3 if gated else 2) * h * inter
+        tied = bool(d.get("tie_word_embeddings", False))
+        m["params"] = V * h * (1 if tied else 2) + L * per_layer
+        m["params_basis"] = (f"counted from the dimensions: embedding{'' if tied else ' + LM head'} + {L} layers x "
+                             f"(attention + {'gated ' if gated else ''}MLP); norms and biases left out")
+    else:
+        raise ConfigError(f"--model-config {path}: give params, or layers, hidden and vocab "
+                          "(num_hidden_layers, hidden_size, vocab_size)")
+    m["peak_tflops"] = _pos(path, "peak_tflops", d["peak_tflops"], integer=False) if d.get("peak_tflops") is not None else None
+    st = d.get("stage_tokens") or {}
+    if not isinstance(st, dict) or not all(k in ("prefill", "decode") for k in st):
+        raise ConfigError(f"--model-config {path}: stage_tokens must map prefill/decode to tokens per stage range")
+    m["stage_tokens"] = {k: _pos(path, f"stage_tokens.{k}", v) for k, v in st.items()}
+    if m["elem_bytes"]:
+        m["param_bytes"] = m["params"] * m["elem_bytes"]
+        m["kv_elem_bytes"] = m["elem_bytes"]
+    return m
+
+
+def model_section(m: dict) -> dict:
+    """The report's ``model`` section from a --model-config model."""
+    fpt = 2.0 * m["params"]
+    return {"name": m["name"], "class": None, "model_type": m["model_type"], "params": m["params"],
+            "param_bytes": m.get("param_bytes") or 0, "params_by_dtype": {m["dtype"]: m["params"]} if m["dtype"] else {},
+            "bytes_by_dtype": {m["dtype"]: m["param_bytes"]} if m["dtype"] else {},
+            **{k: m[k] for k in ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab")},
+            "linear_weight_elems": None, "lm_head_elems": None,
+            "flops_per_token": {"prefill": fpt, "decode": fpt, "prefill_context": None, "decode_context": None},
+            "kv_bytes_per_token": (2 * m["layers"] * m["kv_heads"] * m["head_dim"] * m["elem_bytes"]
+                                   if m["layers"] and m["kv_heads"] and m["head_dim"] and m["elem_bytes"] else None),
+            "flops_basis": f"--model-config {m['file']}: 2 x params per token ({m['params_basis']}); attention over "
+                           "the context not counted",
+            "source": "config"}

@@ -1,0 +1,136 @@
+"""Per-stage MFU with ``--model-config FILE`` (issue 46, seed 003 "per-stage MFU (NVTX-segmented)") when no live
+hook saw the model: FLOPs of a stage = 2 x params x its tokens, over the stage's wall time, against the peak.
+
+Truth: a recount from the raw Kineto JSON of a real SGLang decode capture (the ``execute_..._generation_..`` range's
+duration and its query tokens ``sq``), and a planted trace of ``Prefill_Stage`` / ``Decode_Stage`` ranges whose times
+are known by construction.  A bad file is a one-line error and exit 2.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import shared_path
+from helpers import Synth
+
+from inferscope.analyze.model_config import load
+from inferscope.analyze.options import AnalyzeOptions
+from inferscope.analyze.pipeline import analyze
+from inferscope.ingest import load_trace
+from inferscope.trace import SpanKind
+
+from pathlib import Path
+
+QWEN3_8B = Path(__file__).parent / "data" / "model_configs" / "qwen3_8b_config.json"
+MI300X_BF16_TFLOPS = 1307.4          # AMD Instinct MI300X data sheet, bf16 dense
+
+
+def _stage(res, kind):
+    return next(s for s in res["llm"]["stages"] if s["stage"] == kind)
+
+
+def test_hf_config_params_counted_from_its_dimensions():
+    m = load(str(QWEN3_8B))
+    h, L, V, I, kv = 4096, 36, 151936, 12288, 8 * 128
+    want = 2 * V * h + L * (h * (2 * h + 2 * kv) + 3 * h * I)     # untied embedding + LM head, SwiGLU MLP
+    assert m["params"] == want and m["dtype"] == "bf16" and m["param_bytes"] == 2 * want
+    assert abs(want - 8.19e9) / 8.19e9 < 0.01                       # Qwen3-8B's published size
+
+
+@pytest.mark.shared
+def test_decode_mfu_equals_a_recount_on_a_real_sglang_trace(tmp_path):
+    path = shared_path("kineto", "tracelens_mi300x_sglang_qwen3_8b_decode.json.gz")
+    raw = json.load(gzip.open(path))["traceEvents"]
+    rx = re.compile(r"execute_\d+_context_\d+\(sq(\d+)sk\d+sqsq\d+sqsk\d+\)_generation_(\d+)\(sq(\d+)sk")
+    steps = [(e["dur"], int(m.group(1)) + int(m.group(3))) for e in raw
+             if e.get("ph") == "X" and (m := rx.search(str(e.get("name"))))]
+    assert len(steps) == 1
+    wall_s = sum(d for d, _ in steps) / 1e6
+    tokens = sum(t for _, t in steps)
+    params = 8_190_735_360
+    cfg = tmp_path / "qwen3.yaml"
+    cfg.write_text(f"params: {params}\ndtype: bf16\n")
+    res = analyze(load_trace(path), AnalyzeOptions(window="all", model_config=load(str(cfg))))
+    st = _stage(res, "decode")
+    flops = 2 * params * tokens
+    assert st["tokens"] == tokens and st["flops"] == pytest.approx(flops)
+    assert st["wall_ms"] == pytest.approx(wall_s * 1e3, abs=1e-6)
+    assert st["peak_tflops"] == MI300X_BF16_TFLOPS                  # from the trace's device name
+    assert st["mfu_pct"] == pytest.approx(100 * flops / wall_s / (MI300X_BF16_TFLOPS * 1e12), rel=1e-9)
+    assert res["model"]["source"] == "config" and res["model"]["params"] == params
+    assert not any("decode MFU is null" in w for w in res["warnings"])
+
+
+# (range, start_us, end_us)
+PLAN = [("Prefill_Stage", 0, 400), ("Decode_Stage", 400, 1000), ("Prefill_Stage", 1000, 1250),
+        ("Decode_Stage", 1250, 1600), ("Tokenizer_Stage", 1600, 1700)]
+
+
+def test_stage_ranges_get_mfu_from_the_config(tmp_path):
+    t = Synth()
+    for name, a, b in PLAN:
+        t.span(SpanKind.ANNOTATION, name, a, b)
+        t.launch(a + 2, a + 4, a + 10, b - 10)
+    p, peak = 1_000_000, 50.0
+    tok = {"prefill": 512, "decode": 8}
+    cfg = tmp_path / "m.json"
+    cfg.write_text(json.dumps({"params": p, "dtype": "fp16", "peak_tflops": peak, "stage_tokens": tok}))
+    res = analyze(t.done(), AnalyzeOptions(window="all", model_config=load(str(cfg))))
+    for kind in ("prefill", "decode"):
+        rs = [(a, b) for n, a, b in PLAN if n.lower().startswith(kind)]
+        wall_s = sum(b - a for a, b in rs) / 1e6
+        flops = 2 * p * tok[kind] * len(rs)
+        st = _stage(res, kind)
+        assert st["steps"] == len(rs) and st["tokens"] == tok[kind] * len(rs)
+        assert st["mfu_pct"] == pytest.approx(100 * flops / wall_s / (peak * 1e12), rel=1e-9)
+        assert "--model-config" in st["peak_source"]
+    assert {s["stage"] for s in res["llm"]["stages"]} == {"prefill", "decode"}
+    # without the config the stage ranges are phases only, as before
+    assert analyze(t.done(), AnalyzeOptions(window="all"))["llm"] is None
+
+
+def test_config_without_stages_is_a_warning(tmp_path):
+    t = Synth()
+    t.span(SpanKind.ANNOTATION, "warmup", 0, 100)
+    cfg = tmp_path / "m.yaml"
+    cfg.write_text("params: 1000\n")
+    res = analyze(t.done(), AnalyzeOptions(window="all", model_config=load(str(cfg))))
+    assert res["llm"] is None
+    assert sum("--model-config" in w and "no prefill/decode step" in w for w in res["warnings"]) == 1
+
+
+def test_lone_surrogate_name_is_written(tmp_path):
+    cfg = tmp_path / "m.json"
+    cfg.write_text('{"params": 1000, "name": "x\\ud800y", "model_type": "\\udfff"}')
+    m = load(str(cfg))
+    assert m["name"] == "x\ufffdy" and m["model_type"] == "\ufffd"
+    m["name"].encode("utf-8")
+
+
+@pytest.mark.parametrize("text, what", [
+    ("{not json: [", "neither JSON nor YAML"),
+    ('{"hidden_size": 64}', "give params, or layers, hidden and vocab"),
+    ('{"params": -5}', "params must be a positive integer"),
+    ('{"params": 10, "dtype": "float13"}', "unknown dtype"),
+    ('{"params": 10, "stage_tokens": {"sampling": 3}}', "stage_tokens must map"),
+    ("[1, 2]", "expected a mapping"),
+])
+def test_bad_model_config_is_one_line_and_exit_2(tmp_path, text, what):
+    cfg = tmp_path / "bad.json"
+    cfg.write_text(text)
+    r = subprocess.run([sys.executable, "-m", "inferscope", "analyze", str(QWEN3_8B), "--model-config", str(cfg)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and what in lines[0] and "Traceback" not in r.stderr
+
+
+def test_missing_model_config_is_exit_2(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "inferscope", "analyze", str(QWEN3_8B), "--model-config",
+                        str(tmp_path / "nope.json")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "no such file" in r.stderr
