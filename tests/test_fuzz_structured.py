@@ -1,7 +1,9 @@
 """Bounded structured fuzzing of the three input formats through the whole CLI (issue 15).
 
-Fixed seeds, ~60 s: every mutant ends with exit 0 and a complete report set, or exit 2 and one
-line on stderr; none hangs (20 s timeout), none exceeds 1.5 GB RSS.  The long campaign
+Fixed seeds, 50 mutants per format (~60 s on a quiet 2-core box): every mutant ends with exit 0 and a complete
+report set, or exit 2 and one line on stderr; none hangs (60 s timeout each: a wall-clock limit that a loaded host
+cannot reach for a ~1 s mutant), none exceeds 1.5 GB RSS.  A fixed count, not a time budget: under load a budget
+ran 87 mutants and failed the count (2026-11-29).  The long campaign
 (>= 10,000 mutants) is bench/bench_fuzz.py; its figures are in bench/README.md."""
 import tempfile
 from pathlib import Path
@@ -11,7 +13,7 @@ from fuzz_mutators import campaign
 
 def test_structured_fuzz_all_formats_bounded():
     with tempfile.TemporaryDirectory(prefix="fuzz") as d:
-        t = campaign(150, Path(d), first_seed=0, timeout_s=20.0, time_budget_s=60.0)
+        t = campaign(50, Path(d), first_seed=0, timeout_s=60.0)
     msg = "; ".join(f"{o.fmt}#{o.seed}: {o.verdict} rc={o.rc} {o.stderr[-300:]!r}" for o in t.failures[:5])
     assert not t.failures, msg
     assert t.n >= 150, t.n

@@ -6,9 +6,10 @@ import pytest
 from conftest import shared_path
 from inferscope.analyze.options import AnalyzeOptions
 from inferscope.analyze.pipeline import analyze
+from inferscope.analyze.run_phases import run_phases
 from inferscope.ingest import load_trace
 from inferscope.report.markdown import headline, render_markdown
-from inferscope.trace import SpanKind
+from inferscope.trace import SpanKind, TrackKind
 
 
 def test_memfusion_teardown_left_out_and_named():
@@ -203,3 +204,67 @@ def test_no_process_start_no_interpreter_cut():
     tr.meta["collection"].pop("process_start_ns")
     rp = analyze(tr)["run_phases"]
     assert rp["startup"] is None and not rp["cut"]
+
+
+def _with_children(main, children):
+    """A planted live run: the main thread's samples ``main`` [(class, a_us, b_us)], and per child pid a list of
+    (class, detail, a_us, b_us) samples (detail 'import torch': its start-up), each child with its main_start MARK
+    at its first sample."""
+    from helpers import Synth
+    t = Synth()
+    for cls, a, b in main:
+        t.span(SpanKind.CPU_SAMPLE, cls, a, b, detail=t.b.strings.intern("app.py:main:1"))
+    run = t.b.strings.intern("inferscope.run")
+    for pid, rows in children.items():
+        k = t.b.track(TrackKind.CPU_THREAD, pid=pid, tid=pid, name=f"main ({pid})")
+        t.span(SpanKind.MARK, "main_start", rows[0][2], rows[0][2], track=k, cat=run)
+        for cls, det, a, b in rows:
+            t.span(SpanKind.CPU_SAMPLE, cls, a, b, track=k, detail=t.b.strings.intern(det))
+    tr = t.done()
+    tr.meta["collection"] = {"mode": "live", "pid": 100}
+    return tr
+
+
+def test_spawn_worker_startup_and_exit_are_cut():
+    """Issue 45 item 2: the main thread waits 0-1,000 ms while its spawn worker 200 imports (100-700 ms: start-up
+    650 ms from its MARK at 50 ms) and then serves (700-1,000); the main works 1,000-2,000 ms while the worker
+    serves to 1,900; then waits for the worker's exit to 2,200 ms.  Start-up ends at the worker's start-up end
+    (700 ms; the rule child_startup), teardown starts at its last event (1,900 ms; child_exit)."""
+    tr = _with_children([("waiting", 0, 1_000_000), ("user_code", 1_000_000, 2_000_000), ("waiting", 2_000_000, 2_200_000)],
+                        {200: [("framework", "import torch", 50_000, 700_000), ("preprocessing", "app.py:serve:9", 700_000, 1_900_000)]})
+    rp = run_phases(tr)
+    assert rp["startup"]["rule"].startswith("child_startup: followed child process(es) 200 starting")
+    assert rp["startup"]["end_ns"] == rp["steady_start_ns"] == 700_000_000
+    assert rp["teardown"]["rule"].startswith("child_exit") and rp["steady_end_ns"] == 1_900_000_000
+    res = analyze(tr)
+    assert (res["window"]["start_ns"], res["window"]["end_ns"]) == (700_000_000, 1_900_000_000)
+    assert not res["children"] or not res["children"].get("waiting_on_child_startup_ms")
+
+
+@pytest.mark.parametrize("case", ["per_item", "main_works", "late"])
+def test_child_startup_not_cut(case):
+    """A worker spawned per item (its start-up paid each time: steady), a main thread that works through the
+    worker's start-up, or a worker started in the second half of the run: no child_startup cut."""
+    if case == "per_item":
+        tr = _with_children([("waiting", 0, 2_000_000)],
+                            {200: [("framework", "import torch", 50_000, 600_000), ("preprocessing", "app.py:serve:9", 600_000, 1_000_000)],
+                             201: [("framework", "import torch", 1_050_000, 1_600_000), ("preprocessing", "app.py:serve:9", 1_600_000, 2_000_000)]})
+    elif case == "main_works":
+        tr = _with_children([("user_code", 0, 2_000_000)],
+                            {200: [("framework", "import torch", 50_000, 700_000), ("preprocessing", "app.py:serve:9", 700_000, 2_000_000)]})
+    else:
+        tr = _with_children([("user_code", 0, 1_500_000), ("waiting", 1_500_000, 2_000_000)],
+                            {200: [("framework", "import torch", 1_200_000, 1_700_000), ("preprocessing", "app.py:serve:9", 1_700_000, 2_000_000)]})
+    rp = run_phases(tr)
+    assert rp["startup"] is None or not rp["startup"]["rule"].startswith("child_startup"), rp["startup"]
+
+
+def test_pool_startup_ends_when_the_first_worker_is_ready():
+    """Two workers start together (MARKs at 50 and 60 ms); one is ready at 500 ms and serves while the other imports
+    to 800 ms: from 500 ms the main process waits on work, so start-up ends there (not at 800 ms)."""
+    tr = _with_children([("waiting", 0, 2_000_000)],
+                        {200: [("framework", "import torch", 50_000, 500_000), ("preprocessing", "app.py:serve:9", 500_000, 2_000_000)],
+                         201: [("framework", "import torch", 60_000, 800_000), ("preprocessing", "app.py:serve:9", 800_000, 2_000_000)]})
+    rp = run_phases(tr)
+    assert rp["startup"]["rule"].startswith("child_startup: followed child process(es) 200, 201 starting")
+    assert rp["steady_start_ns"] == 500_000_000 and "450.0 ms to the first one ready" in rp["startup"]["rule"]

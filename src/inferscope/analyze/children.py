@@ -20,6 +20,7 @@ from .select import starts_inside
 from .breakdown import source_intervals
 from .intervals import clip, overlap_with_union, union
 from .threads import child_process_tracks
+from .window import root_pid
 
 _CHILD = re.compile(r"^child\.cpu_s\[(\d+)\] (.*)$")
 
@@ -183,3 +184,59 @@ def follow_hint(ch: dict) -> str:
     return ("Following was on: these children are not Python, are multiprocessing's helpers, or were started without "
             "InferScope's environment (a cleared env=, a fresh interpreter outside the process tree); a Python one can "
             "be profiled on its own with inferscope run, or by calling its work function in the main process.")
+
+
+def leading_child_startup(trace: Trace) -> dict | None:
+    """The followed children's start-up, up to the first one's end (the first worker ready), as the program's start-up
+    (run_phases' ``child_startup`` rule): when every followed child starts at once (each child's start-up, ``child_startups``, begins before the first of them
+    ends: a pool started once, not a process per item), in the first half of the trace, and the main process's
+    main thread does no sampled work (samples other than 'waiting' / 'run_queue') through at least half of it.
+    Returns {start_ns, end_ns, pids} or None."""
+    su = child_startups(trace)
+    root = root_pid(trace)
+    if not su or root is None:
+        return None
+    first_end = min(b for _, b in su.values())
+    if any(a > first_end for a, _ in su.values()):      # started again later: a start-up paid per item is steady
+        return None
+    # to the first child's start-up end: from then a worker serves, and the main process waits on its work
+    a, e = min(a for a, _ in su.values()), first_end
+    lo, hi = trace.bounds_ns()
+    if a > lo + (hi - lo) // 2:
+        return None
+    if _main_work_ns(trace, root, a, e) >= 0.5 * (e - a):
+        return None
+    return {"start_ns": a, "end_ns": e, "pids": sorted(su)}
+
+
+def _main_work_ns(trace: Trace, root: int, a: int, b: int) -> int:
+    """Sampled time of the main process's main thread in [a, b) doing anything but wait (off-CPU 'waiting', or
+    'run_queue': runnable, not running)."""
+    s, tr = trace.spans, trace.tracks
+    main = (tr.kind == TrackKind.CPU_THREAD) & (tr.pid == root) & (tr.tid == root)
+    idle = np.isin(s.name, [i for i in (trace.strings.get("waiting"), trace.strings.get("run_queue")) if i >= 0])
+    m = main[s.track] & (s.kind == SpanKind.CPU_SAMPLE) & ~idle & (s.start_ns < b) & (s.end_ns > a)
+    return int((np.minimum(s.end_ns[m], b) - np.maximum(s.start_ns[m], a)).sum())
+
+
+def trailing_child_exit(trace: Trace) -> dict | None:
+    """The main process's wait for its followed children to exit, as teardown (run_phases' ``child_exit`` rule):
+    from the children's last recorded event (their samplers stop before their interpreter and module teardown,
+    which a torch worker can take a second for) to the end of the run, when that lies in the second half of the
+    trace and the main process's main thread does no sampled work (samples other than 'waiting' / 'run_queue')
+    through at least half of it.  Returns {start_ns, end_ns, pids} or None."""
+    kids = child_process_tracks(trace)
+    root = root_pid(trace)
+    s, tr = trace.spans, trace.tracks
+    if root is None or not kids.any():
+        return None
+    k = kids[s.track]
+    if not k.any():
+        return None
+    t0 = int(s.end_ns[k].max())
+    lo, hi = trace.bounds_ns()
+    if not (lo + (hi - lo) // 2 < t0 < hi):
+        return None
+    if _main_work_ns(trace, root, t0, hi) >= 0.5 * (hi - t0):
+        return None
+    return {"start_ns": t0, "end_ns": hi, "pids": sorted(np.unique(tr.pid[s.track[k]]).tolist())}

@@ -16,14 +16,15 @@ from ..trace.model import Trace
 from .intervals import clip, total
 from .select import overlap, starts_inside
 from .threads import child_process_tracks
-from .run_phases import imports_end, startup_calls
+from .run_phases import imports_end
+from .startup_calls import startup_calls
 from .window import Window
 from .steady import step_spans
 from .window import SCOPE_CAT, is_request
 
 
 def one_off_host_calls(trace: Trace, window: Window, top_n: int = 5) -> dict:
-    """Start-up calls inside the window, by the one start-up rule (run_phases.startup_calls), and the
+    """Start-up calls inside the window, by the one start-up rule (startup_calls.startup_calls), and the
     sampled module imports that run_phases' imports rule counts as start-up.  The steady window
     run_phases cuts holds none of either by construction."""
     s = trace.spans

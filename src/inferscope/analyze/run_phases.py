@@ -13,16 +13,20 @@ Start-up ends at the latest of (each rule applies only when its evidence is in t
   outlier_call   a host API call or op at least STARTUP_CALL_OUTLIER_FACTOR x the median duration of
                  the calls of the same name (and >= STARTUP_CALL_OUTLIER_MIN_MS) early in the trace
                  (see profiler_init); a name seen fewer than 3 times: the one-off rule (>= ONE_OFF_CALL_MIN_MS and
-                 >= ONE_OFF_CALL_MIN_PCT of the trace).  Inside a step, start-up runs to that step's end.
+                 >= ONE_OFF_CALL_MIN_PCT of the trace); standing out of the load's slow calls in the rest
+                 (analyze/startup_calls.py).  Inside a step, start-up runs to that step's end.
   interpreter    live runs: the process start (/proc, before the first event) to the start of the program's
                  main module (collect/bootstrap.py's ``main_start`` MARK, else the first event): interpreter
                  start-up, site and InferScope's bootstrap, no line of the program's own; always cut (no
                  guard: nothing of the program is in it), the other rules then look for start-up after it;
+  child_startup  live runs: the followed children's start-up to the first one's end (children.leading_child_startup:
+                 interpreter and imports, all begun at once in the first half, the main thread not working meanwhile);
   profiler_init  the leading stretch that holds only the profiler's own records (OVERHEAD);
                  outlier calls are looked for in the first half of the program's own activity or
                  before the first GPU work, whichever ends later.
 Teardown starts at the first release call (module unload, free, destroy, unmap, ...) after the
-last GPU activity, when no launch or copy call follows it (rule ``release_after_gpu``).
+last GPU activity, when no launch or copy call follows it (rule ``release_after_gpu``); else, in a live run, at the
+followed children's last event when the main thread then only waits for them to exit (``child_exit``).
 A cut is made only when the part it removes holds at least PHASE_CUT_MIN_PCT of the trace and the
 window left passes analyze/steady.py's guards (>= STEADY_MIN_STEPS complete steps when the trace has
 steps, the trace's kinds of work, 'other' at most STEADY_MAX_OTHER_RISE_PCT points above the whole
@@ -38,21 +42,19 @@ import numpy as np
 from .. import thresholds as T
 from ..trace.kinds import GPU_WORK_KINDS, SpanKind
 from ..trace.model import Trace, codes_in
-from .classify import launch_api_mask, sync_api_mask
-from .intervals import overlap_with_union, union
+from .children import leading_child_startup, trailing_child_exit
+from .classify import launch_api_mask
 from .sample_labels import function_of
-from .select import starts_inside
 from .stats import fast_unique
-from .step_names import EXEC_RE, SGL_RE
+from .startup_calls import startup_calls
 from .steady import Guards, describe_first_step, first_step_startup
 from .threads import child_process_tracks
-from .window import Window, main_start_ns, process_start_ns
+from .window import main_start_ns, process_start_ns
 
 RELEASE_API_RE = re.compile(r"(?i)unload|destroy|free|release|unmap|unregister|deinit|finali[sz]e|reset")
 COPY_API_RE = re.compile(r"(?i)memcpy|memset")
 
 STARTUP_MAX_PASSES = 32     # bound on the start-up-call passes (each moves the cut to a later call's end)
-HOST_CALL_KINDS = (SpanKind.RUNTIME, SpanKind.DRIVER, SpanKind.CPU_OP)
 
 
 def imports_end(trace: Trace) -> int | None:
@@ -84,113 +86,6 @@ def imports_end(trace: Trace) -> int | None:
     ends = s.end_ns[smp[imp]]
     ends = ends[ends <= half_t]
     return int(ends.max()) if len(ends) else None
-
-
-def startup_calls(trace: Trace, lo: int, hi: int) -> np.ndarray:
-    """The one start-up-call rule (run_phases' outlier_call, host_calls.one_off_host_calls): indices of host
-    calls in [lo, hi) that are start-up work, ordered by end.
-
-    A call qualifies when it is an outlier against its own name (>= STARTUP_CALL_OUTLIER_FACTOR x its
-    name's median and >= STARTUP_CALL_OUTLIER_MIN_MS), or, for a name seen fewer than
-    ONE_OFF_RECURRING_MIN_CALLS times, >= ONE_OFF_CALL_MIN_MS and >= ONE_OFF_CALL_MIN_PCT of the trace; it
-    starts in the first half of the program's activity in [lo, hi) or before the first GPU work there; it is
-    not inside a step, not mostly covered by GPU work, not mostly a blocking sync.  The calls must explain
-    the start-up they mark: the latest end e is kept only when the calls ending by e cover at least
-    STARTUP_CALLS_MIN_SHARE_OF_CUT of [lo, e] (one 1 ms op does not make 412 ms start-up).
-    """
-    s = trace.spans
-    own = (s.kind != SpanKind.OVERHEAD) & (s.kind != SpanKind.MARK) & (s.end_ns > s.start_ns) \
-        & starts_inside(s.start_ns, Window(lo, hi))
-    if not own.any() or hi <= lo:
-        return np.zeros(0, dtype=np.int64)
-    lo_own = int(s.start_ns[own].min())
-    limit = lo_own + (hi - lo_own) // 2
-    gw = codes_in(s.kind, [int(k) for k in GPU_WORK_KINDS]) & starts_inside(s.start_ns, Window(lo, hi))
-    if gw.any():   # context creation and lazy loading come before the first GPU work, wherever that is
-        limit = max(limit, int(s.start_ns[gw].min()))
-    cand = _outlier_calls(trace, lo, hi, limit)
-    if len(cand) == 0:
-        return cand
-    cand = cand[np.argsort(s.end_ns[cand], kind="stable")]
-    while len(cand):
-        e = int(s.end_ns[cand[-1]])
-        ua, ub = union(np.maximum(s.start_ns[cand], lo), np.minimum(s.end_ns[cand], e))
-        if int((ub - ua).sum()) >= T.STARTUP_CALLS_MIN_SHARE_OF_CUT * (e - lo):
-            break
-        cand = cand[:-1]
-    return cand
-
-
-def _outlier_base(trace: Trace) -> np.ndarray:
-    """Indices (ascending) of the host calls that are outliers against their own name, whatever the
-    window: computed once per trace (run_phases and one_off_host_calls ask with different windows;
-    the outliers alone are kept, not every host call)."""
-    cache = trace.__dict__.setdefault("_mask_cache", {})
-    v = cache.get("startup_outlier_base")
-    if v is not None and v[0] == len(trace.spans):
-        return v[1]
-    s = trace.spans
-    m = codes_in(s.kind, [int(k) for k in HOST_CALL_KINDS]) & ~sync_api_mask(trace) & (s.end_ns > s.start_ns)
-    idx = np.flatnonzero(m)
-    out = np.zeros(0, dtype=bool)
-    if len(idx):
-        dur = (s.end_ns[idx] - s.start_ns[idx]).astype(np.int64)
-        names = s.name[idx]
-        uk, inv, cnt = fast_unique(names, return_inverse=True, return_counts=True)
-        starts = np.concatenate(([0], np.cumsum(cnt)[:-1]))
-        k = int(dur.max()) + 1      # dur > 0: one sort of name * k + dur orders as lexsort((dur, inv))
-        if len(uk) * k < 2 ** 62:
-            sd = np.sort(inv * k + dur) % k
-        else:
-            sd = dur[np.lexsort((dur, inv))]
-        med = sd[starts + (cnt - 1) // 2].astype(np.float64)  # lower median per name
-        n = cnt[inv]
-        t_lo, t_hi = trace.bounds_ns()
-        total = max(1, t_hi - t_lo)     # relative to the trace, so every window applies the same thresholds
-        recurring = (n >= T.ONE_OFF_RECURRING_MIN_CALLS) & (dur >= T.STARTUP_CALL_OUTLIER_FACTOR * med[inv]) \
-            & (dur >= T.STARTUP_CALL_OUTLIER_MIN_MS * 1e6)
-        single = (n < T.ONE_OFF_RECURRING_MIN_CALLS) & (dur >= T.ONE_OFF_CALL_MIN_MS * 1e6) \
-            & (dur >= total * T.ONE_OFF_CALL_MIN_PCT / 100.0)
-        out = recurring | single
-    idx = idx[out] if len(idx) else idx
-    cache["startup_outlier_base"] = (len(s), idx)
-    return idx
-
-
-def _outlier_calls(trace: Trace, lo: int, hi: int, limit: int) -> np.ndarray:
-    """Indices of host calls that are outliers against their own name, starting in [lo, limit)."""
-    s = trace.spans
-    idx = _outlier_base(trace)
-    if len(idx) == 0:
-        return idx.copy()
-    st = s.start_ns[idx]
-    cand = idx[starts_inside(st, Window(lo, limit))]
-    # inside a step the first_step rule decides (a long call in a typical step is steady work); serving
-    # engines' step ranges (vLLM execute_..., SGLang step[...], analyze/llm.py) are steps too
-    ann = s.kind == SpanKind.ANNOTATION
-    step_names = trace.strings.ids_matching(lambda x: bool(EXEC_RE.search(x) or SGL_RE.search(x)), s.name[ann])
-    stp = np.flatnonzero((s.kind == SpanKind.STEP) | (ann & step_names[np.maximum(s.name, 0)] & (s.name >= 0)))
-    if len(stp) and len(cand):
-        inside = (s.start_ns[stp][None, :] <= s.start_ns[cand][:, None]) & (s.end_ns[stp][None, :] >= s.end_ns[cand][:, None])
-        cand = cand[~inside.any(axis=1)]
-    # a call with GPU work running through most of it waits on (or overlaps) the steady work: start-up
-    # (context creation, lazy loading, allocator growth) runs with the GPU idle.
-    if len(cand):
-        gw = codes_in(s.kind, [int(k) for k in GPU_WORK_KINDS])
-        if gw.any():
-            us, ue = union(s.start_ns[gw], s.end_ns[gw])
-            cov = overlap_with_union(s.start_ns[cand], s.end_ns[cand], us, ue)
-            cand = cand[cov < 0.5 * (s.end_ns[cand] - s.start_ns[cand])]
-    # an op that mostly waits in a blocking sync inside it (aten::to around a D2H copy) is a sync
-    if len(cand):
-        sidx = np.flatnonzero(sync_api_mask(trace))
-        keep = []
-        for i in cand.tolist():
-            ins = sidx[(s.track[sidx] == s.track[i]) & (s.start_ns[sidx] >= s.start_ns[i]) & (s.end_ns[sidx] <= s.end_ns[i])]
-            if int((s.end_ns[ins] - s.start_ns[ins]).sum()) < T.ONE_OFF_SYNC_INSIDE_MAX_FRACTION * int(s.end_ns[i] - s.start_ns[i]):
-                keep.append(i)
-        cand = np.asarray(keep, dtype=np.int64)
-    return cand
 
 
 def _teardown_start(trace: Trace) -> int | None:
@@ -285,8 +180,13 @@ def run_phases(trace: Trace) -> dict:
         idle = (s.kind == SpanKind.CPU_SAMPLE) & (s.name == wid) if wid >= 0 else np.zeros(len(s), bool)
         before = (s.start_ns < td) & (s.kind != SpanKind.OVERHEAD) & (s.kind != SpanKind.MARK) & ~idle
         td = int(s.end_ns[before].max()) if before.any() else td
+    rule = "release_after_gpu: release calls (unload/free/destroy) after the last GPU activity, no launch or copy after them"
+    ce = trailing_child_exit(trace) if td is None else None
+    if ce is not None:
+        td = ce["start_ns"]
+        rule = (f"child_exit: the main process waited for followed child process(es) {_pids(ce['pids'])} to exit "
+                "(their interpreter and module teardown, after their last recorded event)")
     if td is not None and hi - td >= min_ns and td > lo:
-        rule = "release_after_gpu: release calls (unload/free/destroy) after the last GPU activity, no launch or copy after them"
         why = guards.reason_against(lo, td, startup=False)
         if why is None:
             out["teardown"] = _segment(trace, lo, td, hi, rule)
@@ -299,6 +199,11 @@ def run_phases(trace: Trace) -> dict:
     ie = imports_end(trace)
     if ie is not None:
         cands.append((ie, "imports: last sampled module import before half of the sampled CPU work"))
+    cs = leading_child_startup(trace)
+    if cs is not None:
+        cands.append((cs["end_ns"], f"child_startup: followed child process(es) {_pids(cs['pids'])} starting (interpreter and imports, "
+                                    f"{(cs['end_ns'] - cs['start_ns']) / 1e6:,.1f} ms to the first one ready) while the main "
+                                    "process waited for them"))
     fs = first_step_startup(trace)
     if fs is not None and fs["startup"]:
         cands.append((fs["end_ns"], "first_step: " + describe_first_step(fs)))
@@ -348,6 +253,10 @@ def run_phases(trace: Trace) -> dict:
     if out["cut"]:
         out["justification"] = justification(out, guards.other_pct(lo, end), guards.other_pct(t_lo, hi))
     return out
+
+
+def _pids(pids: list[int]) -> str:
+    return ", ".join(str(p) for p in pids[:4]) + (" ..." if len(pids) > 4 else "")
 
 
 INTERPRETER_RULE = ("interpreter: the process start to the program's main module (interpreter start-up, site, "

@@ -1,7 +1,7 @@
 """Serving-engine step names: one forward of the model as vLLM/SGLang annotate it.
 
 Shared by the LLM view (``llm.py``: steps, batch and tokens from the name) and the run-phase rules
-(``steady.py``: steps of a trace without ProfilerStep spans; ``run_phases.py``: a long call inside a step
+(``steady.py``: steps of a trace without ProfilerStep spans; ``startup_calls.py``: a long call inside a step
 is steady work), so neither has to import the other.
 """
 from __future__ import annotations
