@@ -302,7 +302,6 @@ def _slow_steps(trace: Trace, window: Window, full: dict) -> dict | None:
     Steps: ProfilerStep ranges, else generation steps of one kind (decode with decode), else the most
     frequent range name."""
     s = trace.spans
-    lo, hi = int(window.start_ns), int(window.end_ns)
     inw = inside(s.start_ns, s.end_ns, window) & (s.end_ns > s.start_ns)
     idx = np.flatnonzero(inw & (s.kind == int(SpanKind.STEP)))
     source = "steps"

@@ -33,7 +33,6 @@ def classify_launch_storm(launches_per_s: float, p50_us: float) -> tuple[bool, s
 
 def kernels(trace: Trace, window: Window, top_n: int = 20) -> dict:
     s = trace.spans
-    lo, hi = window.start_ns, window.end_ns
     idx = in_window(trace, kernel_mask(trace), window)
     n = len(idx)
     out: dict = {"count": int(n)}

@@ -47,7 +47,7 @@ the trace), ``low_coverage`` (nothing to change in the program).
 from __future__ import annotations
 
 from .. import thresholds as T
-from .evidence import SEVERITY_ORDER, _ms, get_path
+from .evidence import SEVERITY_ORDER, _ms
 from .whatif_cpu import MODELS as CPU_MODELS
 from .whatif_pred import HOST_CATS, _part_ms, _pred
 
@@ -234,4 +234,3 @@ def summary(res: dict, findings: list[dict]) -> dict | None:
                "rule": (f"the top {len(top)} predicted savings together: a quantity two findings remove counted once; "
                         "findings drawing on the same breakdown categories capped at those categories' time (and "
                         "intervals they both remove counted once); the total capped at e2e")}
-    return out
