@@ -18,10 +18,11 @@ import pytest
 from inferscope.collect import elfsyms
 from inferscope.collect import perfip as P
 from inferscope.collect import perfsyms
+from inferscope import vocab as V
 
 FW, CP = P.FRAMEWORK, P.COMPUTE
 # Real symbols of this venv's torch 2.x (nm -D --defined-only libtorch_cpu.so / libc10.so / libtorch_python.so; the
-# anonymous-namespace kernels from .symtab, nm without -D), with the role the rules in perfip.py give by definition.
+# anonymous-namespace kernels from .symtab, nm without -D), with the role the rules in vocab.py give by definition.
 REAL = [
     ("libtorch_cpu", "_ZN2at18TensorIteratorBase5buildERNS_20TensorIteratorConfigE", FW),       # iterator set-up
     ("libc10", "_ZN3c109alloc_cpuEm", FW),                                                        # the allocator
@@ -190,7 +191,7 @@ def test_read_splits_a_symbolised_library_by_function(built_lib, monkeypatch):
     """PerfIP.read on IPs in a loaded library: by the library rule all COMPUTE; with the library listed in
     SYMBOL_LIBS each sample takes its function's role (run-time addresses from the dynamic loader)."""
     so, stripped = built_lib
-    monkeypatch.setattr(P, "COMPUTE_PREFIXES", P.COMPUTE_PREFIXES + ("libh13",))
+    monkeypatch.setattr(V, "COMPUTE_PREFIXES", V.COMPUTE_PREFIXES + ("libh13",))   # (the library table: vocab.py)
     monkeypatch.setattr(P, "SYMBOL_LIBS", P.SYMBOL_LIBS + ("libh13",))
     monkeypatch.setattr(P, "symbol_role", lambda name, lib_role: FW if name.startswith("fw_") else lib_role)
     monkeypatch.setattr(perfsyms, "IP_ROLES", {})

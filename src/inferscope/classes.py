@@ -13,11 +13,13 @@ from __future__ import annotations
 import re
 import sys
 
+from . import vocab as V
+
 # ---------------------------------------------------------------------------------------------
 # Python code: which package a frame belongs to
 # ---------------------------------------------------------------------------------------------
 NEUTRAL, TOK, PRE, FW, USER = 0, 1, 2, 3, 4
-DOMAIN_NAMES = {TOK: "tokenization", PRE: "preprocessing", FW: "framework", USER: "user_code"}
+DOMAIN_NAMES = {TOK: V.CLS_TOKENIZATION, PRE: V.CLS_PREPROCESSING, FW: V.CLS_FRAMEWORK, USER: V.CLS_USER_CODE}
 
 # Tokenizer libraries: all of their time is tokenization.
 TOK_PACKAGES = frozenset({"tokenizers", "sentencepiece", "tiktoken", "tokenmonster", "youtokentome"})

@@ -10,7 +10,7 @@ Rules (over the window, the critical threads of analyze/threads.py):
   ``running`` mark (the off-CPU part of a mostly-on-CPU tick interval) or before any mark is
   ``unattributed``, and so is the last piece of a wait that runs past the window's end (its label was
   read at a tick after the end: at exit, the join of a thread after the timed reads).
-- kind of a call (collect/blocking.kind_of): io (read/write/pread64/fsync/openat/...), lock (futex),
+- kind of a call (vocab.kind_of): io (read/write/pread64/fsync/openat/...), lock (futex),
   sleep, poll, other.  blocking_io = io time; rows by (syscall, frame, directory), the file with the
   most time named, with its open flags (O_DIRECT, O_DSYNC, O_SYNC) and the byte count of read/write.
 - gil: futex waits whose deadline was within the GIL switch interval at the tick (CPython's take_gil
@@ -30,8 +30,8 @@ import os
 import numpy as np
 
 from .. import thresholds as T
-from ..collect.blocking import CAT, RUNNING, kind_of
-from ..collect.blocking_syscalls import NET_CALLS
+from .. import vocab as V
+from ..vocab import NET_CALLS, OFFCPU_CAT as CAT, RUNNING, kind_of
 from ..trace.kinds import SpanKind, TrackKind
 from ..trace.model import Trace
 from .select import overlap
@@ -40,7 +40,7 @@ from .window import Window
 from .evidence import Evidence
 from .intervals import clip, overlap_with_union, union
 
-PY_CLASSES = ("tokenization", "preprocessing", "user_code", "framework")
+PY_CLASSES = V.PYTHON_CLASSES
 
 
 def _kind(label) -> str:
@@ -90,7 +90,7 @@ def _labels(trace: Trace) -> tuple[dict, list]:
 def _segments(trace: Trace, track: int, marks, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The thread's waiting time in [lo, hi) cut at its marks: (start, end, label id; -1 = none)."""
     s = trace.spans
-    wid = trace.strings.get("waiting")
+    wid = trace.strings.get(V.CLS_WAITING)
     if wid < 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
     w = np.flatnonzero((s.kind == SpanKind.CPU_SAMPLE) & (s.track == track) & (s.name == wid)
@@ -166,7 +166,7 @@ def _other_states(trace: Trace, track: int, marks, labels: list, lo: int, hi: in
             nm, info = labels[x]
             keys.append(f"off-CPU in {nm}" + (f" at {info['frame']}" if info.get("frame") else ""))
     s = trace.spans
-    wid = trace.strings.get("waiting")
+    wid = trace.strings.get(V.CLS_WAITING)
     on = np.flatnonzero((s.kind == SpanKind.CPU_SAMPLE) & (s.track == track) & (s.name != wid)
                         & overlap(s.start_ns, s.end_ns, Window(lo, hi)))
     strs = trace.strings
@@ -189,7 +189,7 @@ def _other_states(trace: Trace, track: int, marks, labels: list, lo: int, hi: in
     B = b.tolist() + np.clip(s.end_ns[on], lo, hi).tolist()
     for n, d in zip(s.name[on].tolist(), s.detail[on].tolist()):
         cls = strs[n]
-        keys.append("runnable, waiting for a CPU" if cls == "run_queue" else
+        keys.append("runnable, waiting for a CPU" if cls == V.CLS_RUN_QUEUE else
                     f"running {cls}" + (f" ({strs[d]})" if d >= 0 else ""))
     return A, B, keys
 

@@ -37,6 +37,7 @@ from ..trace.kinds import CopyKind, SpanKind, TrackKind
 from ..trace.model import Trace
 from .. import classes as CL
 from ..result.base import CATEGORIES, CATEGORY_LABELS  # noqa: F401  (the vocabulary lives with the report types)
+from .. import vocab as V
 from . import classify as C
 from .intervals import clip, coverage_on_bounds, union
 from .language import part_labels
@@ -52,8 +53,7 @@ PART_LABELS = {
     "page_faults": "page faults (kernel time of the native code that faulted)",
 }
 
-SAMPLE_CLASSES = ("tokenization", "preprocessing", "user_code", "framework", "cpu_compute", "page_faults", "waiting",
-                  "run_queue")
+SAMPLE_CLASSES = V.SAMPLE_CLASSES
 
 Intervals = tuple  # (starts int64[], ends int64[])
 
@@ -171,21 +171,21 @@ def source_masks(trace: Trace, critical_only: bool = True) -> dict[str, np.ndarr
         "d2h": d2h,
         "copy_other": (memcpy & ~h2d & ~d2h) | (k == SpanKind.MEMSET),
         "sync": sync,
-        "tokenization": sample_class("tokenization") | C.spans_matching(trace, C.TOKENIZE_NAME_RE, base_mask=ann) | (pcls == 0),
-        "preprocessing": sample_class("preprocessing") | C.spans_matching(trace, C.PREPROCESS_NAME_RE, base_mask=ann) | (pcls == 1),
-        "user_code": sample_class("user_code") | (pcls == 3),
+        "tokenization": sample_class(V.CLS_TOKENIZATION) | C.spans_matching(trace, C.TOKENIZE_NAME_RE, base_mask=ann) | (pcls == 0),
+        "preprocessing": sample_class(V.CLS_PREPROCESSING) | C.spans_matching(trace, C.PREPROCESS_NAME_RE, base_mask=ann) | (pcls == 1),
+        "user_code": sample_class(V.CLS_USER_CODE) | (pcls == 3),
         "launch_api": launch & ~sync,
         "runtime_api": host_api & ~launch & ~sync,
         "communication_ops": C.spans_matching(trace, CL.COMM_OP_RE, base_mask=cpu_op) if gpu_run else none,
         "framework_ops": cpu_op if gpu_run else none,
-        "framework_python": sample_class("framework") | (sample_class("cpu_compute") if gpu_run else none) | (pcls == 2),
-        "cpu_ops": (cpu_op | sample_class("cpu_compute")) if not gpu_run else none,
+        "framework_python": sample_class(V.CLS_FRAMEWORK) | (sample_class(V.CLS_CPU_COMPUTE) if gpu_run else none) | (pcls == 2),
+        "cpu_ops": (cpu_op | sample_class(V.CLS_CPU_COMPUTE)) if not gpu_run else none,
         # the live sampler's page-fault kernel time of native code (collect/rules_perf.fault_kernel_part)
-        "page_faults": sample_class("page_faults"),
+        "page_faults": sample_class(V.CLS_PAGE_FAULTS),
         # exact records that the host is inside the framework (a torch op, a CUDA API call)
         "in_op": cpu_op | host_api,
-        "waiting": sample_class("waiting") | (k == SpanKind.OS_RUNTIME),
-        "run_queue": sample_class("run_queue"),
+        "waiting": sample_class(V.CLS_WAITING) | (k == SpanKind.OS_RUNTIME),
+        "run_queue": sample_class(V.CLS_RUN_QUEUE),
     }
     if critical_only:
         # followed child processes' and native threads' CPU work: counted only where the critical
@@ -304,7 +304,7 @@ def segment_classes(trace: Trace, window: Window):
         ("d2h_copy", [], [c["d2h"]]),
         ("other_copy", [], [c["copy_other"]]),
         ("sync_wait", [], [c["sync"]]),
-        ("cpu_preprocessing", ["tokenization", "preprocessing", "user_code"],
+        ("cpu_preprocessing", list(V.PREPROCESSING_CLASSES),
          [c["tokenization"], c["preprocessing"], user_code]),
         ("framework_overhead", ["launch_api", "runtime_api", "communication_ops", "framework_ops", "framework_python"],
          [c["launch_api"], c["runtime_api"], c["communication_ops"], c["framework_ops"], framework_python]),
@@ -350,7 +350,7 @@ def breakdown(trace: Trace, window: Window) -> dict:
     # part index -> category
     part_cat = {}
     for pn in part_names:
-        if pn in ("tokenization", "preprocessing", "user_code"):
+        if pn in V.PREPROCESSING_CLASSES:
             part_cat[pn] = "cpu_preprocessing"
         elif pn in ("off_cpu", "run_queue"):
             part_cat[pn] = "waiting"

@@ -14,6 +14,7 @@ import re
 
 import numpy as np
 
+from .. import vocab as V
 from ..trace.kinds import SpanKind, TrackKind
 from ..trace.model import Trace
 from .select import starts_inside
@@ -92,7 +93,7 @@ def _followed(trace: Trace, lo: int, hi: int) -> dict:
         return {"followed": 0, "waiting_on_children_ms": None, "waiting_on_child_startup_ms": None, "pids": set(),
                 "startup": {}}
     smp = (s.kind == SpanKind.CPU_SAMPLE) & kids[s.track]
-    wid = trace.strings.get("waiting")
+    wid = trace.strings.get(V.CLS_WAITING)
     busy = smp & (s.name != wid)
     bu = union(*clip(s.start_ns[busy], s.end_ns[busy], lo, hi))
     wa, wb = source_intervals(trace)["waiting"]            # the critical thread's waiting
@@ -124,7 +125,7 @@ def child_startups(trace: Trace) -> dict:
     if not len(idx):
         return {}
     is_imp = trace.strings.ids_matching(lambda x: x.startswith("import "))
-    wid, rq = trace.strings.get("waiting"), trace.strings.get("run_queue")
+    wid, rq = trace.strings.get(V.CLS_WAITING), trace.strings.get(V.CLS_RUN_QUEUE)
     pid_of = trace.tracks.pid[s.track[idx]]
     out = {}
     for pid in np.unique(pid_of).tolist():
@@ -214,7 +215,7 @@ def _main_work_ns(trace: Trace, root: int, a: int, b: int) -> int:
     'run_queue': runnable, not running)."""
     s, tr = trace.spans, trace.tracks
     main = (tr.kind == TrackKind.CPU_THREAD) & (tr.pid == root) & (tr.tid == root)
-    idle = np.isin(s.name, [i for i in (trace.strings.get("waiting"), trace.strings.get("run_queue")) if i >= 0])
+    idle = np.isin(s.name, [i for i in (trace.strings.get(c) for c in V.OFF_CPU_CLASSES) if i >= 0])
     m = main[s.track] & (s.kind == SpanKind.CPU_SAMPLE) & ~idle & (s.start_ns < b) & (s.end_ns > a)
     return int((np.minimum(s.end_ns[m], b) - np.maximum(s.start_ns[m], a)).sum())
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import thresholds as T
+from .. import vocab as V
 from ..trace.kinds import SpanKind, TrackKind
 from ..trace.model import Trace
 from .sample_labels import function_keys, split_label
@@ -43,7 +44,7 @@ from .blocking import blocking
 
 # sampled classes in which a thread executes Python bytecode (holds the GIL); cpu_compute (native
 # code that released it) and waiting are the others
-PYTHON_SAMPLE_CLASSES = ("tokenization", "preprocessing", "user_code", "framework")
+PYTHON_SAMPLE_CLASSES = V.PYTHON_CLASSES
 FAULT_METRIC = "proc.page_faults"
 KERNEL_METRIC = "proc.sys_cpu_s"     # cumulative kernel-mode CPU s at tick resolution (live runs)
 
@@ -97,7 +98,7 @@ def gil_wait(trace: Trace, lo: int, hi: int, crit: np.ndarray) -> dict | None:
     pids = np.unique(tr.pid[crit])
     others = (tr.kind == TrackKind.CPU_THREAD) & ~crit & np.isin(tr.pid, pids) & ~native_thread_tracks(trace)
     py = smp & others[s.track] & np.isin(s.name, _class_ids(trace, PYTHON_SAMPLE_CLASSES))
-    wid = trace.strings.get("waiting")
+    wid = trace.strings.get(V.CLS_WAITING)
     wait = smp & crit[s.track] & (s.name == wid) if wid >= 0 else np.zeros(len(s), bool)
     wait |= (s.kind == SpanKind.OS_RUNTIME) & crit[s.track] & overlap(s.start_ns, s.end_ns, win)
     wu = union(*clip(s.start_ns[wait], s.end_ns[wait], lo, hi))
@@ -255,7 +256,7 @@ def fault_storms(trace: Trace, lo: int, hi: int, crit: np.ndarray) -> dict | Non
         return {"intervals": 0, "ms": 0.0, "faults": 0, "functions": [], "rate_threshold_per_s": T.PAGE_FAULT_STORM_PER_S}
     hu = union(ha, hb)
     s = trace.spans
-    wid = trace.strings.get("waiting")
+    wid = trace.strings.get(V.CLS_WAITING)
     on = np.flatnonzero((s.kind == SpanKind.CPU_SAMPLE) & crit[s.track] & (s.name != wid)
                         & overlap(s.start_ns, s.end_ns, win))
     out = {"intervals": int(hot.sum()), "ms": float((hu[1] - hu[0]).sum()) / 1e6, "faults": int(dv[hot].sum()),

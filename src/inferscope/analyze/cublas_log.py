@@ -20,6 +20,7 @@ import re
 from collections import Counter
 
 from ..errors import ConfigError
+from .option_file import read_bounded
 
 MAX_BYTES = 256 << 20           # a larger file is refused (exit 2): logs of one profiled run are far smaller
 ALGOS_PER_SHAPE = 3
@@ -72,17 +73,7 @@ def parse_line(line: str) -> dict | None:
 def load(path: str) -> dict:
     """{file, lines, calls: [{m, n, k, batch, a_type, d_type, compute, algo}]}; ConfigError (exit 2) for a file that
     cannot be read.  A file without cublasLtMatmul lines loads with no calls (the analysis warns)."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise ConfigError(f"--cublas-log {path}: no such file") from None
-    except IsADirectoryError:
-        raise ConfigError(f"--cublas-log {path}: is a directory") from None
-    except OSError as e:
-        raise ConfigError(f"--cublas-log {path}: cannot be read ({e.strerror or e})") from None
-    if len(raw) > MAX_BYTES:
-        raise ConfigError(f"--cublas-log {path}: larger than {MAX_BYTES >> 20} MB")
+    raw = read_bounded("--cublas-log", path, MAX_BYTES)
     if b"\0" in raw[:4096]:
         raise ConfigError(f"--cublas-log {path}: a binary file, not a cuBLASLt log (CUBLASLT_LOG_LEVEL=2+ text)")
     text = raw.decode("utf-8", errors="replace")

@@ -27,7 +27,7 @@ from .sample_labels import function_keys, sample_counts, split_label, top_line
 from .select import clipped_durations, in_window
 from .stats import fast_unique, grouped_stats
 
-_DOMAIN = {CL.TOK: "tokenization", CL.PRE: "preprocessing", CL.FW: "framework", CL.USER: "user_code"}
+_DOMAIN = CL.DOMAIN_NAMES
 
 
 def _functions(trace: Trace, window, win_ns: int) -> list[dict]:

@@ -5,6 +5,7 @@ GIL, page faults, the run queue and latency tails.  Evidence: analyze/evidence.p
 from __future__ import annotations
 
 from .. import thresholds as T  # noqa: F401
+from .. import vocab as V
 from ..headline import busiest_other_thread, thread_busy_ms, thread_figures_text
 from . import advice
 from .children import follow_hint
@@ -63,10 +64,10 @@ def cpu_preprocessing(res: dict, found: dict) -> dict | None:
     dom = max((("tokenization", tok), ("other preprocessing", prep), ("user code", user)), key=lambda x: x[1])
     txt = [f"CPU preprocessing holds {pre:.1f}% of end-to-end time ({ms:.2f} ms) with the GPU idle or absent.",
            f"Tokenization {tok:.2f} ms, other preprocessing {prep:.2f} ms, user code {user:.2f} ms; {dom[0]} dominates."]
-    part = {"tokenization": "tokenization", "other preprocessing": "preprocessing", "user code": "user_code"}[dom[0]]
+    part = dict(zip(("tokenization", "other preprocessing", "user code"), V.PREPROCESSING_CLASSES))[dom[0]]
     c = _with_culprit(e, res, part, txt) or _with_culprit(e, res, "cpu_preprocessing", txt)
     # part of the category is the followed children's work (their samples fill the main thread's waiting)
-    _with_child_culprit(e, res, txt, ("tokenization", "preprocessing", "user_code"), same_as=c)
+    _with_child_culprit(e, res, txt, V.PREPROCESSING_CLASSES, same_as=c)
     named = f" (start with {c[len('Culprit: '):].rstrip('.')})" if c else ""
     if dom[0] == "tokenization":
         sugg = ("Move tokenization off the critical path" + named + ": use a fast (Rust) tokenizer with batch encoding, "

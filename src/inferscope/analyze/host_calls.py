@@ -11,6 +11,7 @@ import numpy as np
 
 
 from .. import thresholds as T
+from .. import vocab as V
 from ..trace.kinds import SpanKind
 from ..trace.model import Trace
 from .intervals import clip, total
@@ -103,8 +104,8 @@ def lead_in(trace: Trace, window: Window, min_ns: float) -> dict | None:
     period = float(np.median(np.diff(starts)))
     if first - lo < max(min_ns, T.STARTUP_LEAD_IN_FACTOR * period):
         return None
-    wid = trace.strings.get("waiting")
-    rq = trace.strings.get("run_queue")
+    wid = trace.strings.get(V.CLS_WAITING)
+    rq = trace.strings.get(V.CLS_RUN_QUEUE)
     host = np.isin(s.kind, [SpanKind.CPU_SAMPLE, SpanKind.CPU_OP, SpanKind.RUNTIME, SpanKind.DRIVER, SpanKind.PYTHON]) \
         & (s.name != wid) & (s.name != rq) & overlap(s.start_ns, s.end_ns, Window(lo, first))
     ha, hb = clip(s.start_ns[host], s.end_ns[host], lo, first)

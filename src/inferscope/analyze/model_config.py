@@ -20,6 +20,7 @@ import math
 from pathlib import Path
 
 from ..errors import ConfigError
+from .option_file import read_bounded
 
 MAX_BYTES = 1 << 20
 _ALIASES = {"layers": ("layers", "num_hidden_layers", "n_layer", "num_layers"),
@@ -35,18 +36,7 @@ _GATED = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "p
 
 
 def _read(path: str):
-    p = Path(path)
-    try:
-        if p.is_dir():
-            raise ConfigError(f"--model-config {path}: is a directory")
-        with open(p, "rb") as f:
-            raw = f.read(MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise ConfigError(f"--model-config {path}: no such file") from None
-    except OSError as e:
-        raise ConfigError(f"--model-config {path}: cannot be read ({e.strerror or e})") from None
-    if len(raw) > MAX_BYTES:
-        raise ConfigError(f"--model-config {path}: larger than 1 MB, not a model configuration")
+    raw = read_bounded("--model-config", path, MAX_BYTES, "larger than 1 MB, not a model configuration")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -8,6 +8,7 @@ from .. import thresholds
 from ..errors import ConfigError
 from ..config import alert_thresholds, load_config
 from . import cublas_log, model_config
+from .option_file import read_bounded
 
 
 @dataclass
@@ -32,16 +33,9 @@ _PHASE_MAP_MAX = 1 << 20
 def _load_phase_map(path: str | None) -> dict | None:
     if not path:
         return None
+    raw = read_bounded("--phase-map", path, _PHASE_MAP_MAX)
     try:
-        with open(path, "rb") as f:
-            raw = f.read(_PHASE_MAP_MAX + 1)
-        if len(raw) > _PHASE_MAP_MAX:
-            raise ConfigError(f"--phase-map {path}: larger than {_PHASE_MAP_MAX >> 20} MB")
         data = json.loads(raw.decode("utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"--phase-map {path}: no such file") from None
-    except IsADirectoryError:
-        raise ConfigError(f"--phase-map {path}: is a directory") from None
     except RecursionError:
         raise ConfigError(f"--phase-map {path}: nested too deeply") from None
     except UnicodeDecodeError as e:

@@ -10,6 +10,7 @@ import numpy as np
 from ..version import __version__
 from .. import thresholds as T
 from ..result import SCHEMA_VERSION, Report, from_dict
+from .. import vocab as V
 from ..trace.kinds import SpanKind
 from ..trace.model import Trace
 from . import breakdown as B
@@ -69,7 +70,7 @@ def _limitations(trace: Trace, res: dict) -> list[str]:
     k = s.kind
     out = []
     smp = k == SpanKind.CPU_SAMPLE
-    wid = trace.strings.get("waiting")
+    wid = trace.strings.get(V.CLS_WAITING)
     has_samples = bool((smp & (s.name != wid)).any())     # on-CPU samples (nsys scheduling alone gives only off-CPU time)
     if not has_samples:
         out.append("No CPU sampling in this trace: CPU preprocessing is only visible through annotated ranges "

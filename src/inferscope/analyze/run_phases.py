@@ -40,6 +40,7 @@ import re
 import numpy as np
 
 from .. import thresholds as T
+from .. import vocab as V
 from ..trace.kinds import GPU_WORK_KINDS, SpanKind
 from ..trace.model import Trace, codes_in
 from .children import leading_child_startup, trailing_child_exit
@@ -73,7 +74,7 @@ def imports_end(trace: Trace) -> int | None:
     imp[ok] = is_imp_id[det[ok]]
     if not imp.any():
         return None
-    waiting = trace.strings.get("waiting")
+    waiting = trace.strings.get(V.CLS_WAITING)
     work = ~imp & (s.name[smp] != waiting)
     if not work.any():
         return None
@@ -176,7 +177,7 @@ def run_phases(trace: Trace) -> dict:
         # profiler's own OVERHEAD records aside, and time a thread merely sat off-CPU: sampled or
         # scheduler 'waiting' runs up to the release call are idle, not inference)
         s = trace.spans
-        wid = trace.strings.get("waiting")
+        wid = trace.strings.get(V.CLS_WAITING)
         idle = (s.kind == SpanKind.CPU_SAMPLE) & (s.name == wid) if wid >= 0 else np.zeros(len(s), bool)
         before = (s.start_ns < td) & (s.kind != SpanKind.OVERHEAD) & (s.kind != SpanKind.MARK) & ~idle
         td = int(s.end_ns[before].max()) if before.any() else td

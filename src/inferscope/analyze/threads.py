@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import vocab as V
 from ..trace.kinds import FlowKind, SpanKind, TrackKind
 from ..trace.model import Trace, codes_in
 from .classify import launch_api_mask
@@ -91,7 +92,7 @@ RULE_TEXT = {"scope": "threads holding inferscope.scope() ranges", "gpu_launch":
 
 
 # sampled classes (SpanKind.CPU_SAMPLE names) that are not on a CPU: every other class is the thread's CPU time
-OFF_CPU_CLASSES = ("waiting", "run_queue")
+OFF_CPU_CLASSES = V.OFF_CPU_CLASSES
 
 
 def threads(trace: Trace, window) -> dict:
@@ -106,7 +107,7 @@ def threads(trace: Trace, window) -> dict:
         & (s.kind != SpanKind.OVERHEAD) & (s.kind != SpanKind.MARK)
     idx = np.flatnonzero(host)
     rows = []
-    wid, rqid = trace.strings.get("waiting"), trace.strings.get("run_queue")
+    wid, rqid = (trace.strings.get(n) for n in OFF_CPU_CLASSES)
     sampled = False
     if len(idx):
         order = np.argsort(s.track[idx], kind="stable")

@@ -30,10 +30,10 @@ import os
 import time
 
 from .blocking_label import Labeler
-from .blocking_syscalls import RUNNING, kind_of
+from ..vocab import OFFCPU_CAT, RUNNING, kind_of
 
 MARK = 13   # SpanKind.MARK
-CAT = "inferscope.offcpu"
+CAT = OFFCPU_CAT
 
 # a thread blocked in the very same call (an unchanged syscall line) for BACKOFF_AFTER probes in a row (an idle pool thread on its
 # futex, a poll loop) is probed on every (BACKOFF_SKIP + 1)-th tick only: a probe costs 3-30 us (the

@@ -3,14 +3,15 @@
 The syscall number -> name tables of the architectures read (x86_64, aarch64), the call groups the
 probe and the analysis use (fd-taking calls, path arguments, byte counts; io / lock / sleep / poll),
 the decoding of one syscall line, open-flag names and the cleaning of a path read from /proc.
-Pure functions and constants (no I/O): analyze/blocking.py reads the kinds through blocking.py.
+Pure functions and constants (no I/O).  The kinds of the calls (io / lock / sleep / poll) and the ``running``
+label are vocab.py's: analyze/blocking.py reads them there.
 """
 from __future__ import annotations
 
 import os
 import platform
 
-RUNNING = "running"
+from ..vocab import IO_CALLS, LOCK_CALLS, NET_CALLS, POLL_CALLS, RUNNING, SLEEP_CALLS, kind_of  # noqa: F401  (re-exported)
 
 # syscall number -> name, for the calls a blocked inference thread is seen in (I/O, locks, sleeps,
 # polls, process waits); others read "syscall_<nr>".  From the kernel's unistd tables.
@@ -55,19 +56,7 @@ FD_CALLS = frozenset((
 # calls whose argument i is a path (user pointer): i
 PATH_ARG = {"openat": 1, "open": 0, "newfstatat": 1, "statx": 1, "unlinkat": 1, "stat": 0, "lstat": 0, "unlink": 0,
             "truncate": 0, "mkdir": 0, "access": 0}
-# socket data calls: I/O too (issue 45: a loop of 4 KiB recv() from a slow peer, 59 % of the window, read as 'other'
-# and blocking_io never fired); accept/connect (waiting for a peer, not for data) stay 'other'
-NET_CALLS = frozenset(("recvfrom", "sendto", "recvmsg", "sendmsg", "recvmmsg", "sendmmsg"))
-# what the analysis calls each: disk/file/socket I/O, a lock (futex), a sleep, a poll on fds, anything else
-IO_CALLS = frozenset((
-    "read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2", "pwritev2", "fsync",
-    "fdatasync", "sync_file_range", "syncfs", "sync", "ftruncate", "fallocate", "truncate", "open", "openat", "close",
-    "stat", "lstat", "newfstatat", "statx", "fstat", "getdents", "getdents64", "unlink", "unlinkat", "rename", "mkdir",
-    "access", "readahead", "fadvise64", "copy_file_range", "sendfile", "splice", "msync", "io_getevents", "io_submit",
-    "io_uring_enter", "flock")) | NET_CALLS
-LOCK_CALLS = frozenset(("futex", "futex_waitv", "semop", "semtimedop"))
-SLEEP_CALLS = frozenset(("nanosleep", "clock_nanosleep", "pause", "sched_yield"))
-POLL_CALLS = frozenset(("poll", "ppoll", "select", "pselect6", "epoll_wait", "epoll_pwait", "epoll_pwait2"))
+# what the analysis calls each (io / lock / sleep / poll / other): vocab.IO_CALLS ... and vocab.kind_of
 AT_FDCWD = -100
 
 
@@ -78,19 +67,6 @@ def arch_table(machine: str | None = None) -> dict:
     if m == "arm64":
         m = "aarch64"
     return SYSCALLS.get(m, {})
-
-
-def kind_of(name: str) -> str:
-    """io | lock | sleep | poll | other (syscall name)."""
-    if name in IO_CALLS:
-        return "io"
-    if name in LOCK_CALLS:
-        return "lock"
-    if name in SLEEP_CALLS:
-        return "sleep"
-    if name in POLL_CALLS:
-        return "poll"
-    return "other"
 
 
 # calls whose third argument is a byte count

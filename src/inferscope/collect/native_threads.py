@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import threading
 
+from .. import vocab as V
 from .perfip import COMPUTE, FRAMEWORK, PYTHON, TOKENIZER, PerfIP
 from .rawio import ProcFile, read_small, start_perf_ns
 from .system import _tasks
@@ -30,7 +31,7 @@ NATIVE_PERIOD_NS = 25_000_000   # how often native threads are read (placement e
 NATIVE_CARRY_PERIODS = 4   # a newborn thread's time held back at most this many periods waiting for its role
 _START_RES_NS = 1_000_000_000 // (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)  # /proc starttime
 NATIVE_MAX_THREADS = 32     # native threads followed at most (OpenMP pools of big hosts: enough to explain a wait)
-CLS = {COMPUTE: "cpu_compute", TOKENIZER: "tokenization"}
+CLS = {COMPUTE: V.CLS_CPU_COMPUTE, TOKENIZER: V.CLS_TOKENIZATION}
 ROLE_TEXT = {COMPUTE: "numeric library code", TOKENIZER: "native tokenizer code"}
 
 
@@ -191,9 +192,9 @@ class NativeThreads:
         for n, q, t0, span, label in waits:
             a = t0 + cursor % span
             first = min(q, t - a)
-            self.append((0, CPU_SAMPLE, n.tid, a, a + first, "run_queue", label, "sample"))
+            self.append((0, CPU_SAMPLE, n.tid, a, a + first, V.CLS_RUN_QUEUE, label, "sample"))
             if q > first:
-                self.append((0, CPU_SAMPLE, n.tid, t0, t0 + q - first, "run_queue", label, "sample"))
+                self.append((0, CPU_SAMPLE, n.tid, t0, t0 + q - first, V.CLS_RUN_QUEUE, label, "sample"))
             cursor += q
             self.names[n.tid] = n.name
 

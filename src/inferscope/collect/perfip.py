@@ -7,10 +7,11 @@ kernel takes the samples; the sampler thread drains the ring buffer in batches (
 not every tick: one drain costs ~50 us with cold caches, most of it fixed) and maps every
 instruction pointer to the shared object it falls in (/proc/self/maps, cached); the timestamps
 place each sample between two ticks; a Python thread's samples also carry the top of its user stack, which
-names the caller of a sample in libc (``caller_kind``).  Each mapping has a role (``role_of``): an IP in a numeric
-library (torch and its runtimes, any BLAS/OpenMP, numpy's and scipy's compiled loops, JIT code) means
-the thread computes; in a native tokenizer (HF tokenizers' Rust extension, sentencepiece, tiktoken) it
-tokenizes; inside the interpreter it runs Python.
+names the caller of a sample in libc (``caller_kind``).  Each mapping has a role (``role_of``: vocab.py's library
+table): an IP in a numeric library (torch and its runtimes, any BLAS/OpenMP, numpy's and scipy's compiled loops,
+JIT code) means the thread computes; in a native tokenizer (HF tokenizers' Rust extension, sentencepiece,
+tiktoken) it tokenizes; in a GPU math library's host code (cuBLAS, cuDNN) it is framework overhead; inside the
+interpreter it runs Python.
 Unlike the GIL heuristic this is unbiased: samples fall at uniform intervals of CPU time.
 Unavailable (not Linux x86-64/aarch64, perf disabled, seccomp): ``PerfIP.open`` returns None.
 """
@@ -26,7 +27,9 @@ import random
 import struct
 import time
 
-from .symname import qualified_name
+from ..symname import qualified_name  # noqa: F401  (re-exported: tests, perfsyms' callers)
+from ..vocab import (COMPUTE, FRAMEWORK, OTHER, PYTHON, ROLE_NAMES, RUNTIME, SYMBOL_LIBS, SYSTEM, TOKENIZER,  # noqa: F401
+                     library_role, symbol_role)
 
 _NR = {"x86_64": 298, "aarch64": 241}.get(platform.machine())
 PERF_TYPE_SOFTWARE = 1
@@ -52,76 +55,11 @@ STACK_PAGES = 64
 # sampled by IP and time only (the main thread's ring is opened first).
 STACK_MAX_RINGS = 8
 MAPS_RELOAD_MIN_S = 0.02          # re-read /proc/self/maps on an unknown IP at most every 20 ms
-# Roles of the code an instruction pointer falls in (one table, the only place they are decided):
-COMPUTE, PYTHON, OTHER, TOKENIZER, FRAMEWORK = 1, 2, 3, 4, 5
+# Roles of the code an instruction pointer falls in: vocab.py's library table (the one the nsys importer uses too)
+# and torch's symbol rule (``symbol_role``).  role_of folds the roles this sampler does not use into OTHER: SYSTEM
+# (libc, the loader) and RUNTIME (the CUDA driver and runtime: a leaf IP there is its caller's launch) - an OTHER
+# sample takes the role of the native code before it or of its caller on the stack (``caller_kind``).
 NATIVE_TORCH = COMPUTE          # the role's former name (torch was the only compute library known)
-ROLE_NAMES = {COMPUTE: "compute", PYTHON: "python", OTHER: "other", TOKENIZER: "tokenizer", FRAMEWORK: "framework"}
-# COMPUTE: numeric kernels - torch and its runtimes, BLAS/LAPACK/FFT/OpenMP of any vendor (numpy's
-#   and scipy's bundled OpenBLAS and Fortran runtime live in numpy.libs/ scipy.libs), oneDNN/MKL,
-#   XNNPACK/FBGEMM, sleef, ONNX Runtime, and numpy's/scipy's own compiled loops: a large numpy
-#   elementwise op or matmul is compute work; a Python loop of tiny numpy calls spends most of its
-#   samples in the interpreter (PYTHON), so it still reads as the calling Python's class.
-# TOKENIZER: tokenizers implemented natively (HF tokenizers' Rust extension, sentencepiece, tiktoken).
-# PYTHON: the interpreter itself.  OTHER: libc, the dynamic loader, other extensions.
-# Rules are checked in order on the mapped file's basename (prefix) or full path (substring).
-COMPUTE_PREFIXES = ("libtorch", "libc10", "libgomp", "libiomp", "libomp", "libmkl", "libdnnl", "libmkldnn",
-                    "libopenblas", "libscipy_openblas", "libsleef", "libblas", "libcblas", "liblapack", "libflexiblas",
-                    "libblis", "libcublas", "libcudnn", "libnvrtc", "libshm", "libxnnpack", "libfbgemm",
-                    "libonnxruntime", "libgfortran", "libquadmath", "libfftw", "_multiarray_umath",
-                    "_umath_linalg", "_pocketfft")
-COMPUTE_DIRS = ("/numpy.libs/", "/scipy.libs/", "/numpy/", "/scipy/", "/torch/lib/", "/onnxruntime/capi/")
-TOKENIZER_DIRS = ("/tokenizers/", "/sentencepiece/", "/tiktoken/", "/tokenmonster/")
-TOKENIZER_PREFIXES = ("tokenizers.", "_sentencepiece", "_tiktoken", "libsentencepiece", "libtokenizers")
-PY_PREFIXES = ("libpython", "python")
-# FRAMEWORK: torch's own plumbing around the math - the dispatcher, op wrappers, TensorIterator set-up, autograd,
-#   the allocator, refcounting, Python argument parsing.  Told by the function, not the library: samples in
-#   SYMBOL_LIBS are resolved to their symbol at each drain (perfsyms.py, elfsyms.py) and ``symbol_role`` decides.
-#   A loop of 80k tiny ops on 8x8 tensors read 74 % cpu_compute by library, ~all of it dispatch overhead.
-#   A stripped library (no .symtab nor .dynsym function) keeps the library rule: all of it COMPUTE.
-SYMBOL_LIBS = ("libtorch_cpu", "libtorch_python", "libtorch.", "libc10.", "libc10_")
-# Rules on the function's qualified name without its template arguments and parameters (``qualified_name``: read
-# from the Itanium-mangled symbol, no demangler - a parameter of type TensorIteratorBase& must not make add_kernel
-# plumbing; a lambda is named by the function it is in: add_kernel(...)::{lambda} -> at::native::(anon)::add_kernel).
-# In order, first match wins:
-# 1. FRAMEWORK_PARTS - plumbing wherever it lives: the dispatcher and boxing (c10::impl::, KernelFunction,
-#    OperatorEntry), DispatchStub, TensorIterator(Base/Config) set-up, structured kernels' set_output_*, the meta
-#    functions (at::meta::), resize/empty helpers, autograd, RecordFunction;
-# 2. COMPUTE_PARTS - the math: any name part with "kernel" (the per-CPU-capability kernels: add_kernel,
-#    softmax_lastdim_kernel_impl, cpu_kernel_vec), the inner loops TensorIterator calls (vectorized_loop,
-#    basic_loop, VectorizedLoop2d), at::vec:: and at::native::cpublas::, BLAS/GEMM, mkldnn/oneDNN, MKL, sleef,
-#    FBGEMM, QNNPACK/XNNPACK, the parallel regions' outlined bodies (._omp_fn), im2col, the CPU RNG (normal_);
-# 3. at::native:: otherwise COMPUTE: op implementations there run their own loops (index_select_out_cpu_dim1_,
-#    structured_cat_out_cpu::impl: 85-98 % of a large op's samples), so an unlisted one is not overhead;
-# 4. torch's other C++ namespaces -> FRAMEWORK (FRAMEWORK_NAMESPACES: c10:: - the allocator alloc_cpu, TensorImpl,
-#    intrusive_ptr refcounting, DispatchKeySet, TLS -, the rest of at:: - at::_ops:: op entry points, the
-#    at::(anon)::wrapper_CPU_* registrations, at::detail::empty_cpu, TensorBase -, torch:: - autograd, the Python
-#    binding's PythonArgs / FunctionSignature::parse -, pybind11 (the GIL), caffe2::TypeMeta, THP* C functions);
-# 5. anything else keeps the library's role (COMPUTE): C symbols (mkl_*, cblas_*, Sleef_*, xnn_*, dnnl_*), names
-#    this reader cannot parse; an unknown function is not evidence of overhead.
-# Measured (bench/README.md: perf at 0.25 ms on one thread): an 8x8 add/mul/relu loop 49 % FRAMEWORK (0 % by
-# library); GEMM, conv, softmax, layer_norm, index_select, cat, sort, sum, large elementwise >= 95 % COMPUTE.
-FRAMEWORK_PARTS = ("c10::impl::", "KernelFunction", "BoxedKernel", "OperatorEntry", "OperatorHandle", "Dispatcher",
-                   "DispatchStub", "TensorIterator", "set_output", "at::meta::", "resize_", "empty_", "autograd",
-                   "RecordFunction")
-COMPUTE_PARTS = ("kernel", "vectorized_loop", "basic_loop", "VectorizedLoop", "loop2d", "at::vec::", "cpublas",
-                 "gemm", "gemv", "blas", "mkldnn", "dnnl", "mkl_", "sleef", "Sleef", "fbgemm", "qnnp", "xnn",
-                 "_omp_fn", "im2col", "col2im", "CPUGeneratorImpl::random", "mt19937", "philox")
-# ... and a function templated on a kernel's loop (c10::function_ref::callback_fn<VectorizedLoop2d<add_kernel..>>,
-# TensorIteratorBase::loop_2d_from_1d<sort_kernel..>: the loop body TensorIterator calls) by its template arguments:
-LOOP_TARGS = ("kernel", "VectorizedLoop", "vectorized_loop", "basic_loop", "loop2d", "loop_2d")
-FRAMEWORK_NAMESPACES = ("c10::", "at::", "torch::", "pybind11::", "caffe2::", "THP")
-
-
-def symbol_role(name: str, lib_role: int = COMPUTE) -> int:
-    """Role of a function of a SYMBOL_LIBS library from its (mangled) symbol name (the rules above)."""
-    q, targs = qualified_name(name)
-    if any(p in q for p in FRAMEWORK_PARTS):
-        return FRAMEWORK
-    if any(p in q for p in COMPUTE_PARTS) or q.startswith("at::native::") or any(p in targs for p in LOOP_TARGS):
-        return COMPUTE
-    if q.startswith(FRAMEWORK_NAMESPACES):
-        return FRAMEWORK
-    return lib_role
 
 
 def role_of(path: str) -> int:
@@ -129,17 +67,8 @@ def role_of(path: str) -> int:
     oneDNN/xbyak or torch's fusers, COMPUTE)."""
     if not path:
         return COMPUTE
-    base = os.path.basename(path)
-    shared = base.endswith(".so") or ".so." in base
-    if base.startswith(TOKENIZER_PREFIXES) or (shared and any(d in path for d in TOKENIZER_DIRS)):
-        return TOKENIZER
-    if base.startswith(COMPUTE_PREFIXES):
-        return COMPUTE
-    if shared and any(d in path for d in COMPUTE_DIRS):
-        return COMPUTE
-    if base.startswith(PY_PREFIXES):
-        return PYTHON
-    return OTHER
+    r = library_role(path)
+    return OTHER if r in (SYSTEM, RUNTIME) else r
 
 
 class _Attr(ctypes.Structure):

@@ -9,7 +9,8 @@ Classification reuses the live sampler's rules, not a copy of them:
                   classified by :func:`perfip.role_of` - the table the perf IP samples use.  Walking
                   from the innermost frame outwards up to the first Python frame, the first native
                   frame in a numeric library decides ``cpu_compute``, in a native tokenizer
-                  ``tokenization``; libc/loader/CPython frames are helpers and do not decide (a
+                  ``tokenization``, in a GPU math library's host code (cuBLAS, cuDNN) ``framework``;
+                  libc/loader/CUDA-runtime/CPython frames are helpers and do not decide (a
                   tokenizer's malloc is tokenization, as in the sampler's perf split).
   Python frames   ``classify._file_domain`` (site-packages / stdlib / InferScope / user files) plus
                   ``classes.name_domain`` on the function name, walked as the sampler walks a
@@ -33,21 +34,22 @@ import os
 import re
 import shutil
 
+from .. import vocab as V
 from ..classes import DOMAIN_NAMES, FW, NEUTRAL, PRE, TOK, USER, name_domain
 from . import classify as C
-from .perfip import COMPUTE, TOKENIZER, role_of
+from .perfip import COMPUTE, FRAMEWORK, TOKENIZER, role_of
 
-CLS_COMPUTE = "cpu_compute"
-CLS_WAITING = "waiting"
+CLS_COMPUTE = V.CLS_CPU_COMPUTE
+CLS_WAITING = V.CLS_WAITING
 # sampler class -> breakdown label (analyze/breakdown.py SOURCE_CATEGORY, CPU-only run)
 CLASS_LABEL = {
-    "tokenization": "cpu_preprocessing/tokenization",
-    "preprocessing": "cpu_preprocessing/preprocessing",
-    "user_code": "cpu_preprocessing/user_code",
-    "framework": "framework_overhead/framework_python",
-    "cpu_compute": "cpu_compute",
-    "waiting": "waiting/off_cpu",
-    "run_queue": "waiting/run_queue",
+    V.CLS_TOKENIZATION: "cpu_preprocessing/tokenization",
+    V.CLS_PREPROCESSING: "cpu_preprocessing/preprocessing",
+    V.CLS_USER_CODE: "cpu_preprocessing/user_code",
+    V.CLS_FRAMEWORK: "framework_overhead/framework_python",
+    V.CLS_CPU_COMPUTE: "cpu_compute",
+    V.CLS_WAITING: "waiting/off_cpu",
+    V.CLS_RUN_QUEUE: "waiting/run_queue",
 }
 
 _FRAME_RE = re.compile(r"^(?P<name>.*) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
@@ -79,7 +81,7 @@ def classify_stack(frames) -> str:
         if _is_native(filename, line):
             if not seen_python and not native_role and filename:   # (no file: nothing to go by)
                 r = role_of(filename)
-                if r in (COMPUTE, TOKENIZER):
+                if r in (COMPUTE, TOKENIZER, FRAMEWORK):
                     native_role = r
             continue
         seen_python = True
@@ -98,9 +100,11 @@ def classify_stack(frames) -> str:
                 dom = d
                 break
     if native_role == TOKENIZER:
-        return "tokenization"
+        return V.CLS_TOKENIZATION
     if native_role == COMPUTE:
         return CLS_COMPUTE
+    if native_role == FRAMEWORK:                # a GPU math library's host code (cuBLAS, cuDNN): set-up, launches
+        return V.CLS_FRAMEWORK
     return DOMAIN_NAMES[dom or USER]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from .. import thresholds as T
+from .. import vocab as V
 from . import classify as C
 
 CPU_SAMPLE = 11   # SpanKind.CPU_SAMPLE
@@ -65,22 +66,22 @@ GIL_BUDGET = 0.015   # (each Sampler's gil_budget starts at this; the tick loop 
 # ~470 samples, ~0.5 s).
 RESOLVE_NS = 100_000_000
 SPLIT_MIN_FRACTION = T.SPLIT_MIN_FRACTION   # (thresholds.py, "live sampler's rules")
-CLS_WAITING = "waiting"
+CLS_WAITING = V.CLS_WAITING
 # Runnable but not running (schedstat run-queue delay): the thread waits for a CPU, not for I/O or a
 # lock.  Its own class (a part of the breakdown's waiting), placed right before the interval's on-CPU
 # part (a thread waits for a CPU after it wakes up); below SPLIT_MIN_FRACTION of the interval it stays
 # in the on-CPU part.  Without it, CPU starvation read as the program's own work: a disk-I/O loop
 # beside other jobs read 31-56 % cpu_compute (its post-I/O run-queue time) for 10 % true CPU.
-CLS_RUNQ = "run_queue"
-CLS_COMPUTE = "cpu_compute"
+CLS_RUNQ = V.CLS_RUN_QUEUE
+CLS_COMPUTE = V.CLS_CPU_COMPUTE
 # Page-fault kernel time of native code (rules_perf.fault_kernel_part): the kernel's memory work for numpy/torch
 # touching fresh pages, a part of the breakdown's cpu_compute of its own (issue 45: it read as plain compute).  A
 # thread's class after such a part is still compute: KEEP continues CLS_COMPUTE (rules.keep_current).
-CLS_FAULTS = "page_faults"
-CLS_FRAMEWORK = "framework"
-CLS_TOKENIZATION = "tokenization"
+CLS_FAULTS = V.CLS_PAGE_FAULTS
+CLS_FRAMEWORK = V.CLS_FRAMEWORK
+CLS_TOKENIZATION = V.CLS_TOKENIZATION
 # the classes a tick's Python frame gives (classify.DOMAIN_NAMES' values)
-PY_CLASSES = frozenset(C.DOMAIN_NAMES.values())
+PY_CLASSES = frozenset(V.PYTHON_CLASSES)
 KEEP = "keep"   # pending-tick marker: the tick continues the thread's current class
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..errors import InferScopeError
 from ..headline import LLM_COLUMNS, num
+from ..result.base import CATEGORIES  # the breakdown's, in its order
 from ..util.atomic import atomic_open, atomic_write_text
 
 
@@ -21,9 +22,6 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
 
 # a finding's predicted saving (analyze/whatif.py), one column each in findings.jsonl / findings.parquet
 SAVING_FIELDS = ("expected_saving_ms", "expected_saving_pct", "saving_low_ms", "saving_high_ms", "saving_model")
-
-CATEGORIES = ("gpu_compute", "gpu_communication", "h2d_copy", "d2h_copy", "other_copy", "sync_wait",
-              "cpu_preprocessing", "framework_overhead", "cpu_compute", "waiting", "other")
 
 
 def flat_summary(rows: list[dict]) -> list[dict]:

@@ -28,12 +28,11 @@ from .. import thresholds as T
 from ..report.csv_tables import _cell
 from ..report.markdown import plain
 from ..report.sweep_html import build as build_html
+from ..result.base import CATEGORIES  # the breakdown's, in its order
 from ..util.atomic import atomic_write_text
 
 SCHEMA = "inferscope.scaling_summary/1"
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-CATEGORIES = ("gpu_compute", "gpu_communication", "h2d_copy", "d2h_copy", "other_copy", "sync_wait",
-              "cpu_preprocessing", "framework_overhead", "cpu_compute", "waiting", "other")
 
 
 def parse_params(specs: list[str]) -> list[tuple[str, list[str]]]:

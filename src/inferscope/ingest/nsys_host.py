@@ -5,10 +5,13 @@ as counter tracks.  Every table is optional: absent tables are listed in ``meta[
 Rules (exact):
 - **class of a sample**: walk its call chain from the leaf (stackDepth 0) outwards; the first frame
   whose module is not *transparent* (kernel, libc/libpthread/ld.so/vdso, libstdc++/libgcc/libm,
-  unresolved) decides: CUDA driver/runtime/CUPTI/NVIDIA libraries and the profiler's injection
-  libraries -> ``framework``; torch/oneDNN/BLAS/OpenMP libraries -> ``framework`` when the export has
-  GPU activity tables, else ``cpu_compute``; the Python interpreter -> ``framework`` (nsys does not
-  see Python frames); the program's own executable or any other library -> ``user_code``; a chain
+  unresolved) decides, by vocab.library_role (the table the live perf samples use): CUDA
+  driver/runtime/CUPTI/NCCL/NVIDIA libraries, the profiler's injection libraries and the host side of the GPU
+  math libraries (cuBLAS, cuDNN, NVRTC, TensorRT: set-up and launches, never CPU math) -> ``framework``;
+  torch/oneDNN/BLAS/OpenMP libraries and numpy's/scipy's compiled loops -> ``framework`` when the export has
+  GPU activity tables, else ``cpu_compute``; native tokenizers (HF tokenizers, sentencepiece, tiktoken) ->
+  ``tokenization``; the Python interpreter -> ``framework`` (nsys does not see Python frames); the program's
+  own executable or any other library -> ``user_code``; a chain
   of transparent frames only -> ``framework`` (system code on the program's behalf).  A sample whose
   threadState is not Running -> ``waiting``.  A sample without a call chain takes its thread's
   previous class.  ``detail``: the deciding frame's ``symbol (module)``.  Samples with a call chain and those
@@ -36,6 +39,7 @@ import sqlite3
 
 import numpy as np
 
+from .. import vocab as V
 from ..trace.kinds import SpanKind
 
 COMPOSITE = "COMPOSITE_EVENTS"
@@ -45,29 +49,22 @@ GPU_METRICS = "GPU_METRICS"
 HOST_TABLES = (COMPOSITE, CALLCHAINS, SCHED, GPU_METRICS)
 
 TOOL_THREAD_RE = re.compile(r"^\[NSys|^CUPTI worker thread|CommsProcesso")
-_TRANSPARENT = re.compile(r"^\[(kernel\.kallsyms|vdso|vsyscall|unknown|broken backtraces)\]$|(?-i:/?(libc|libpthread|ld-linux[^/]*|ld|libdl|librt|libm|"
-                          r"libstdc\+\+|libgcc_s|libresolv)[.-][^/]*$)|^$", re.I)
-_NVIDIA = re.compile(r"libcuda|libcudart|libcupti|libnv|libcublas|libcudnn|libnccl|libcufft|libcurand|libcusparse|"
-                     r"libToolsInjection|nsight-systems|/wsl/drivers/|libnvidia|libtensorrt|libnvinfer", re.I)
-_TORCH = re.compile(r"libtorch|libc10|libdnnl|libmkl|libopenblas|libgomp|libiomp|libtbb|libshm", re.I)
-_PYTHON = re.compile(r"libpython|/python3?(\.\d+)?$", re.I)
-
-# class codes
-USER, FRAMEWORK, CPU_COMPUTE, WAITING = 0, 1, 2, 3
-CLASS_NAMES = ("user_code", "framework", "cpu_compute", "waiting")
+# class codes (indices into CLASS_NAMES)
+USER, FRAMEWORK, CPU_COMPUTE, WAITING, TOKENIZATION = 0, 1, 2, 3, 4
+CLASS_NAMES = (V.CLS_USER_CODE, V.CLS_FRAMEWORK, V.CLS_CPU_COMPUTE, V.CLS_WAITING, V.CLS_TOKENIZATION)
+# library role (vocab.library_role, the table the live perf samples use) -> class code; SYSTEM: transparent (-1)
+_ROLE_CLASS = {V.TOKENIZER: TOKENIZATION, V.FRAMEWORK: FRAMEWORK, V.RUNTIME: FRAMEWORK, V.PYTHON: FRAMEWORK,
+               V.OTHER: USER, V.SYSTEM: -1}
 
 
 def module_class(module: str, has_gpu: bool) -> int:
-    """Class code of a frame's module, or -1 when the module is transparent."""
-    if _TRANSPARENT.search(module or ""):
+    """Class code of a frame's module, or -1 when the module is transparent (system code, unresolved)."""
+    if not module:
         return -1
-    if _NVIDIA.search(module):
-        return FRAMEWORK
-    if _TORCH.search(module):
+    r = V.library_role(module)
+    if r == V.COMPUTE:
         return FRAMEWORK if has_gpu else CPU_COMPUTE
-    if _PYTHON.search(module):
-        return FRAMEWORK
-    return USER
+    return _ROLE_CLASS[r]
 
 
 def _strings(con, ids) -> dict[int, str]:
@@ -126,7 +123,7 @@ def sample_classes(con, schema, has_gpu: bool, counts: dict | None = None):
             for r in rows.tolist():
                 detail_of[int(ch[r, 0])] = f"{s.get(int(ch[r, 2]), '?')} ({os.path.basename(s.get(int(ch[r, 1]), '?'))})"
             has_chain = set(np.unique(ch[:, 0]).tolist())
-            pymod = np.array([bool(_PYTHON.search(s.get(int(m), ""))) for m in mods.tolist()], dtype=bool)
+            pymod = np.array([V.library_role(s.get(int(m), "")) == V.PYTHON for m in mods.tolist()], dtype=bool)
             if counts is not None:
                 py_ids = np.unique(ch[pymod[inv], 0])
                 counts["chained_samples"] = int(np.isin(ev[:, 0], ch[:, 0]).sum())
@@ -241,7 +238,7 @@ def cpu_sample_part(con, schema, has_gpu: bool, intern, active_threads: set | No
                 start = np.maximum(prev, sts - 2 * gap) if gap else sts
                 add(start, sts, g, scl, sdet)
     if sched:
-        wid = CLASS_NAMES.index("waiting")
+        wid = WAITING
         for g, (_, _, off_s, off_e, why) in sched.items():
             if g in tools or not (g in sampled or g in (active_threads or ())):
                 continue

@@ -1,7 +1,7 @@
-"""The qualified name of a C++ function from its Itanium-mangled symbol, without a demangler (perfip.symbol_role's
+"""The qualified name of a C++ function from its Itanium-mangled symbol, without a demangler (vocab.symbol_role's
 input): 'ns::cls::func' with parameters, template arguments and a lambda's own name dropped - a parameter of type
 TensorIteratorBase& must not make add_kernel plumbing, and a lambda is named by the function it is in.  Pure Python,
-no imports: the live sampler's perfip imports it.
+no imports: vocab.symbol_role (which the live sampler's perfip uses) imports it.
 """
 from __future__ import annotations
 
