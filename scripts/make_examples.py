@@ -64,45 +64,44 @@ def sha256(path: Path) -> str:
 
 
 def analyse(path: Path):
-    """(result, trace) with the example options; report-generation timings removed (not reproducible)."""
+    """(report, trace) with the example options; report-generation timings zeroed (not reproducible: ``render``
+    leaves them out of the pages)."""
+    import msgspec
     from inferscope.analyze.options import AnalyzeOptions
-    from inferscope.analyze.pipeline import analyze
+    from inferscope.analyze.pipeline import analyze_report
     from inferscope.ingest import load_trace
     trace = load_trace(str(path))
-    result = analyze(trace, AnalyzeOptions(top_n=TOP_N))
-    about = result.get("about")
-    if isinstance(about, dict):
-        for k in [k for k in about if k.endswith("_ms")]:
-            del about[k]
-    return result, trace
+    report = analyze_report(trace, AnalyzeOptions(top_n=TOP_N))
+    report = msgspec.structs.replace(report, about=msgspec.structs.replace(report.about, analysis_ms=0.0, load_ms=None))
+    return report, trace
 
 
-def summary(result: dict) -> dict:
-    """What the currency test compares: the verdict and the breakdown."""
-    v = result.get("verdict") or {}
+def summary(report) -> dict:
+    """What the currency test compares: the verdict and the breakdown (of the typed Report)."""
     return {
-        "verdict": v.get("id"),
-        "confidence": round(float(v.get("confidence") or 0.0), 2),
-        "e2e_ms": round(float(result.get("e2e_ms") or 0.0), 3),
-        "breakdown": [{"category": c["category"], "ms": round(float(c["ms"]), 3), "pct": round(float(c["pct"]), 2)}
-                      for c in result.get("breakdown", [])],
+        "verdict": report.verdict.id,
+        "confidence": round(float(report.verdict.confidence), 2),
+        "e2e_ms": round(float(report.e2e_ms), 3),
+        "breakdown": [{"category": c.category, "ms": round(float(c.ms), 3), "pct": round(float(c.pct), 2)}
+                      for c in report.breakdown],
     }
 
 
-def render(result: dict, trace, name: str, outdir: Path) -> None:
-    """<name>.md and <name>.html of ``result``, report.json's dict without its timings (the typed Report the
-    renderers take requires them): built from the dict as ``markdown.render`` and ``html.render`` build them from
-    ``Report.to_dict()``, the strip computed from the trace by analyze/views.py as the commands do."""
+def render(report, trace, name: str, outdir: Path) -> None:
+    """<name>.md and <name>.html of the typed ``report`` (its timings zeroed by ``analyse``) as ``markdown.render``
+    and ``html.render`` write them, the strip computed from the trace by analyze/views.py as the commands do; the
+    zeroed analysis time is left out of both pages."""
     from inferscope.analyze.views import views_for
     from inferscope.report.html import build_html
     from inferscope.report.markdown import render_markdown
     from inferscope.util.atomic import atomic_write_text
     outdir.mkdir(parents=True, exist_ok=True)
-    w = result["window"]
-    # the markdown renderer prints a 0.0 ms placeholder for the removed timings
-    md = re.sub(r"; report generation: analysis 0\.0 ms", "", render_markdown(result))
+    w = report.window
+    md = re.sub(r"; report generation: analysis 0\.0 ms", "", render_markdown(report))
+    page = build_html(report, views_for(trace, w.start_ns, w.end_ns, ("html",))).replace(
+        "<tr><td>analysis_ms</td><td>0</td></tr>", "")
     atomic_write_text(outdir / f"{name}.md", md)
-    atomic_write_text(outdir / f"{name}.html", build_html(result, views_for(trace, w["start_ns"], w["end_ns"], ("html",))))
+    atomic_write_text(outdir / f"{name}.html", page)
 
 
 def index(entries: dict) -> str:
@@ -154,9 +153,10 @@ def main(argv=None) -> int:
             if ex["name"] in old:
                 entries[ex["name"]] = old[ex["name"]]
             continue
-        result, trace = analyse(path)
-        render(result, trace, ex["name"], out)
-        entries[ex["name"]] = {"trace": ex["trace"], "where": ex["where"], "sha256": sha256(path), **summary(result)}
+        report, trace = analyse(path)
+        render(report, trace, ex["name"], out)
+        entries[ex["name"]] = {"trace": ex["trace"], "where": ex["where"], "sha256": sha256(path),
+                               **summary(report)}
         print(f"{ex['name']}: {entries[ex['name']]['verdict']} -> {out / ex['name']}.md, .html")
     (out / "summary.json").write_text(json.dumps({"top_n": TOP_N, "examples": entries}, indent=1) + "\n",
                                       encoding="utf-8")

@@ -14,6 +14,7 @@ from inferscope.analyze import advice
 from inferscope.analyze.pipeline import analyze
 from inferscope.ingest import load_trace
 from inferscope.report.markdown import headline
+from inferscope.result import from_dict
 
 PYTHON_WORDS = re.compile(r"Python|numpy|torch|\.item\(\)|pin_memory|non_blocking=|DataLoader|tokeniz", re.I)
 
@@ -56,7 +57,7 @@ def test_cuda_c_program_gets_native_advice():
     top = res["culprits"]["functions"]
     culprit = next(r for r in top if r["class"] == "user_code")
     assert culprit["function"] in uc["suggestion"] and "perf record" in uc["suggestion"]
-    assert "framework Python" not in headline(res) and "framework (Python" not in headline(res)
+    assert "framework Python" not in headline(from_dict(res)) and "framework (Python" not in headline(from_dict(res))
 
 
 @pytest.mark.shared

@@ -9,6 +9,7 @@ import pytest
 
 from inferscope.collect import blocking as B
 from inferscope.collect import blocking_syscalls as SC
+from inferscope.result import from_dict
 
 linux = pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs Linux /proc")
 
@@ -217,12 +218,13 @@ def test_findings_render_escaped():
     from inferscope.analyze.pipeline import analyze
     res = analyze(trace, AnalyzeOptions())
     assert finding(res, "blocking_io") is not None
-    md = render_markdown(res)
+    md = render_markdown(from_dict(res))
     from helpers import md_markup, md_render
     assert "blocking_io" in md and md_markup(md) == [] and "&lt;script&gt;alert(1)" in md_render(md)
     assert "&lt;" not in md    # Markdown escapes, not HTML entities
     from helpers import as_report
-    html = build_html(res, as_report(res, trace, ["html"]).views)
+    rep = as_report(res, trace, ["html"])
+    html = build_html(rep, rep.views)
     assert "blocking_io" in html and "<script>alert" not in html and "<img" not in html
 
 

@@ -15,6 +15,7 @@ from helpers import load_gz_iscope
 from inferscope.analyze.pipeline import analyze
 from inferscope.ingest import load_trace
 from inferscope.report.markdown import headline
+from inferscope.result import from_dict
 
 INPUTS = kineto_traces() + nsys_traces() + sorted((REPO / "examples" / "reports").glob("*.iscope")) \
     + sorted((REPO / "tests" / "data" / "live_gpu").glob("*.iscope*"))
@@ -38,7 +39,7 @@ def _close(shown: str, truth: float, what: str):
 @pytest.mark.parametrize("path", [pytest.param(p, id=p.name.split(".")[0]) for p in INPUTS])
 def test_headline_figures_match_tables(path: Path, tmp_path):
     res = analyze(load_gz_iscope(path, tmp_path) if path.name.endswith(".iscope.gz") else load_trace(path))
-    text = headline(res)
+    text = headline(from_dict(res))
     checked = 0
     # end-to-end latency = the window = the sum of the breakdown rows
     m = re.search(r"End-to-end latency: " + NUM + " ms", text)
@@ -102,6 +103,6 @@ def test_planted_run_queue_thread_in_headline():
                  "waiting_ms": 29990.0, "on_cpu_ms": 10.0, "run_queue_ms": 0.0})
     rows.append({"thread": "worker (3)", "pid": 1, "tid": 3, "critical": False, "recorded_ms": 28662.6,
                  "waiting_ms": 0.0, "on_cpu_ms": 7788.0, "run_queue_ms": 20874.6})
-    text = headline(res)
+    text = headline(from_dict(res))
     assert ("busiest: worker (3), 28,662.6 ms recorded: 7,788.0 ms on CPU, 20,874.6 ms in the run queue, "
             "0.0 ms off-CPU") in text, text

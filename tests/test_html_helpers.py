@@ -1,5 +1,5 @@
-"""Shared builders for the HTML / export tests: a small synthetic trace and a result dict
-shaped per ARCHITECTURE.md.  (No tests here; imported by test_html_*.py / test_export*.py.)"""
+"""Shared builders for the HTML / export tests: a small synthetic trace and its typed Report with planted
+content.  (No tests here; imported by test_html_*.py / test_export*.py.)"""
 from __future__ import annotations
 
 import numpy as np
@@ -83,67 +83,55 @@ def make_trace(names: dict | None = None, pid: int = 4242):
     return b.finalize()
 
 
-def make_result(trace=None, text: str | None = None) -> dict:
-    """A result dict shaped per ARCHITECTURE.md ("report.json schema")."""
+def make_result(trace, text: str | None = None):
+    """The typed Report of ``trace`` (``make_trace``: its analysis) with planted, known content: the verdict, two
+    findings, warnings, limitations, three tables, two idle gaps, the source, device and window names - each
+    string ``text`` when given (a hostile name), so that a test knows what the page must show."""
+    import msgspec
+    from inferscope.analyze.pipeline import analyze_report
+    from inferscope.result import Device, DeviceGap, Finding, Part, Table, Verdict
     t = text
-    start, end = (BASE, BASE + 30 * MS) if trace is None else trace.bounds_ns()
-    e2e = (end - start) / 1e6
-    return {
-        "schema_version": 1,
-        "tool": {"name": "inferscope", "version": "0.1.0"},
-        "source": {"format": "kineto", "file": t or "synthetic.json.gz", "devices": [{"id": 0, "name": t or "NVIDIA H100"}],
-                   "events": 0 if trace is None else trace.n_events, "tool_versions": {"torch": "2.6.0"}},
-        "window": {"start_ns": start, "end_ns": end, "label": t or "whole trace", "kind": "trace"},
-        "e2e_ms": e2e,
-        "breakdown": [
-            {"category": "gpu_compute", "ms": e2e * 0.5, "pct": 50.0, "parts": [{"name": t or "sm80_xmma_gemm", "ms": e2e * 0.5, "pct": 50.0}]},
-            {"category": "h2d_copy", "ms": e2e * 0.04, "pct": 4.0, "parts": []},
-            {"category": "sync_wait", "ms": e2e * 0.08, "pct": 8.0, "parts": []},
-            {"category": "cpu_preprocessing", "ms": e2e * 0.1, "pct": 10.0, "parts": [{"name": "tokenization", "ms": e2e * 0.1, "pct": 10.0}]},
-            {"category": "framework_overhead", "ms": e2e * 0.18, "pct": 18.0, "parts": []},
-            {"category": "other", "ms": e2e * 0.1, "pct": 10.0, "parts": []},
-        ],
-        "gpu": {"busy_ms": e2e * 0.55, "idle_ms": e2e * 0.45, "idle_pct": 45.0, "active_span_ms": e2e, "idle_pct_active_span": 45.0,
-                "kernel_ms": e2e * 0.5, "copy_ms": 1.2, "memset_ms": 0.06, "streams": 2, "devices": [0]},
-        "idle_gaps": {"count": 3, "largest": [
-            {"start_ns": start + 6_520_000, "end_ns": start + 11_150_000, "ms": 4.63, "label": t or "after cudaStreamSynchronize"},
-            {"start_ns": start + 16_520_000, "end_ns": start + 21_150_000, "ms": 4.63}]},
-        "findings": [
-            {"id": "cpu_preprocessing", "severity": "high", "title": t or "Tokenization dominates CPU time",
-             "evidence": {"tokenization_ms": 2.7, (t or "name"): t or "x"}, "evidence_text": [t or "2.7 ms of 30 ms in tokenization"],
-             "suggestion": t or "Move tokenization off the critical path"},
-            {"id": "pageable_h2d", "severity": "medium", "title": "H2D copies from pageable memory",
-             "evidence": {"bytes": 201326592}, "evidence_text": ["3 copies"], "suggestion": "pin_memory=True"},
-        ],
-        "verdict": {"id": "gpu_bound", "title": t or "GPU-bound", "confidence": 0.72, "confidence_basis": "breakdown shares",
-                    "evidence": [t or "GPU compute is 50% of e2e"]},
-        "warnings": [t or "2 events had negative duration"],
-        "limitations": ["single process only"],
-        "tables": {
-            "kernels": {"columns": ["name", "count", "total_ms", "pct"], "rows": [[t or "sm80_xmma_gemm_bf16", 15, 11.25, 37.5],
-                                                                                   ["Memset (Device)", 3, 0.06, 0.2]]},
-            "copies": {"columns": ["kind", "count", "bytes", "ms"], "rows": [["H2D pageable", 3, 201326592, 1.2]]},
-            (t or "syncs"): {"columns": [t or "call", "count", "ms"], "rows": [[t or "cudaStreamSynchronize", 3, 2.4]]},
-        },
-        "about": {"analysis_ms": 12.5, "events": 0 if trace is None else trace.n_events},
+    rep = msgspec.structs.replace
+    r = analyze_report(trace)
+    start = r.window.start_ns
+    bd = list(r.breakdown)
+    if t is not None:
+        bd[0] = rep(bd[0], parts=bd[0].parts + [Part(name=t, label=t, ns=1000, ms=0.001, pct=0.0)])
+    gaps = None
+    if r.idle_gaps is not None:
+        gaps = rep(r.idle_gaps, largest=[
+            DeviceGap(start_ns=start + 6_520_000, end_ns=start + 11_150_000, ms=4.63, offset_ms=6.52,
+                      host=t or "cudaStreamSynchronize", host_kind="sync", host_overlap_pct=100.0),
+            DeviceGap(start_ns=start + 16_520_000, end_ns=start + 21_150_000, ms=4.63, offset_ms=16.52,
+                      host="", host_kind=None, host_overlap_pct=0.0)])
+    findings = [
+        Finding(id="cpu_preprocessing", severity="high", title=t or "Tokenization dominates CPU time",
+                evidence={"tokenization_ms": 2.7, (t or "name"): t or "x"}, evidence_source={}, evidence_derived={},
+                evidence_text=[t or "2.7 ms of 30 ms in tokenization"], suggestion=t or "Move tokenization off the critical path"),
+        Finding(id="pageable_h2d", severity="medium", title="H2D copies from pageable memory", evidence={"bytes": 201326592},
+                evidence_source={}, evidence_derived={}, evidence_text=["3 copies"], suggestion="pin_memory=True"),
+    ]
+    tables = {
+        "kernels": Table(columns=["name", "count", "total_ms", "pct"], rows=[[t or "sm80_xmma_gemm_bf16", 15, 11.25, 37.5],
+                                                                              ["Memset (Device)", 3, 0.06, 0.2]]),
+        "copies": Table(columns=["kind", "count", "bytes", "ms"], rows=[["H2D pageable", 3, 201326592, 1.2]]),
+        (t or "syncs"): Table(columns=[t or "call", "count", "ms"], rows=[[t or "cudaStreamSynchronize", 3, 2.4]]),
     }
+    return rep(r, source=rep(r.source, file=t or "synthetic.json.gz", devices=[Device(id=0, name=t or "NVIDIA H100")],
+                             tool_versions={"torch": "2.6.0"}),
+               window=rep(r.window, label=t or "whole trace"), breakdown=bd, idle_gaps=gaps, findings=findings,
+               verdict=Verdict(id="gpu_bound", title=t or "GPU-bound", confidence=0.72, confidence_basis="breakdown shares",
+                               evidence=[t or "GPU compute is 50% of e2e"]),
+               warnings=[t or "2 events had negative duration"], limitations=["single process only"], tables=tables,
+               what_if=None)
 
 
-def _num(x):
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if np.isfinite(v) else None
-
-
-def render_html(result: dict, trace, path) -> None:
-    """report.html of a hand-built (partial, odd or hostile) result dict: the page from ``html.build_html``, the
-    strip computed from ``trace`` over the dict's window by analyze/views.py, as ``outputs.write_reports`` does
-    for a Report (``html.render`` takes the typed Report)."""
+def render_html(report, trace, path) -> None:
+    """report.html of a typed Report (planted or partial content): the page from ``html.build_html``, the strip
+    computed from ``trace`` (None: no strip) over the report's window by analyze/views.py, as
+    ``outputs.write_reports`` attaches it."""
     from inferscope.analyze.views import views_for
     from inferscope.report.html import build_html
     from inferscope.util.atomic import atomic_write_text
-    w = result.get("window") if isinstance(result, dict) and isinstance(result.get("window"), dict) else {}
-    views = views_for(trace, _num(w.get("start_ns")), _num(w.get("end_ns")), ("html",))
-    atomic_write_text(path, build_html(result, views))
+    views = views_for(trace, report.window.start_ns, report.window.end_ns, ("html",))
+    atomic_write_text(path, build_html(report, views))

@@ -98,7 +98,7 @@ def test_report_synthetic_trace_and_result(tmp_path):
     ids = {a.get("id") for _, a in c.tags}
     assert {"e2e", "verdict", "breakdown-chart", "timeline-chart", "findings", "tables"} <= ids
     text = " ".join(c.data)
-    assert H.fmt_ms(result["e2e_ms"]) == "30.00 ms" and "30.00 ms" in text
+    assert H.fmt_ms(result.e2e_ms) == "30.00 ms" and "30.00 ms" in text
     assert "GPU-bound" in text and "Tokenization dominates CPU time" in text and "Move tokenization" in text
     assert "sm80_xmma_gemm_bf16" in text and "cudaStreamSynchronize" in text          # tables
     assert "2 events had negative duration" in text and "single process only" in text  # warnings, limitations
@@ -106,6 +106,9 @@ def test_report_synthetic_trace_and_result(tmp_path):
     assert "GPU 0 stream 7" in text and "GPU 0 stream 20" in text and "python main" in text and "loader" in text
     assert "ProfilerStep#1" in text and "decode" in text
     assert sum(1 for t, a in c.tags if t == "rect" and a.get("class") == "idle-gap") == 2
+    # each planted gap (DeviceGap) labelled with the host activity the Report gives it, the unlabelled one without
+    assert "GPU idle gap 4.63 ms at +6.520 ms CPU meanwhile: cudaStreamSynchronize (sync)" in text
+    assert "GPU idle gap 4.63 ms at +16.520 ms" in text and text.count("CPU meanwhile") == 1
     assert len(doc) < 200_000
 
 
@@ -116,34 +119,53 @@ def test_report_on_pipeline_result(tmp_path):
     trace = make_trace()
     rep = analyze_report(trace, AnalyzeOptions())
     attach(rep, trace, ["html"])
-    result = rep.to_dict()
     out = tmp_path / "r.html"
     H.render(rep, trace, out)
     doc = out.read_text(encoding="utf-8")
     c = check_structure(doc)
     text = " ".join(c.data)
-    assert H.fmt_ms(result["e2e_ms"]) in text
-    for f in result["findings"]:
-        assert H.clean(f["title"]) in text
+    assert H.fmt_ms(rep.e2e_ms) in text
+    for f in rep.findings:
+        assert H.clean(f.title) in text
     from inferscope.report.shown import shown_tables
-    assert shown_tables(result)
-    for name in result.get("tables", {}):     # each shown table once; the rest (empty, drawn elsewhere) never
+    assert shown_tables(rep)
+    for name in rep.tables:     # each shown table once; the rest (empty, drawn elsewhere) never
         n = sum(a.get("id") == f"table-{name}" for _, a in c.tags)
-        assert n == (1 if name in shown_tables(result) else 0), name
+        assert n == (1 if name in shown_tables(rep) else 0), name
 
 
-@pytest.mark.parametrize("result", [
-    {},
-    {"e2e_ms": None, "gpu": None, "breakdown": None, "tables": None, "findings": None, "verdict": None},
-    {"e2e_ms": float("nan"), "breakdown": [{"category": "weird"}, "junk", {"pct": "x"}],
-     "tables": {"t": {"columns": ["a"], "rows": [[1, 2, 3], "bad", [None], [True]]}, "u": "bad"},
-     "findings": [{"severity": "catastrophic"}, None], "idle_gaps": {"largest": [{"start_ms": 1, "ms": 2}, [1, 0], "x"]},
-     "window": {"start_ns": 5, "end_ns": 5}, "warnings": "not a list", "phases": [{"start_ns": 1, "end_ns": 2}]},
-])
-def test_report_robust_to_missing_and_odd_keys(tmp_path, result):
+def _bare(rep):
+    """The Report with every optional section absent and nothing in its lists (the least a Report can hold)."""
+    import msgspec
+    fields = rep.__struct_fields__
+    optional = fields[len(fields) - len(rep.__struct_defaults__):]      # (every defaulted section is Optional)
+    return msgspec.structs.replace(rep, gpu=None, idle_gaps=None, cpu_sampling=None, breakdown=[], findings=[], tables={},
+                                   warnings=[], limitations=[], **{f: None for f in optional})
+
+
+def _odd(rep):
+    """Odd values a Report can hold: a NaN end-to-end time, an unknown category, a finding of an unknown severity,
+    table rows shorter and longer than the columns, a zero-length window."""
+    import msgspec
+    from inferscope.result import Category, Finding, Table
+    return msgspec.structs.replace(
+        rep, e2e_ms=float("nan"), breakdown=[Category(category="weird", label="weird", ns=0, ms=float("nan"), pct=-5.0, parts=[])],
+        findings=[Finding(id="", severity="catastrophic", title="", evidence={}, evidence_source={}, evidence_derived={},
+                          evidence_text=[], suggestion="")],
+        tables={"t": Table(columns=["a"], rows=[[1, 2, 3], [None], [True]])},
+        window=msgspec.structs.replace(rep.window, end_ns=rep.window.start_ns))
+
+
+# (dict shapes a typed Report cannot hold - a missing verdict, a table that is not a table, a list of junk for the
+# breakdown, idle gaps as [start, end] pairs - are no longer renderer input: the Report is what renderers take)
+@pytest.mark.parametrize("variant", ["bare", "odd"])
+def test_report_robust_to_absent_and_odd_values(tmp_path, variant):
+    from inferscope.analyze.pipeline import analyze_report
+    base = analyze_report(make_trace())
+    rep = _bare(base) if variant == "bare" else _odd(base)
     for trace in (None, make_trace(), TraceBuilder().finalize()):
         out = tmp_path / "r.html"
-        render_html(result, trace, out)
+        render_html(rep, trace, out)
         check_structure(out.read_text(encoding="utf-8"))
 
 
@@ -155,7 +177,7 @@ def test_report_cpu_only(tmp_path):
                 name=b.strings.intern_many(["tokenization", "cpu_compute", "waiting", "user_code"] * 25))
     trace = b.finalize()
     res = make_result(trace)
-    res["gpu"] = None
+    assert res.gpu is None                    # (no GPU work in the trace: the analysis says so)
     out = tmp_path / "r.html"
     render_html(res, trace, out)
     c = check_structure(out.read_text(encoding="utf-8"))
@@ -173,7 +195,7 @@ def hostile_trace():
 def test_hostile_names_render_as_text(tmp_path, payload):
     trace = hostile_trace()
     result = make_result(trace, text=payload)
-    result["tables"]["kernels"]["rows"].append([HOSTILE[-1] + "<b>tail</b>", 1, 0.1, 0.1])
+    result.tables["kernels"].rows.append([HOSTILE[-1] + "<b>tail</b>", 1, 0.1, 0.1])
     out = tmp_path / "r.html"
     render_html(result, trace, out)
     doc = out.read_text(encoding="utf-8")
@@ -213,8 +235,13 @@ def test_large_trace_is_summarised(tmp_path):
     b.add_flows(rt, kr, FlowKind.LAUNCH)
     trace = b.finalize()
     s, e = trace.bounds_ns()
+    import msgspec
+    from inferscope.analyze.pipeline import analyze_report
+    small = analyze_report(make_trace())       # (a Report over the big trace's window: the strip is what is timed)
+    rep = msgspec.structs.replace(_bare(small), window=msgspec.structs.replace(small.window, start_ns=int(s), end_ns=int(e)),
+                                  e2e_ms=(e - s) / 1e6)
     t0 = time.perf_counter()
-    render_html({"e2e_ms": (e - s) / 1e6, "window": {"start_ns": s, "end_ns": e}}, trace, tmp_path / "big.html")
+    render_html(rep, trace, tmp_path / "big.html")
     dt = time.perf_counter() - t0
     size = (tmp_path / "big.html").stat().st_size
     assert size < 1_000_000 and dt < 5.0, (size, dt)

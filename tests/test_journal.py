@@ -144,3 +144,41 @@ def test_session_flush_appends_only_new_events_and_final_trace_removes_journal(t
         S.set_current(None)
     assert os.path.exists(out) and not os.path.exists(journal.path_for(out))
     assert native.load(out).meta["collection"]["complete"]
+
+
+def test_records_and_writes_stay_bounded_past_the_record_bound(tmp_path, monkeypatch):
+    """A flush or rewrite far past JOURNAL_RECORD_EVENTS is written as records of at most that many events, one
+    os.write each (retries of a short write aside), never one bytes object of the whole flush: the largest write
+    is the same for 5x and 40x the bound (issue 44 item 3: a whole-buffer rewrite grew the heap), and every event
+    reads back in order."""
+    from inferscope.thresholds import JOURNAL_RECORD_EVENTS as N
+    sizes = []
+    real_write = os.write
+
+    def write(fd, data):
+        sizes.append(len(data))
+        return real_write(fd, data)
+    monkeypatch.setattr(journal.os, "write", write)
+
+    def ev(t0, n):        # n events of one size (a fixed-width detail), time stamps from t0
+        return [(SPAN, CS, 7, t0 + i, t0 + i + 1, "user_code", f"app.py:{i % 10}", "sample") for i in range(n)]
+
+    def largest(n_events, rewrite):
+        sizes.clear()
+        p = str(tmp_path / f"j{n_events}{rewrite}")
+        w = journal.JournalWriter(p)
+        e = ev(1_000_000, n_events)
+        (w.rewrite if rewrite else w.append)(e, _meta(n_events, capacity=n_events))
+        w.close()
+        got, meta, n = journal.read(p)
+        assert got == e and meta["total_events"] == n_events
+        assert n == -(-n_events // N) + 1           # ceil(n / N) event records + the meta record
+        with open(p, "rb") as f:                     # every event record holds at most N events
+            for _ in range(n - 1):
+                kind, body = marshal.load(f)
+                assert kind == "ev" and 0 < len(body) <= N
+        return max(sizes)
+    for rewrite in (False, True):
+        small, big = largest(5 * N + 3, rewrite), largest(40 * N + 3, rewrite)
+        assert big == small, (rewrite, small, big)
+        assert big <= len(marshal.dumps(("ev", ev(1_000_000, N))))

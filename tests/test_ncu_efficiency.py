@@ -16,6 +16,7 @@ import pytest
 from inferscope import thresholds as T
 from inferscope.analyze.kernel_limits import join_key
 from inferscope.ingest import load_trace, ncu
+from inferscope.result import from_dict
 
 from conftest import shared_path
 
@@ -224,7 +225,7 @@ def test_roofline_points_from_flop_counters(tmp_path):
     assert k0["achieved_tflops"]["fp32"] == pytest.approx((1000 + 2000 + 2 * 1e5) / dur / 1e12, abs=1e-6)
     assert k0["intensity_flop_per_byte"] == pytest.approx((1000 + 2000 + 2e5) / 1e6, rel=1e-4)
     assert k0["measured_mfu_pct"] is not None
-    page = build_html(res, None)
+    page = build_html(from_dict(res), None)
     pts = _svg(page, "roofline-chart")
     assert pts is not None and len(_marks(pts, "rf-pt")) == 3
     titles = [t.text for c in _marks(pts, "rf-pt") for t in c if t.tag.endswith("title")]
@@ -246,7 +247,8 @@ def test_roofline_on_the_joined_qwen_report_is_bandwidth_only(tmp_path, qwen):
     cap, names, _ = _capture_of_top(tmp_path, base, flash_repeat=False)
     tr, r = _joined(trace_path, cap)
     from helpers import as_report
-    page = build_html(r, as_report(r, tr, ["html"]).views)
+    rep = as_report(r, tr, ["html"])
+    page = build_html(rep, rep.views)
     assert _svg(page, "roofline-chart") is None
     bars = _svg(page, "roofline-bw-chart")
     dd = r["kernel_deep_dive"]

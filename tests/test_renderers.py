@@ -8,6 +8,7 @@ from inferscope.analyze.pipeline import analyze, analyze_report
 from inferscope.analyze.views import attach
 from inferscope.report import RENDERERS, get_renderer
 from inferscope.trace import CopyKind, MemKind, SpanKind
+from inferscope.result import from_dict
 
 from helpers import Synth
 
@@ -113,9 +114,9 @@ def test_cpu_only_report_hygiene(tmp_path):
     # a long table in Markdown points at what exists: --format csv / json, never "the CSV table" it did not write
     rows = [[f"f{i}", i] for i in range(30)]
     res = dict(rep, tables=dict(rep["tables"], top_python_functions={"columns": ["function", "ms"], "rows": rows}))
-    out = render_markdown(res)
+    out = render_markdown(from_dict(res))
     assert "(20 more rows not shown; --format csv or json writes every row)" in out
-    assert "CSV table" not in build_html(res)
+    assert "CSV table" not in build_html(from_dict(res))
 
 
 def test_views_are_carried_not_encoded_and_renderers_compute_nothing(tmp_path):

@@ -10,6 +10,7 @@ from inferscope.analyze.run_phases import run_phases
 from inferscope.ingest import load_trace
 from inferscope.report.markdown import headline, render_markdown
 from inferscope.trace import SpanKind, TrackKind
+from inferscope.result import from_dict
 
 
 def test_memfusion_teardown_left_out_and_named():
@@ -28,7 +29,7 @@ def test_memfusion_teardown_left_out_and_named():
     assert res["window"]["end_ns"] <= td["start_ns"] and res["e2e_ms"] < 10
     assert res["verdict"]["id"] not in ("framework_bound", "launch_bound")
     assert res["verdict"]["id"] == "gpu_bound"
-    assert "cuModuleUnload" in headline(res) and "cuModuleUnload" in render_markdown(res)
+    assert "cuModuleUnload" in headline(from_dict(res)) and "cuModuleUnload" in render_markdown(from_dict(res))
     # every GPU kernel of the trace is inside the steady window
     assert res["kernels"]["count"] == full["kernels"]["count"]
 
@@ -57,7 +58,7 @@ def test_mi250_first_step_is_not_cut_to_one_step():
     assert rp["not_cut"][0]["rule"] == "first_step" and "only 1 complete step would remain" in rp["not_cut"][0]["reason"]
     assert "not cut: only 1 complete step" in res["window"]["label"]
     assert res["verdict"]["id"] == full["verdict"]["id"] == "launch_bound"
-    assert "found by rule first_step but not cut" in render_markdown(res)
+    assert "found by rule first_step but not cut" in render_markdown(from_dict(res))
 
 
 def test_scope_and_explicit_windows_win():
@@ -83,7 +84,7 @@ def test_kernel_csv_is_full_markdown_top():
     rows = res["tables"]["kernels"]["rows"]
     assert len(rows) == k["distinct"]
     assert sum(r[2] for r in rows) == pytest.approx(k["kernel_sum_ms"], rel=1e-6)
-    md = render_markdown(res)
+    md = render_markdown(from_dict(res))
     assert f"({k['distinct'] - 20} more rows not shown; --format csv or json writes every row)" in md
 
 
@@ -92,7 +93,8 @@ def test_html_names_teardown_and_culprit_tables(tmp_path):
     tr = load_trace(shared_path("nsys", "memfusion_report1.sqlite"))
     res = analyze(tr)
     from helpers import as_report
-    doc = build_html(res, as_report(res, tr, ["html"]).views)
+    rep = as_report(res, tr, ["html"])
+    doc = build_html(rep, rep.views)
     assert 'id="run-phases"' in doc and "Teardown 877.5 ms" in doc and "cuModuleUnload" in doc
     apis = {r[0]: r for r in res["tables"]["top_apis"]["rows"]}
     assert "cuModuleUnload" not in apis                  # teardown is outside the steady window
@@ -191,7 +193,7 @@ def test_interpreter_startup_is_startup_not_other(mark_us):
     assert res["verdict"]["id"] == "user_code_bound"
     top = {r["name"]: r["ms"] for r in rp["startup"]["top"]}
     assert top["interpreter start-up (not sampled)"] == pytest.approx(1000.0)
-    assert "interpreter" in render_markdown(res)
+    assert "interpreter" in render_markdown(from_dict(res))
     # --window all keeps the whole run from the process start, start-up as 'other'
     full = analyze(tr, AnalyzeOptions(window="all"))
     assert full["window"]["start_ns"] == 1_000_000_000

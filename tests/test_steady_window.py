@@ -12,6 +12,7 @@ from inferscope.analyze.run_phases import run_phases
 from inferscope.ingest import load_trace
 from inferscope.report.markdown import render_markdown
 from inferscope.trace import SpanKind
+from inferscope.result import from_dict
 
 
 def _other_pct(res):
@@ -32,7 +33,7 @@ def test_default_window_no_less_informative_than_whole_trace(path):
         st = (s.kind == SpanKind.STEP) & (s.start_ns >= res["window"]["start_ns"]) & (s.end_ns <= res["window"]["end_ns"])
         assert rp["cut"] and rp["steady_steps"] == int(st.sum()) >= T.STEADY_MIN_STEPS, rp
         assert f"{rp['steady_steps']} complete steady steps remain" in rp["justification"]
-        assert rp["justification"] in render_markdown(res)
+        assert rp["justification"] in render_markdown(from_dict(res))
     if res["window"]["kind"] == "trace":
         assert (res["window"]["start_ns"], res["window"]["end_ns"]) == (full["window"]["start_ns"], full["window"]["end_ns"])
 
@@ -84,7 +85,7 @@ def test_warm_up_step_with_one_off_work_is_cut():
     assert "cuModuleLoadData" in rp["startup"]["rule"]
     res = analyze(tr)
     assert res["window"]["kind"] == "steady" and "4 steady steps remain" in res["window"]["label"]
-    md = render_markdown(res)
+    md = render_markdown(from_dict(res))
     assert "Why the cut is safe" in md and rp["justification"] in md
 
 

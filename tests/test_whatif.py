@@ -7,6 +7,7 @@ from inferscope.analyze import whatif as W
 from inferscope.analyze.pipeline import analyze
 from inferscope.compare import Side, diff_sides
 from inferscope.trace import CopyKind, MemKind, SpanKind
+from inferscope.result import from_dict
 
 from helpers import Synth
 
@@ -181,7 +182,7 @@ def test_diff_renders_predictions():
 def test_report_shows_fix_first():
     from inferscope.report.markdown import render_markdown
     res = analyze(sync_trace(50.0))
-    md = render_markdown(res)
+    md = render_markdown(from_dict(res))
     assert "Fix this first: Host blocked in CPU-GPU synchronisation (sync_stall) - saves ~50.0 ms (25.0 %) [remove, 50.0-50.0 ms]" in md
 
 

@@ -22,6 +22,7 @@ import pytest
 from conftest import SHARED_TRACES, VENDORED_TRACES
 from helpers import md_markup
 from inferscope.cli import build_parser, main
+from inferscope.result import from_dict
 
 ENTITY_RE = re.compile(r"(?<!\\)&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});")
 IDENT_HEADING_RE = re.compile(r"^#{1,6} +`?[a-z][a-z0-9]*(?:_[a-z0-9]+)+`? *$", re.M)
@@ -107,7 +108,7 @@ def _report_md(path: Path) -> str:
     from inferscope.analyze.pipeline import analyze
     from inferscope.ingest import load_trace
     from inferscope.report.markdown import render_markdown
-    return render_markdown(analyze(load_trace(str(path))))
+    return render_markdown(from_dict(analyze(load_trace(str(path)))))
 
 
 def _vendored() -> list[Path]:

@@ -34,8 +34,9 @@ def test_every_markdown_report_the_suite_wrote_reads_as_markdown(tmp_path_factor
     from inferscope.analyze.pipeline import analyze
     from inferscope.ingest import load_trace
     from inferscope.report.markdown import render_markdown
+    from inferscope.result import from_dict
     vendored = sorted((VENDORED_TRACES / "kineto").glob("*.json.gz"))[0]
-    planted.write_text(render_markdown(analyze(load_trace(str(vendored)))))
+    planted.write_text(render_markdown(from_dict(analyze(load_trace(str(vendored))))))
     reports = _reports(base)
     assert planted in reports, "the planted report was not found: the scan reads nothing"
     problems = [x for p in reports for x in _md_problems(p.read_text(errors="replace"), str(p.relative_to(base)))]

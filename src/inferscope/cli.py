@@ -166,7 +166,8 @@ def _analyze_one(args) -> int:
         for w in available_windows(trace, limit=10_000):
             print(plain(w))
         return 0
-    _say(args, headline(result), "", *(f"wrote {p}" for p in written))
+    from .result import from_dict      # (app.report returns report.json's dict; the headline reads the typed Report)
+    _say(args, headline(from_dict(result)), "", *(f"wrote {p}" for p in written))
     return 0
 
 

@@ -47,19 +47,28 @@ def llm_headline(result: dict) -> dict[str, float | None] | None:
 # ------------------------------------------------------------------------------------------------
 def thread_busy_ms(row: dict) -> float:
     """A thread's busy time: sampled on-CPU time where sampled, else recorded minus waiting (off-CPU) time."""
-    on = num(row.get("on_cpu_ms"))
-    return on if on is not None else float(row["recorded_ms"]) - float(row["waiting_ms"])
+    return _busy_ms(num(row.get("on_cpu_ms")), row["recorded_ms"], row["waiting_ms"])
+
+
+def _busy_ms(on_cpu_ms, recorded_ms, waiting_ms) -> float:
+    return on_cpu_ms if on_cpu_ms is not None else float(recorded_ms) - float(waiting_ms)
 
 
 def busiest_other_thread(result: dict) -> tuple[int, dict] | None:
     """(index into ``threads.threads``, row) of the non-critical thread with the most busy time
     (``thread_busy_ms``; the first in table order on a tie); None without one."""
     rows = ((result.get("threads") or {}).get("threads")) or []
+    i = _busiest([(r.get("critical"), thread_busy_ms(r)) for r in rows])
+    return None if i is None else (i, rows[i])
+
+
+def _busiest(rows) -> int | None:
+    """Index of the first non-critical row with the most busy time among (critical, busy_ms) pairs."""
     best = None
-    for i, r in enumerate(rows):
-        if not r.get("critical") and (best is None or thread_busy_ms(r) > thread_busy_ms(rows[best])):
+    for i, (critical, busy) in enumerate(rows):
+        if not critical and (best is None or busy > rows[best][1]):
             best = i
-    return None if best is None else (best, rows[best])
+    return best
 
 
 def thread_figures(row: dict) -> dict[str, float | None]:
@@ -71,8 +80,25 @@ def thread_figures(row: dict) -> dict[str, float | None]:
 
 def thread_figures_text(row: dict) -> str:
     """'X ms recorded: Y ms on CPU, Z ms in the run queue, W ms off-CPU' (unsampled: 'X ms recorded, W ms off-CPU')."""
-    f = thread_figures(row)
+    return _figures_text(thread_figures(row))
+
+
+def _figures_text(f: dict) -> str:
     if f["on_cpu_ms"] is None:
         return f"{f['recorded_ms']:,.1f} ms recorded, {f['off_cpu_ms']:,.1f} ms off-CPU"
     return (f"{f['recorded_ms']:,.1f} ms recorded: {f['on_cpu_ms']:,.1f} ms on CPU, {f['run_queue_ms'] or 0.0:,.1f} ms in "
             f"the run queue, {f['off_cpu_ms']:,.1f} ms off-CPU")
+
+
+# Typed twins (report.md / report.html read the typed Report): the same figures of ``result.ThreadRow`` rows.
+def busiest_other_row(threads):
+    """(index into ``threads.threads``, row) of ``busiest_other_thread`` for a typed ``result.Threads`` (or None)."""
+    rows = threads.threads if threads is not None else []
+    i = _busiest([(r.critical, _busy_ms(num(r.on_cpu_ms), r.recorded_ms, r.waiting_ms)) for r in rows])
+    return None if i is None else (i, rows[i])
+
+
+def row_figures_text(row) -> str:
+    """``thread_figures_text`` of a typed ``result.ThreadRow``."""
+    return _figures_text({"recorded_ms": float(row.recorded_ms), "on_cpu_ms": num(row.on_cpu_ms),
+                          "run_queue_ms": num(row.run_queue_ms), "off_cpu_ms": float(row.waiting_ms)})

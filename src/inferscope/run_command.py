@@ -171,6 +171,7 @@ def run_command(args) -> int:
             Path(os.path.abspath(keep)).parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise ConfigError(f"--trace {keep}: cannot create its folder ({e.strerror or e})") from None
+    check_writable(outputs + ([("iscope", Path(os.path.abspath(keep)))] if keep else []))
     tmpdir = tempfile.mkdtemp(prefix="inferscope-run-")
     trace_path = os.path.abspath(keep) if keep else os.path.join(tmpdir, "trace.iscope")
     try:
@@ -195,6 +196,23 @@ def run_command(args) -> int:
         except OSError:
             pass
         shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def check_writable(paths: list[tuple[str, Path]]) -> None:
+    """ConfigError (one line, exit 2) when a report or trace path cannot be written, before the program runs: its
+    run would otherwise end with no report.  Each folder is created (as writing it would) and a probe file made
+    and removed in it."""
+    for folder in dict.fromkeys(p.parent for _f, p in paths):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(prefix=".inferscope-probe-", dir=folder)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as e:
+            raise ConfigError(f"run: cannot write the report or trace in {folder} ({e.strerror or e})") from None
+    for fmt, p in paths:
+        if fmt != "csv" and p.is_dir():          # (csv writes a folder of tables)
+            raise ConfigError(f"run: cannot write {p}: it is a folder")
 
 
 CHILD_WAIT_S = 5.0
@@ -302,6 +320,23 @@ def _report(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep, outdir=None
     return code
 
 
+def _unflushed_trace(how: str, wall_ms: float, trace_path: str):
+    """An empty trace for a program that ended before the collector's first journal flush (killed, os._exit
+    while importing): the report still says how the run ended, and that no data was collected."""
+    from .trace.builder import TraceBuilder
+    try:
+        with open(trace_path + ".claim") as f:
+            pid = int(f.read().strip() or -1)
+    except (OSError, ValueError):
+        pid = -1
+    b = TraceBuilder()
+    b.meta.update(source_format="inferscope", devices=[], warnings=[], tool_versions={}, missing=[],
+                  collection={"mode": "live", "complete": False, "pid": pid, "duration_ms": 0.0,
+                              "events": 0, "dropped_events": 0})
+    b.meta["collection"]["unflushed"] = True
+    return b.finalize()
+
+
 def _report_or_raise(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep, outdir) -> None:
     from .trace import native  # lazy: `inferscope run`'s parent loads it after the child exits
     how = f"exit code {rc}" if rc >= 0 else f"killed by {_signame(-rc)}"
@@ -318,9 +353,8 @@ def _report_or_raise(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep, ou
         if not os.path.exists(trace_path + ".claim"):
             log.error("no trace was collected: the program did not start a Python interpreter with InferScope's "
                       "bootstrap (not Python, python -S/-I, or PYTHONPATH overridden); no report written")
-        else:
-            log.error(f"no trace was collected: the program ended ({how}) before InferScope flushed any data; no report written")
-        return
+            return
+        trace = _unflushed_trace(how, wall_ms, trace_path)
     trace = _merge_children(trace, trace_path)
     coll = trace.meta.setdefault("collection", {})
     coll["exit_code"] = rc if rc >= 0 else None
@@ -332,8 +366,10 @@ def _report_or_raise(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep, ou
         coll["child_maxrss_mb"] = CHILD_RUSAGE.get("maxrss_mb")
     warnings = trace.meta.setdefault("warnings", [])
     if not coll.get("complete", False):
-        msg = (f"the program was {how} before InferScope could finalise; the report covers the data flushed "
-               f"up to {coll.get('duration_ms', 0):.0f} ms into the run (torch profiler data lost)")
+        msg = (f"the program ended ({how}) before InferScope could finalise; the report covers the data flushed "
+               f"up to {coll.get('duration_ms', 0):.0f} ms into the run (torch profiler data lost)"
+               if not coll.get("unflushed") else f"the program ended ({how}) {wall_ms:.0f} ms after it started, before "
+               "InferScope's first flush of its data: nothing was collected")
         warnings.append(msg)
         log.warn(msg)
     if keep:

@@ -674,3 +674,11 @@ QUEUE_WAIT_TAIL_MIN_PCT = 25.0
 # collection's duration - a misalignment that large moves GPU work across a visible part of the timeline -
 # and exceeds the fixed sync_error_margin_us too (the floor: short runs, where 5 % is a few us).
 CLOCK_SYNC_ERROR_MAX_FRACTION = 0.05
+
+# --- crash journal (collect/journal.py) ----------------------------------------
+# Events per crash-journal record: each flush and each rewrite is written as records of at most this many events
+# (~55 B each marshalled: ~55 KB), never as one bytes object of the whole flush.  A rewrite of a full 100 MB buffer
+# (524,288 events) marshalled it into one ~26 MB bytes object plus a concatenated copy; once glibc freed such an
+# mmap'd block it raised its mmap threshold to that size, so the next rewrites' tens of MB came from the heap and
+# the profiled program's RSS rose at each rewrite after the buffer was full (issue 44 item 3, the soak).
+JOURNAL_RECORD_EVENTS = 1024

@@ -2,7 +2,8 @@
 INFERSCOPE_ENABLED=1 and INFERSCOPE_TRACE_OUT names the trace file.
 
 Starts a Session before the user's script runs; the trace is written at interpreter exit
-(normal end, uncaught exception, sys.exit, KeyboardInterrupt, SIGTERM -> SystemExit) and
+(normal end, uncaught exception, sys.exit, KeyboardInterrupt, SIGTERM/SIGHUP -> SystemExit, then the
+process dies of that signal after the write, as it would have without InferScope) and
 periodically while running (so SIGKILL leaves the last snapshot).  Only the first process
 claiming the trace file is the main collection.  Python child processes are followed by default
 (config ``follow_children``, INFERSCOPE_FOLLOW_CHILDREN=0 turns it off) with a light session (CPU
@@ -28,10 +29,20 @@ import sys
 
 _session = None
 _exc_name = None
+_term_signum = None          # SIGTERM/SIGHUP received (default disposition): the process dies of it after the trace
+_TERM_SIGNALS = ("SIGTERM", "SIGHUP")
 
 
 def _on_term(signum, frame):
-    raise SystemExit(128 + signum)
+    """SIGTERM / SIGHUP (left at their default by the program): unwind the program (SystemExit, so its finally
+    blocks and the trace's atexit write run); ``_at_exit`` then dies of the signal as the program would have
+    without InferScope.  Once the main thread has ended (atexit handlers running) nothing is raised: an
+    exception there is only printed and the exit would look normal (exit 0)."""
+    global _term_signum
+    _term_signum = signum
+    import threading
+    if threading.main_thread().is_alive():
+        raise SystemExit(128 + signum)
 
 
 def _excepthook(orig):
@@ -45,6 +56,8 @@ def _excepthook(orig):
 def _at_exit():
     s = _session
     if s is None or s.finalized or s.pid != os.getpid():
+        if _term_signum is not None and (s is None or s.pid == os.getpid()):
+            _die_of(_term_signum)
         return
     old = None
     try:
@@ -52,7 +65,8 @@ def _at_exit():
     except (ValueError, OSError):
         pass
     try:
-        s.finalize(exit_reason=f"exception:{_exc_name}" if _exc_name else "exit")
+        s.finalize(exit_reason=(f"signal:{signal.Signals(_term_signum).name}" if _term_signum is not None
+                                else f"exception:{_exc_name}" if _exc_name else "exit"))
     except BaseException as e:  # never turn the user's exit into our traceback
         sys.stderr.write(f"inferscope: could not write the trace: {type(e).__name__}: {e}\n")
     finally:
@@ -61,17 +75,27 @@ def _at_exit():
                 signal.signal(signal.SIGINT, old)
             except (ValueError, OSError):
                 pass
+    if _term_signum is not None:
+        _die_of(_term_signum)
     if _exc_name == "KeyboardInterrupt":
         # Python reports an uncaught KeyboardInterrupt by dying of SIGINT (exit 130), but the
         # imports done while finalising (numpy) reset that flag; do it ourselves.  Our atexit
         # handler was registered first, so it runs last.
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except Exception:
-            pass
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
+        _die_of(signal.SIGINT)
+
+
+def _die_of(signum: int) -> None:
+    """End this process by ``signum`` at its default action (its parent sees the death by that signal)."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:
+        pass
+    try:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+    except (ValueError, OSError):
+        pass
 
 
 _out = None        # the main trace path, set when this process collects (main or followed child)
@@ -83,10 +107,21 @@ def _after_fork_child():
     """In a forked child: the inherited session is the parent's (its sampler thread does not exist
     here, its buffer and journal are the parent's): never collect nor write it.  Follow the child
     with a fresh light session when following is on."""
-    global _session
+    global _session, _term_signum
     s = _session
     if s is not None and s.pid != os.getpid():
         s.finalized = True
+    # the main session's SIGTERM/SIGHUP handler is inherited: a forked worker gets the default back (as without
+    # InferScope: Pool.terminate() ends it at once, its crash journal kept).  Raised at an arbitrary point of a
+    # worker (its at-fork hooks, which swallow exceptions) the SystemExit was lost and the worker hung the Pool
+    _term_signum = None
+    for name in _TERM_SIGNALS:
+        try:
+            sig = getattr(signal, name)
+            if signal.getsignal(sig) is _on_term:
+                signal.signal(sig, signal.SIG_DFL)
+        except (AttributeError, ValueError, OSError):
+            pass
     _session = None
     if _follow and _out:
         try:    # threading keeps the parent's native thread id until multiprocessing refreshes it:
@@ -290,9 +325,11 @@ def main() -> None:
     atexit.register(_at_exit)
     _atexit_on = True
     sys.excepthook = _excepthook(sys.excepthook)
-    try:
-        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, _on_term)
-    except (ValueError, OSError):
-        pass
+    for name in _TERM_SIGNALS:
+        try:
+            sig = getattr(signal, name)
+            if signal.getsignal(sig) == signal.SIG_DFL:    # not when ignored (nohup) or the program's own
+                signal.signal(sig, _on_term)
+        except (AttributeError, ValueError, OSError):
+            pass
     os.register_at_fork(after_in_child=_after_fork_child)

@@ -1,14 +1,18 @@
 """Crash journal of a live run: what a SIGKILLed child leaves for the parent's report.
 
 The child appends, every ``flush_interval_s``, the events collected since the previous flush and
-a small metadata record to ``<trace>.journal`` (one ``os.write`` of marshal records, O_APPEND).
+a small metadata record to ``<trace>.journal`` (marshal records, O_APPEND).
 A flush therefore costs time in proportion to the new events only (~1 ms), where writing a full
 snapshot of the trace cost ~15 ms on the demo and grew with every event held (a 100 MB buffer
 would stall the workload's GIL for about a second per flush).  At a normal exit the child writes
 the final trace and removes the journal; after a SIGKILL the parent rebuilds the trace from it
 (``load``).  A record cut by the kill is ignored.
 
-Records (marshal, in order):  ("ev", [event, ...])  and  ("meta", {...})  (Session.journal_meta).
+Records (marshal, in order):  ("ev", [event, ...])  and  ("meta", {...})  (Session.journal_meta); a flush is
+its events in records of at most ``JOURNAL_RECORD_EVENTS`` (thresholds.py), each marshalled and written on its
+own, then its meta record: no flush or rewrite ever holds more than one record's bytes (a rewrite of a full
+100 MB buffer was one ~26 MB bytes object plus a copy, and the heap grew at each rewrite).  A kill between
+records leaves whole records and the previous flush's meta: ``load`` reads them.
 Bounded on disk: when the journal holds more than ``REWRITE_FACTOR`` x the ring buffer's
 capacity it is rewritten from the buffer's current content.
 """
@@ -18,6 +22,7 @@ import marshal
 import os
 
 from ..errors import InferScopeError
+from ..thresholds import JOURNAL_RECORD_EVENTS
 
 SUFFIX = ".journal"
 REWRITE_FACTOR = 2
@@ -43,9 +48,15 @@ class JournalWriter:
             n = os.write(fd, view)
             view = view[n:]
 
+    def _records(self, fd: int, events: list, meta: dict) -> None:
+        """``events`` in records of at most JOURNAL_RECORD_EVENTS, then ``meta``, each marshalled and written alone."""
+        n = JOURNAL_RECORD_EVENTS
+        for i in range(0, len(events), n):
+            self._write(fd, marshal.dumps(("ev", events[i:i + n])))
+        self._write(fd, marshal.dumps(("meta", meta)))
+
     def append(self, events: list, meta: dict) -> None:
-        data = marshal.dumps(("ev", events)) if events else b""
-        self._write(self.fd, data + marshal.dumps(("meta", meta)))
+        self._records(self.fd, events, meta)
         self.events += len(events)
 
     def rewrite(self, events: list, meta: dict) -> None:
@@ -53,7 +64,7 @@ class JournalWriter:
         tmp = self.path + ".tmp"
         fd = self._open(tmp)
         try:
-            self._write(fd, marshal.dumps(("ev", events)) + marshal.dumps(("meta", meta)))
+            self._records(fd, events, meta)
         except BaseException:
             os.close(fd)
             os.unlink(tmp)

@@ -1,93 +1,91 @@
 """The report.html sections other than the timeline: headline (verdict, why), breakdown (bar,
 legend, table), findings, counters, LLM, warnings / limitations, tables, about.  Each takes the
-result dict and returns one ``<section>`` (or "" when it has nothing to show).
+typed Report (``result.Report``; an optional section is None when absent) and returns one ``<section>`` (or ""
+when it has nothing to show).
 """
 from __future__ import annotations
 
 import re
 
+from ..result import Report
+from ..wording import partial_trace
 from .html_assets import CATEGORY_LABELS, _cat_colour, _swatch
-from .html_text import _dict, _list, _num, attr, clean, fmt_cell, fmt_ms, fmt_pct, text
+from .html_text import _num, attr, clean, fmt_cell, fmt_ms, fmt_pct, text
+from .kernel_text import capture_only
+from .llm_text import LATENCY_COLS, STAGE_COLS, efficiency_lines, llm_lines
+from .markdown import run_phase_lines
+from .shown import shown_tables, table_title
+from .whatif_text import headline_lines, saving_text
 
 
 # ---------------------------------------------------------------------------------------
 # sections
 # ---------------------------------------------------------------------------------------
-def _headline(result: dict) -> str:
-    v = _dict(result.get("verdict"))
-    gpu = result.get("gpu")
-    win = _dict(result.get("window"))
-    from ..wording import kernel_capture_only
-    capture = kernel_capture_only(result)
+def _headline(report: Report) -> str:
+    v = report.verdict
+    gpu = report.gpu
+    win = report.window
+    capture = capture_only(report)
     if capture:                    # Nsight Compute alone: kernels measured one at a time, no end-to-end time
-        dd = _dict(result.get("kernel_deep_dive"))
-        ks = [k for k in _list(dd.get("kernels")) if isinstance(k, dict)]
+        ks = report.kernel_deep_dive.kernels
         parts = [f'<section id="headline"><div class="headline">'
                  f'<div><div class="lbl">kernels profiled (Nsight Compute, no timeline)</div><div class="big" id="kernels-profiled">'
                  f'{len(ks)}</div></div>']
         if ks:
-            parts.append(f'<div><div class="lbl">top kernel ({text(fmt_pct(_num(ks[0].get("share_pct"))))} of the profiled time)'
-                         f'</div><div class="verdict" id="top-kernel">{text(ks[0].get("short_name"), 200)}: '
-                         f'{text(ks[0].get("limiter_text"), 400)}</div></div>')
+            parts.append(f'<div><div class="lbl">top kernel ({text(fmt_pct(ks[0].share_pct))} of the profiled time)'
+                         f'</div><div class="verdict" id="top-kernel">{text(ks[0].short_name, 200)}: '
+                         f'{text(ks[0].limiter_text, 400)}</div></div>')
     else:
         parts = [f'<section id="headline"><div class="headline">'
-                 f'<div><div class="lbl">end-to-end time</div><div class="big" id="e2e">{text(fmt_ms(result.get("e2e_ms")))}</div></div>']
-    if v:
-        conf = _num(v.get("confidence"))
-        conf_s = f' <span class="conf">(confidence {conf * 100:.0f}%)</span>' if conf is not None else ""
-        parts.append(f'<div><div class="lbl">verdict</div><div class="verdict" id="verdict">'
-                     f'{text(v.get("title") or v.get("id") or "")}{conf_s}</div></div>')
+                 f'<div><div class="lbl">end-to-end time</div><div class="big" id="e2e">{text(fmt_ms(report.e2e_ms))}</div></div>']
+    conf = _num(v.confidence)
+    conf_s = f' <span class="conf">(confidence {conf * 100:.0f}%)</span>' if conf is not None else ""
+    parts.append(f'<div><div class="lbl">verdict</div><div class="verdict" id="verdict">'
+                 f'{text(v.title or v.id or "")}{conf_s}</div></div>')
     if capture:                    # a synthetic timeline: no idle time or window to state
         pass
-    elif isinstance(gpu, dict):
-        parts.append(f'<div><div class="lbl">GPU idle</div><div class="verdict" id="gpu-idle">{text(fmt_pct(gpu.get("idle_pct")))}</div></div>'
-                     f'<div><div class="lbl">GPU busy</div><div class="verdict">{text(fmt_ms(gpu.get("busy_ms")))}</div></div>')
+    elif gpu is not None:
+        parts.append(f'<div><div class="lbl">GPU idle</div><div class="verdict" id="gpu-idle">{text(fmt_pct(gpu.idle_pct))}</div></div>'
+                     f'<div><div class="lbl">GPU busy</div><div class="verdict">{text(fmt_ms(gpu.busy_ms))}</div></div>')
     else:
         parts.append('<div><div class="lbl">GPU</div><div class="verdict">no GPU activity in trace</div></div>')
-    if win and not capture:
-        parts.append(f'<div><div class="lbl">window</div><div>{text(win.get("label") or win.get("kind") or "")}</div></div>')
+    if not capture:
+        parts.append(f'<div><div class="lbl">window</div><div>{text(win.label or win.kind or "")}</div></div>')
     parts.append("</div>")
-    from ..wording import partial_trace
-    pt = partial_trace(_dict(result.get("about")).get("collection"))
+    pt = partial_trace(report.about.collection)
     if pt:
         parts.append(f'<p class="warn" id="partial-trace"><b>{text(pt["text"], 2000)}</b></p>')
-    from .markdown import run_phase_lines
-    rpl = run_phase_lines(result) if isinstance(result.get("run_phases"), dict) and win else []
+    rpl = run_phase_lines(report)
     if rpl:
         parts.append('<ul id="run-phases">' + "".join(f"<li>{text(x, 2000)}</li>" for x in rpl) + "</ul>")
-    from .whatif_text import headline_lines
-    wl = [] if capture else headline_lines({"findings": [f for f in _list(result.get("findings")) if isinstance(f, dict)],
-                                            "what_if": _dict(result.get("what_if"))})
+    wl = [] if capture else headline_lines(report)
     if wl:
         parts.append(f'<p id="fix-first"><b>{text(wl[0], 1000)}</b></p>' + "".join(f"<p>{text(x, 1000)}</p>" for x in wl[1:]))
-    if v:
-        ev = _list(v.get("evidence"))
-        basis = v.get("confidence_basis")
-        if ev or basis:
-            parts.append("<h3>Why</h3><ul>" + "".join(f"<li>{text(e, 2000)}</li>" for e in ev) + "</ul>")
-            if basis:
-                parts.append(f'<p class="muted">Confidence basis: {text(basis, 2000)}</p>')
+    if v.evidence or v.confidence_basis:
+        parts.append("<h3>Why</h3><ul>" + "".join(f"<li>{text(e, 2000)}</li>" for e in v.evidence) + "</ul>")
+        if v.confidence_basis:
+            parts.append(f'<p class="muted">Confidence basis: {text(v.confidence_basis, 2000)}</p>')
     parts.append("</section>")
     return "".join(parts)
 
 
-def _breakdown(result: dict) -> str:
-    bd = [b for b in _list(result.get("breakdown")) if isinstance(b, dict)]
+def _breakdown(report: Report) -> str:
+    bd = report.breakdown
     if not bd:
         return '<section id="breakdown"><h2>Where the time goes</h2><p class="muted">No breakdown in this result.</p></section>'
-    total_pct = sum(max(0.0, _num(b.get("pct")) or 0.0) for b in bd) or 100.0
+    total_pct = sum(max(0.0, _num(b.pct) or 0.0) for b in bd) or 100.0
     W, H, x0 = 1000.0, 46.0, 0.0
     rects, legend, rows = [], [], []
     for i, b in enumerate(bd):
-        cat = str(b.get("category", ""))
+        cat = b.category
         label = CATEGORY_LABELS.get(cat, cat)
-        pct = max(0.0, _num(b.get("pct")) or 0.0)
+        pct = max(0.0, _num(b.pct) or 0.0)
         w = W * pct / total_pct
         col = _cat_colour(cat, i)
-        ms_s, pct_s = fmt_ms(b.get("ms")), fmt_pct(b.get("pct"))
-        parts = [p for p in _list(b.get("parts")) if isinstance(p, dict)]
+        ms_s, pct_s = fmt_ms(b.ms), fmt_pct(b.pct)
+        parts = b.parts
         tip = f"{label}: {ms_s} ({pct_s})" + "".join(
-            f"\n  {clean(p.get('name'))[:120]}: {fmt_ms(p.get('ms'))} ({fmt_pct(p.get('pct'))})" for p in parts[:12])
+            f"\n  {clean(p.name)[:120]}: {fmt_ms(p.ms)} ({fmt_pct(p.pct)})" for p in parts[:12])
         if w > 0:
             rects.append(f'<rect x="{x0:.2f}" y="0" width="{w:.2f}" height="{H:.0f}" fill="{col}">'
                          f'<title>{attr(tip)}</title></rect>')
@@ -96,7 +94,7 @@ def _breakdown(result: dict) -> str:
                 rects.append(f'<text x="{x0 + 6:.2f}" y="28" font-size="14" fill="#fff" pointer-events="none">{text(lab)}</text>')
         x0 += w
         legend.append(f'<span>{_swatch(col)}{text(label)}: <b>{text(ms_s)}</b> ({text(pct_s)})</span>')
-        parts_s = "; ".join(f"{clean(p.get('name'))}: {fmt_ms(p.get('ms'))}" for p in parts[:8])
+        parts_s = "; ".join(f"{clean(p.name)}: {fmt_ms(p.ms)}" for p in parts[:8])
         if len(parts) > 8:
             parts_s += f"; … {len(parts) - 8} more"
         rows.append(f'<tr><td>{_swatch(col)}{text(label)}</td><td class="n">{text(ms_s)}</td>'
@@ -110,31 +108,28 @@ def _breakdown(result: dict) -> str:
             f'<tbody>{rows_html}</tbody></table></section>')
 
 
-def _findings(result: dict) -> str:
-    fs = [f for f in _list(result.get("findings")) if isinstance(f, dict)]
+def _findings(report: Report) -> str:
+    fs = report.findings
     if not fs:
         return '<section id="findings"><h2>Findings</h2><p class="muted">No findings.</p></section>'
     order = {"high": 0, "medium": 1, "low": 2, "info": 3}
     out = ['<section id="findings"><h2>Findings</h2>']
     # by predicted saving (analyze/whatif.py), then severity: the order of report.json
-    for f in sorted(fs, key=lambda f: (0 if _num(f.get("expected_saving_ms")) else 1, -(_num(f.get("expected_saving_ms")) or 0.0),
-                                       order.get(str(f.get("severity")), 4))):
-        sev = str(f.get("severity") or "info")
+    for f in sorted(fs, key=lambda f: (0 if _num(f.expected_saving_ms) else 1, -(_num(f.expected_saving_ms) or 0.0),
+                                       order.get(f.severity, 4))):
+        sev = f.severity or "info"
         sev_cls = sev if sev in order else "info"
         out.append(f'<div class="finding f-{sev_cls}"><div><span class="sev sev-{sev_cls}">{text(sev, 20)}</span>'
-                   f'<b>{text(f.get("title") or f.get("id") or "", 500)}</b> <span class="muted">{text(f.get("id") or "", 80)}</span></div>')
-        et = _list(f.get("evidence_text"))
-        if et:
-            out.append("<ul>" + "".join(f"<li>{text(e, 2000)}</li>" for e in et[:30]) + "</ul>")
-        ev = _dict(f.get("evidence"))
-        if ev:
+                   f'<b>{text(f.title or f.id or "", 500)}</b> <span class="muted">{text(f.id or "", 80)}</span></div>')
+        if f.evidence_text:
+            out.append("<ul>" + "".join(f"<li>{text(e, 2000)}</li>" for e in f.evidence_text[:30]) + "</ul>")
+        if f.evidence:
             out.append('<table class="ev"><tbody>' + "".join(
                 f'<tr><td>{text(k, 80)}</td><td class="n">{fmt_cell(v) if not isinstance(v, (dict, list)) else text(str(v), 300)}</td></tr>'
-                for k, v in list(ev.items())[:30]) + "</tbody></table>")
-        if f.get("suggestion"):
-            out.append(f'<div class="sugg"><b>Suggestion:</b> {text(f.get("suggestion"), 4000)}</div>')
-        from .whatif_text import saving_text
-        st = saving_text(f) if _num(f.get("expected_saving_ms")) is not None else None
+                for k, v in list(f.evidence.items())[:30]) + "</tbody></table>")
+        if f.suggestion:
+            out.append(f'<div class="sugg"><b>Suggestion:</b> {text(f.suggestion, 4000)}</div>')
+        st = saving_text(f) if _num(f.expected_saving_ms) is not None else None
         if st:
             out.append(f'<div class="sugg"><b>Predicted saving (estimate):</b> {text(st, 1000)}</div>')
         out.append("</div>")
@@ -142,30 +137,22 @@ def _findings(result: dict) -> str:
     return "".join(out)
 
 
-def _tables(result: dict, max_rows: int) -> str:
-    tables = _dict(result.get("tables"))
-    if not tables:
-        return ""
-    from .shown import shown_tables, table_title
-    show = set(shown_tables(result))
+def _tables(report: Report, max_rows: int) -> str:
+    show = set(shown_tables(report))
     if not show:
         return ""
     out = ['<section id="tables"><h2>Tables</h2>']
-    for name, t in tables.items():
-        if not isinstance(t, dict) or name not in show:
+    for name, t in report.tables.items():
+        if name not in show:
             continue
-        cols = _list(t.get("columns"))
-        rows = [r for r in _list(t.get("rows")) if isinstance(r, (list, tuple))]
-        out.append(f'<h3 id="table-{attr(re.sub(r"[^A-Za-z0-9_-]", "_", str(name)), 60)}">{text(table_title(name), 200)} '
+        cols, rows = t.columns, t.rows
+        out.append(f'<h3 id="table-{attr(re.sub(r"[^A-Za-z0-9_-]", "_", name), 60)}">{text(table_title(name), 200)} '
                    f'<span class="muted">({len(rows):,} rows{", top " + str(max_rows) + " shown" if len(rows) > max_rows else ""})</span></h3>')
-        if not rows:
-            out.append('<p class="muted">empty</p>')
-            continue
         head = "".join(f"<th>{text(c, 60)}</th>" for c in cols)
         body = []
         for r in rows[:max_rows]:
             cells = []
-            for v in list(r)[:max(len(cols), 1) if cols else 50]:
+            for v in r[:max(len(cols), 1) if cols else 50]:
                 num = isinstance(v, (int, float)) and not isinstance(v, bool)
                 cells.append(f'<td class="n">{fmt_cell(v)}</td>' if num else f"<td>{fmt_cell(v)}</td>")
             body.append("<tr>" + "".join(cells) + "</tr>")
@@ -174,40 +161,39 @@ def _tables(result: dict, max_rows: int) -> str:
     return "".join(out)
 
 
-def _counters(result: dict) -> str:
+def _counters(report: Report) -> str:
     """Counter facts (GPU memory headroom, clock-event reasons, RSS, rates, NUMA); per-counter tables below."""
-    c = _dict(result.get("counters"))
-    if not c:
+    c = report.counters
+    if c is None:
         return ""
     rows = []
 
     def gib(v):
         return f"{v / 2**30:,.2f} GiB" if isinstance(v, (int, float)) else "n/a"
-    for g in _list(c.get("gpu_memory")):
-        if isinstance(g, dict):
-            pct = g.get("peak_pct")
-            rows.append((f"GPU {g.get('device')} memory peak", f"{gib(g.get('peak_bytes'))} of {gib(g.get('total_bytes'))}"
-                         + (f" ({pct:.1f}%), headroom {gib(g.get('headroom_bytes'))}" if isinstance(pct, (int, float)) else "")))
-    for t in _list(c.get("throttle")):
-        if isinstance(t, dict) and t.get("samples"):
-            rs = ", ".join(f"{r.get('reason')} {r.get('window_pct', 0):.1f}%" for r in _list(t.get("reasons")) if isinstance(r, dict))
-            rows.append((f"GPU {t.get('device')} clocks throttled", f"{t.get('affected_pct', 0):.1f}% of the window" + (f" ({rs})" if rs else "")))
-    if isinstance(c.get("rss_peak_bytes"), (int, float)):
-        rows.append(("process RSS peak", gib(c["rss_peak_bytes"])))
-    for k, lab in (("page_faults_per_s", "page faults / s"), ("ctx_switches_per_s", "context switches / s"),
-                   ("invol_ctx_switches_per_s", "involuntary context switches / s"),
-                   ("sys_cpu_pct", "kernel-mode CPU, % of one core"), ("main_runq_pct", "main thread waiting for a CPU, % of time")):
-        if isinstance(c.get(k), (int, float)):
-            rows.append((lab, f"{c[k]:,.1f}"))
-    pc = _dict(c.get("process_cores"))
-    if pc:
-        rows.append(("CPU cores of the process", f"{pc.get('cores')} ({pc.get('basis')}): mean {pc.get('mean_util_pct', 0):.1f}%, "
-                                                f"busiest {pc.get('max_core_mean_util_pct', 0):.1f}%"))
-    nm = _dict(c.get("numa"))
-    if nm:
-        gn = ", ".join(f"{g.get('pci_bus_id')} node {g.get('numa_node')}" for g in _list(nm.get("gpu_numa_nodes")) if isinstance(g, dict))
-        rows.append(("NUMA", f"{nm.get('numa_nodes')} node(s); process on {nm.get('process_numa_nodes')} ({nm.get('process_cpus')} CPUs)"
-                             + (f"; GPU {gn}; local {nm.get('gpu_local')}" if gn else "")))
+    for g in c.gpu_memory:
+        pct = g.peak_pct
+        rows.append((f"GPU {g.device} memory peak", f"{gib(g.peak_bytes)} of {gib(g.total_bytes)}"
+                     + (f" ({pct:.1f}%), headroom {gib(g.headroom_bytes)}" if isinstance(pct, (int, float)) else "")))
+    for t in c.throttle:
+        if t.samples:
+            rs = ", ".join(f"{r.reason} {r.window_pct:.1f}%" for r in t.reasons)
+            rows.append((f"GPU {t.device} clocks throttled", f"{t.affected_pct:.1f}% of the window" + (f" ({rs})" if rs else "")))
+    if isinstance(c.rss_peak_bytes, (int, float)):
+        rows.append(("process RSS peak", gib(c.rss_peak_bytes)))
+    for v, lab in ((c.page_faults_per_s, "page faults / s"), (c.ctx_switches_per_s, "context switches / s"),
+                   (c.invol_ctx_switches_per_s, "involuntary context switches / s"),
+                   (c.sys_cpu_pct, "kernel-mode CPU, % of one core"), (c.main_runq_pct, "main thread waiting for a CPU, % of time")):
+        if isinstance(v, (int, float)):
+            rows.append((lab, f"{v:,.1f}"))
+    pc = c.process_cores
+    if pc is not None:
+        rows.append(("CPU cores of the process", f"{pc.cores} ({pc.basis}): mean {pc.mean_util_pct:.1f}%, "
+                                                f"busiest {pc.max_core_mean_util_pct:.1f}%"))
+    nm = c.numa
+    if nm is not None:
+        gn = ", ".join(f"{g.pci_bus_id} node {g.numa_node}" for g in nm.gpu_numa_nodes)
+        rows.append(("NUMA", f"{nm.numa_nodes} node(s); process on {nm.process_numa_nodes} ({nm.process_cpus} CPUs)"
+                             + (f"; GPU {gn}; local {nm.gpu_local}" if gn else "")))
     if not rows:
         return ""
     return ('<section id="counters"><h2>Counters</h2><table class="ev"><tbody>' +
@@ -216,10 +202,9 @@ def _counters(result: dict) -> str:
             'the counter tables below.</p></section>')
 
 
-def _llm(result: dict) -> str:
-    from .llm_text import LATENCY_COLS, STAGE_COLS, efficiency_lines, llm_lines
-    ll, lat, stg, mdl = llm_lines(result)
-    el = efficiency_lines(result)
+def _llm(report: Report) -> str:
+    ll, lat, stg, mdl = llm_lines(report)
+    el = efficiency_lines(report)
     if not (ll or mdl or el):
         return ""
 
@@ -238,36 +223,31 @@ def _llm(result: dict) -> str:
     return "".join(out)
 
 
-def _notes(result: dict) -> str:
+def _notes(report: Report) -> str:
     out = []
-    w = _list(result.get("warnings"))
-    if w:
+    if report.warnings:
         out.append('<section id="warnings" class="warn"><h2>Warnings</h2><ul>' +
-                   "".join(f"<li>{text(x, 2000)}</li>" for x in w[:100]) + "</ul></section>")
-    lim = _list(result.get("limitations"))
-    if lim:
+                   "".join(f"<li>{text(x, 2000)}</li>" for x in report.warnings[:100]) + "</ul></section>")
+    if report.limitations:
         out.append('<section id="limitations"><h2>Limitations</h2><ul>' +
-                   "".join(f"<li>{text(x, 2000)}</li>" for x in lim[:100]) + "</ul></section>")
+                   "".join(f"<li>{text(x, 2000)}</li>" for x in report.limitations[:100]) + "</ul></section>")
     return "".join(out)
 
 
-def _about(result: dict) -> str:
-    src = _dict(result.get("source"))
-    about = _dict(result.get("about"))
+def _about(report: Report) -> str:
+    src = report.source
+    about = report.about
     rows = []
-    for k, v in (("format", src.get("format")), ("file", src.get("file")), ("events", src.get("events"))):
+    for k, v in (("format", src.format), ("file", src.file), ("events", src.events)):
         if v not in (None, ""):
             rows.append((k, v))
-    for d in _list(src.get("devices"))[:8]:
-        if isinstance(d, dict):
-            rows.append((f"device {d.get('id', '')}", d.get("name", "")))
-    for k, v in about.items():
+    for d in src.devices[:8]:
+        rows.append((f"device {d.id}", d.name))
+    for k in about.__struct_fields__:                   # (About's field names are its JSON keys)
+        v = getattr(about, k)
         if isinstance(v, (int, float, str)) and not isinstance(v, bool):
             rows.append((k, v))
-    tv = _dict(src.get("tool_versions"))
-    for k, v in list(tv.items())[:10]:
+    for k, v in list(src.tool_versions.items())[:10]:
         rows.append((f"version: {k}", v))
-    if not rows:
-        return ""
     return ('<section id="about"><h2>About this analysis</h2><table class="ev"><tbody>' +
             "".join(f'<tr><td>{text(k, 80)}</td><td>{fmt_cell(v)}</td></tr>' for k, v in rows) + "</tbody></table></section>")

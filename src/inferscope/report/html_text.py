@@ -90,11 +90,3 @@ def fmt_cell(v) -> str:
             return f"{int(v):,}" if abs(v) >= 1000 else f"{v:g}"
         return f"{v:,.3f}" if abs(v) < 1e6 else f"{v:,.1f}"
     return text(v)
-
-
-def _dict(x) -> dict:
-    return x if isinstance(x, dict) else {}
-
-
-def _list(x) -> list:
-    return x if isinstance(x, list) else []

@@ -1,4 +1,4 @@
-"""The report.html timeline: one SVG of step / range / phase marker rows, one activity lane per
+"""The report.html timeline: one SVG of step / range marker rows, one activity lane per
 CPU thread and GPU stream (the first lane is the breakdown itself), counter lanes, the largest GPU idle
 gaps and NVML throttling as overlays, and a time axis.
 
@@ -11,49 +11,21 @@ import math
 
 import numpy as np
 
-from ..result.views import Mark
+from ..result import Report
 from .html_assets import CLASSES, _swatch
-from .html_text import _dict, _list, _num, attr, clean, fmt_ms, fmt_pct, text
+from .html_text import _num, attr, clean, fmt_ms, fmt_pct, text
 
 
-def _gaps_from_result(result: dict, t0: int) -> list[tuple[int, int, str]]:
-    """Largest idle gaps as absolute ns intervals; tolerant of several shapes."""
-    ig = result.get("idle_gaps")
-    items = []
-    if isinstance(ig, dict):
-        items = _list(ig.get("largest")) or _list(ig.get("gaps"))
-    elif isinstance(ig, list):
-        items = ig
+def _gaps(report: Report) -> list[tuple[int, int, str]]:
+    """The report's largest device-wide idle gaps (``idle_gaps.largest``) as ns intervals with their host label."""
     out = []
-    for g in items[:50]:
-        if isinstance(g, dict):
-            s = _num(g.get("start_ns"))
-            e = _num(g.get("end_ns"))
-            if s is None and _num(g.get("start_ms")) is not None:
-                s = t0 + _num(g.get("start_ms")) * 1e6
-                d = _num(g.get("ms")) or _num(g.get("dur_ms")) or _num(g.get("duration_ms"))
-                e = _num(g.get("end_ms"))
-                e = t0 + e * 1e6 if e is not None else (s + d * 1e6 if d is not None else None)
-            if s is None or e is None or e <= s:
-                continue
-            label = g.get("label") or g.get("cause") or ""
-            if not label and g.get("host"):
-                label = f"CPU meanwhile: {g.get('host')}" + (f" ({g.get('host_kind')})" if g.get("host_kind") else "")
-            out.append((int(s), int(e), str(label)))
-        elif isinstance(g, (list, tuple)) and len(g) >= 2 and _num(g[0]) is not None and _num(g[1]) is not None:
-            out.append((int(g[0]), int(g[1]), ""))
-    return out
-
-
-def _phases_from_result(result: dict) -> list[tuple[int, int, str]]:
-    ph = result.get("phases")
-    items = _list(_dict(ph).get("ranges")) or _list(_dict(ph).get("items")) if isinstance(ph, dict) else _list(ph)
-    out = []
-    for p in items[:200]:
-        if isinstance(p, dict):
-            s, e = _num(p.get("start_ns")), _num(p.get("end_ns"))
-            if s is not None and e is not None and e > s:
-                out.append((int(s), int(e), str(p.get("name") or p.get("phase") or "")))
+    for g in (report.idle_gaps.largest if report.idle_gaps is not None else [])[:50]:
+        # (through a float, as the strip's bounds: epoch-scale ns round to a few hundred ns, the page unchanged)
+        s, e = _num(g.start_ns), _num(g.end_ns)
+        if s is None or e is None or e <= s:
+            continue
+        label = f"CPU meanwhile: {g.host}" + (f" ({g.host_kind})" if g.host_kind else "") if g.host else ""
+        out.append((int(s), int(e), label))
     return out
 
 
@@ -96,7 +68,7 @@ def _fmtv(v: float) -> str:
     return f"{v:.3g}"
 
 
-def _timeline(result: dict, summ) -> str:
+def _timeline(report: Report, summ) -> str:
     """The strip of ``summ`` (``result.views.TimelineSummary``, analyze/timeline_summary.py; None without a trace)."""
     if summ is None:
         return '<section id="timeline"><h2>Timeline</h2><p class="muted">No trace available.</p></section>'
@@ -112,14 +84,10 @@ def _timeline(result: dict, summ) -> str:
 
     steps = [m for m in summ.marks if m.kind == "step"]
     anns = [m for m in summ.marks if m.kind == "annotation"]
-    phases = _phases_from_result(result)
-    mark_rows = [("steps", steps, "#555e6e"), ("ranges", anns, "#8e6c8a")]
-    if phases:
-        mark_rows.append(("phases", [Mark(l, "phase", s, e) for s, e, l in phases], "#5a7d3a"))
-    mark_rows = [r for r in mark_rows if r[1]]
+    mark_rows = [r for r in (("steps", steps, "#555e6e"), ("ranges", anns, "#8e6c8a")) if r[1]]
     y = AXIS_H
     body = []
-    # marker rows (steps, annotations, phases)
+    # marker rows (steps, annotations)
     for name, ms, col in mark_rows:
         body.append(f'<text x="{x0 - 8}" y="{y + 13}" font-size="12" text-anchor="end" fill="#333">{text(name)}</text>')
         body.append(f'<rect x="{x0}" y="{y}" width="{PLOT_W}" height="{MARK_H}" fill="#f2f3f6"/>')
@@ -181,7 +149,7 @@ def _timeline(result: dict, summ) -> str:
         y += CTR_H + GAP
     lanes_y1 = y
     # idle gaps overlay (over activity lanes)
-    gaps = _gaps_from_result(result, t0)
+    gaps = _gaps(report)
     for gs, ge, glabel in gaps:
         a, b = max(gs, t0), min(ge, t1)
         if b <= a:
@@ -193,18 +161,16 @@ def _timeline(result: dict, summ) -> str:
                     f'stroke-dasharray="3 2"><title>{attr(tip, 4000)}</title></rect>')
     # throttling band: NVML clock-event reasons set (power cap, thermal, HW slowdown ...)
     throttled = False
-    for th in _list(_dict(result.get("counters")).get("throttle")):
-        if not isinstance(th, dict):
-            continue
-        rs = ", ".join(str(r.get("reason")) for r in _list(th.get("reasons")) if isinstance(r, dict))
-        for iv in _list(th.get("intervals"))[:200]:
-            if not (isinstance(iv, list) and len(iv) == 2 and all(isinstance(v, (int, float)) for v in iv)):
+    for th in (report.counters.throttle if report.counters is not None else []):
+        rs = ", ".join(r.reason for r in th.reasons)
+        for iv in th.intervals[:200]:
+            if len(iv) != 2:
                 continue
             a, b = max(iv[0], t0), min(iv[1], t1)
             if b <= a:
                 continue
             throttled = True
-            tip = f"GPU {th.get('device')} throttled {fmt_ms((iv[1] - iv[0]) / 1e6)} at +{(iv[0] - t0) / 1e6:.3f} ms ({rs})"
+            tip = f"GPU {th.device} throttled {fmt_ms((iv[1] - iv[0]) / 1e6)} at +{(iv[0] - t0) / 1e6:.3f} ms ({rs})"
             body.append(f'<rect class="throttle" x="{xpx(a):.1f}" y="{lanes_y0 - 2}" width="{max(1.0, xpx(b) - xpx(a)):.1f}" '
                         f'height="{lanes_y1 - lanes_y0}" fill="#f28e2b" fill-opacity="0.12" stroke="#f28e2b" stroke-opacity="0.5">'
                         f'<title>{attr(tip, 4000)}</title></rect>')

@@ -14,19 +14,20 @@ from __future__ import annotations
 
 import math
 
+from ..result import DeepDiveDevice, DeepDiveKernel, Report
 from .html_text import attr, text
 
 W, H, ML, MR, MT, MB = 760, 420, 70, 20, 16, 46
 PT, BAR, ROOF = "#2e86c1", "#d68910", "#555"
 
 
-def placeable(k: dict) -> str | None:
-    """'point', 'bar' or None for one deep-dive kernel row."""
-    tf = sum((k.get("achieved_tflops") or {}).values())
-    ai = k.get("intensity_flop_per_byte")
+def placeable(k: DeepDiveKernel) -> str | None:
+    """'point', 'bar' or None for one deep-dive kernel."""
+    tf = sum(k.achieved_tflops.values())
+    ai = k.intensity_flop_per_byte
     if tf > 0 and ai is not None and ai > 0:
         return "point"
-    if (k.get("dram_gbps") or 0) > 0:
+    if (k.dram_gbps or 0) > 0:
         return "bar"
     return None
 
@@ -42,10 +43,10 @@ def _radius(share: float) -> float:
     return max(2.5, 22.0 * math.sqrt(max(0.0, min(share, 100.0)) / 100.0))
 
 
-def _points(ks: list, dev: dict) -> str:
-    xs = [k["intensity_flop_per_byte"] for k in ks]
-    ys = [sum(k["achieved_tflops"].values()) for k in ks]
-    bw, fp32, tc = dev.get("peak_dram_gbps"), dev.get("peak_fp32_tflops"), dev.get("peak_tensor_tflops")
+def _points(ks: list[DeepDiveKernel], dev: DeepDiveDevice) -> str:
+    xs = [k.intensity_flop_per_byte for k in ks]
+    ys = [sum(k.achieved_tflops.values()) for k in ks]
+    bw, fp32, tc = dev.peak_dram_gbps, dev.peak_fp32_tflops, dev.peak_tensor_tflops
     roofs = [r for r in (fp32, tc) if r]
     ridges = [r * 1e3 / bw for r in roofs] if bw else []
     x0 = 10 ** math.floor(math.log10(min(xs + ridges) / 4))
@@ -91,27 +92,27 @@ def _points(ks: list, dev: dict) -> str:
                    f'<title>{attr(f"{label} roof {roof:g} TFLOP/s" + (f", DRAM {bw:g} GB/s" if bw else ""))}</title></polyline>'
                    f'<text x="{X(x1) - 4:.1f}" y="{Y(roof) - 4:.1f}" font-size="11" text-anchor="end">{attr(label)} {roof:g}</text>')
     for k, x, y in zip(ks, xs, ys):
-        tip = (f"{k['name']}: {y:.4g} TFLOP/s at {x:.4g} FLOP/B, {k['share_pct']:.2f}% of GPU time"
-               + (" (DRAM bytes from DRAM % x peak)" if k.get("dram_bytes_estimated") else ""))
-        out.append(f'<circle class="rf-mark rf-pt" cx="{X(x):.1f}" cy="{Y(y):.1f}" r="{_radius(k["share_pct"]):.1f}" '
+        tip = (f"{k.name}: {y:.4g} TFLOP/s at {x:.4g} FLOP/B, {k.share_pct:.2f}% of GPU time"
+               + (" (DRAM bytes from DRAM % x peak)" if k.dram_bytes_estimated else ""))
+        out.append(f'<circle class="rf-mark rf-pt" cx="{X(x):.1f}" cy="{Y(y):.1f}" r="{_radius(k.share_pct):.1f}" '
                    f'fill="{PT}" fill-opacity="0.6" stroke="{PT}"><title>{attr(tip)}</title></circle>')
     return (f'<svg id="roofline-chart" class="chart" viewBox="0 0 {W} {H}" role="img" '
             f'aria-label="roofline of the profiled kernels">{"".join(out)}</svg>')
 
 
-def _bars(ks: list, bw: float) -> str:
+def _bars(ks: list[DeepDiveKernel], bw: float) -> str:
     row, lab = 20, 260
     pw = W - lab - MR - 60
     hh = MT + row * len(ks) + 30
     out = []
-    vmax = max([bw] + [k["dram_gbps"] for k in ks])
+    vmax = max([bw] + [k.dram_gbps for k in ks])
     X = lambda v: lab + pw * v / vmax
     for i, k in enumerate(ks):
         y = MT + i * row
-        v = k["dram_gbps"]
-        tip = (f"{k['name']}: {v:.4g} GB/s = {100 * v / bw:.2f}% of the {bw:g} GB/s DRAM roof, {k['share_pct']:.2f}% of GPU time"
-               + (" (bytes from DRAM % x peak x duration)" if k.get("dram_bytes_estimated") else ""))
-        out.append(f'<text x="{lab - 6}" y="{y + 14}" font-size="11" text-anchor="end">{attr(k["short_name"][:40])}</text>'
+        v = k.dram_gbps
+        tip = (f"{k.name}: {v:.4g} GB/s = {100 * v / bw:.2f}% of the {bw:g} GB/s DRAM roof, {k.share_pct:.2f}% of GPU time"
+               + (" (bytes from DRAM % x peak x duration)" if k.dram_bytes_estimated else ""))
+        out.append(f'<text x="{lab - 6}" y="{y + 14}" font-size="11" text-anchor="end">{attr(k.short_name[:40])}</text>'
                    f'<rect class="rf-mark rf-bar" x="{lab}" y="{y + 3}" width="{max(1.0, X(v) - lab):.1f}" height="{row - 6}" '
                    f'fill="{BAR}"><title>{attr(tip)}</title></rect>'
                    f'<text x="{max(X(v), lab + 1) + 4:.1f}" y="{y + 14}" font-size="11">{100 * v / bw:.1f}%</text>')
@@ -123,12 +124,12 @@ def _bars(ks: list, bw: float) -> str:
             f'aria-label="achieved DRAM bandwidth against the DRAM roof">{"".join(out)}</svg>')
 
 
-def roofline_section(result: dict) -> str:
-    dd = result.get("kernel_deep_dive") if isinstance(result, dict) else None
-    if not isinstance(dd, dict) or not dd.get("kernels"):
+def roofline_section(report: Report) -> str:
+    dd = report.kernel_deep_dive
+    if dd is None or not dd.kernels:
         return ""
-    dev = dd.get("device") or {}
-    ks = [k for k in dd["kernels"] if isinstance(k, dict)]
+    dev = dd.device
+    ks = dd.kernels
     pts = [k for k in ks if placeable(k) == "point"]
     bars = [k for k in ks if placeable(k) == "bar"]
     notes = []
@@ -137,10 +138,10 @@ def roofline_section(result: dict) -> str:
         out.append(_points(pts, dev))
         out.append(f'<p class="muted">{len(pts)} kernel(s) placed from measured FLOP counters and DRAM bytes; '
                    'circle area = share of GPU time; roofs from the deep-dive peaks.</p>')
-    if bars and dev.get("peak_dram_gbps"):
+    if bars and dev.peak_dram_gbps:
         out.append(f'<p>{len(bars)} kernel(s) without FLOP counters in the capture: achieved DRAM bandwidth against the DRAM roof '
                    '(no roofline position without FLOPs).</p>')
-        out.append(_bars(bars, float(dev["peak_dram_gbps"])))
+        out.append(_bars(bars, float(dev.peak_dram_gbps)))
     elif bars:
         notes.append(f"{len(bars)} kernel(s) with DRAM bandwidth but no known DRAM peak: not drawn")
     rest = len(ks) - len(pts) - len(bars)
@@ -150,8 +151,8 @@ def roofline_section(result: dict) -> str:
         notes.append("no kernel has both FLOP counters and DRAM bytes (capture --section SpeedOfLight_RooflineChart "
                      "and MemoryWorkloadAnalysis for roofline points)")
     out += [f'<p class="muted">{text(n, 400)}.</p>' for n in notes]
-    lr = dd.get("launch_range")
-    if isinstance(lr, dict) and lr.get("text"):
-        out.append(f'<p class="muted">{text(lr["text"], 1000)}.</p>')
+    lr = dd.launch_range
+    if lr is not None and lr.text:
+        out.append(f'<p class="muted">{text(lr.text, 1000)}.</p>')
     out.append("</section>")
     return "".join(out)

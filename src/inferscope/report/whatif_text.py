@@ -2,39 +2,41 @@
 report.md and report.html's "Fix this first" headline and per-finding saving, diff.md/diff.html's prediction lines."""
 from __future__ import annotations
 
+from ..result import Finding, Report
+
 
 def fmt_ms(v: float) -> str:
     """A saving in ms with the digits its size deserves (0.05 ms stays 0.050, not 0.1)."""
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}" if abs(v) >= 1 else f"{v:.3f}"
 
 
-def fix_first(findings: list[dict]) -> str | None:
-    """The headline's line: the finding with the largest predicted saving."""
-    f = next((f for f in findings if f.get("expected_saving_ms")), None)
+def fix_first(findings) -> str | None:
+    """The headline's line: the finding (``result.Finding``) with the largest predicted saving."""
+    f = next((f for f in findings if f.expected_saving_ms), None)
     if f is None:
         return None
-    return (f"Fix this first: {f['title']} ({f['id']}) - saves ~{fmt_ms(f['expected_saving_ms'])} ms "
-            f"({f['expected_saving_pct']:.1f} %) [{f['saving_model']}, {fmt_ms(f['saving_low_ms'])}-{fmt_ms(f['saving_high_ms'])} ms]")
+    return (f"Fix this first: {f.title} ({f.id}) - saves ~{fmt_ms(f.expected_saving_ms)} ms "
+            f"({f.expected_saving_pct:.1f} %) [{f.saving_model}, {fmt_ms(f.saving_low_ms)}-{fmt_ms(f.saving_high_ms)} ms]")
 
 
-def headline_lines(result: dict) -> list[str]:
+def headline_lines(report: Report) -> list[str]:
     """The headline's "Fix this first" line and, with several predictions, their combined saving."""
-    ff = fix_first(result.get("findings") or [])
+    ff = fix_first(report.findings)
     out = [ff] if ff else []
-    wi = result.get("what_if") or {}
-    if len(wi.get("findings") or []) > 1:
-        out.append(f"Top {len(wi['findings'])} fixes together: ~{fmt_ms(wi['combined_saving_ms'])} ms "
-                   f"({wi['combined_saving_pct']:.1f} %) [{fmt_ms(wi['combined_low_ms'])}-{fmt_ms(wi['combined_high_ms'])} ms; "
-                   f"overlaps removed, plain sum {fmt_ms(wi['sum_saving_ms'])} ms]")
+    wi = report.what_if
+    if wi is not None and len(wi.findings) > 1:
+        out.append(f"Top {len(wi.findings)} fixes together: ~{fmt_ms(wi.combined_saving_ms)} ms "
+                   f"({wi.combined_saving_pct:.1f} %) [{fmt_ms(wi.combined_low_ms)}-{fmt_ms(wi.combined_high_ms)} ms; "
+                   f"overlaps removed, plain sum {fmt_ms(wi.sum_saving_ms)} ms]")
     return out
 
 
-def saving_text(f: dict) -> str | None:
+def saving_text(f: Finding) -> str | None:
     """A finding's prediction in words (report.md / report.html), or None when it has none."""
-    if f.get("expected_saving_ms") is None:
+    if f.expected_saving_ms is None:
         return None
-    return (f"~{f['expected_saving_ms']:,.3f} ms ({f['expected_saving_pct']:.1f} % of e2e), range "
-            f"{f['saving_low_ms']:,.3f}-{f['saving_high_ms']:,.3f} ms, model {f['saving_model']}: {f['saving_basis']}")
+    return (f"~{f.expected_saving_ms:,.3f} ms ({f.expected_saving_pct:.1f} % of e2e), range "
+            f"{f.saving_low_ms:,.3f}-{f.saving_high_ms:,.3f} ms, model {f.saving_model}: {f.saving_basis}")
 
 
 def prediction_lines(p: dict) -> list[str]:
