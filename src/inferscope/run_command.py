@@ -323,7 +323,7 @@ def _report(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep, outdir=None
 def _unflushed_trace(how: str, wall_ms: float, trace_path: str):
     """An empty trace for a program that ended before the collector's first journal flush (killed, os._exit
     while importing): the report still says how the run ended, and that no data was collected."""
-    from .trace.builder import TraceBuilder
+    from .trace.builder import TraceBuilder  # lazy: `inferscope run`'s parent loads it after the child exits
     try:
         with open(trace_path + ".claim") as f:
             pid = int(f.read().strip() or -1)

@@ -40,7 +40,7 @@ def _on_term(signum, frame):
     exception there is only printed and the exit would look normal (exit 0)."""
     global _term_signum
     _term_signum = signum
-    import threading
+    import threading  # lazy: every child Python process imports this module; only a profiled one needs it
     if threading.main_thread().is_alive():
         raise SystemExit(128 + signum)
 
