@@ -8,7 +8,7 @@ one chunk of each workload under every configuration, in a shuffled order:
   perf-only      sampler paused, perf task-clock sampling of the main thread enabled
   ticks@R        sampler ticking at nominal R Hz, perf disabled (GIL heuristic)
   full@R         sampler at nominal R Hz with perf: what `inferscope run` does
-The default rate goes through the GIL budget (sampler.GIL_BUDGET); "flat" rates bypass it.
+The default rate goes through the GIL budget (Sampler.gil_budget, default sampler.GIL_BUDGET); "flat" rates bypass it.
 Printed per workload and configuration: median of the per-round time ratios vs "off" with a 95 %
 bootstrap interval, the achieved tick rate and the GIL time held per tick.  Chunks interleave,
 so slow drifts of a shared machine hit every configuration alike; torch threads are fixed to 1.
@@ -113,7 +113,7 @@ def main(argv=None) -> int:
         if hz is None:
             s.pause()
         else:
-            SM.GIL_BUDGET = budget
+            s.gil_budget = budget
             s.interval_ns = int(1e9 / hz)
             s.resume()
 

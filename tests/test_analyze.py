@@ -10,6 +10,7 @@ from inferscope.analyze.options import AnalyzeOptions
 from inferscope.analyze.phases import phases
 from inferscope.analyze.pipeline import analyze
 from inferscope.analyze.syncs import syncs
+from inferscope.analyze.run_phases import run_phases
 from inferscope.analyze.window import resolve_window
 from inferscope.errors import ConfigError
 from inferscope.trace import CopyKind, MemKind, SpanKind
@@ -19,7 +20,7 @@ from helpers import Synth
 
 
 def bd_ns(trace, window=None):
-    w = window or resolve_window(trace, None)
+    w = window or resolve_window(trace, None, run_phases(trace))
     rows = breakdown(trace, w)["breakdown"]
     return {r["category"]: r["ns"] for r in rows}, rows
 
@@ -92,7 +93,7 @@ def test_gpu_utilisation_union_over_streams():
     t.span(SpanKind.MEMSET, "Memset", 90, 100, track=g2)
     t.span(SpanKind.RUNTIME, "cudaDeviceSynchronize", 0, 200)
     tr = t.done()
-    w = resolve_window(tr, None)
+    w = resolve_window(tr, None, run_phases(tr))
     g = gpu_utilisation(tr, w)
     assert g["busy_ns"] == (80 - 10 + 10) * 1000
     assert g["idle_pct"] == pytest.approx(100 * (200 - 80) / 200)
@@ -108,7 +109,7 @@ def test_idle_gap_classes():
     t.launch(50, 55, 60, 70)        # launched after k2 ended (30): host_wait, gap 30us
     t.launch(56, 58, 90, 100)       # issued before k3 ended, starts late: other, gap 20 us
     tr = t.done()
-    ig = idle_gaps(tr, resolve_window(tr, None))
+    ig = idle_gaps(tr, resolve_window(tr, None, run_phases(tr)))
     assert ig["by_class_stream_ms"]["kernel_wait"] == pytest.approx(0.0005)
     assert ig["by_class_stream_ms"]["host_wait"] == pytest.approx(0.030)
     assert ig["by_class_stream_ms"]["other"] == pytest.approx(0.020)
@@ -126,7 +127,7 @@ def test_kernel_stats_and_launch_storm():
         tcur += 5 + d + 0.5
     t.launch(tcur, tcur + 4, tcur + 5, tcur + 2005, name="big")
     tr = t.done()
-    k = kernels(tr, resolve_window(tr, None))
+    k = kernels(tr, resolve_window(tr, None, run_phases(tr)))
     top = {r["name"]: r for r in k["top"]}
     assert top["tiny"]["calls"] == 3000
     assert top["tiny"]["p50_us"] == pytest.approx(np.percentile(durs, 50))
@@ -146,7 +147,7 @@ def test_syncs_issuing_op_and_tiny_d2h():
     t.span(SpanKind.RUNTIME, "cudaStreamSynchronize_v3020", 6, 98)
     t.span(SpanKind.RUNTIME, "cudaStreamWaitEvent", 150, 151)
     tr = t.done()
-    sy = syncs(tr, resolve_window(tr, None))
+    sy = syncs(tr, resolve_window(tr, None, run_phases(tr)))
     assert sy["count"] == 1
     assert sy["top"][0]["api"] == "cudaStreamSynchronize"
     assert sy["top"][0]["issued_by"] == "aten::_local_scalar_dense"
@@ -164,7 +165,7 @@ def test_phases_attribution_and_coverage():
     t.launch(110, 112, 120, 130)      # 10 us in decode
     t.launch(210, 212, 220, 270)      # 50 us outside any range
     tr = t.done()
-    ph = phases(tr, resolve_window(tr, None))
+    ph = phases(tr, resolve_window(tr, None, run_phases(tr)))
     rows = {r["name"]: r for r in ph["ranges"]}
     assert rows["prefill"]["gpu_ms"] == pytest.approx(0.040)
     assert rows["decode_step"]["gpu_ms"] == pytest.approx(0.010)
@@ -173,11 +174,11 @@ def test_phases_attribution_and_coverage():
     assert phs["prefill"]["gpu_ms"] == pytest.approx(0.040) and phs["decode"]["wall_ms"] == pytest.approx(0.1)
     assert phs["decode"]["mapped_from"] == [{"name": "decode_step", "rule": "conventional phase name (whole name)"}]
     assert ph["phase_map_source"] == "conventional names and <name>_Stage ranges"
-    ph2 = phases(tr, resolve_window(tr, None), {"first": ["prefill"], "second": ["decode"]})
+    ph2 = phases(tr, resolve_window(tr, None, run_phases(tr)), {"first": ["prefill"], "second": ["decode"]})
     assert {p["phase"] for p in ph2["phases"]} == {"first", "second"}
     assert ph2["phases"][0]["mapped_from"][0]["rule"].startswith("--phase-map")
     # patterns are whole words: "pre" is not inside "prefill"
-    ph3 = phases(tr, resolve_window(tr, None), {"first": ["pre"], "second": ["decode"]})
+    ph3 = phases(tr, resolve_window(tr, None, run_phases(tr)), {"first": ["pre"], "second": ["decode"]})
     assert {p["phase"] for p in ph3["phases"]} == {"second"}
 
 
@@ -210,7 +211,7 @@ def test_live_run_without_a_sample_spans_process_start_to_run_end(tmp_path):
     t = Synth()
     tr = t.done()
     tr.meta["collection"] = {"mode": "live", "process_start_ns": 5_000_000, "run_end_ns": 405_000_000}
-    w = resolve_window(tr, None)
+    w = resolve_window(tr, None, run_phases(tr))
     assert (w.start_ns, w.end_ns, w.kind) == (5_000_000, 405_000_000, "trace")
     assert "no sample taken" in w.label
     res = analyze(tr)
@@ -222,7 +223,7 @@ def test_live_run_without_a_sample_spans_process_start_to_run_end(tmp_path):
         get_renderer(fmt)(as_report(res, tr, [fmt]), tr, out)
         assert out.exists() and (out.is_dir() or out.stat().st_size > 0)
     tr.meta["collection"].pop("run_end_ns")    # an older .iscope: nothing to anchor the end, as before
-    assert resolve_window(tr, None).dur_ns == 0
+    assert resolve_window(tr, None, run_phases(tr)).dur_ns == 0
 
 
 def test_empty_and_cpu_only_pipeline():

@@ -113,6 +113,7 @@ def test_cut_leaving_mostly_gaps_is_refused():
 
 def test_scoped_requests_are_never_cut():
     """A slow first request stays in the scope window: its latency belongs in the percentiles."""
+    from inferscope.analyze.run_phases import run_phases
     from inferscope.analyze.window import SCOPE_CAT, resolve_window
     for name, detail in (("request", None), ("serve", '{"request":true,"generated_tokens":4,"batch":1}'), ("step", None)):
         t = Synth()
@@ -124,7 +125,7 @@ def test_scoped_requests_are_never_cut():
             t.span(SpanKind.CPU_OP, "aten::mm", at + 1, at + d - 1)
             at += d + 10
         tr = t.done()
-        w = resolve_window(tr, None)
+        w = resolve_window(tr, None, run_phases(tr))
         if name == "step":       # not a request: the warm-up call is still left out
             assert "warm-up call" in w.label and w.start_ns == 5_010_000
         else:

@@ -8,7 +8,9 @@ Public API: ``scope`` (context manager / decorator; ``scope(name, tokens=, batch
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib as _importlib
+
+from .version import __version__
 
 __all__ = ["__version__", "scope", "mark", "mark_token", "save_report", "serve_metrics", "analyze"]
 
@@ -19,12 +21,11 @@ __all__ = ["__version__", "scope", "mark", "mark_token", "save_report", "serve_m
 
 def __getattr__(name):
     if name == "analyze":
-        import importlib
-        return importlib.import_module(".analyze", __name__)
+        return _importlib.import_module(".analyze", __name__)
     if name == "save_report":       # (app.py: analysing and writing reports is not collect/'s)
-        from .app import save_report
+        from .app import save_report  # lazy: `import inferscope` stays light (PEP 562)
         return save_report
     if name in ("scope", "mark", "mark_token", "serve_metrics"):
-        from .collect import api
+        from .collect import api  # lazy: `import inferscope` stays light (PEP 562)
         return getattr(api, name)
     raise AttributeError(f"module 'inferscope' has no attribute {name!r}")

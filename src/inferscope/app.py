@@ -19,23 +19,28 @@ class Reported(NamedTuple):
     result: dict
     written: list
 
+import msgspec
+
+from . import log
+from .analyze.options import AnalyzeOptions, unmatched_option_warnings
+from .analyze.pipeline import analyze_report
+from .collect.api import collected_trace
+from .outputs import resolve_outputs, write_reports
+from .report import format_for_path
+
 
 def analyse(trace, options=None, about: dict | None = None, progress=None):
     """Analyse ``trace`` with ``options``: the typed ``Report`` (``about`` fields set on it) and its report.json
     dict; an option that
     matched nothing in the trace is logged (it is also in the report's warnings).  Every command's analysis goes
     through here: ``report()`` below (analyze, run, save_report, multi-input analyze, export) and diff's sides."""
-    from .analyze.pipeline import analyze_report
     if progress is not None:
         progress.stage("analysing")
     rep = analyze_report(trace, options)
     if about:
-        import msgspec
         rep.about = msgspec.structs.replace(rep.about, **about)
     result = rep.to_dict()
     if options is not None:
-        from . import log
-        from .analyze.options import unmatched_option_warnings
         for w in unmatched_option_warnings(options, result):
             log.warn(w)
     return rep, result
@@ -46,7 +51,6 @@ def report(trace, options=None, outputs=(), outdir: Path | None = None, inputs=(
     """Analyse ``trace`` with ``options`` and write ``outputs`` ([(format, path)]) as one set; the
     files named in ``inputs`` are never overwritten.  Returns the Report, report.json's dict and the written paths.
     ``progress``: a ``util.progress.Progress`` told the analysis and writing stages, or None."""
-    from .outputs import write_reports
     rep, result = analyse(trace, options, about, progress)
     if progress is not None and outputs:
         progress.stage("writing the report")
@@ -62,10 +66,6 @@ def save_report(path: str | None = None, format: str | None = None, trace_path: 
     session.  Under ``inferscope run``: writes a snapshot; collection continues and the run's own
     report is still written at exit.
     """
-    from .analyze.options import AnalyzeOptions
-    from .collect.api import collected_trace
-    from .outputs import resolve_outputs
-    from .report import format_for_path
     got = collected_trace(trace_path)
     if got is None:
         return []

@@ -9,8 +9,10 @@ import sys
 import time
 from pathlib import Path
 
-from . import __version__, thresholds
+from . import log, thresholds
+from .version import __version__
 from .analyze.options import options_from_args as _options_from_args  # noqa: F401  (used by callers)
+from .config import load_config
 from .errors import ConfigError, InferScopeError, InputError  # noqa: F401
 from .outputs import DEFAULT_FORMATS, output_folder, resolve_outputs, write_reports  # noqa: F401
 
@@ -67,8 +69,6 @@ def _add_analysis_args(p: argparse.ArgumentParser) -> None:
 
 def _config(args, report_path=None, report_format=None):
     """flags > INFERSCOPE_* > .inferscope.yaml > defaults; a bad value is ConfigError (exit 2)."""
-    from . import log
-    from .config import load_config
     cfg = load_config(flags={"report_path": report_path, "report_format": report_format,
                              "max_decompressed_mb": getattr(args, "max_decompressed_mb", None)})
     log.set_level("error" if getattr(args, "quiet", False) else cfg.log_level)
@@ -90,7 +90,7 @@ def cmd_analyze(args) -> int:
         # one existing file on the local engine (is_many is False for it): batch.py is not imported
         one_file = len(args.trace) == 1 and Path(args.trace[0]).is_file()
         if not one_file or args.engine != "local" or args.address:
-            from .fleet.batch import cli_analyze_many, is_many
+            from .fleet.batch import cli_analyze_many, is_many  # lazy: only analyze needs it (the CLI starts light)
             if is_many(args.trace) or args.engine != "local" or args.address:
                 if getattr(args, "replay", False):
                     raise InputError("--replay re-derives one live trace's classes; give a single .iscope")
@@ -111,14 +111,14 @@ def cmd_analyze(args) -> int:
 
 
 def _analyze_one(args) -> int:
-    from .ingest import load_trace
-    from .report.markdown import headline, plain
+    from .ingest import load_trace  # lazy: only analyze needs it (the CLI starts light)
+    from .report.markdown import headline, plain  # lazy: only analyze needs it (the CLI starts light)
     cfg = _config(args, report_format=args.format)
     if args.print_schema:
-        from .ingest import detect_format
+        from .ingest import detect_format  # lazy: only analyze needs it (the CLI starts light)
         if detect_format(args.trace) != "nsys":
             raise InputError(f"{args.trace}: --print-schema applies to Nsight Systems SQLite exports")
-        from .ingest import nsys
+        from .ingest import nsys  # lazy: only analyze needs it (the CLI starts light)
         print(nsys.describe_schema(args.trace))
         return 0
     opts = _options_from_args(args)
@@ -127,7 +127,7 @@ def _analyze_one(args) -> int:
         output = cfg.report_path
     fmt = args.format if args.format else (cfg.report_format if cfg.sources.get("report_format") != "default" else None)
     outputs = resolve_outputs(output, fmt)
-    from .report.writer import refuse_overwriting_inputs
+    from .report.writer import refuse_overwriting_inputs  # lazy: only analyze needs it (the CLI starts light)
     refuse_overwriting_inputs(outputs, [Path(args.trace)] + ([Path(args.ncu)] if getattr(args, "ncu", None) else []))
     prog = _progress(args)
     ok = False
@@ -135,8 +135,7 @@ def _analyze_one(args) -> int:
         t0 = time.perf_counter()
         trace = load_trace(args.trace, max_decompressed=_max_bytes(cfg), progress=prog)
         if getattr(args, "replay", False):
-            from . import log
-            from .collect.replay import replay_trace
+            from .collect.replay import replay_trace  # lazy: only analyze needs it (the CLI starts light)
             trace, n = replay_trace(trace, Path(args.trace).name)
             from .trace.validate import check   # the replayed runs come from the file's facts: input like any other
             trace = check(trace, Path(args.trace).name)
@@ -147,7 +146,7 @@ def _analyze_one(args) -> int:
         elif getattr(args, "rules", False):
             raise InputError("--rules shows the rules of a replay: add --replay (a trace recorded with `run --facts`)")
         if getattr(args, "ncu", None):
-            from .ingest import ncu
+            from .ingest import ncu  # lazy: only analyze needs it (the CLI starts light)
             if prog is not None:
                 prog.stage(f"reading {Path(args.ncu).name}")
             cap = ncu.read(args.ncu, _max_bytes(cfg))
@@ -155,7 +154,7 @@ def _analyze_one(args) -> int:
             trace.meta["warnings"] = list(trace.meta.get("warnings", [])) + cap["warnings"]
         t1 = time.perf_counter()
         if not args.list_windows:
-            from .app import report
+            from .app import report  # lazy: only analyze needs it (the CLI starts light)
             done = report(trace, opts, outputs, output_folder(output, outputs), [args.trace],
                           about={"load_ms": round((t1 - t0) * 1e3, 3)}, progress=prog)
         ok = True
@@ -163,7 +162,7 @@ def _analyze_one(args) -> int:
         if prog is not None:
             prog.done(ok)
     if args.list_windows:
-        from .analyze.window import available_windows
+        from .analyze.window import available_windows  # lazy: only analyze needs it (the CLI starts light)
         for w in available_windows(trace, limit=10_000):
             print(plain(w))
         return 0
@@ -173,20 +172,20 @@ def _analyze_one(args) -> int:
 
 def _progress(args):
     """The progress line on stderr (util/progress.py) for one input, or None (stderr not a terminal, -q)."""
-    from .util.progress import for_stderr
+    from .util.progress import for_stderr  # lazy: only analyze/export draw progress
     return for_stderr(Path(args.trace).name, quiet=getattr(args, "quiet", False))
 
 
 def cmd_export(args) -> int:
-    from .app import report
-    from .ingest import load_trace
+    from .app import report  # lazy: only export needs it (the CLI starts light)
+    from .ingest import load_trace  # lazy: only export needs it (the CLI starts light)
     cfg = _config(args)
     fmt = args.format or "chrome"
     outputs = resolve_outputs(args.output, fmt)
     if len(outputs) != 1 or Path(args.output).is_dir() or outputs[0][0] == "csv":
         raise ConfigError(f"export -o {args.output}: expected one file path (e.g. timeline.json or timeline.json.gz)")
     outputs = [(outputs[0][0], Path(args.output))]
-    from .report.writer import refuse_overwriting_inputs
+    from .report.writer import refuse_overwriting_inputs  # lazy: only export needs it (the CLI starts light)
     refuse_overwriting_inputs(outputs, [Path(args.trace)])
     prog = _progress(args)
     ok = False
@@ -203,8 +202,8 @@ def cmd_export(args) -> int:
 
 def _rules_ms_table(rules_ms: dict) -> str:
     """ms laid by each sampler rule per class (a replay's tally, all recorded threads), in RULES order."""
-    from .collect.rules import RULES
-    from .collect.tick_rules import TICK_RULES
+    from .collect.rules import RULES  # lazy: only --replay needs the sampler's rules
+    from .collect.tick_rules import TICK_RULES  # lazy: only --replay needs the sampler's rules
     order = [f.__name__ for f in TICK_RULES] + ["tick_class", "tick_keep"] + [f.__name__ for f in RULES]
     classes = sorted({c for v in rules_ms.values() for c in v})
     lines = ["| rule (collect/tick_rules.py, rules.py) | " + " | ".join(classes) + " | total ms |",
@@ -217,13 +216,13 @@ def _rules_ms_table(rules_ms: dict) -> str:
 
 
 def cmd_rules(args) -> int:
-    from .collect.rules import rules_table
+    from .collect.rules import rules_table  # lazy: only rules needs it (the CLI starts light)
     print(rules_table())
     return 0
 
 
 def cmd_schema(args) -> int:
-    from .result import json_schema
+    from .result import json_schema  # lazy: only schema needs it (the CLI starts light)
     print(json.dumps(json_schema(), indent=2, sort_keys=True))
     return 0
 
@@ -328,17 +327,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_sweep(args) -> int:
-    from .fleet.sweep import cli_sweep
+    from .fleet.sweep import cli_sweep  # lazy: only sweep needs it (the CLI starts light)
     return cli_sweep(args)
 
 
 def cmd_diff(args) -> int:
-    from .compare import cli_diff
+    from .compare import cli_diff  # lazy: only diff needs it (the CLI starts light)
     return cli_diff(args)
 
 
 def cmd_run(args) -> int:
-    from .run_command import run_command
+    from .run_command import run_command  # lazy: only run needs it (the CLI starts light)
     cmd = list(args.cmd or [])
     if cmd and cmd[0] != "--" and not args.quiet:
         # argparse hands everything after the program's name to the program: say so when it looks like ours

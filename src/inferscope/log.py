@@ -21,7 +21,7 @@ _pending_level: int | None = None   # set_level before logging was needed
 
 
 def _configure():
-    import logging
+    import logging  # lazy: logging is set up at the first message only
 
     class SeedFormatter(logging.Formatter):
         def format(self, record: logging.LogRecord) -> str:

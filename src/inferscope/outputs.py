@@ -7,6 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import log
+from .report import default_filename, format_for_path, normalise_format
+from .report.writer import write_set
+
 DEFAULT_FORMATS = "md,json,csv"
 DEFAULT_DIR = "inferscope-out"          # analyze / run without -o (relative to the current directory)
 DEFAULT_DIFF_DIR = "outputs/diff"       # diff without -o (outputs/ is git-ignored, like sweep's ./outputs)
@@ -32,7 +36,6 @@ def resolve_outputs(output: str | None, formats: str | None, default_dir: str = 
     writes x.html, with a warning).  Otherwise -o is a folder receiving every format
     under its default name.  A ``.gz`` suffix writes gzip.
     """
-    from .report import default_filename, format_for_path, normalise_format
     fmts = list(dict.fromkeys(normalise_format(f) for f in (formats or "").split(",") if f.strip()))
     plain, gz = _split_gz(output) if output else ("", False)
     if output and format_for_path(plain) and not Path(output).is_dir():
@@ -45,7 +48,6 @@ def resolve_outputs(output: str | None, formats: str | None, default_dir: str = 
                 return [(fmts[0], Path(output))]
             # the format decides the extension: never HTML or JSON in a file named .md (issue 24)
             p = _stem_name(fmts[0], stem, gz)
-            from . import log
             log.warn(f"--format {fmts[0]}: writing {p} ({Path(output).name} names the report; its extension "
                      f"follows the format)")
             return [(fmts[0], p)]
@@ -58,7 +60,6 @@ def resolve_outputs(output: str | None, formats: str | None, default_dir: str = 
 
 def output_folder(output: str | None, outputs: list[tuple[str, Path]], default_dir: str = DEFAULT_DIR) -> Path | None:
     """The folder -o named (None when -o named a file set)."""
-    from .report import format_for_path
     plain = _split_gz(output)[0] if output else ""
     if output and format_for_path(plain) and not Path(output).is_dir():
         return None
@@ -70,8 +71,7 @@ def write_reports(report, trace, outputs: list[tuple[str, Path]], outdir: Path |
     """Write the outputs of ``report`` (``result.Report``) as one set (report/writer.py): staged, renamed together,
     stale files removed.  What the formats draw from ``trace`` beyond report.json (the HTML strip, every idle gap)
     is computed first and attached as ``report.views`` (analyze/views.py): the renderers compute nothing."""
-    from .analyze.views import attach
-    from .report.writer import write_set
+    from .analyze.views import attach  # lazy: numpy and the analysis; the CLI imports this module for every command
     # a single .csv file is the breakdown alone: no idle-gap list for it
     attach(report, trace, [f for f, p in outputs if not (f == "csv" and Path(p).suffix.lower() == ".csv")])
     return write_set(report, trace, outputs, outdir, [Path(p) for p in (inputs or [])], defer_interrupt)

@@ -10,15 +10,23 @@ journal, journal.py).
 """
 from __future__ import annotations
 
+import glob
+import importlib
 import os
 import select
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
+from .analyze.options import options_from_args
+from .collect.nvml import count_visible_gpus
+from .collect.session import multi_gpu_message
+from .outputs import output_folder, resolve_outputs
+from .report.writer import refuse_overwriting_inputs
 from .util.proc import pid_alive
 from . import log
 from .config import load_config
@@ -57,7 +65,6 @@ def _prewarm(modules: list[str]) -> None:
     (~100 ms) would lengthen the command by that much.  Any error is left for the real import
     after the child exits to report.
     """
-    import importlib
     for m in modules:
         try:
             importlib.import_module(m)
@@ -83,7 +90,6 @@ def _spawn_and_wait(cmd: list[str], env: dict, prewarm: list[str] | None = None)
     except OSError as e:   # ENOEXEC (not a program), ENOTDIR, E2BIG ...
         raise InferScopeError(f"run: cannot execute {cmd[0]}: {e.strerror or e}") from None
     if prewarm:
-        import threading
         threading.Thread(target=_prewarm, args=(prewarm,), name="inferscope-prewarm", daemon=True).start()
     pidfd = _exit_waiter(proc.pid)
     state = {"sigint_at": None, "forwarded": False}
@@ -150,19 +156,14 @@ def run_command(args) -> int:
         log.info("collection disabled (INFERSCOPE_ENABLED=0 / enabled: false): running the program unprofiled")
         env = dict(os.environ)
         return _exit_code(_spawn_and_wait(cmd, env))
-    from .collect.nvml import count_visible_gpus
-    from .collect.session import multi_gpu_message
     n = count_visible_gpus()
     if n is not None and n > 1:
         raise InferScopeError(multi_gpu_message(n))
-    from .analyze.options import options_from_args
-    from .outputs import output_folder, resolve_outputs
     opts = options_from_args(args)
     outputs = resolve_outputs(cfg.report_path, cfg.report_format)
     outdir = output_folder(cfg.report_path, outputs)
     keep = getattr(args, "trace", None)
     if keep:
-        from .report.writer import refuse_overwriting_inputs
         refuse_overwriting_inputs(outputs, [Path(keep)])   # the report must not replace the kept trace
         if os.path.isdir(keep):
             raise ConfigError(f"--trace {keep}: is a directory (give a file path, e.g. run.iscope)")
@@ -219,9 +220,8 @@ CHILD_WAIT_S = 5.0
 
 def _merge_children(trace, trace_path: str):
     """Merge the traces of followed child processes (``<trace>.child.<pid>.iscope``) into the main one."""
-    import glob
-    from .trace import native
-    from .trace.merge import merge_traces
+    from .trace import native  # lazy: `inferscope run`'s parent loads it after the child exits
+    from .trace.merge import merge_traces  # lazy: `inferscope run`'s parent loads it after the child exits
     # a followed child still writing its trace (it outlived the program by a moment): wait for it,
     # at most CHILD_WAIT_S in all, while its process exists
     deadline = time.monotonic() + CHILD_WAIT_S
@@ -268,7 +268,7 @@ PREWARM = ["numpy", "inferscope.trace.native", "inferscope.analyze.pipeline"]
 
 
 def _renderer_module(fmt: str) -> str | None:
-    from .report import RENDERERS
+    from .report import RENDERERS  # lazy: `inferscope run`'s parent loads it after the child exits
     r = RENDERERS.get(fmt)
     return r[0] if r else None
 
@@ -323,7 +323,7 @@ def _report(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep, outdir=None
 def _unflushed_trace(how: str, wall_ms: float, trace_path: str):
     """An empty trace for a program that ended before the collector's first journal flush (killed, os._exit
     while importing): the report still says how the run ended, and that no data was collected."""
-    from .trace.builder import TraceBuilder
+    from .trace.builder import TraceBuilder  # lazy: `inferscope run`'s parent loads it after the child exits
     try:
         with open(trace_path + ".claim") as f:
             pid = int(f.read().strip() or -1)
@@ -338,7 +338,7 @@ def _unflushed_trace(how: str, wall_ms: float, trace_path: str):
 
 
 def _report_or_raise(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep, outdir) -> None:
-    from .trace import native
+    from .trace import native  # lazy: `inferscope run`'s parent loads it after the child exits
     how = f"exit code {rc}" if rc >= 0 else f"killed by {_signame(-rc)}"
     if rc != 0:
         log.warn(f"the program ended with {how}")
@@ -347,7 +347,7 @@ def _report_or_raise(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep, ou
         trace = native.load(trace_path)
     elif os.path.exists(jpath):      # killed before finalising: rebuild from the crash journal
         trace = journal.load(jpath)        # InferScopeError: logged by _report, the journal is kept
-        from .trace.validate import check
+        from .trace.validate import check  # lazy: `inferscope run`'s parent loads it after the child exits
         trace = check(trace, os.path.basename(jpath))
     else:
         if not os.path.exists(trace_path + ".claim"):
@@ -383,7 +383,7 @@ def _report_or_raise(rc, cmd, trace_path, outputs, opts, args, wall_ms, keep, ou
     elif not os.path.exists(trace_path):
         native.save(trace, trace_path)   # rebuilt from the journal: keep it rescuable until the report is out
     try:
-        from .app import report
+        from .app import report  # lazy: `inferscope run`'s parent loads it after the child exits
     except ImportError as e:
         raise InferScopeError(f"analysis unavailable ({e})") from None
     t0 = time.perf_counter()

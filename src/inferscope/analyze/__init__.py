@@ -18,9 +18,9 @@ def analyze_file(trace, window: str | None = None, phase_map: dict | None = None
     ``window``: as ``--window`` (None = the steady state, or the scope() ranges of a live run; "all" = whole trace, "gpu", "step:N", a range name, "START_MS:END_MS");
     ``phase_map``: as ``--phase-map`` ({phase: [whole-word name patterns]}).
     """
-    from ..ingest import load_trace
-    from .options import AnalyzeOptions
-    from .pipeline import analyze_report
+    from ..ingest import load_trace  # lazy: every analyze submodule import runs this package first
+    from .options import AnalyzeOptions  # lazy: every analyze submodule import runs this package first
+    from .pipeline import analyze_report  # lazy: every analyze submodule import runs this package first
     tr = trace if hasattr(trace, "spans") else load_trace(str(trace))
     return analyze_report(tr, AnalyzeOptions(window=window, phase_map=phase_map, top_n=top_n))
 

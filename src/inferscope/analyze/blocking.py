@@ -37,6 +37,8 @@ from ..trace.model import Trace
 from .select import overlap
 from .threads import native_thread_tracks
 from .window import Window
+from .evidence import Evidence
+from .intervals import clip, overlap_with_union, union
 
 PY_CLASSES = V.PYTHON_CLASSES
 
@@ -145,7 +147,6 @@ def _overlap_by_key(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray, 
 
 
 def _python_union(trace: Trace, tracks: list, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-    from .intervals import clip, union
     s = trace.spans
     ids = [trace.strings.get(n) for n in PY_CLASSES]
     ids = [i for i in ids if i >= 0]
@@ -257,7 +258,6 @@ def blocking(trace: Trace, lo: int, hi: int, crit: np.ndarray) -> dict | None:
         oth = (tr.kind == TrackKind.CPU_THREAD) & ~crit & np.isin(tr.pid, pids) & ~native_thread_tracks(trace)
         otracks = [int(t) for t in np.flatnonzero(oth)]
         pu = _python_union(trace, otracks, lo, hi)
-        from .intervals import overlap_with_union
         for t, (a, b) in lock_pieces.items():
             py_ns += int(overlap_with_union(a, b, pu[0], pu[1]).sum()) if len(pu[0]) else 0
             for o in otracks:
@@ -347,7 +347,6 @@ def _desc(r: dict) -> str:
 
 
 def blocking_io(res: dict, found: dict) -> dict | None:
-    from .evidence import Evidence
     b = (res.get("contention") or {}).get("blocking") or {}
     pct = float(b.get("io_pct_of_window") or 0.0)
     if pct < T.BLOCKING_IO_LOW_PCT:
@@ -374,7 +373,6 @@ def blocking_io(res: dict, found: dict) -> dict | None:
 
 
 def lock_wait(res: dict, found: dict) -> dict | None:
-    from .evidence import Evidence
     b = (res.get("contention") or {}).get("blocking") or {}
     pct = float(b.get("lock_pct_of_window") or 0.0)
     if pct < T.LOCK_WAIT_LOW_PCT:

@@ -18,6 +18,10 @@ from .. import vocab as V
 from ..trace.kinds import SpanKind, TrackKind
 from ..trace.model import Trace
 from .select import starts_inside
+from .breakdown import source_intervals
+from .intervals import clip, overlap_with_union, union
+from .threads import child_process_tracks
+from .window import root_pid
 
 _CHILD = re.compile(r"^child\.cpu_s\[(\d+)\] (.*)$")
 
@@ -83,9 +87,6 @@ def _followed(trace: Trace, lo: int, hi: int) -> dict:
     """Followed (sampled) children: how long the program's critical thread waited while at least one
     child was on-CPU (any class but waiting, its own imports included), and, of its waiting, how long while a
     child was starting (``child_startups``: the child's interpreter and imports, before its own work)."""
-    from .breakdown import source_intervals
-    from .intervals import clip, overlap_with_union, union
-    from .threads import child_process_tracks
     kids = child_process_tracks(trace)
     s = trace.spans
     if not kids.any():
@@ -115,7 +116,6 @@ def child_startups(trace: Trace) -> dict:
     collect/bootstrap.py, or its first sample; its interpreter's start before that is not recorded) to the end of
     its last sampled module import before half of its sampled non-import CPU time (run_phases' imports rule, per
     child).  A child that imports nothing sampled: its first event to its first sample of other work."""
-    from .threads import child_process_tracks
     kids = child_process_tracks(trace)
     s = trace.spans
     if not kids.any():
@@ -193,7 +193,6 @@ def leading_child_startup(trace: Trace) -> dict | None:
     ends: a pool started once, not a process per item), in the first half of the trace, and the main process's
     main thread does no sampled work (samples other than 'waiting' / 'run_queue') through at least half of it.
     Returns {start_ns, end_ns, pids} or None."""
-    from .threads import root_pid
     su = child_startups(trace)
     root = root_pid(trace)
     if not su or root is None:
@@ -227,7 +226,6 @@ def trailing_child_exit(trace: Trace) -> dict | None:
     which a torch worker can take a second for) to the end of the run, when that lies in the second half of the
     trace and the main process's main thread does no sampled work (samples other than 'waiting' / 'run_queue')
     through at least half of it.  Returns {start_ns, end_ns, pids} or None."""
-    from .threads import child_process_tracks, root_pid
     kids = child_process_tracks(trace)
     root = root_pid(trace)
     s, tr = trace.spans, trace.tracks

@@ -13,6 +13,7 @@ from ..trace.model import Trace, codes_in
 # re-exported for the analyses: every name rule lives in classes.py
 from ..classes import (BLOCKING_SYNC_API_RE, COMM_KERNEL_RE, GRAPH_LAUNCH_API_RE, LAUNCH_API_RE,  # noqa: F401
                        PREPROCESS_NAME_RE, STREAM_WAIT_API_RE, SYNC_LIKE_NAME_RE, TOKENIZE_NAME_RE, api_base_name)
+from ..trace.kinds import FlowKind, MemKind
 
 
 def _memo(trace: Trace, key: str, fn) -> np.ndarray:
@@ -94,7 +95,6 @@ def sync_api_mask(trace: Trace) -> np.ndarray:
 
 def host_side_mem(trace: Trace, idx: np.ndarray) -> np.ndarray:
     """Memory kind of the host side of copies ``idx`` (H2D: source, D2H: destination; else UNKNOWN)."""
-    from ..trace.kinds import MemKind
     s = trace.spans
     ck = s.copy_kind[idx]
     return np.where(ck == CopyKind.H2D, s.src_mem[idx], np.where(ck == CopyKind.D2H, s.dst_mem[idx], MemKind.UNKNOWN))
@@ -102,7 +102,6 @@ def host_side_mem(trace: Trace, idx: np.ndarray) -> np.ndarray:
 
 def pageable_copy_mask(trace: Trace) -> np.ndarray:
     """MEMCPY spans whose host side is pageable (the driver stages them through a pinned buffer)."""
-    from ..trace.kinds import MemKind
 
     def build():
         s = trace.spans
@@ -115,7 +114,6 @@ def pageable_copy_mask(trace: Trace) -> np.ndarray:
 
 def pageable_copy_launch_mask(trace: Trace) -> np.ndarray:
     """Host calls that launched a pageable copy (via LAUNCH flows)."""
-    from ..trace.kinds import FlowKind
     s = trace.spans
     out = np.zeros(len(s), dtype=bool)
     f = trace.flows

@@ -40,6 +40,7 @@ from .intervals import clip, overlap_with_union, summed_until, union
 from .select import overlap
 from .threads import critical_tracks, native_thread_tracks
 from .window import Window
+from .blocking import blocking
 
 # sampled classes in which a thread executes Python bytecode (holds the GIL); cpu_compute (native
 # code that released it) and waiting are the others
@@ -280,6 +281,5 @@ def contention(trace: Trace, window) -> dict | None:
         return None
     lo, hi = int(window.start_ns), int(window.end_ns)
     crit, _ = critical_tracks(trace)
-    from .blocking import blocking
     return {"gil": gil_wait(trace, lo, hi, crit), "page_faults": fault_storms(trace, lo, hi, crit),
             "blocking": blocking(trace, lo, hi, crit)}

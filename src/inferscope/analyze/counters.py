@@ -31,6 +31,7 @@ from ..trace.model import Trace, codes_in
 from .intervals import active_at, union
 from .select import inside, overlap, starts_inside
 from .window import Window
+from .llm import _steps
 
 CUMULATIVE = {"proc.page_faults": "proc.page_faults_per_s", "proc.ctx_switches": "proc.ctx_switches_per_s",
               "proc.invol_ctx_switches": "proc.invol_ctx_switches_per_s"}
@@ -283,7 +284,6 @@ SLOW_METRICS = ("gpu.sm_clock_mhz", "gpu.power_w", "gpu.temp_c", "gpu.util_pct",
 def _llm_steps_of_one_kind(trace: Trace, window: Window, inw: np.ndarray) -> tuple[np.ndarray, str]:
     """Generation steps (analyze/llm.py: live hf.forward, vLLM/SGLang steps) of the most frequent kind
     (decode, as a rule): a prefill is slower than a decode step by design, so only like is compared with like."""
-    from .llm import _steps
     rows = [r for r in _steps(trace, window, None) if inw[r["i"]]]
     if not rows:
         return np.zeros(0, dtype=np.int64), ""
@@ -301,7 +301,6 @@ def _slow_steps(trace: Trace, window: Window, full: dict) -> dict | None:
     (the last sample at or before it; cumulative counters as the rate over the surrounding interval).
     Steps: ProfilerStep ranges, else generation steps of one kind (decode with decode), else the most
     frequent range name."""
-    from .. import thresholds as T
     s = trace.spans
     inw = inside(s.start_ns, s.end_ns, window) & (s.end_ns > s.start_ns)
     idx = np.flatnonzero(inw & (s.kind == int(SpanKind.STEP)))

@@ -11,6 +11,7 @@ from .evidence import (CULPRIT_SOURCES, HOST_CATEGORIES, Evidence, _children_exp
                        _gil_explains_waiting, _ms, _off_cpu_ms, _pct, _row, _run_queue_pct, _sev,
                        _user_code_pct, _with_culprit, get_path)
 from .kernels import short_kernel_name
+from ..classes import COMM_KERNEL_RE, LAUNCH_API_RE
 
 
 # --------------------------------------------------------------------------------------------
@@ -152,7 +153,6 @@ def launch_storm(res: dict, found: dict) -> dict | None:
 
 def _culprit_launch(e: "Evidence", res: dict, txt: list[str]) -> None:
     """The busiest launch API in the culprit table (cudaLaunchKernel, hipLaunchKernel ...)."""
-    from ..classes import LAUNCH_API_RE
     apis = (res.get("culprits") or {}).get("apis") or []
     i = next((i for i, r in enumerate(apis) if r["kind"] == "cuda" and LAUNCH_API_RE.search(r["name"])), None)
     if i is not None:
@@ -216,7 +216,6 @@ def gpu_communication(res: dict, found: dict) -> dict | None:
     txt = [f"Communication kernels (NCCL/RCCL) are busy {comm_ms:.2f} ms; {exp_ms:.2f} ms of it ({pct:.1f}% of the window) "
            f"with no compute kernel running.",
            f"{'n/a' if ov is None else f'{ov:.1f}%'} of communication time overlaps compute (HTA's overlap measure)."]
-    from ..classes import COMM_KERNEL_RE
     i = next((i for i, r in enumerate((res.get("kernels") or {}).get("top") or []) if COMM_KERNEL_RE.search(r["name"])), None)
     if i is not None:
         txt.append(_culprit(e, res, [(f"kernels.top[{i}]", "name", "sum_ms", "share_pct", "of kernel time", None)], "comm_kernel"))

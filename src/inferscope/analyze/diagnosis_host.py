@@ -8,6 +8,7 @@ from .. import thresholds as T  # noqa: F401
 from .. import vocab as V
 from ..headline import busiest_other_thread, thread_busy_ms, thread_figures_text
 from . import advice
+from .children import follow_hint
 from .evidence import (CULPRIT_SOURCES, HOST_CATEGORIES, Evidence, _children_explain_waiting, _culprit,  # noqa: F401
                        _gil_explains_waiting, _ms, _off_cpu_ms, _pct, _row, _run_queue_pct, _sev, _t, _t_src,
                        _user_code_pct, _with_culprit, get_path)
@@ -180,7 +181,6 @@ def host_waiting(res: dict, found: dict) -> dict | None:
                     "functions (named above when the children were followed), add workers if the cores are free, or make "
                     "the per-item work cheaper.")
             if not ch.get("followed"):
-                from .children import follow_hint
                 sugg += " " + follow_hint(ch)
     if _gil_explains_waiting(res):
         e.cite("gil_wait_ms", "contention.gil.waiting_while_python_ms")

@@ -20,6 +20,8 @@ from .threads import child_process_tracks
 from .run_phases import imports_end
 from .startup_calls import startup_calls
 from .window import Window
+from .steady import step_spans
+from .window import SCOPE_CAT, is_request
 
 
 def one_off_host_calls(trace: Trace, window: Window, top_n: int = 5) -> dict:
@@ -84,8 +86,6 @@ def lead_in(trace: Trace, window: Window, min_ns: float) -> dict | None:
     >= 2 of them, the stretch is >= STARTUP_LEAD_IN_FACTOR x their median start-to-start period and >= min_ns
     (the one-off size), and host work (on-CPU samples, host calls) covers >= STARTUP_CALLS_MIN_SHARE_OF_CUT of it.
     Returns {end_ns, ms, unit, period_ms} or None."""
-    from .steady import step_spans
-    from .window import SCOPE_CAT, is_request
     s = trace.spans
     lo = window.start_ns
     st = step_spans(trace)

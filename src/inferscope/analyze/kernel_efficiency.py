@@ -23,6 +23,9 @@ import numpy as np
 
 from .. import thresholds as T
 from ..trace.kinds import SpanKind
+from .device_peaks import resolve_peaks
+from .efficiency import count_ops, dominant_dtype, link_kernels
+from .kernels import join_key
 from .links import launchers_for
 from .select import in_window
 
@@ -122,9 +125,6 @@ def _wavg(rows: list, key: str) -> tuple:
 
 def measured_vs_estimated(trace, window, options, rows: list, groups: dict, dev: dict, cap: dict) -> tuple[dict | None, dict]:
     """Adds pairing/estimate/disagreement fields to each row; returns (measured_vs_estimated, launch_range)."""
-    from .device_peaks import resolve_peaks
-    from .efficiency import count_ops, dominant_dtype, link_kernels
-    from .kernel_limits import join_key
     for k in rows:
         measured(k, dev)
         k.update(pairing=None, est_launches=0, est_gpu_ms=None, est_flops=None, est_bytes=None, est_tflops=None,

@@ -25,43 +25,19 @@ means over its launches):
 """
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from .. import thresholds as T
 from ..trace.kinds import SpanKind
+from .device_peaks import device_peak
 from .kernel_efficiency import measured_vs_estimated
 from .kernel_stalls import kernel_stalls, stall_text
-from .kernels import short_kernel_name
+from .kernels import join_key, short_kernel_name  # noqa: F401 - join_key: re-exported
 from .select import clipped_durations, in_window
 
 FP32_LANES = {"7.0": 64, "7.2": 64, "7.5": 64, "8.0": 64, "8.6": 128, "8.7": 128, "8.9": 128, "9.0": 128,
               "10.0": 128, "10.3": 128, "12.0": 128}          # CUDA C++ Programming Guide, arithmetic instructions table
-_LAMBDA_CUPTI = re.compile(r"\{lambda\(([^)]*)\)#(\d+)\}")
-_LAMBDA_NCU = re.compile(r"\[lambda\(([^)]*)\) \(instance (\d+)\)\]")
-
-
-def join_key(name: str) -> str:
-    """A name both demanglers agree on: no 'void', no namespaces, no argument list, no spaces,
-    lambdas as lambda(args)#n, integer literal suffixes dropped (2ul -> 2)."""
-    n = re.sub(r"^void ", "", name.strip())
-    n = _LAMBDA_CUPTI.sub(r"lambda(\1)#\2", n)
-    n = _LAMBDA_NCU.sub(r"lambda(\1)#\2", n)
-    n = n.replace("(anonymous namespace)::", "").replace("<unnamed>::", "")
-    n = re.sub(r"\b[A-Za-z_]\w*::", "", n)
-    depth = 0
-    for i, c in enumerate(n):                       # cut at the argument list (outside template brackets)
-        depth += (c == "<") - (c == ">")
-        if c == "(" and depth <= 0 and not n[:i].endswith("lambda"):
-            n = n[:i]
-            break
-    n = re.sub(r"\b(\d+)(?:ull|ul|ll|u|l)\b", r"\1", n, flags=re.I)
-    return re.sub(r"\s+", "", n)
-
-
 def _peaks(la: dict) -> dict:
-    from .device_peaks import device_peak
     m = la["metrics"]
     out = {"name": la.get("device_name"), "sm_count": m.get("sm_count"), "sm_clock_ghz": None, "peak_dram_gbps": None,
            "peak_fp32_tflops": None, "peak_tensor_tflops": None, "peak_source": None}
@@ -260,11 +236,3 @@ def kernel_deep_dive(trace, window=None, options=None) -> dict | None:
             "missing": list(cap.get("missing", [])), "device": dev, "kernels": rows, "unmatched": unmatched,
             "basis": basis, "measured_vs_estimated": mve, "launch_range": launch_range, "warnings": warnings,
             "tables": {"kernel_deep_dive": table, "kernel_measured_vs_estimated": eff_table}}
-
-
-def _register() -> None:
-    from .pipeline import register
-    register("kernel_deep_dive")(kernel_deep_dive)
-
-
-_register()

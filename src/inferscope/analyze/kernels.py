@@ -8,6 +8,8 @@ wall-time union is ``gpu.kernel_busy_ms``).  Per-call statistics (mean, p50, p90
 whole durations."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from .. import thresholds
@@ -115,7 +117,6 @@ def _kernel_class_patterns() -> tuple[list, list | None]:
     None unless every pattern is free of upper-case letters, so both give the same matches)."""
     global _KC_PATTERNS
     if _KC_PATTERNS is None:
-        import re
         pats = [re.compile(p, re.I) for _c, p in KERNEL_CLASSES]
         safe = all(re.search(r"[A-Z]", p) is None for _c, p in KERNEL_CLASSES)
         _KC_PATTERNS = (pats, [re.compile(p) for _c, p in KERNEL_CLASSES] if safe else None)
@@ -163,3 +164,25 @@ def kernel_table(k: dict) -> dict:
              round(r["p50_us"], 3), round(r["p90_us"], 3), round(r["max_us"], 3), round(r["share_pct"], 3)]
             for r in k.get("_all", k.get("top", []))]
     return {"columns": cols, "rows": rows}
+
+
+_LAMBDA_CUPTI = re.compile(r"\{lambda\(([^)]*)\)#(\d+)\}")
+_LAMBDA_NCU = re.compile(r"\[lambda\(([^)]*)\) \(instance (\d+)\)\]")
+
+
+def join_key(name: str) -> str:
+    """A name both demanglers agree on: no 'void', no namespaces, no argument list, no spaces,
+    lambdas as lambda(args)#n, integer literal suffixes dropped (2ul -> 2)."""
+    n = re.sub(r"^void ", "", name.strip())
+    n = _LAMBDA_CUPTI.sub(r"lambda(\1)#\2", n)
+    n = _LAMBDA_NCU.sub(r"lambda(\1)#\2", n)
+    n = n.replace("(anonymous namespace)::", "").replace("<unnamed>::", "")
+    n = re.sub(r"\b[A-Za-z_]\w*::", "", n)
+    depth = 0
+    for i, c in enumerate(n):                       # cut at the argument list (outside template brackets)
+        depth += (c == "<") - (c == ">")
+        if c == "(" and depth <= 0 and not n[:i].endswith("lambda"):
+            n = n[:i]
+            break
+    n = re.sub(r"\b(\d+)(?:ull|ul|ll|u|l)\b", r"\1", n, flags=re.I)
+    return re.sub(r"\s+", "", n)

@@ -22,23 +22,24 @@ the context part's sq), per window second either way.
 """
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from ..trace.kinds import SpanKind
 from ..trace.model import Trace
+from .breakdown import CATEGORIES, segment_classes
+from .classify import gpu_work_mask
 from .device_peaks import resolve_peaks
+from .intervals import union
+from .links import launchers_for
 from .llm_requests import detail as _detail, requests as _requests
 from .llm_tokens import step_tokens
+from .model_config import model_section
 from .phases import STAGE_RULE, phase_matcher
 from .serving import has_evidence, serving
 from .select import overlap, starts_inside
+from .step_names import EXEC_RE, SGL_RE
 from .window import Window
 
-EXEC_RE = re.compile(r"execute_(\d+)_context_(\d+)\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)"
-                     r"_generation_(\d+)\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)")
-SGL_RE = re.compile(r"^step\[(DECODE|PREFILL|EXTEND|MIXED|IDLE)\s+bs=(\d+)\]$", re.I)
 PCTS = (50, 90, 95, 99)
 
 
@@ -159,8 +160,6 @@ def _steps(trace: Trace, window: Window, phase_map, stage_tokens: dict | None = 
     out.sort(key=lambda r: r["start_ns"])
     # GPU time per step: work launched from inside it on its thread (phases' rule); and the span from the first
     # start to the last end of that work (CUDA-graph replays run after the host has left the step)
-    from .classify import gpu_work_mask
-    from .links import launchers_for
     g = gpu_work_mask(trace) & starts_inside(s.start_ns, window)
     gi = np.flatnonzero(g)
     src = launchers_for(trace, gi)
@@ -281,7 +280,6 @@ def llm(trace: Trace, window: Window, phase_map=None, peak_tflops=None, peak_gbp
         if len(models) > 1:
             warnings.append(f"{len(models)} models were used by generate(); the model section describes the first")
     elif cfg:
-        from .model_config import model_section
         model = model_section(cfg)
     # steps and stages
     if steps:
@@ -302,7 +300,6 @@ def llm(trace: Trace, window: Window, phase_map=None, peak_tflops=None, peak_gbp
             tf, gb, src, _, w = resolve_peaks(trace, dtype, peak_tflops or cfg_peak, peak_gbps)
             if cfg_peak and src:
                 src = src.replace("TFLOP/s from --peak-tflops", f"TFLOP/s from --model-config {cfg['file']}")
-        from .breakdown import segment_classes
         seg = segment_classes(trace, window)
         for kind in ("prefill", "decode", "mixed"):
             rs = [r for r in steps if r["kind"] == kind]
@@ -358,8 +355,6 @@ def llm(trace: Trace, window: Window, phase_map=None, peak_tflops=None, peak_gbp
 def stage_breakdown(seg, starts, ends) -> list[dict]:
     """What a stage's time goes to: the window's breakdown segments (breakdown.segment_classes) inside the
     union of the stage's steps, per category (the rows add up to the union's length)."""
-    from .breakdown import CATEGORIES
-    from .intervals import union
     seg_s, seg_e, cat = seg[0], seg[1], seg[2]
     us, ue = union(np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64))
     if not len(us) or not len(seg_s):

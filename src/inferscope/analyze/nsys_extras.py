@@ -175,11 +175,3 @@ def _sync_like_names(trace: Trace, window, sel: np.ndarray, strings: list) -> tu
                           round(float(dj.max()) / 1e3, 3)])
     return round(sum(r[2] for r in srows), 6), {"columns": ["api_name", "call_count", "total_time_ms", "avg_duration_us",
                                                           "max_duration_us"], "rows": srows}
-
-
-def _register() -> None:
-    from .pipeline import register
-    register("nsys_extras")(analyze_nsys_extras)
-
-
-_register()

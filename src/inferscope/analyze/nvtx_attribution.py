@@ -22,6 +22,7 @@ from .stats import fast_unique
 from .. import thresholds
 from ..trace.kinds import SpanKind
 from ..trace.model import Trace
+from .phases import phase_matcher
 
 _NOT_NESTED_CATS = ("NvtxStartEndRange", "NvtxtStartEndRange")
 
@@ -89,7 +90,6 @@ def drop_kernel_ranges(trace: Trace) -> None:
 def phase_of_names(trace: Trace, phase_map: dict | None) -> tuple[np.ndarray, list[str]]:
     """Per string id: phase index (into the returned list) or -1, by ``phases.phase_matcher``
     (whole-word patterns of ``--phase-map``; only when a map is given)."""
-    from .phases import phase_matcher
     phases = list(phase_map or {})
     lst = trace.strings.as_list()
     out = np.full(len(lst), -1, dtype=np.int32)
@@ -308,11 +308,3 @@ def nvtx_by_pid(trace: Trace, window=None, options=None) -> dict:
                         f"(worst PID {worst}: {100 * low[worst]:.1f}% < {100 * thr:.1f}%). "
                         "Interpret per-phase/per-PID attribution cautiously.")
     return out
-
-
-def _register() -> None:
-    from .pipeline import register
-    register("nvtx")(analyze_nvtx)
-
-
-_register()

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 from .. import thresholds
 from ..errors import ConfigError
+from ..config import alert_thresholds, load_config
+from . import cublas_log, model_config
 from .option_file import read_bounded
 
 
@@ -71,8 +73,6 @@ def options_from_args(args) -> "AnalyzeOptions":
         v = getattr(args, flag, None)
         if v is not None and not (v > 0 and v < 1e7):
             raise ConfigError(f"--{flag.replace('_', '-')} must be a positive number")
-    from ..config import alert_thresholds, load_config
-    from . import cublas_log, model_config
     cl = getattr(args, "cublas_log", None)
     mc = getattr(args, "model_config", None)
     return AnalyzeOptions(window=args.window, peak_tflops=getattr(args, "peak_tflops", None),

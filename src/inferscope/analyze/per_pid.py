@@ -136,11 +136,3 @@ def analyze_pids(trace: Trace, window=None, options=None) -> dict:
     a["warnings"].extend(b["warnings"])
     a["nvtx_by_pid"] = b["pids"]
     return a
-
-
-def _register() -> None:
-    from .pipeline import register
-    register("per_pid")(analyze_pids)
-
-
-_register()

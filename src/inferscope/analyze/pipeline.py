@@ -7,7 +7,7 @@ from typing import Callable
 
 import numpy as np
 
-from .. import __version__
+from ..version import __version__
 from .. import thresholds as T
 from ..result import SCHEMA_VERSION, Report, from_dict
 from .. import vocab as V
@@ -19,7 +19,8 @@ from .children import children, children_warning
 from .contention import contention
 from .gc_pauses import gc_pauses, gc_table
 from .culprits import culprits
-from .threads import threads, waited_for
+from .threads import threads
+from .waited_for import waited_for
 from .diagnosis import lower_for_partial, findings_for, verdict_for
 from .whatif import summary as whatif_summary
 from .gpu import gpu_utilisation
@@ -27,12 +28,16 @@ from .efficiency import efficiency, efficiency_table
 from .cublas_log import join as cublas_join
 from .gemm_shapes import gemm_shapes
 from .module_hotspots import module_hotspots
+from .nsys_extras import analyze_nsys_extras
+from .nvtx_attribution import analyze_nvtx
 from .llm import llm, llm_tables
 from .host_calls import one_off_host_calls
 from .idle_gaps import idle_gaps
 from .language import program_language
+from .kernel_limits import kernel_deep_dive
 from .kernels import kernel_table, kernels
 from .options import AnalyzeOptions, unmatched_option_warnings
+from .per_pid import analyze_pids
 from .phases import phase_tables, phases
 from .sampling import cpu_sampling
 from .collection_cost import collection_cost
@@ -42,27 +47,12 @@ from .run_phases import run_phases
 from .window import resolve_window
 
 
-# Extra analyses: (result key, fn(trace, window, options) -> dict).  A returned dict may
-# carry "tables" ({name: {columns, rows}}) and "warnings" ([str]); both are merged into the
-# result.  Importer-specific analyses (NVTX attribution, per-PID tables) register here.
-EXTRA_STEPS: list[tuple[str, Callable]] = []
-
-
-def register(key: str):
-    def deco(fn):
-        EXTRA_STEPS.append((key, fn))
-        return fn
-    return deco
-
-
-def _load_extras() -> None:
-    # Modules that register extra steps on import (optional; absent modules are fine).
-    for mod in ("inferscope.analyze.nvtx_attribution", "inferscope.analyze.per_pid", "inferscope.analyze.nsys_extras",
-                "inferscope.analyze.kernel_limits"):
-        try:
-            __import__(mod)
-        except ImportError:
-            pass
+# Extra analyses: (result key, fn(trace, window, options) -> dict), run in this order after the rest.  A returned dict
+# may carry "tables" ({name: {columns, rows}}) and "warnings" ([str]); both are merged into the result.
+# Importer-specific analyses (NVTX attribution, per-PID tables, nsys extras) and the ncu kernel deep-dive.
+EXTRA_STEPS: tuple[tuple[str, Callable], ...] = (
+    ("nvtx", analyze_nvtx), ("per_pid", analyze_pids), ("nsys_extras", analyze_nsys_extras),
+    ("kernel_deep_dive", kernel_deep_dive))
 
 
 def _source(trace: Trace) -> dict:
@@ -241,7 +231,6 @@ def _analyze_report(trace: Trace, options: AnalyzeOptions | None) -> Report:
         tables.update(ctr.pop("tables"))
         warnings.extend(ctr.pop("warnings"))
     res["counters"] = ctr
-    _load_extras()
     for key, fn in EXTRA_STEPS:
         try:
             extra = fn(trace, window, options)

@@ -17,6 +17,7 @@ from .classify import sync_api_mask
 from .intervals import overlap_with_union, union
 from .select import starts_inside
 from .stats import fast_unique
+from .step_names import EXEC_RE, SGL_RE
 from .window import Window
 
 HOST_CALL_KINDS = (SpanKind.RUNTIME, SpanKind.DRIVER, SpanKind.CPU_OP)
@@ -128,7 +129,6 @@ def _outlier_calls(trace: Trace, lo: int, hi: int, limit: int, in_steps: bool = 
     cand = idx[starts_inside(st, Window(lo, limit))]
     # inside a step the first_step rule decides (a long call in a typical step is steady work); serving
     # engines' step ranges (vLLM execute_..., SGLang step[...], analyze/llm.py) are steps too
-    from .llm import EXEC_RE, SGL_RE
     ann = s.kind == SpanKind.ANNOTATION
     step_names = trace.strings.ids_matching(lambda x: bool(EXEC_RE.search(x) or SGL_RE.search(x)), s.name[ann])
     stp = np.flatnonzero((s.kind == SpanKind.STEP) | (ann & step_names[np.maximum(s.name, 0)] & (s.name >= 0)))

@@ -22,7 +22,10 @@ import numpy as np
 from .. import thresholds as T
 from ..trace.kinds import GPU_WORK_KINDS, SpanKind
 from ..trace.model import Trace, codes_in
+from .breakdown import CATEGORIES, segment_classes
 from .intervals import union
+from .step_names import EXEC_RE, SGL_RE
+from .window import Window
 
 WORK_KINDS = (SpanKind.RUNTIME, SpanKind.DRIVER, SpanKind.CPU_OP, SpanKind.PYTHON)
 HOST_KINDS = (SpanKind.RUNTIME, SpanKind.DRIVER, SpanKind.CPU_OP, SpanKind.PYTHON, SpanKind.CPU_SAMPLE)
@@ -33,7 +36,6 @@ def step_spans(trace: Trace) -> np.ndarray:
     s = trace.spans
     st = np.flatnonzero((s.kind == SpanKind.STEP) & (s.end_ns > s.start_ns))
     if not len(st):
-        from .llm import EXEC_RE, SGL_RE
         ann = np.flatnonzero((s.kind == SpanKind.ANNOTATION) & (s.end_ns > s.start_ns) & (s.name >= 0))
         if len(ann):
             ok = trace.strings.ids_matching(lambda x: bool(EXEC_RE.search(x) or SGL_RE.match(x.strip())), s.name[ann])
@@ -101,8 +103,6 @@ class Guards:
 
     def _other_ns(self, a: int, b: int) -> int:
         if self._other is None:
-            from .breakdown import CATEGORIES, segment_classes
-            from .window import Window
             seg_s, seg_e, cat, _, _ = segment_classes(self.trace, Window(self.lo, self.hi))
             oth = (cat == len(CATEGORIES) - 1)
             cum = np.concatenate(([0], np.cumsum(np.where(oth, seg_e - seg_s, 0))))

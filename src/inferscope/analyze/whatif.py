@@ -47,16 +47,13 @@ the trace), ``low_coverage`` (nothing to change in the program).
 from __future__ import annotations
 
 from .. import thresholds as T
-from .evidence import SEVERITY_ORDER, _ms, _row
+from .evidence import SEVERITY_ORDER, _ms
+from .whatif_cpu import MODELS as CPU_MODELS
+from .whatif_pred import HOST_CATS, _part_ms, _pred
 
-HOST_CATS = ("sync_wait", "cpu_preprocessing", "framework_overhead", "cpu_compute", "waiting", "other")
 COPY_CATS = ("h2d_copy", "d2h_copy", "other_copy", "sync_wait")
 FIELDS = ("expected_saving_ms", "expected_saving_pct", "saving_low_ms", "saving_high_ms", "saving_model",
           "saving_basis", "saving_categories")
-
-
-def _part_ms(res: dict, cat: str, part: str) -> float:
-    return float(next((p["ms"] for p in _row(res, cat)["parts"] if p["name"] == part), 0.0))
 
 
 def _idle_frac(res: dict) -> float:
@@ -171,25 +168,8 @@ MODELS = {"sync_stall": _sync_stall, "warmup_in_window": _warmup, "python_gc": _
           "gpu_communication": _comm}
 
 
-def _cpu_models() -> dict:
-    from .whatif_cpu import MODELS as CPU
-    return CPU
-
-
-def _pred(res, model, exp, low, high, basis, cats, intervals=None, key=None) -> dict:
-    """One prediction, capped at the categories it draws from and at e2e; low <= expected <= high."""
-    e2e = float(res.get("e2e_ms") or 0.0)
-    cap = min(e2e, sum(_ms(res, c) for c in cats))
-    high = max(0.0, min(high, cap))
-    exp = max(0.0, min(exp, high))
-    low = max(0.0, min(low, exp))
-    return {"expected_saving_ms": exp, "expected_saving_pct": 100.0 * exp / e2e if e2e else 0.0,
-            "saving_low_ms": low, "saving_high_ms": high, "saving_model": model, "saving_basis": basis,
-            "saving_categories": list(cats), "_intervals": intervals, "_key": key or model}
-
-
 def predict(res: dict, finding: dict) -> dict | None:
-    fn = MODELS.get(finding["id"]) or _cpu_models().get(finding["id"])
+    fn = MODELS.get(finding["id"]) or CPU_MODELS.get(finding["id"])
     return fn(res) if fn is not None else None
 
 

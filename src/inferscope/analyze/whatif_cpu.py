@@ -38,7 +38,8 @@ from __future__ import annotations
 from .. import thresholds as T
 from .diagnosis_cpu import _busy_workers
 from .evidence import _ms
-from .whatif import HOST_CATS, _part_ms, _pred
+from .whatif_pred import HOST_CATS, _part_ms, _pred
+from ..headline import busiest_other_thread, thread_busy_ms
 
 _RESID = "thresholds.WHATIF_WAIT_RESIDUAL_FRACTION"
 
@@ -110,7 +111,6 @@ def _oversub(res: dict) -> dict | None:
 
 
 def _runq(res: dict) -> dict | None:
-    from ..headline import busiest_other_thread, thread_busy_ms
     d, c = _demand(res)
     busy = busiest_other_thread(res)
     if d <= c and (busy is None or thread_busy_ms(busy[1]) <= 0):

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import thresholds as T
 from ..errors import ConfigError
 from ..trace.kinds import GPU_WORK_KINDS, SpanKind
 from ..trace.model import Trace, codes_in
@@ -67,7 +68,6 @@ def scope_warmup(trace: Trace) -> dict | None:
     never a request (``is_request``).
     Returns {name, start_ns, end_ns, ms, typical_ms, next_start_ns} or None.
     """
-    from .. import thresholds as T
     cid = trace.strings.get(SCOPE_CAT)
     if cid < 0:
         return None
@@ -109,6 +109,12 @@ def is_request(trace: Trace, i: int) -> bool:
     return isinstance(v, dict) and v.get("request") is True
 
 
+def root_pid(trace: Trace) -> int | None:
+    """The profiled program's own process in a live run (followed children have other pids)."""
+    pid = (trace.meta.get("collection") or {}).get("pid")
+    return int(pid) if isinstance(pid, int) else None
+
+
 def process_start_ns(trace: Trace) -> int | None:
     """A live run's process start on the trace clock (collect/session.py meta), if recorded."""
     c = trace.meta.get("collection")
@@ -129,7 +135,6 @@ def main_start_ns(trace: Trace) -> int | None:
         return None
     s = trace.spans
     m = (s.kind == SpanKind.MARK) & (s.cat == cid) & (s.name == nid)
-    from .threads import root_pid
     root = root_pid(trace)
     if root is not None:
         m &= trace.tracks.pid[s.track] == root
@@ -192,7 +197,8 @@ def resolve_window(trace: Trace, spec: str | None, run_phases: dict | None = Non
     Live runs whose program used inferscope.scope() default to the extent of those ranges; without
     them, to the extent of the Hugging Face generate() calls recorded (collect/llmhook.py).
     spec: 'all' | 'gpu' | 'step:N' | 'START_MS:END_MS' | '<range name>[:k]' (k-th occurrence, 1-based)
-    run_phases: the result of ``run_phases.run_phases(trace)`` when the caller has it already.
+    run_phases: the result of ``run_phases.run_phases(trace)``, needed for the default (spec None; passed in:
+    run_phases.py reads this module, so this module never imports it).
     """
     lo, hi = trace.bounds_ns()
     ps0 = process_start_ns(trace)
@@ -215,8 +221,7 @@ def resolve_window(trace: Trace, spec: str | None, run_phases: dict | None = Non
         if ge is not None:
             return Window(ge[0], ge[1], f"generate() calls ({_of(ge[0], ge[1])}; {whole})", "scopes")
         if run_phases is None:
-            from .run_phases import run_phases as _rp
-            run_phases = _rp(trace)
+            raise TypeError("resolve_window(trace, None) needs run_phases=run_phases.run_phases(trace)")
         if run_phases.get("cut"):
             cut = [f"{w} {run_phases[k]['ms']:,.1f} ms" for k, w in (("startup", "start-up"), ("teardown", "teardown"))
                    if run_phases.get(k)]

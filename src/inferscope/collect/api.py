@@ -28,6 +28,7 @@ import threading
 import time
 
 from . import session as _S
+from .errname import error_name
 from .layout import LONG_INTERVAL_TICKS
 
 _open: contextvars.ContextVar = contextvars.ContextVar("inferscope_scopes", default=())
@@ -225,16 +226,6 @@ class scope:
         return wrapper
 
 
-def error_name(et) -> str | None:
-    """The class name of an ``Exception`` leaving a scope (JSON- and label-safe: word characters only), else
-    None; BaseException-only exits (KeyboardInterrupt, SystemExit, GeneratorExit, task cancellation) are not
-    errors of the range.  Never the message: it may hold user data."""
-    if et is None or not isinstance(et, type) or not issubclass(et, Exception):
-        return None
-    n = "".join(c if (c.isalnum() or c == "_") else "_" for c in str(getattr(et, "__name__", "") or "")[:80])
-    return n or "Exception"
-
-
 def current_request() -> int | None:
     """The id of the innermost request scope open in this context (thread / asyncio task), else None."""
     for _, ent in reversed(_open.get()):
@@ -290,7 +281,7 @@ def collected_trace(trace_path: str | None = None):
         trace = s.finalize()
         _S.set_current(None)
     if trace_path:
-        from ..trace import native
+        from ..trace import native  # lazy: only save_report() reads a trace back (numpy)
         native.save(trace, trace_path)
     return trace, s.cfg
 

@@ -10,6 +10,10 @@ dropped (idle pool threads would only add "waiting" rows).
 """
 from __future__ import annotations
 
+import numpy as np
+
+from ..trace.kinds import SpanKind, TrackKind
+
 
 def overflow_warning(dropped: int, size_mb: float, capacity: int) -> str:
     return (f"trace buffer overflow: the oldest {dropped} events were dropped "
@@ -18,9 +22,7 @@ def overflow_warning(dropped: int, size_mb: float, capacity: int) -> str:
 
 def add_events(b, events, *, pid: int, main_tid: int | None, thread_names: dict, idle_tids) -> None:
     """Append ``events`` to TraceBuilder ``b``."""
-    import numpy as np
 
-    from ..trace.kinds import SpanKind, TrackKind
     tracks: dict = {}
     ctracks: dict = {}
     S = b.strings.intern

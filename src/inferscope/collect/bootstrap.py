@@ -40,7 +40,7 @@ def _on_term(signum, frame):
     exception there is only printed and the exit would look normal (exit 0)."""
     global _term_signum
     _term_signum = signum
-    import threading
+    import threading  # lazy: every child Python process imports this module; only a profiled one needs it
     if threading.main_thread().is_alive():
         raise SystemExit(128 + signum)
 
@@ -142,8 +142,8 @@ def _mark_main_start(s) -> None:
     ``cpython.run_*`` audit event, raised after site and this bootstrap): everything before it is interpreter
     start-up, never the program's (analyze/run_phases.py's ``interpreter`` rule).  An audit hook cannot be
     removed: after the first event it only compares one flag."""
-    import threading
-    import time
+    import threading  # lazy: every child Python process imports this module; only a profiled one needs it
+    import time  # lazy: every child Python process imports this module; only a profiled one needs it
     done = []
 
     def hook(event, args):
@@ -179,12 +179,14 @@ def _mp_exit_hook(_obj=None) -> None:
     """multiprocessing runs its finalisers at the end of every child's ``Process._bootstrap``,
     also when the child then leaves through ``os._exit`` (fork / forkserver start methods), where
     atexit never runs; the child's trace is written there (last, after the program's own)."""
+    # lazy: every child Python process imports this module; only a profiled one needs it
     from multiprocessing import util
     util.Finalize(None, _at_exit, exitpriority=-(10 ** 6))
     # the frames below Process._bootstrap are the parent's, copied by fork and never run here (the
     # parent's <module>, the function that started the pool): transparent, or the worker's
     # multiprocessing plumbing would be labelled with the parent's script
     try:
+        # lazy: every child Python process imports this module; only a profiled one needs it
         from .classify import mark_transparent
         f = sys._getframe()
         while f is not None and f.f_code.co_name != "_bootstrap":
@@ -216,10 +218,11 @@ def _start_child(out: str, forked: bool = False, cfg=None) -> None:
     when it is terminated."""
     global _session, _atexit_on
     try:
-        import dataclasses
-        from .. import log
+        import dataclasses  # lazy: every child Python process imports this module; only a profiled one needs it
+        from .. import log  # lazy: every child Python process imports this module; only a profiled one needs it
+        # lazy: every child Python process imports this module; only a profiled one needs it
         from ..config import Config, load_config
-        from . import session as S
+        from . import session as S  # lazy: every child Python process imports this module; only a profiled one needs it
         if cfg is None:
             cj = os.environ.get("INFERSCOPE_CONFIG_JSON")
             cfg = Config.from_json(cj) if cj else load_config()
@@ -265,6 +268,7 @@ def _child_main(out: str) -> None:
     if any(h in cmd for h in _HELPERS):
         return       # no work of the program's, and it outlives the parent
     try:
+        # lazy: every child Python process imports this module; only a profiled one needs it
         from ..config import Config, load_config
         cj = os.environ.get("INFERSCOPE_CONFIG_JSON")
         cfg = Config.from_json(cj) if cj else load_config()
@@ -301,9 +305,10 @@ def main() -> None:
     except OSError as e:
         sys.stderr.write(f"inferscope: cannot create the trace file next to {out}: {e}\n")
         return
-    from .. import log
+    from .. import log  # lazy: every child Python process imports this module; only a profiled one needs it
+    # lazy: every child Python process imports this module; only a profiled one needs it
     from ..config import Config, load_config
-    from . import session as S
+    from . import session as S  # lazy: every child Python process imports this module; only a profiled one needs it
     cj = os.environ.get("INFERSCOPE_CONFIG_JSON")
     try:
         cfg = Config.from_json(cj) if cj else load_config()

@@ -149,7 +149,7 @@ class Metrics:
 
 class MetricsServer:
     def __init__(self, metrics: Metrics, session, host: str = "127.0.0.1", port: int = 0) -> None:
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # lazy: only with the metrics endpoint on
         m, sess = metrics, session
 
         class Handler(BaseHTTPRequestHandler):

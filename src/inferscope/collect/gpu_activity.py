@@ -20,9 +20,11 @@ takes the GIL: its CPU time is measured and reported as the collector's cost).
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
+import sys
 import threading
 import time
 
@@ -65,7 +67,6 @@ _ENUMS = ("ActivityMemcpyKind", "ActivityMemoryKind", "ActivitySynchronizationTy
 
 def available() -> bool:
     """cupti-python importable (does not load CUPTI into a process that will not use it)."""
-    import importlib.util
     try:
         return importlib.util.find_spec("cupti") is not None
     except (ImportError, ValueError):
@@ -76,7 +77,6 @@ def device_id() -> int:
     """The CUDA device id for log lines (seed 001: ``GPU collector initialized (device=0)``): torch's
     current device once torch has initialised CUDA (never initialised here), else 0 - CUDA's default
     device, the one a single-GPU run (seed 001) works on; an id within CUDA_VISIBLE_DEVICES."""
-    import sys
     tm = sys.modules.get("torch")
     try:
         if tm is not None and tm.cuda.is_initialized():
@@ -91,7 +91,7 @@ def dtype_getter(C):
     INFERSCOPE_CUPTI_DECODE=objects reads every record by attribute instead (measurement aid)."""
     if os.environ.get("INFERSCOPE_CUPTI_DECODE", "").strip().lower() == "objects":
         return None
-    from .cupti_records import dtype_name
+    from .cupti_records import dtype_name  # lazy: CUPTI collection only (cupti_records imports numpy)
     cache: dict = {}
 
     def dtype_for(obj):
@@ -115,7 +115,7 @@ class CuptiCollector:
     def __init__(self, log, max_records: int = 4_000_000) -> None:
         self.log = log
         self.max_records = int(max_records)
-        from .cupti_records import RecordSink
+        from .cupti_records import RecordSink  # lazy: CUPTI collection only (cupti_records imports numpy)
         self.sink = RecordSink({}, ROW_FIELDS)     # the real kinds at start()
         self.api_names: dict[str, dict[int, str]] = {"runtime": {}, "driver": {}}
         self.enums: dict[str, dict[int, str]] = {}
@@ -150,7 +150,7 @@ class CuptiCollector:
         except Exception:    # noqa: BLE001 - older CUPTI: pthread ids, mapped later by the session
             pass
         AK = C.ActivityKind
-        from .cupti_records import RecordSink
+        from .cupti_records import RecordSink  # lazy: CUPTI collection only (cupti_records imports numpy)
         self.sink = RecordSink({int(AK.CONCURRENT_KERNEL): "kernel", int(AK.MEMCPY): "memcpy", int(AK.MEMSET): "memset",
                                 int(AK.SYNCHRONIZATION): "sync", int(AK.RUNTIME): "runtime", int(AK.DRIVER): "driver"},
                                ROW_FIELDS, dtype_getter(C))

@@ -6,10 +6,17 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
+from .. import thresholds as T
+from ..trace.kinds import SpanKind, TrackKind
+from ..trace.model import SPAN_COLUMNS
+from .gpu_records import add_to
+from .torchprof import SYNC_PREFIX, clock_offset, load_chrome
+
 
 def merge_cupti(sess, b, n_own: int, meta: dict, warnings: list) -> int:
     """CUPTI records -> spans + flows (gpu_records.py); returns the records dropped."""
-    from .gpu_records import add_to
     snap = sess.gpu_act.snapshot(rows=False)
     r = add_to(b, snap, room=max(0, sess.buffer.capacity - n_own))
     warnings.extend(r["warnings"])
@@ -20,7 +27,6 @@ def merge_cupti(sess, b, n_own: int, meta: dict, warnings: list) -> int:
     meta.update({f"cupti_{k}": v for k, v in st.items()})
     meta.update(cupti_spans=r["spans"], cupti_launch_flows=r["flows"], cupti_host_api_calls=r["host_api_calls"])
     # CUPTI's own cost on the launching thread: per GPU activity record (thresholds.py, measured on an H100)
-    from .. import thresholds as T
     n_gpu = sum(len(snap["columns"][k]["start"]) for k in ("kernel", "memcpy", "memset"))
     est_ms = n_gpu * T.CUPTI_COST_PER_GPU_RECORD_US / 1e3
     meta["cupti_estimated_cost_ms"] = round(est_ms, 1)
@@ -36,37 +42,34 @@ def merge_cupti(sess, b, n_own: int, meta: dict, warnings: list) -> int:
 def clock_sync_limit_us(duration_ms: float, margin_us: float) -> float:
     """Seed 001's clock-sync rule: the error allowed is CLOCK_SYNC_ERROR_MAX_FRACTION of the collection's
     duration, never below the fixed margin (sync_error_margin_us)."""
-    from ..thresholds import CLOCK_SYNC_ERROR_MAX_FRACTION as frac
-    return max(float(margin_us), frac * float(duration_ms) * 1e3)
+    return max(float(margin_us), T.CLOCK_SYNC_ERROR_MAX_FRACTION * float(duration_ms) * 1e3)
 
 
 def clock_sync_warning(source: str, err_us: float | None, duration_ms: float, margin_us: float) -> str | None:
     """The warning when ``err_us`` exceeds clock_sync_limit_us (both figures named), else None."""
     if err_us is None:
         return None
-    from ..thresholds import CLOCK_SYNC_ERROR_MAX_FRACTION as frac
     limit = clock_sync_limit_us(duration_ms, margin_us)
     if err_us <= limit:
         return None
     pct = 100.0 * err_us / (duration_ms * 1e3) if duration_ms > 0 else float("inf")
     return (f"{source} clock sync error {err_us:.0f} us is {pct:.1f} % of the {duration_ms:.1f} ms collection: "
-            f"above the limit of {limit:.0f} us (the larger of {100 * frac:g} % of the collection and "
-            f"INFERSCOPE_SYNC_ERROR_MARGIN_US={margin_us:g} us); GPU times may be misaligned with CPU samples "
-            "by that much: check GPU clock stability")
+            f"above the limit of {limit:.0f} us (the larger of {100 * T.CLOCK_SYNC_ERROR_MAX_FRACTION:g} % of the "
+            f"collection and INFERSCOPE_SYNC_ERROR_MARGIN_US={margin_us:g} us); GPU times may be misaligned with CPU "
+            "samples by that much: check GPU clock stability")
 
 
 def profiler_cost(sess, meta: dict) -> None:
     """Add torch.profiler's estimated cost (recorded host events x measured cost per event) to
     the overhead estimate: the sampler's own CPU time alone says nothing about it."""
-    from ..thresholds import PROFILER_COST_PER_HOST_EVENT_US as per_us
     n = sess._profiler_host_events
-    est_ms = n * per_us / 1e3
+    est_ms = n * T.PROFILER_COST_PER_HOST_EVENT_US / 1e3
     meta["profiler_host_events"] = n
     meta["estimated_profiler_overhead_ms"] = round(est_ms, 1)
     _overhead(sess, meta, 0, est_ms,
               "(CPU time of InferScope's sampler + housekeeping threads + torch.profiler estimated as "
-              f"{n} recorded ops and CUDA API calls x {per_us:g} us, measured on an H100 host) / "
-              "CPU time of the whole process; an estimate: the per-event cost depends on the CPU")
+              f"{n} recorded ops and CUDA API calls x {T.PROFILER_COST_PER_HOST_EVENT_US:g} us, measured on an H100 "
+              "host) / CPU time of the whole process; an estimate: the per-event cost depends on the CPU")
 
 
 def _overhead(sess, meta: dict, extra_cpu_ns: int, est_ms: float, basis: str) -> None:
@@ -80,10 +83,6 @@ def _overhead(sess, meta: dict, extra_cpu_ns: int, est_ms: float, basis: str) ->
 
 
 def merge_kineto(sess, b, path: str, n_own: int, warnings: list, devices: list) -> tuple[int, float | None]:
-    import numpy as np
-    from ..trace.kinds import SpanKind, TrackKind
-    from ..trace.model import SPAN_COLUMNS
-    from .torchprof import SYNC_PREFIX, clock_offset, load_chrome
     try:
         kt = load_chrome(path)
     except Exception as e:

@@ -3,6 +3,7 @@ generation utilities for generate() recording): a meta-path finder that wraps th
 from __future__ import annotations
 
 import importlib.abc
+import importlib.util
 import sys
 
 
@@ -38,7 +39,6 @@ class ModuleImportHook(importlib.abc.MetaPathFinder):
             return None
         self._busy = True
         try:
-            import importlib.util
             spec = importlib.util.find_spec(fullname)
         finally:
             self._busy = False

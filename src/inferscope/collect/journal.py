@@ -111,7 +111,8 @@ def read(path: str) -> tuple[list, dict | None, int]:
 
 def load(path: str):
     """Rebuild a Trace from a journal (the child was killed before writing its trace)."""
-    from ..trace.builder import TraceBuilder
+    from ..trace.builder import TraceBuilder  # lazy: the parent reads journals; the child's writer never needs numpy
+    # lazy: the parent reads journals; the child's writer never needs numpy
     from .assemble import add_events, overflow_warning
     try:
         events, meta, _ = read(path)

@@ -114,6 +114,7 @@ class FaultCounter:
         if _read is None:
             return None
         try:
+            # lazy: guarded - where perfip cannot import, kernel time goes without perf
             from .perfip import _NR, _Attr, _syscall, PERF_TYPE_SOFTWARE
         except ImportError:
             return None

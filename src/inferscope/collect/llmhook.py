@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 
+from .errname import error_name
 from .importhook import ModuleImportHook
 
 CAT = "inferscope.llm"
@@ -189,7 +190,6 @@ class LlmRecorder:
         try:
             out = orig(model, *args, **kwargs)
         except Exception as e:      # the call failed: its range is still recorded, with the class name (never the message)
-            from .api import error_name     # only on failure (importing it up front costs the first TTFT)
             err = error_name(type(e))
             raise
         finally:

@@ -24,6 +24,7 @@ import threading
 from .. import vocab as V
 from .perfip import COMPUTE, FRAMEWORK, PYTHON, TOKENIZER, PerfIP
 from .rawio import ProcFile, read_small, start_perf_ns
+from .system import _tasks
 
 CPU_SAMPLE = 11             # SpanKind.CPU_SAMPLE (the sampler's events)
 NATIVE_PERIOD_NS = 25_000_000   # how often native threads are read (placement error +- this)
@@ -69,7 +70,6 @@ class NativeThreads:
             self.stat = None
 
     def _native_tids(self) -> list[int]:
-        from .system import _tasks
         try:
             stat = self.stat.read() if self.stat is not None else None
             tids = _tasks(self.pid, stat, self.cache)

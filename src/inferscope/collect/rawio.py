@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import time
 
 _pread = _open = _close = None
 try:
@@ -91,7 +92,6 @@ def start_perf_ns(stat_path: str = "/proc/self/stat") -> int | None:
     """When a process or task started, on the perf_counter_ns clock (CLOCK_MONOTONIC): field 22 of its
     ``stat`` (starttime, clock ticks since boot on CLOCK_BOOTTIME; resolution 1/CLK_TCK s, floored).
     None off Linux or when unreadable."""
-    import time
     try:
         stat = read_small(stat_path, 1024).decode("ascii", "replace")
         ticks = int(stat[stat.rindex(")") + 2:].split()[19])

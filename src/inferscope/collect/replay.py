@@ -25,6 +25,8 @@ from .sampler import Sampler
 from .sampler_threads import ThreadsMixin
 from .sampler_tick import _queue
 from .tick_rules import tick_class
+from ..trace.builder import TraceBuilder
+from ..trace.kinds import SpanKind, TrackKind
 
 _ON = object()      # st.perf / st.clk stand-in: "was on" (the rules test only `is not None`)
 # the class names the rules compare by identity (`is`): decoded strings are mapped back to these objects
@@ -217,8 +219,6 @@ def replay_trace(trace, where: str = "trace"):
     """``trace`` with the CPU_SAMPLE runs of its recorded threads re-derived from its facts (``trace.facts``);
     InputError when it has none.  Returns (new trace, {"threads", "runs_recorded", "runs_replayed", "rules_ms":
     {rule: {class: ms}} over all recorded threads (idle ones included: the rules' own view)}."""
-    from ..trace.builder import TraceBuilder
-    from ..trace.kinds import SpanKind, TrackKind
     if not getattr(trace, "facts", None):
         raise InputError(f"{where}: no recorded facts to replay (record them with `inferscope run --facts`)")
     facts = decode(trace.facts, where)

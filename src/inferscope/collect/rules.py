@@ -15,6 +15,7 @@ from . import kernel_time as K
 from . import thread_state as TS
 from .rule_interval import Iv, put
 from .rules_perf import count_samples, fault_kernel_part, native_fractions, split_interval
+from .tick_rules import CLASS_RULES, TICK_RULES
 from .thread_state import (CLS_COMPUTE, CLS_FAULTS, CLS_FRAMEWORK, CLS_RUNQ, CLS_WAITING, KEEP, PY_CLASSES,
                            perf_kernel_share)
 
@@ -176,7 +177,6 @@ def decide(s, st, pend: list, samples: list) -> None:
 def rules_table() -> str:
     """The rules in order, one line each (their docstrings' first line): the tick's own (tick_rules.py), then the
     resolver's; `inferscope rules`, ARCHITECTURE.md."""
-    from .tick_rules import CLASS_RULES, TICK_RULES
     lines = ["| # | rule | applies to | what it decides |", "|---|---|---|---|"]
     for k, f in enumerate(TICK_RULES + RULES, 1):
         first = (f.__doc__ or "").strip().splitlines()[0].rstrip(".")

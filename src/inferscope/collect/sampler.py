@@ -79,8 +79,8 @@ from .thread_state import (CLS_COMPUTE, CLS_FAULTS, CLS_FRAMEWORK, CLS_RUNQ, CLS
 
 # Sampler's code is split over thread_state.py (constants, helpers, _ThreadState), resolve.py (_resolve),
 # sampler_perf.py and sampler_threads.py (mixins), sampler_loop.py and sampler_tick.py (_run); every name
-# this module had stays reachable here.  GIL_BUDGET is read from this module at every tick
-# (sampler_loop.run): setting sampler.GIL_BUDGET still paces a running sampler (bench/bench_sampler.py).
+# this module had stays reachable here.  The tick loop (sampler_loop.run) reads the instance's gil_budget
+# (GIL_BUDGET by default) at every tick: setting it paces a running sampler (bench/bench_sampler.py).
 __all__ = [
     "C", "CLS_COMPUTE", "CLS_FRAMEWORK", "CLS_RUNQ", "CLS_TOKENIZATION", "CLS_WAITING", "COMPUTE", "CPU_SAMPLE",
     "GIL_BUDGET", "GIL_WAIT_NS", "IMPORT_RATE_DIVISOR", "K", "KEEP", "LONG_INTERVAL_TICKS", "OTHER",
@@ -121,6 +121,7 @@ class Sampler(ThreadsMixin, PerfMixin):
         self._cputime = cputime or time.clock_gettime_ns
         self._getclk = getclk or time.pthread_getcpuclockid
         self.interval_ns = int(1e9 / hz) if hz > 0 else 0
+        self.gil_budget = GIL_BUDGET    # the sampler's own CPU per tick, as a share of the interval (read every tick)
         self.scope_stacks = scope_stacks
         self.cpu_marks: dict = {}     # ident -> [(t_ns, thread CPU ns)] at scope edges (session's; api._cpu_mark)
         self.starved_at = None        # the last tick that came late (LONG_INTERVAL_TICKS): the sampler starved of the GIL

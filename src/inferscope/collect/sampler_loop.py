@@ -4,6 +4,7 @@ pacing (GIL budget, import rate), the tick's time and GIL verdict, perf adoption
 that ended).  collect/sampler.py explains the rules."""
 from __future__ import annotations
 
+import importlib._bootstrap as _bs
 import sys
 import threading
 
@@ -11,6 +12,7 @@ from . import classify as C
 from . import kernel_time as K
 from .gcpauses import collector_off, collector_on
 from .layout import LONG_INTERVAL_TICKS
+from .native_threads import NATIVE_PERIOD_NS, NativeThreads
 from .sampler_tick import TickEnv, tick_threads
 from .thread_state import (GIL_WAIT_NS, IMPORT_RATE_DIVISOR, PERF_PERIOD_NS, RESOLVE_NS, _decides, _import_probe,
                            _runq_ns, _switch_interval_s)
@@ -36,13 +38,12 @@ def loop_setup(s):
     probe = None
     if s.probe_blocking:
         try:
-            from .blocking import Probe
+            from .blocking import Probe  # lazy: the off-CPU probe and import-lock view only where enabled
             s.blocking = Probe(s.buffer.append, _decides)
             probe = s.blocking.probe
         except Exception:
             probe = None
     try:
-        import importlib._bootstrap as _bs
         module_locks = _bs._module_locks      # non-empty while a module import is in progress
     except (ImportError, AttributeError):
         module_locks = None
@@ -92,11 +93,9 @@ class _Loop:
     __slots__ = ("s", "env", "idmap", "probe", "clock", "cputime", "threads", "skip", "module_locks", "kgate_fn",
                  "my_clk", "getframes", "stop", "sleep", "periodic", "period_ns", "next_periodic", "per_tick",
                  "perf_maps", "ema_busy", "perf_off", "last_tick", "forced_ns", "short_s", "manage_switch",
-                 "next_resolve", "next_native", "native_period", "setup_thread", "perf_on_at", "ticked", "final", "SM")
+                 "next_resolve", "next_native", "native_period", "setup_thread", "perf_on_at", "ticked", "final")
 
     def __init__(self, s) -> None:
-        from . import sampler as SM    # (GIL_BUDGET read there at every tick: bench_sampler.py sets it while it runs)
-        self.SM = SM
         self.s = s
         env, self.idmap, self.probe = loop_setup(s)
         self.env = env
@@ -177,9 +176,9 @@ def _wait_for_tick(s, L: _Loop):
     # otherwise a late sampler would hold the GIL back-to-back and starve the workload.
     # While a module import runs (start-up, reported as one bucket) sample less often:
     # every tick takes the GIL from an import-heavy main thread.  Overhead budget: never
-    # hold the GIL more than GIL_BUDGET of the wall time on average.
+    # hold the GIL more than its gil_budget (thread_state.GIL_BUDGET) of the wall time on average.
     interval = s.interval_ns
-    iv = max(interval * IMPORT_RATE_DIVISOR if L.module_locks else interval, int(L.ema_busy / L.SM.GIL_BUDGET))
+    iv = max(interval * IMPORT_RATE_DIVISOR if L.module_locks else interval, int(L.ema_busy / L.s.gil_budget))
     clock = L.clock
     target = clock() + iv
     if not L.stop.is_set():
@@ -321,7 +320,6 @@ def _native_step(s, t: int, perf_maps, native_period: int):
     """The process's native threads by perf role (native_threads.py), every NATIVE_PERIOD_NS.  Returns
     (the next time, the period)."""
     if s.native_threads is None:
-        from .native_threads import NATIVE_PERIOD_NS, NativeThreads
         s.native_threads = NativeThreads(s.buffer.append, PERF_PERIOD_NS, s.started_ns)
         native_period = NATIVE_PERIOD_NS
     next_native = t + native_period

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+from .perfip import Maps, PerfIP
 from .thread_state import PERF_PERIOD_NS, PERF_STACK_BYTES, _ThreadState
 
 
@@ -15,7 +16,6 @@ class PerfMixin:
         at its next tick and meanwhile decides by the GIL heuristic, so sampling starts at once)."""
         self.skip.add(threading.get_ident())
         try:
-            from .perfip import Maps, PerfIP
             main = PerfIP.open(self.main_tid, PERF_PERIOD_NS, PERF_STACK_BYTES)   # the system call releases the GIL
             if main is not None:
                 maps = Maps()

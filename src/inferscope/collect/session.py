@@ -15,7 +15,8 @@ import threading
 import time
 
 from .. import log
-from ..config import Config
+from ..config import Config, load_config
+from ..errors import InferScopeError
 from . import session_trace as _trace
 from .buffer import RingBuffer
 from .rawio import start_perf_ns
@@ -36,7 +37,6 @@ def get_or_start(mode: str = "library"):
         return s
     with _session_lock:
         if _session is None:
-            from ..config import load_config
             try:
                 cfg = load_config()
             except Exception as e:
@@ -49,7 +49,6 @@ def get_or_start(mode: str = "library"):
             s.start()
             if s.single_gpu_error:
                 s.finalize()
-                from ..errors import InferScopeError
                 raise InferScopeError(s.single_gpu_error)
             _session = s
             if mode == "library":
@@ -119,9 +118,9 @@ class Session:
 
     # ------------------------------------------------------------------ start
     def start(self) -> None:
-        from .sampler import Sampler
-        from .system import SystemSampler
-        from .nvml import NvmlSampler
+        from .sampler import Sampler  # lazy: loaded when a session starts, not on import
+        from .system import SystemSampler  # lazy: loaded when a session starts, not on import
+        from .nvml import NvmlSampler  # lazy: loaded when a session starts, not on import
         cfg = self.cfg
         self.start_ns = time.perf_counter_ns()
         self.process_start_ns = start_perf_ns("/proc/self/stat")   # this process's start, on the trace's clock
@@ -144,7 +143,7 @@ class Session:
                 self.single_gpu_error = multi_gpu_message(self.gpu_count)
         # torch: now if already imported, else when the workload imports it
         if cfg.torch_profiler != "off":
-            from .torchprof import TorchImportHook, TorchProfiler
+            from .torchprof import TorchImportHook, TorchProfiler  # lazy: loaded when a session starts, not on import
             self.torch = TorchProfiler(log)
             if "torch" in sys.modules:
                 self._on_torch_import()
@@ -156,7 +155,7 @@ class Session:
         if cfg.cupti and cfg.torch_profiler != "on":
             self._hook_cuda_modules()
         try:
-            from .llmhook import LlmRecorder
+            from .llmhook import LlmRecorder  # lazy: loaded when a session starts, not on import
             self.llm = LlmRecorder(self)
             self.llm.start()
         except Exception as e:   # optional: never stops collection
@@ -169,7 +168,7 @@ class Session:
         if getattr(cfg, "metrics_port", -1) >= 0:
             self.serve_metrics(cfg.metrics_host, cfg.metrics_port)
         if getattr(cfg, "gc_pauses", True):
-            from .gcpauses import GcPauses
+            from .gcpauses import GcPauses  # lazy: loaded when a session starts, not on import
             self.gc_pauses = GcPauses(self.buffer.append)
             self.gc_pauses.start()
         self.sampler.start()
@@ -183,7 +182,7 @@ class Session:
     def serve_metrics(self, host: str = "127.0.0.1", port: int = 0):
         """Start the Prometheus endpoint (once); its server, or None when the port cannot be bound."""
         if self.metrics_server is None:
-            from .exporter import start_for_session
+            from .exporter import start_for_session  # lazy: only with the metrics endpoint on
             self.metrics_server = start_for_session(self, host, int(port))
         return self.metrics_server
 
@@ -224,7 +223,7 @@ class Session:
         if self.torch is not None and self.torch.start():
             self.torch_state = "on"
             if self.torch.cuda:
-                from .gpu_activity import device_id
+                from .gpu_activity import device_id  # lazy: only once the program imports torch
                 log.info(f"GPU collector initialized (device={device_id()}, source=torch.profiler)")
             else:
                 log.debug("torch profiler started (cuda=False)")
@@ -239,10 +238,10 @@ class Session:
     # ------------------------------------------------------------ CUPTI
     def _hook_cuda_modules(self) -> None:
         """Start CUPTI when a CUDA library other than torch is (or gets) imported (torch: _on_torch_import)."""
-        from .gpu_activity import CUDA_MODULES, available
+        from .gpu_activity import CUDA_MODULES, available  # lazy: only when CUDA libraries may load
         if not available():
             return
-        from .importhook import ModuleImportHook
+        from .importhook import ModuleImportHook  # lazy: only when CUDA libraries may load
         if any(m in sys.modules for m in CUDA_MODULES):
             self._start_cupti()
             return
@@ -256,7 +255,7 @@ class Session:
             return self.gpu_act.active
         if not (self.cfg.cupti and self.cfg.torch_profiler != "on") or self.finalized:
             return False
-        from .gpu_activity import CuptiCollector, available, device_id
+        from .gpu_activity import CuptiCollector, available, device_id  # lazy: CUPTI collection only
         if not available():     # said once (seed 001: CUPTI load fails -> skip its GPU events)
             if not self._cupti_missing_said:
                 self._cupti_missing_said = True
@@ -273,7 +272,7 @@ class Session:
 
     # ---------------------------------------------------------- housekeeping
     def _housekeeping(self) -> None:
-        from .gcpauses import collector_off, collector_on
+        from .gcpauses import collector_off, collector_on  # lazy: the housekeeping thread only
         self.skip_idents.add(threading.get_ident())
         try:
             self._hk_clk = time.pthread_getcpuclockid(threading.get_ident())

@@ -16,7 +16,9 @@ import threading
 import time
 
 from .. import log
+from .journal import REWRITE_FACTOR, JournalWriter, path_for
 from .session_meta import collection_meta, devices, sampling_rate_warning, trace_meta
+from .system import numa_placement
 
 
 def refresh_thread_names(s) -> None:
@@ -29,8 +31,9 @@ def refresh_thread_names(s) -> None:
 
 
 def build_trace(s, final: bool = False, kineto_path: str | None = None, end_ns: int | None = None):
-    from ..trace.builder import TraceBuilder
-    from .assemble import add_events, overflow_warning
+    from ..trace.builder import TraceBuilder  # lazy: the trace is built at the end (numpy); not at start-up
+    from .assemble import add_events, overflow_warning  # lazy: the trace is built at the end (numpy); not at start-up
+    # lazy: the trace is built at the end (numpy); not at start-up
     from .gpu_merge import clock_sync_limit_us, clock_sync_warning, merge_cupti, merge_kineto, profiler_cost
     end_ns = end_ns or time.perf_counter_ns()
     events = s.buffer.snapshot()
@@ -94,7 +97,6 @@ def journal_meta(s) -> dict:
 
 def flush(s) -> None:
     """Append the events since the last flush to the crash journal (journal.py)."""
-    from .journal import REWRITE_FACTOR, JournalWriter, path_for
     if s.journal is None:
         s.journal = JournalWriter(path_for(s.trace_out))
     j = s.journal
@@ -123,7 +125,7 @@ def finalize(s, exit_reason: str | None = None):
                 pass
         kpath = None
         if s.torch is not None and s.torch.active:
-            import tempfile
+            import tempfile  # lazy: the trace is saved at the end; not at start-up
             fd, kpath = tempfile.mkstemp(prefix="inferscope-torch-", suffix=".json")
             os.close(fd)
             if not s.torch.stop_and_export(kpath):
@@ -138,7 +140,6 @@ def finalize(s, exit_reason: str | None = None):
         if s.gpu_count == 0 or (s.gpu_count is None and not (s.nvml and s.nvml.ok)):
             s._warn("CUDA unavailable: CPU-only mode (no GPU timeline)")
         try:
-            from .system import numa_placement
             buses = [d.get("pci_bus_id") for d in s.nvml.devices if d.get("pci_bus_id")] if s.nvml else []
             s.numa = numa_placement(buses) or None
             tm = sys.modules.get("torch")
@@ -162,7 +163,7 @@ def finalize(s, exit_reason: str | None = None):
         # whole-process CPU time since interpreter start (user+sys, all threads), for benchmarks
         trace.meta["collection"]["process_cpu_ms"] = round(time.process_time_ns() / 1e6, 3)
         if s.trace_out:
-            from ..trace import native
+            from ..trace import native  # lazy: the trace is saved at the end; not at start-up
             native.save(trace, s.trace_out)
             if s.journal is not None:      # the final trace supersedes the crash journal
                 s.journal.close(remove=True)

@@ -53,7 +53,7 @@ PERF_STACK_BYTES = 0 if os.environ.get("INFERSCOPE_PERF_STACK", "") == "0" else 
 # caches, many threads or deep stacks); the budget only binds when ticks are that slow.  The
 # larger cost of a tick is waiting for the GIL (up to the 5 ms switch interval), which a thread
 # that releases the GIL often (torch ops) pays as extra wake-ups: hence the modest default rate.
-GIL_BUDGET = 0.015   # (the tick loop reads sampler.GIL_BUDGET, re-exported there: set it there)
+GIL_BUDGET = 0.015   # (each Sampler's gil_budget starts at this; the tick loop reads the instance's)
 # The budget is paced by the sampler's own CPU time per tick, not its wall time, and one-off
 # setup ticks (a new thread registered: its CPU clock, schedstat file and perf_event opened; perf
 # adopted for the threads already seen) do not feed it.  With wall time, a sampler descheduled
@@ -146,7 +146,6 @@ def _import_probe(module_locks):
 def _switch_interval_s() -> float:
     """The switch interval to use while one Python thread runs (SWITCH_INTERVAL_S, or
     INFERSCOPE_SWITCH_INTERVAL_US; 0 = never change the program's)."""
-    import os
     try:
         us = float(os.environ.get("INFERSCOPE_SWITCH_INTERVAL_US", SWITCH_INTERVAL_S * 1e6))
     except ValueError:

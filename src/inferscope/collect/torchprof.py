@@ -15,6 +15,7 @@
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -121,7 +122,7 @@ def clock_offset(marker_starts: dict[str, int], markers: list[tuple[str, int, in
 def load_chrome(path: str):
     """Kineto JSON -> Trace, through ingest.kineto when present, else a minimal reader."""
     try:
-        from ..ingest import kineto
+        from ..ingest import kineto  # lazy: the trace is read back at the end (msgspec, numpy)
         return kineto.load(path)
     except ImportError:
         pass
@@ -131,9 +132,8 @@ def load_chrome(path: str):
 def _minimal_load(path: str):
     """Complete ('X') events only: cpu_op -> CPU_OP, user_annotation -> ANNOTATION, kernels etc.
     Used only until/unless ingest.kineto is available."""
-    import json
-    from ..trace.builder import TraceBuilder
-    from ..trace.kinds import SpanKind, TrackKind
+    from ..trace.builder import TraceBuilder  # lazy: the trace is read back at the end (numpy)
+    from ..trace.kinds import SpanKind, TrackKind  # lazy: the trace is read back at the end (numpy)
     with open(path, encoding="utf-8") as f:
         doc = json.load(f)
     kinds = {"cpu_op": SpanKind.CPU_OP, "user_annotation": SpanKind.ANNOTATION, "kernel": SpanKind.KERNEL,

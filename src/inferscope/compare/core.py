@@ -21,6 +21,14 @@ from .llm import llm_diff
 from .named import TOP_CHANGED, _named_diff, named
 from .noise import BUSY_MACHINE_PCT, ENV_COUNTERS, _change_verdict, environment, noise_for, repeats, t975
 from .sides import REPORT_JSON_MAX_BYTES, Side, load_side
+from .. import thresholds as T
+from ..analyze.options import options_from_args
+from ..errors import ConfigError
+from ..outputs import DEFAULT_DIFF_DIR
+from ..report import diff as R
+from ..report.markdown import plain
+from .whatif import predictions
+from .work import combine, work_of
 
 __all__ = ["BUSY_MACHINE_PCT", "ENV_COUNTERS", "REPORT_JSON_MAX_BYTES", "SCHEMA", "TOP_CHANGED", "Side", "cli_diff",
            "diff_paths", "diff_sides", "environment", "headline", "llm_diff", "load_side", "named", "noise_for",
@@ -125,12 +133,9 @@ def diff_sides(before: Side, after: Side, min_change_pct: float | None = None) -
                 "the machine was busy during a run (system CPU utilisation " +
                 " vs ".join(f"{v:.0f}%" for v in (eb_env.get("cpu.util_pct"), ea_env.get("cpu.util_pct")) if v is not None) +
                 "): wall times include CPU contention from other processes, which within-run noise does not capture")
-    from .. import thresholds as T
-    from .work import combine, work_of
     mc = T.DIFF_MIN_CHANGE_PCT if min_change_pct is None else min_change_pct
     result["work"] = work_of(rb, ra)
     result["change"] = combine(_change_verdict(e2e, noise, mc), result["work"], mc)
-    from .whatif import predictions
     result["predictions"] = predictions(rb, ra, result)
     if noise and noise["unit_kind"] == "steps" and noise["before"]["n"] != noise["after"]["n"]:
         result["warnings"].append(f"the windows hold different numbers of steps ({noise['before']['n']} vs "
@@ -168,11 +173,6 @@ def headline(d: dict) -> str:
 
 def cli_diff(args) -> int:
     """``inferscope diff``: write the diff files, print the headline; 1 with --fail-on-regression when it holds."""
-    from ..analyze.options import options_from_args
-    from ..errors import ConfigError
-    from ..outputs import DEFAULT_DIFF_DIR
-    from ..report import diff as R
-    from ..report.markdown import plain
     if args.fail_on_regression is not None and not (args.fail_on_regression >= 0 and math.isfinite(args.fail_on_regression)):
         raise ConfigError("--fail-on-regression takes a percentage >= 0")
     if args.min_change is not None and not (args.min_change >= 0 and math.isfinite(args.min_change)):

@@ -4,7 +4,13 @@ which appeared, disappeared or changed most.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .sides import Side
+from ..analyze.sample_labels import function_of
+from ..analyze.select import clipped_durations, group_sum, in_window
+from ..analyze.window import Window
+from ..trace.kinds import SpanKind
 
 TOP_CHANGED = 15
 
@@ -13,11 +19,6 @@ TOP_CHANGED = 15
 # tables of named things: kernels, CPU ops, sampled functions, ranges
 # ---------------------------------------------------------------------------------------------
 def _named_from_trace(side: Side) -> dict[str, dict[str, tuple[float, int]]]:
-    import numpy as np
-    from ..analyze.sample_labels import function_of
-    from ..analyze.select import clipped_durations, group_sum, in_window
-    from ..analyze.window import Window
-    from ..trace.kinds import SpanKind
     t = side.trace
     s = t.spans
     w = side.report.get("window") or {}

@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from ..trace.kinds import SpanKind
 from .sides import Side
 
 # two-sided 95 % Student t quantiles for df = 1..30 (larger df: 1.96)
@@ -45,8 +48,6 @@ def repeats(side: Side) -> dict[str, list[float]]:
     if len(steps) >= 2:
         out["<steps>"] = steps
     if side.trace is not None:
-        import numpy as np
-        from ..trace.kinds import SpanKind
         t = side.trace
         s = t.spans
         w = side.report.get("window") or {}
@@ -110,7 +111,6 @@ def environment(side: Side) -> dict:
     """Mean of the machine-load counters in the window (live traces only): {metric: mean}."""
     if side.trace is None or not len(side.trace.counters):
         return {}
-    import numpy as np
     t = side.trace
     c = t.counters
     w = side.report.get("window") or {}

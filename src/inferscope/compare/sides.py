@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
+
+from ..app import analyse
 from ..errors import InputError
+from ..ingest import load_trace
+from ..util.progress import for_stderr
 
 REPORT_JSON_MAX_BYTES = 256 << 20
 
@@ -35,7 +40,6 @@ def _as_report(path: Path) -> dict | None:
     # (its key is "schemaVersion"), so a big trace is never decoded twice
     if head.lstrip()[:1] != b"{" or b'"schema_version"' not in head or path.stat().st_size > REPORT_JSON_MAX_BYTES:
         return None
-    import msgspec
     try:
         doc = msgspec.json.decode(path.read_bytes())
     except msgspec.DecodeError:
@@ -61,9 +65,6 @@ def load_side(path: str, options=None, quiet: bool = True) -> Side:
     rep = _as_report(p)
     if rep is not None:
         return Side(str(p), rep, None)
-    from ..app import analyse
-    from ..ingest import load_trace
-    from ..util.progress import for_stderr
     prog = for_stderr(p.name, quiet=quiet)
     ok = False
     try:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import socket
 import sys
 from pathlib import Path
 
@@ -27,6 +28,16 @@ from .batch_out import SAVING_FIELDS
 from .batch_pool import KILL_ENV, fault_seam, run_local
 from ..errors import ConfigError, InferScopeError, InputError
 from ..headline import llm_headline
+from ..analyze.options import options_from_args
+from ..analyze.window import window_from_report
+from ..app import report
+from ..ingest import load_trace
+from ..outputs import DEFAULT_DIR, resolve_outputs
+from ..report.cross_rank import write as write_cross_rank
+from ..report.markdown import plain
+from .batch_out import parquet_outputs, remove_stale, write_jsonl
+from .cross_rank import cross_rank, rank_of, rank_profile, row_fields, used_devices
+from .cross_rank_comm import collective_steps
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".sqlite", ".iscope")
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2, "info": 3}
@@ -90,7 +101,6 @@ def _folder_names(paths: list[Path]) -> list[str]:
 
 def summary_row(src: Path, result: dict, report_dir: str) -> dict:
     """One row per input; ``job``/``straggler`` are filled in from the cross-rank section (cross_rank.py)."""
-    from .cross_rank import rank_of, used_devices
     g = result.get("gpu") or {}
     rank, world_size, rank_source = rank_of(result, os.path.abspath(src))   # abspath: the same on every engine
     findings = sorted(result.get("findings") or [], key=lambda f: SEVERITY_ORDER.get(f.get("severity"), 9))
@@ -123,10 +133,6 @@ def _without_path(msg: str, src: str) -> str:
 def analyze_one(src: str, outdir: str, folder: str, output_formats: str | None, options) -> tuple[dict, list[dict], dict | None]:
     """Worker: load, analyse, write one input's report folder; its summary row, finding rows and, when the
     trace names its rank, the few KB the cross-rank comparison reads (cross_rank.rank_profile)."""
-    from .cross_rank import rank_profile
-    from ..app import report
-    from ..ingest import load_trace
-    from ..outputs import resolve_outputs
     rdir = Path(outdir) / folder
     try:
         trace = load_trace(src)
@@ -141,15 +147,12 @@ def analyze_one(src: str, outdir: str, folder: str, output_formats: str | None, 
         return {"source": src, "report_dir": None, "error": f"internal error: {type(e).__name__}: {' '.join(str(e).split())[:300]}"}, [], None
     prof = rank_profile(result, os.path.abspath(src))
     if prof is not None:   # the collectives' offsets per step need the trace, not only the report
-        from ..analyze.window import window_from_report
-        from .cross_rank_comm import collective_steps
         prof["collectives"] = collective_steps(trace, window_from_report(result.get("window")))
     return summary_row(Path(src), result, folder), finding_rows(Path(src), result), prof
 
 
 def _probe(address: str) -> None:
     """One-line error, fast, when --address HOST:PORT does not accept connections ('auto' is Ray's to resolve)."""
-    import socket
     hostport = address.split("://", 1)[-1].rstrip("/")
     host, sep, port = hostport.rpartition(":")
     if address == "auto" or not sep:
@@ -248,9 +251,6 @@ def analyze_many(inputs: list[str], outdir: str, output_formats: str | None, opt
 
 
 def cli_analyze_many(args) -> int:
-    from ..analyze.options import options_from_args
-    from ..report.markdown import plain
-    from ..outputs import DEFAULT_DIR
     outdir = args.output or DEFAULT_DIR
     if args.jobs is None or args.jobs < 1:
         raise ConfigError("--jobs must be >= 1")
@@ -265,8 +265,6 @@ def cli_analyze_many(args) -> int:
             print(plain(f"[{k}/{n}] {src}: {status}", 400), file=sys.stderr, flush=True)
     rows, findings, profiles = analyze_many(list(args.trace), outdir, args.format, opts, args.jobs, say,
                                             engine=getattr(args, "engine", "local"), address=getattr(args, "address", None))
-    from .batch_out import parquet_outputs, remove_stale, write_jsonl
-    from .cross_rank import cross_rank, row_fields
     cr = cross_rank([{"source": r["source"], "report_dir": r["report_dir"], "profile": p}
                      for r, p in zip(rows, profiles) if p], group_by=getattr(args, "group_by", "auto"))
     by_src = row_fields(cr)
@@ -287,7 +285,6 @@ def cli_analyze_many(args) -> int:
     write_jsonl(Path(outdir) / "findings.jsonl", findings)
     extra = parquet_outputs(Path(outdir), rows, findings, cr)
     if cr:
-        from ..report.cross_rank import write as write_cross_rank
         extra += write_cross_rank(Path(outdir), cr)
     else:   # a previous run's section in this folder is not this run's
         remove_stale(Path(outdir), ("cross_rank.json", "cross_rank.md", "ranks.parquet"))

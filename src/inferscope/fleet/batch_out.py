@@ -10,10 +10,10 @@ from pathlib import Path
 from ..errors import InferScopeError
 from ..headline import LLM_COLUMNS, num
 from ..result.base import CATEGORIES  # the breakdown's, in its order
+from ..util.atomic import atomic_open, atomic_write_text
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> None:
-    from ..util.atomic import atomic_write_text
     try:
         atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n" for r in rows))
     except OSError as e:
@@ -45,7 +45,6 @@ def write_parquet(path: Path, rows: list[dict], schema) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ..util.atomic import atomic_open
     table = pa.Table.from_pylist(rows, schema=schema)
     try:
         with atomic_open(path, "wb") as f:

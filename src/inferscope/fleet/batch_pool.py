@@ -18,9 +18,11 @@ on every engine (Ray tasks too).
 """
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 import signal
 from collections import deque
+from multiprocessing.connection import wait
 
 WORKER_RETRIES = 1           # a dead worker's input is run once more, then reported as an error row
 KILL_ENV = "INFERSCOPE_TEST_KILL_WORKER"
@@ -83,8 +85,6 @@ def _give(s: _Slot, item: tuple, tasks: list) -> None:
 def run_local(fn, tasks: list[tuple], results: list, jobs: int, max_tasks: int, progress=None) -> None:
     """Fill results[i] with fn(*tasks[i]) (fn: batch.analyze_one, a module-level function) for every i, in jobs
     worker processes."""
-    import multiprocessing as mp
-    from multiprocessing.connection import wait
     ctx = mp.get_context("spawn")
     todo = deque((i, 0) for i in range(len(tasks)))
     slots: list[_Slot] = []

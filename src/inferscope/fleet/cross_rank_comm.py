@@ -22,6 +22,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..thresholds import CROSS_RANK_LAST_ARRIVAL_US, CROSS_RANK_MAX_COLLECTIVES
+from ..analyze.classify import comm_kernel_mask, gpu_work_mask
+from ..analyze.links import launchers_for
+from ..analyze.select import overlap, starts_inside, window_bounds
+from ..trace.kinds import SpanKind
 
 WAIT_KEYS = ("comm_wait_ms", "comm_compared_ms", "comm_wait_pct", "comm_wait_per_step_ms", "last_arrivals")
 RULE = ("wait = latest rank's start offset - this rank's start offset, clipped to [0, kernel duration], summed over "
@@ -34,10 +38,6 @@ def collective_steps(trace, window, max_steps: int = 100, cap: int = CROSS_RANK_
     """Per step of the window: its communication kernels as [name index, k, offset_us, dur_us].  None when the
     window (an analyze.window.Window; None: no window known) has no step or no communication kernel launched inside one.  At most ``cap`` instances: later steps
     are left out whole (``truncated``)."""
-    from ..analyze.classify import comm_kernel_mask, gpu_work_mask
-    from ..analyze.links import launchers_for
-    from ..analyze.select import overlap, starts_inside, window_bounds
-    from ..trace.kinds import SpanKind
     if window is None:
         return None
     window_bounds(window)    # a TypeError for anything but a Window

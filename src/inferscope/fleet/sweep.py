@@ -11,6 +11,8 @@ else unknown (null).
 """
 from __future__ import annotations
 
+import csv
+import io
 import itertools
 import json
 import math
@@ -22,7 +24,12 @@ from pathlib import Path
 
 from ..errors import ConfigError, InferScopeError
 from ..headline import llm_headline, num
+from .. import thresholds as T
+from ..report.csv_tables import _cell
+from ..report.markdown import plain
+from ..report.sweep_html import build as build_html
 from ..result.base import CATEGORIES  # the breakdown's, in its order
+from ..util.atomic import atomic_write_text
 
 SCHEMA = "inferscope.scaling_summary/1"
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -221,7 +228,6 @@ def _run_one(run: dict, outdir: Path, extra: list[str], quiet: bool) -> tuple[in
 
 def sweep(params, cmd, repeat=1, outdir="outputs", items_param=None, window=None, quiet=False,
           min_gain_pct: float | None = None, progress=None) -> dict:
-    from .. import thresholds as T
     runs = plan(params, cmd, repeat)
     if items_param is not None and items_param not in dict(params):
         raise ConfigError(f"--items-param {items_param}: not one of the --param names")
@@ -246,10 +252,7 @@ def sweep(params, cmd, repeat=1, outdir="outputs", items_param=None, window=None
 # outputs
 # ---------------------------------------------------------------------------------------------
 def csv_text(summary: dict) -> str:
-    import csv
-    import io
 
-    from ..report.csv_tables import _cell
     names = [p["name"] for p in summary["params"]]
     cols = names + ["repeat", "exit_code", "failed", "e2e_ms", "throughput", "throughput_unit", "verdict", "ttft_ms", "tpot_ms"] + \
         [f"{c}_pct" for c in CATEGORIES] + ["report"]
@@ -264,8 +267,6 @@ def csv_text(summary: dict) -> str:
 
 
 def write(summary: dict, outdir) -> list[Path]:
-    from ..report.sweep_html import build as build_html
-    from ..util.atomic import atomic_write_text
     out = Path(outdir)
     files = [(out / "scaling_summary.json", json.dumps(summary, indent=2, ensure_ascii=False, allow_nan=False) + "\n"),
              (out / "scaling_summary.csv", csv_text(summary)),
@@ -279,7 +280,6 @@ def write(summary: dict, outdir) -> list[Path]:
 
 
 def cli_sweep(args) -> int:
-    from ..report.markdown import plain
     params = parse_params(args.param)
     if args.min_gain is not None and not (math.isfinite(args.min_gain) and args.min_gain >= 0):
         raise ConfigError("--min-gain takes a percentage >= 0")

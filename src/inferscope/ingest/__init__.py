@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import os
+import zlib
 from pathlib import Path
 
 from ..errors import InputError
 from ..trace.model import Trace
+from ..trace.validate import check
+from ._files import ncu_sniff as sniff, read_input
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
@@ -14,7 +17,6 @@ ZIP_MAGIC = b"PK\x03\x04"
 
 def detect_format(path: str | os.PathLike) -> str:
     """Return 'native', 'nsys', 'ncu' or 'kineto' by content (not by extension)."""
-    from ._files import read_input
     p = Path(path)
     if p.suffix.lower() in (".nsys-rep", ".qdrep") and p.is_file():
         raise InputError(f"{p}: an Nsight Systems report file; export it first with "
@@ -39,8 +41,6 @@ def detect_format(path: str | os.PathLike) -> str:
 
 def _ncu_head(p: Path, gz: bool) -> bool:
     """Does the file (inflated: its first 64 KB at most) start like ``ncu --csv`` output?"""
-    import zlib
-    from ._files import ncu_sniff as sniff, read_input
     raw = read_input(p, 65536)
     if gz:
         try:
@@ -59,22 +59,21 @@ def load_trace(path: str | os.PathLike, max_decompressed: int | None = None, pro
     ``progress``: a ``util.progress.Progress`` told each stage (bytes read for Kineto, tables for
     nsys), or None.
     """
-    from ..trace.validate import check
     fmt = detect_format(path)
     name = Path(path).name
     if progress is not None and fmt in ("native", "ncu"):
         progress.stage(f"reading {name}")
     if fmt == "native":
-        from ..trace import native
+        from ..trace import native  # lazy: one importer per format (collect/torchprof reads kineto only)
         return native.load(path, max_decompressed=max_decompressed)   # checked inside
     if fmt == "ncu":
-        from . import ncu
+        from . import ncu  # lazy: one importer per format (collect/torchprof reads kineto only)
         trace = ncu.load(path, max_decompressed=max_decompressed)
     elif fmt == "nsys":
-        from . import nsys
+        from . import nsys  # lazy: one importer per format (collect/torchprof reads kineto only)
         trace = nsys.load(path, progress=progress, **{k: v for k, v in options.items() if k in nsys.LOAD_OPTIONS})
     else:
-        from . import kineto
+        from . import kineto  # lazy: one importer per format (collect/torchprof reads kineto only)
         trace = kineto.load(path, max_decompressed=max_decompressed, progress=progress)
     if progress is not None:
         progress.stage(f"checking {name}")

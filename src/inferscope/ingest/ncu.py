@@ -26,10 +26,14 @@ import itertools
 import zlib
 from pathlib import Path
 
+import numpy as np
+
 from ..errors import InputError
 from ._files import NCU_HEADER as _HEADER, read_input
 from .ncu_metrics import (DETAILS, KHZ_NAMES, RAW, WHERE, number, resolve, stall_spec, stall_values,  # noqa: F401
                           unit_scale, value)
+from ..trace.builder import TraceBuilder
+from ..trace.kinds import SpanKind, TrackKind
 
 MAX_BYTES = 256 << 20         # decompressed text; a 40-launch --set full raw page is ~0.5 MB
 MAX_LAUNCHES = 100_000
@@ -290,9 +294,6 @@ def read(path, max_bytes: int | None = None) -> dict:
 
 def load(path, max_decompressed: int | None = None):
     """A Trace of the launches, back to back per stream in capture order (ncu serialises them)."""
-    import numpy as np
-    from ..trace.builder import TraceBuilder
-    from ..trace.kinds import SpanKind, TrackKind
     cap = read(path, max_decompressed)
     b = TraceBuilder()
     la = cap["launches"]

@@ -41,6 +41,7 @@ from ..errors import InputError
 from ..trace.builder import TraceBuilder
 from ..trace.kinds import SpanKind, TrackKind
 from ..trace.model import Trace
+from . import nsys_host
 from .nsys_assemble import _assemble, _launch_flows, _span_order
 from .nsys_parts import DRIVER_EVENT_CLASS, NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND
 from .nsys_parts import _gpu_activity_parts, _host_api_parts
@@ -179,7 +180,6 @@ def _load(con, path, include_osrt, include_overhead, chunk_rows, guard=None, pro
                                                   include_osrt, include_overhead, host_parts)
 
     # ---- host samples and scheduling (CPU_SAMPLE spans, live classes), GPU metrics ----------
-    from . import nsys_host
     if progress is not None:
         progress.stage(f"reading CPU samples and scheduling of {fname}")
     try:

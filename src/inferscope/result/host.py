@@ -162,7 +162,7 @@ class ThreadRow(_S):
 
 
 class WaitedFor(_S):
-    """Another thread's sampled on-CPU work while the critical thread(s) waited (analyze/threads.waited_for)."""
+    """Another thread's sampled on-CPU work while the critical thread(s) waited (analyze/waited_for.py)."""
     thread: str
     pid: int
     ms: float                      # its on-CPU time overlapping the critical thread's waiting

@@ -5,6 +5,7 @@ from typing import Any, Optional
 
 import msgspec
 
+from ..errors import ConfigError
 from .base import Category, Num, SCHEMA_VERSION, Source, Tool, WindowInfo, _S
 from .contention import Contention, GcPauses
 from .counters import CountersSection
@@ -121,7 +122,6 @@ class Report(_S, dict=True):
         try:
             import pandas as pd
         except ImportError:
-            from ..errors import ConfigError
             raise ConfigError("Report.to_pandas() needs pandas: pip install pandas") from None
         return {name: pd.DataFrame(t.rows, columns=t.columns) for name, t in self.tables.items()}
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .kinds import TrackKind
+from .kinds import SpanKind, TrackKind
 from .model import (COUNTER_COLUMNS, SPAN_COLUMNS, SPAN_DEFAULTS,
                     Counters, Flows, Spans, Trace, Tracks, codes_in)
 from .strings import StringTable
@@ -177,7 +177,6 @@ def compute_depth_parent(trace: Trace) -> None:
     depth = np.zeros(n, dtype=np.int16)
     parent = np.full(n, -1, dtype=np.int32)
     if n:
-        from .kinds import SpanKind
         host = (trace.tracks.kind[s.track] == TrackKind.CPU_THREAD) & \
             ~codes_in(s.kind, [SpanKind.STEP, SpanKind.MARK, SpanKind.CPU_SAMPLE])
         idx_host = np.flatnonzero(host)

@@ -20,6 +20,7 @@ from ..errors import InputError
 from ..util.atomic import atomic_open
 from .model import Counters, Flows, Spans, Trace, Tracks
 from .strings import StringTable
+from .validate import check
 
 FORMAT_NAME = "inferscope-trace"
 FORMAT_VERSION = 1
@@ -126,7 +127,6 @@ def _npy(raw: bytes, member: str, dtype) -> np.ndarray:
 
 def load(path, max_decompressed: int | None = None) -> Trace:
     """Load an .iscope file; every structural problem is an InputError (one line)."""
-    from .validate import check
     name = getattr(path, "name", None) or str(path)
     try:
         trace = _load(path, DEFAULT_MAX_DECOMPRESSED if max_decompressed is None else int(max_decompressed),

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
+from .builder import compute_depth_parent
 from .kinds import CopyKind, FlowKind, MemKind, SpanKind, TrackKind
 from .model import Counters, Flows, Spans, Trace, Tracks
 
@@ -222,7 +223,6 @@ def check(trace: Trace, name: str = "trace") -> Trace:
     if resort or nbadp or (s.depth < 0).any():
         if nbadp and not resort:
             _warn(trace, f"{nbadp} span(s) with an impossible parent; nesting recomputed")
-        from .builder import compute_depth_parent
         compute_depth_parent(trace)
 
     fl = trace.flows

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import threading
 import time
 
@@ -207,7 +208,6 @@ class Progress:
 def for_stderr(label: str = "", quiet: bool = False) -> Progress | None:
     """The command's progress line on the current ``sys.stderr`` (ticker running), or None when
     there is nothing to show (not a terminal, or quiet)."""
-    import sys
     stream = sys.stderr
     if quiet or not _is_tty(stream):
         return None

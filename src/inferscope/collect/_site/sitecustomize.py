@@ -3,6 +3,7 @@
 Chains to any other sitecustomize on the path, then starts InferScope's collection when
 INFERSCOPE_ENABLED=1.  Never raises: a failure prints one line and the program runs unprofiled.
 """
+import importlib as _importlib
 import os as _os
 import sys as _sys
 
@@ -13,8 +14,7 @@ def _chain():
     _sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or ".") != _here]
     me = _sys.modules.pop("sitecustomize", None)
     try:
-        import importlib
-        importlib.import_module("sitecustomize")
+        _importlib.import_module("sitecustomize")
     except ImportError as e:
         if getattr(e, "name", None) != "sitecustomize":
             _sys.stderr.write(f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n{type(e).__name__}: {e}\n")
@@ -31,13 +31,13 @@ def _boot():
         return
     try:
         try:
-            from inferscope.collect import bootstrap
+            from inferscope.collect import bootstrap  # lazy: this file runs in every Python process on the path
         except ImportError:
             pkg = _os.environ.get("INFERSCOPE_PKG_PATH")
             if not pkg:
                 raise
             _sys.path.append(pkg)
-            from inferscope.collect import bootstrap
+            from inferscope.collect import bootstrap  # lazy: this file runs in every Python process on the path
         bootstrap.main()
     except Exception as e:
         _sys.stderr.write(f"inferscope: collection disabled in this process ({type(e).__name__}: {e})\n")

@@ -26,6 +26,7 @@ whole-file decode and reports progress (util/progress.py) when given a Progress.
 """
 from __future__ import annotations
 
+import ctypes
 import gc
 import sys
 import zlib
@@ -176,7 +177,6 @@ def _trim_heap() -> None:
     if not sys.platform.startswith("linux"):
         return
     try:
-        import ctypes
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass

@@ -16,6 +16,7 @@ without rounding artefacts:
 from __future__ import annotations
 
 import re
+from decimal import Decimal, InvalidOperation, ROUND_HALF_EVEN
 
 import numpy as np
 
@@ -38,7 +39,6 @@ def _ts_exact_ns_from_text(ip: list, fp: list, ex: list) -> np.ndarray:
         frac3 = d[:, 0] * 100 + d[:, 1] * 10 + d[:, 2] + (d[:, 3] >= 5)  # half-up on the 4th digit
         frac3 = np.where(neg, -frac3, frac3)
         return ipa * 1000 + frac3
-    from decimal import Decimal, ROUND_HALF_EVEN
     out = np.empty(n, dtype=np.int64)
     for i in range(n):
         s = ip[i] + (b"." + fp[i] if fp[i] else b"") + (b"e" + ex[i] if ex[i] else b"")
@@ -48,7 +48,6 @@ def _ts_exact_ns_from_text(ip: list, fp: list, ex: list) -> np.ndarray:
 
 def _raw_ts_ns(raws: list) -> np.ndarray:
     """Slow exact path: ts decoded as raw JSON text per event."""
-    from decimal import Decimal, InvalidOperation, ROUND_HALF_EVEN
     out = np.empty(len(raws), dtype=np.int64)
     ok = np.ones(len(raws), dtype=bool)
     for i, r in enumerate(raws):
