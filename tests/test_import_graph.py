@@ -25,7 +25,7 @@ HEAVY = frozenset({"torch", "pyarrow", "ray", "msgpack", "yaml", "transformers",
 HEAVY_IN_COLLECTOR = frozenset({"numpy", "msgspec"})   # the collector's child side imports as little as it can
 # modules another branch of issue 41 owns (the renderers; the perf sampler): their lazy-import comments come with
 # that work.  The cycle check covers them all the same.
-COMMENT_CHECK_PENDING = ("inferscope.report", "inferscope.collect.perfip")
+COMMENT_CHECK_PENDING = ()
 
 
 def module_files(root: Path, pkg: str = PKG) -> dict[str, Path]:

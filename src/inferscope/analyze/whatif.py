@@ -215,7 +215,7 @@ def combined(res: dict, findings: list[dict], field: str = "expected_saving_ms")
             lens = sum(_union_ms(iv) for _, iv in with_iv)
             s_iv *= _union_ms([x for _, iv in with_iv for x in iv]) / lens if lens else 1.0
         s = s_iv + sum(s for s, iv in items if not iv)
-        total += min(s, sum(_ms(res, c) for c in cats))
+        total += min(s, sum(_ms(res, c) for c in sorted(cats)))
     return min(total, float(res.get("e2e_ms") or 0.0))
 
 

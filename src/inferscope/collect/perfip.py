@@ -296,7 +296,7 @@ class PerfIP:
                 out.append((ts, k))
             off += sz
         if cand and maps.syms:                  # (numpy is imported here only: torch is loaded, and numpy with it)
-            from .perfsyms import refine
+            from .perfsyms import refine  # lazy: perfsyms imports numpy (loaded only once torch is)
             refine(out, cand, maps.syms, symbol_role, COMPUTE)
         return out
 

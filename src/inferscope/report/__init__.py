@@ -13,6 +13,8 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
+from ..errors import ConfigError
+
 # name -> (module, function, default file name)
 RENDERERS: dict[str, tuple[str, str, str]] = {
     "md": ("inferscope.report.markdown", "render", "report.md"),
@@ -29,7 +31,6 @@ def normalise_format(name: str) -> str:
     n = name.strip().lower()
     n = ALIASES.get(n, n)
     if n not in RENDERERS:
-        from ..errors import ConfigError
         raise ConfigError(f"unknown report format {name!r} (choose from {', '.join(RENDERERS)})")
     return n
 

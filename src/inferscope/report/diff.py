@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..errors import ConfigError, InferScopeError
 from ..util.atomic import atomic_write_text
-from .html_assets import CSP, CSS
+from .html_assets import CATEGORY_COLOURS, CSP, CSS
 from .html_text import fmt_ms, text
 from .markdown import md_code, md_escape, md_heading
 from .whatif_text import prediction_lines
@@ -103,7 +103,6 @@ def _row(cells, numeric_from=1) -> str:
 
 def _bars(d: dict) -> str:
     """Before/after stacked breakdown bars (inline SVG)."""
-    from .html_assets import CATEGORY_COLOURS
     W, H, x0 = 900, 70, 60
     out = [f'<svg class="chart" viewBox="0 0 {W} {H + 20}" role="img" aria-label="breakdown before and after">']
     for j, (side, key) in enumerate((("before", "before_pct"), ("after", "after_pct"))):

@@ -2,12 +2,14 @@
 ``result.Report`` by attribute (an optional section is None when absent).  Escaping: ``md_text.py`` (re-exported)."""
 from __future__ import annotations
 
+import datetime
 import re
 
 from ..headline import busiest_other_row, row_figures_text
 from ..result import Report
 from ..util.atomic import atomic_write_text
 from ..wording import partial_trace, short_kernel_name
+from .llm_text import LATENCY_COLS, STAGE_COLS, efficiency_lines, llm_lines
 from .kernel_text import capture_only, kernel_capture_lines, stall_words
 from .md_text import _fmt, md_code, md_escape, md_heading, plain  # noqa: F401  (md_code: diff.py imports it from here)
 from .shown import TABLE_TITLES, more_rows_note, shown_tables, table_title
@@ -256,7 +258,6 @@ def render_markdown(report: Report) -> str:
               "| key | value |", "|---|---|"]
         L += [f"| {md_escape(k)} | {_fmt(val)} |" for k, val in f.evidence.items()]
         L += ["", "</details>", ""]
-    from .llm_text import LATENCY_COLS, STAGE_COLS, efficiency_lines, llm_lines
     ll, lat, stg, mdl = llm_lines(report)
     if ll or mdl:
         L += ["## LLM: requests, TTFT, TPOT, stages", ""] + [f"- {md_escape(x, 600)}" for x in ll] + [""]
@@ -369,7 +370,6 @@ def _about_md(report: Report) -> list[str]:
          + (f"; load {ab.load_ms:.1f} ms" if ab.load_ms is not None else "")]
     for key, val in (ab.collection or {}).items():
         if key == "wall_start_unix_ns" and isinstance(val, int):
-            import datetime
             ts = datetime.datetime.fromtimestamp(val / 1e9, tz=datetime.timezone.utc)
             L.append(f"- collection started (UTC): {ts.isoformat(timespec='milliseconds')}")
         elif isinstance(val, (int, float, str)) or val is None:

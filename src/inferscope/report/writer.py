@@ -17,11 +17,13 @@ import contextlib
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 from ..util.proc import pid_alive
 from ..util.signals import SigintHandler
 from ..errors import ConfigError, InferScopeError
+from . import get_renderer
 
 STAGE_PREFIX = ".inferscope-tmp-"
 
@@ -51,7 +53,6 @@ _OLD_TMP_AGE_S = 600
 def clean_old_atomic_temporaries(final: Path) -> int:
     """Remove ``.<name>.*.tmp`` files beside ``final`` (util/atomic.py temporaries of a killed
     writer) older than 10 minutes; a writer still running would have touched its file recently."""
-    import time
     n = 0
     try:
         entries = list(os.scandir(final.parent))
@@ -139,7 +140,6 @@ def write_set(report, trace, outputs: list[tuple[str, Path]], outdir: Path | Non
 
 
 def _write_set(report, trace, outputs, outdir, inputs) -> list[Path]:
-    from . import get_renderer
     refuse_overwriting_inputs(outputs, inputs or [])
     # staging: one folder per destination folder
     stages: dict[Path, Path] = {}
