@@ -87,8 +87,8 @@ def test_kineto_invalid_utf8_and_lone_surrogate_skip_only_that_string(tmp_path):
 
 
 def test_gzip_bomb_is_refused_and_names_the_flag(tmp_path, monkeypatch):
-    from inferscope.ingest import kineto as K_
-    monkeypatch.setattr(K_, "DECOMPRESS_FLOOR", 1 << 20)
+    from inferscope.util import decompress as D_
+    monkeypatch.setattr(D_, "DECOMPRESS_FLOOR", 1 << 20)
     body = b'{"traceEvents": [' + json.dumps(ev()).encode() + b"]}" + b" " * (4 << 20)
     p = tmp_path / "bomb.json.gz"
     p.write_bytes(gzip.compress(body))

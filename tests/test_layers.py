@@ -79,3 +79,52 @@ def test_every_command_analyses_through_app():
         if any(m.startswith("inferscope.analyze.pipeline") for m in _imports(p, pkg)):
             users.add(str(rel))
     assert users == {"app.py"}, users
+
+
+# The data flow, as who may import whom (issue 41: no arrow against collect/ingest -> trace -> analyze -> result ->
+# report -> app/cli).  FOUNDATION: names, numbers and helpers every layer shares, which import only each other.
+# Packages not listed (compare/, fleet/, app, outputs, run_command, cli) orchestrate and may import anything below.
+FOUNDATION = {"util", "errors", "log", "thresholds", "classes", "wording", "vocab", "symname", "config", "version"}
+MAY_IMPORT = {
+    "foundation": FOUNDATION,
+    "trace": FOUNDATION | {"trace"},
+    "ingest": FOUNDATION | {"trace", "ingest"},
+    "collect": FOUNDATION | {"trace", "ingest", "collect"},      # ingest: the torch-profiler export re-read
+    "result": FOUNDATION | {"result"},
+    "analyze": FOUNDATION | {"trace", "result", "analyze", "ingest"},   # ingest: analyze(path) loads a file
+    "report": FOUNDATION | {"trace", "result", "report"},
+}
+
+
+def _layer_violations(src: Path) -> dict[str, list[str]]:
+    bad: dict[str, list[str]] = {}
+    for p in sorted(src.rglob("*.py")):
+        rel = p.relative_to(src)
+        top = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+        key = "foundation" if top in FOUNDATION else top
+        if key not in MAY_IMPORT:
+            continue
+        pkg = ".".join(("inferscope",) + rel.parts[:-1])
+        for m in _imports(p, pkg):
+            parts = m.split(".")
+            if parts[0] != "inferscope":
+                continue
+            if len(parts) == 1 or parts[1] not in MAY_IMPORT[key]:
+                bad.setdefault(str(rel), []).append(m)
+    return bad
+
+
+def test_no_import_against_the_data_flow():
+    bad = _layer_violations(SRC)
+    assert not bad, bad
+
+
+def test_the_layer_check_sees_an_arrow_against_the_flow(tmp_path):
+    src = tmp_path / "inferscope"
+    (src / "report").mkdir(parents=True)
+    (src / "trace").mkdir()
+    (src / "report" / "x.py").write_text("from ..result import Report\nfrom ..analyze.breakdown import CATEGORIES\n")
+    (src / "trace" / "y.py").write_text("def f():\n    from ..ingest.kineto import load\n    from ..util import atomic\n")
+    (src / "vocab.py").write_text("from . import __version__\n")
+    assert _layer_violations(src) == {"report/x.py": ["inferscope.analyze.breakdown"],
+                                      "trace/y.py": ["inferscope.ingest.kineto"], "vocab.py": ["inferscope.__version__"]}

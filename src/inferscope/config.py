@@ -82,7 +82,7 @@ class Config:
     gc_pauses: bool = True                 # record Python garbage-collection pauses (collect/gcpauses.py)
     follow_children: bool = True           # `inferscope run` samples Python child processes too (collect/bootstrap.py)
     # cap on decompressed input (.json.gz, .iscope members); None: 50x the compressed size,
-    # at least 64 MB, at most 4096 MB (ingest/kineto/__init__.py decompress_limit)
+    # at least 64 MB, at most 4096 MB (util/decompress.py decompress_limit)
     max_decompressed_mb: float | None = None
     metrics_port: int = -1                 # Prometheus /metrics endpoint in the profiled process; -1 off, 0 a free port
     metrics_host: str = "127.0.0.1"

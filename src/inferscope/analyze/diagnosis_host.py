@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .. import thresholds as T  # noqa: F401
 from .. import vocab as V
-from ..headline import busiest_other_thread, thread_busy_ms, thread_figures_text
+from ..result.headline import busiest_other_thread, thread_busy_ms, thread_figures_text
 from . import advice
 from .children import follow_hint
 from .evidence import (CULPRIT_SOURCES, HOST_CATEGORIES, Evidence, _children_explain_waiting, _culprit,  # noqa: F401
@@ -348,7 +348,7 @@ def cpu_run_queue(res: dict, found: dict) -> dict | None:
         txt.append(f"Involuntary context switches: {inv:,.0f}/s (preempted while runnable).")
     if util is not None and cores:
         txt.append(f"The {cores} core(s) the process may use were {util:.0f}% busy on average (all processes).")
-    busy = busiest_other_thread(res)          # the headline's busiest other thread (headline.py): the same figures
+    busy = busiest_other_thread(res)          # the headline's busiest other thread (result/result/headline.py): the same figures
     if busy is not None and thread_busy_ms(busy[1]) > 0:
         i, row = busy
         e.cite("culprit", f"threads.threads[{i}].thread")

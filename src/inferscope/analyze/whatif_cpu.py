@@ -39,7 +39,7 @@ from .. import thresholds as T
 from .diagnosis_cpu import _busy_workers
 from .evidence import _ms
 from .whatif_pred import HOST_CATS, _part_ms, _pred
-from ..headline import busiest_other_thread, thread_busy_ms
+from ..result.headline import busiest_other_thread, thread_busy_ms
 
 _RESID = "thresholds.WHATIF_WAIT_RESIDUAL_FRACTION"
 

@@ -1,7 +1,7 @@
 """``inferscope diff`` judged by work done (issue 24): when both reports say how much work their window did,
 the change is called on throughput (work per second) as well as on latency.
 
-Work (``work_of``, from headline.py's flattened LLM numbers): generated tokens per second
+Work (``work_of``, from result/headline.py's flattened LLM numbers): generated tokens per second
 (``llm.tokens_per_s.generated``) when both sides have it, else requests per second (``llm.requests_per_s``);
 None when either side lacks both.  Per unit of work the window costs ``1000 / rate`` ms (ms per generated
 token, ms per request): a run that takes longer but does more work can be cheaper per unit.
@@ -15,7 +15,7 @@ more tokens/s, longer steps).  Without work on both sides the latency call is th
 """
 from __future__ import annotations
 
-from ..headline import llm_headline
+from ..result.headline import llm_headline
 
 _UNITS = (("tokens_per_s", "generated token", "generated tokens/s", "llm.tokens_per_s.generated"),
           ("requests_per_s", "request", "requests/s", "llm.requests_per_s"))

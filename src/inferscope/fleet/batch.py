@@ -27,7 +27,7 @@ from pathlib import Path
 from .batch_out import SAVING_FIELDS
 from .batch_pool import KILL_ENV, fault_seam, run_local
 from ..errors import ConfigError, InferScopeError, InputError
-from ..headline import llm_headline
+from ..result.headline import llm_headline
 from ..analyze.options import options_from_args
 from ..analyze.window import window_from_report
 from ..app import report

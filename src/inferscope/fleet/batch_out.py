@@ -1,6 +1,6 @@
 """Table outputs of a multi-input ``inferscope analyze`` (batch.py): ``summary.jsonl`` / ``findings.jsonl`` and,
 when pyarrow is installed (extra ``[parquet]``), ``summary.parquet`` / ``findings.parquet`` (one column per share
-and LLM headline number, headline.py) and ``ranks.parquet`` (one row per rank of each compared job of the
+and LLM headline number, result/headline.py) and ``ranks.parquet`` (one row per rank of each compared job of the
 cross-rank section, cross_rank.py; written only when there is one)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from ..errors import InferScopeError
-from ..headline import LLM_COLUMNS, num
+from ..result.headline import LLM_COLUMNS, num
 from ..result.base import CATEGORIES  # the breakdown's, in its order
 from ..util.atomic import atomic_open, atomic_write_text
 

@@ -5,7 +5,7 @@ Runs CMD once per value (Cartesian product over several ``--param``) and repeat,
 report.json), then writes ``scaling_summary.json``, ``scaling_summary.csv`` and
 ``scaling_summary.html`` with one row per run.  Every number in a row is read from that run's
 report.json; a run whose command exits non-zero (or writes no report) is marked ``failed`` and left out of the
-means and the scaling answer (its row stays, with its report); throughput is the report's generated tokens/s (``llm.tokens_per_s.generated``; headline.py) when it has one, else
+means and the scaling answer (its row stays, with its report); throughput is the report's generated tokens/s (``llm.tokens_per_s.generated``; result/headline.py) when it has one, else
 ``--items-param NAME`` items per e2e second when the user declares how many items a run serves,
 else unknown (null).
 """
@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from ..errors import ConfigError, InferScopeError
-from ..headline import llm_headline, num
+from ..result.headline import llm_headline, num
 from .. import thresholds as T
 from ..report.csv_tables import _cell
 from ..report.markdown import plain

@@ -54,7 +54,7 @@ def load_trace(path: str | os.PathLike, max_decompressed: int | None = None, pro
     """Load any supported trace; bad input raises InputError (one line), never another exception.
 
     ``max_decompressed``: explicit cap in bytes on decompressed data (.json.gz, .iscope);
-    None applies the default caps (see kineto.decompress_limit).  Every trace passes
+    None applies the default caps (see util/decompress.py).  Every trace passes
     ``trace.validate.check`` (ranges, references, order) before it is returned.
     ``progress``: a ``util.progress.Progress`` told each stage (bytes read for Kineto, tables for
     nsys), or None.

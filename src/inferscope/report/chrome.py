@@ -27,7 +27,7 @@ import re
 
 import numpy as np
 
-from .. import __version__
+from ..version import __version__
 from ..trace.kinds import CopyKind, FlowKind, SpanKind, TrackKind
 from ..result import Report
 from ..trace.model import Trace

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import html
 
-from .. import __version__
+from ..version import __version__
 from ..result import Report
 from ..util.atomic import atomic_write_text
 from .html_assets import CATEGORY_COLOURS, CATEGORY_LABELS, CSP, CSS, JS

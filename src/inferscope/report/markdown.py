@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import re
 
-from ..headline import busiest_other_row, row_figures_text
+from ..result.headline import busiest_other_row, row_figures_text
 from ..result import Report
 from ..util.atomic import atomic_write_text
 from ..wording import partial_trace, short_kernel_name

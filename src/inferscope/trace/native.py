@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..util.atomic import atomic_open
+from ..util.decompress import DEFAULT_MAX_DECOMPRESSED, decompress_limit  # the members' total size is capped too
 from .model import Counters, Flows, Spans, Trace, Tracks
 from .strings import StringTable
 from .validate import check
@@ -68,7 +69,6 @@ def is_native(path) -> bool:
 
 
 # Bounds for reading a zip whose headers are untrusted.
-DEFAULT_MAX_DECOMPRESSED = 4096 << 20     # absolute cap on the members' total size (bytes)
 _MAX_HEADER = 1 << 20                     # inferscope.json
 _MAX_JSON_DEPTH = 64
 
@@ -163,7 +163,6 @@ def _load(path, cap: int, explicit: int | None = None) -> Trace:
                     raise InputError(f"{path}: corrupt InferScope trace (size mismatch in {zi.filename!r})")
         # stored members are bounded by the file itself; deflated ones (InferScope never writes
         # them) by the same caps as a .json.gz (ratio to the file size, absolute)
-        from ..ingest.kineto import decompress_limit
         try:
             fsize = os.path.getsize(path)
         except (OSError, TypeError):

@@ -35,6 +35,7 @@ from pathlib import Path
 from ...errors import InputError
 from .._files import read_input
 from ...trace.model import Trace
+from ...util.decompress import decompress_limit
 from .build import _build
 from .columns import _Cols
 from .decode import _TOP_DEC, _Fallback, _one_line, decode_events  # noqa: F401  (_TOP_DEC: bench_kineto)
@@ -45,19 +46,7 @@ __all__ = ["load", "decode_events"]
 # --------------------------------------------------------------------------------------
 # reading
 # --------------------------------------------------------------------------------------
-# Decompression caps (a 1 MB gzip bomb must not take gigabytes): by default the output may
-# be at most DECOMPRESS_RATIO x the compressed size (real Kineto traces compress 7-22x),
-# with a floor of DECOMPRESS_FLOOR and an absolute DEFAULT_MAX_DECOMPRESSED; an explicit
-# --max-decompressed-mb replaces all three.
-DECOMPRESS_RATIO = 50
-DECOMPRESS_FLOOR = 64 << 20
-DEFAULT_MAX_DECOMPRESSED = 4096 << 20
-
-
-def decompress_limit(compressed: int, explicit: int | None) -> int:
-    if explicit is not None:
-        return int(explicit)
-    return min(DEFAULT_MAX_DECOMPRESSED, max(DECOMPRESS_FLOOR, DECOMPRESS_RATIO * compressed))
+# Decompression caps: util/decompress.py (shared with the .iscope reader).
 
 
 def _read_bytes(p: Path, max_decompressed: int | None = None) -> bytes:
