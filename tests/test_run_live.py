@@ -285,6 +285,28 @@ def test_ops_flag_records_torch_ops(tmp_path):
     assert t.meta["collection"]["torch_profiler"] == "on", t.meta["collection"]["torch_profiler"]
     names = t.names(np.flatnonzero(t.spans.kind == SpanKind.CPU_OP))
     assert sum(n == "aten::tanh" for n in names) == 50, sorted(set(names))[:20]
+    ops = json.loads((tmp_path / "r.json").read_text())["tables"]["top_ops"]
+    col = ops["columns"].index("shapes")
+    assert ops["rows"] and not any(r[col] for r in ops["rows"])          # shapes only with --ops-shapes (below)
+
+
+def test_ops_shapes_flag_records_input_shapes(tmp_path):
+    """`inferscope run --ops-shapes` (config torch_record_shapes): the ops and their input shapes - the op table's
+    shapes column holds the planted 64x48 @ 48x32 matmul's operands."""
+    pytest.importorskip("torch")
+    prog = tmp_path / "ops.py"
+    prog.write_text("import torch\na, b = torch.ones(64, 48), torch.ones(48, 32)\nfor _ in range(20):\n"
+                    "    c = torch.relu(a @ b)\nprint(float(c[0, 0]))\n")
+    r = subprocess.run([PY, "-m", "inferscope", "run", "-q", "--ops-shapes", "--format", "json", "--report",
+                        str(tmp_path / "r.json"), "--", PY, str(prog)], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=180)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert rep["about"]["collection"]["torch_profiler"] == "on"
+    ops = rep["tables"]["top_ops"]
+    col = {c: i for i, c in enumerate(ops["columns"])}
+    mm = [r for r in ops["rows"] if r[col["op"]] in ("aten::mm", "aten::matmul")]
+    assert any(r[col["shapes"]] == "[64,48]x[48,32] (x20)" for r in mm), mm       # 20 calls, these operands
 
 
 def test_collection_preloads_no_numeric_library_into_the_workload(tmp_path):

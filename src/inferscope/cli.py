@@ -290,6 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--ops", action="store_true",
                    help="record torch ops with torch.profiler (op tables; costs host time per op: a launch-bound "
                         "loop runs ~2x slower) instead of CUPTI's GPU records alone (INFERSCOPE_TORCH_PROFILER=on)")
+    r.add_argument("--ops-shapes", action="store_true",
+                   help="--ops, and each op's input shapes and dtypes (op table shapes, activation bytes, GEMM M/N/K; "
+                        "more host time per op: bench/README.md) (INFERSCOPE_TORCH_RECORD_SHAPES=1)")
     r.add_argument("cmd", nargs=argparse.REMAINDER, help="the program and its arguments")
     _add_analysis_args(r)
     r.set_defaults(func=cmd_run, run_options=frozenset(o for a in r._actions for o in a.option_strings if o not in ("-h", "--help")))

@@ -2,7 +2,7 @@
 
 Keys (seed 001): enabled, log_level, trace_size_mb, sync_error_margin_us, report_format,
 report_path, cuda_version, cpu_sampling_frequency_hz.  InferScope additions:
-system_sampling_hz, torch_profiler (auto|on|off), cupti, flush_interval_s, perf_ip_sampling, offcpu_probe, gc_pauses.
+system_sampling_hz, torch_profiler (auto|on|off), torch_record_shapes, cupti, flush_interval_s, perf_ip_sampling, offcpu_probe, gc_pauses.
 A bad value raises ConfigError (one line; the CLI exits 2).
 """
 from __future__ import annotations
@@ -27,6 +27,7 @@ ENV = {
     "cpu_sampling_frequency_hz": "INFERSCOPE_CPU_SAMPLING_FREQUENCY_HZ",
     "system_sampling_hz": "INFERSCOPE_SYSTEM_SAMPLING_HZ",
     "torch_profiler": "INFERSCOPE_TORCH_PROFILER",
+    "torch_record_shapes": "INFERSCOPE_TORCH_RECORD_SHAPES",
     "cupti": "INFERSCOPE_CUPTI",
     "flush_interval_s": "INFERSCOPE_FLUSH_INTERVAL_S",
     "perf_ip_sampling": "INFERSCOPE_PERF_IP_SAMPLING",
@@ -75,6 +76,9 @@ class Config:
     # auto: on when the workload imports torch, CUDA is available and CUPTI (below) is not used;
     # on: always (torch op tables; records every op on the host: 2.6x on a launch-bound loop)
     torch_profiler: str = "auto"
+    # with the torch profiler on: record each op's input shapes and dtypes (op table shapes, activation bytes,
+    # GEMM M/N/K of live runs); more host time per op (bench/README.md, bench_overhead.py mode ops+shapes)
+    torch_record_shapes: bool = False
     cupti: bool = True                     # GPU activity from CUPTI (cupti-python) when CUDA is used (collect/gpu_activity.py)
     flush_interval_s: float = 2.0
     perf_ip_sampling: bool = True          # perf_event IP samples decide cpu_compute vs framework (Linux)
@@ -148,7 +152,7 @@ def _validate(key: str, v, where: str):
         return _num(v, where, 0, 1 << 20, positive=True)
     if key == "system_sampling_hz":
         return _num(v, where, 0, 1000)
-    if key in ("perf_ip_sampling", "follow_children", "offcpu_probe", "cupti", "gc_pauses"):
+    if key in ("perf_ip_sampling", "follow_children", "offcpu_probe", "cupti", "gc_pauses", "torch_record_shapes"):
         return _bool(v, where)
     if key == "flush_interval_s":
         return _num(v, where, 0.1, 3600)

@@ -148,7 +148,8 @@ def run_command(args) -> int:
                              "report_format": getattr(args, "format", None),
                              "metrics_port": getattr(args, "metrics_port", None),
                              "metrics_host": getattr(args, "metrics_host", None),
-                             "torch_profiler": "on" if getattr(args, "ops", False) else None})
+                             "torch_profiler": "on" if getattr(args, "ops", False) or getattr(args, "ops_shapes", False) else None,
+                             "torch_record_shapes": True if getattr(args, "ops_shapes", False) else None})
     if getattr(args, "quiet", False):
         cfg.log_level = "error"   # the child's InferScope logs too (it reads the config from the parent)
     log.set_level(cfg.log_level)

@@ -144,7 +144,7 @@ class Session:
         # torch: now if already imported, else when the workload imports it
         if cfg.torch_profiler != "off":
             from .torchprof import TorchImportHook, TorchProfiler  # lazy: loaded when a session starts, not on import
-            self.torch = TorchProfiler(log)
+            self.torch = TorchProfiler(log, cfg.torch_record_shapes)
             if "torch" in sys.modules:
                 self._on_torch_import()
             else:

@@ -32,7 +32,8 @@ def TorchImportHook(callback) -> "ModuleImportHook":
 
 
 class TorchProfiler:
-    def __init__(self, log) -> None:
+    def __init__(self, log, record_shapes: bool = False) -> None:
+        self.record_shapes = bool(record_shapes)   # config torch_record_shapes (--ops-shapes)
         self.prof = None
         self.log = log
         self.markers: list[tuple[str, int, int]] = []   # (name, t0, t1) perf_counter_ns
@@ -51,7 +52,7 @@ class TorchProfiler:
             import torch
             import torch.autograd.profiler as ap
             self.cuda = bool(torch.cuda.is_available())
-            kw = dict(use_kineto=True, record_shapes=False, with_stack=False, profile_memory=False)
+            kw = dict(use_kineto=True, record_shapes=self.record_shapes, with_stack=False, profile_memory=False)
             try:
                 p = ap.profile(use_cpu=True, use_device="cuda" if self.cuda else None, **kw)
             except TypeError:
