@@ -25,13 +25,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 ZOO = ROOT / "examples" / "zoo"
 # (script, the finding whose suggestion --fixed applies); ARGS: arguments both variants get (a fixed amount of work
-# for the programs whose default loop runs for a time)
+# for the programs whose default loop runs for a time; zoo_runqueue's window must span >= 2 of the collector's 0.5 s
+# child-process scans, or its busy child is not seen in the window and cpu_run_queue predicts nothing)
 PROGRAMS = [("zoo_lock_wait.py", "lock_wait"), ("zoo_omp_oversub.py", "cpu_oversubscription"),
             ("zoo_dl_oversub.py", "cpu_oversubscription"), ("zoo_gil.py", "gil_contention"),
             ("zoo_disk_io.py", "blocking_io"), ("zoo_pagefault.py", "page_fault_storm"),
             ("zoo_hf_tokenizer.py", "cpu_preprocessing"), ("zoo_gc.py", "python_gc"),
             ("zoo_underuse.py", "cpu_underuse"), ("zoo_runqueue.py", "cpu_run_queue")]
-ARGS = {"zoo_underuse.py": ["--work", "200"], "zoo_runqueue.py": ["--work", "1700"]}
+ARGS = {"zoo_underuse.py": ["--work", "200"], "zoo_runqueue.py": ["--work", "6000"]}
 
 
 def _env() -> dict:
