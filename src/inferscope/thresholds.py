@@ -681,4 +681,5 @@ CLOCK_SYNC_ERROR_MAX_FRACTION = 0.05
 # (524,288 events) marshalled it into one ~26 MB bytes object plus a concatenated copy; once glibc freed such an
 # mmap'd block it raised its mmap threshold to that size, so the next rewrites' tens of MB came from the heap and
 # the profiled program's RSS rose at each rewrite after the buffer was full (issue 44 item 3, the soak).
+# Source: InferScope's own measurement (bench/soak.py; malloc statistics of the profiled process, bench/README.md).
 JOURNAL_RECORD_EVENTS = 1024
