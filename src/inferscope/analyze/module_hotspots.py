@@ -22,8 +22,8 @@ from ..trace.model import Trace
 from .activations import input_activation_bytes
 from .classify import gpu_work_mask
 from .efficiency import _nearest_marked_ancestor, count_ops
-from .links import launchers_for
-from .select import clipped_durations, in_window, starts_inside
+from .launched import launched_gpu
+from .select import clipped_durations, in_window
 from .window import Window
 
 PREFIX = "nn.Module: "
@@ -100,10 +100,8 @@ def module_hotspots(trace: Trace, window: Window, top_n: int = 20) -> dict | Non
     calls = np.bincount(wp, minlength=npaths)
     cpu_ns = np.bincount(wp, weights=clipped_durations(trace, win, window).astype(np.float64), minlength=npaths)
     # GPU: kernels starting in the window, by the innermost module around their launching call
-    gw = np.flatnonzero(gpu_work_mask(trace) & (s.kind == SpanKind.KERNEL)
-                        & starts_inside(s.start_ns, window))
-    kdur = (s.end_ns[gw] - s.start_ns[gw]).astype(np.float64)
-    lau = launchers_for(trace, gw)
+    lg = launched_gpu(trace, window, mask=gpu_work_mask(trace) & (s.kind == SpanKind.KERNEL))
+    gw, lau, kdur = lg.gpu, lg.launcher, lg.whole_ns.astype(np.float64)
     kmod = np.full(len(gw), -1, dtype=np.int64)
     ok = lau >= 0
     if ok.any():
