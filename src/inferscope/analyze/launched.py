@@ -13,7 +13,9 @@ Which report fields use which:
     ``tables.module_hotspots`` ``gpu_ms`` / ``self_gpu_ms`` / ``pct_of_gpu``; fleet's per-step collectives
     (cross_rank_comm) take their spans from the same selection;
   * clipped, GPU spans OVERLAPPING the window (``select="overlaps"``, ``select.in_window``):
-    ``culprits.ops[].device_ms`` (``tables.top_ops``).
+    ``culprits.ops[].device_ms`` (``tables.top_ops``), ``nvtx.attribution`` ``kernel_sum_ms`` /
+    ``attributed_ms`` and the nvtx range/phase kernel times, ``per_pid`` kernel times, ``copies`` ``ms``
+    (and ``pageable.by_api``; its ``bandwidth_gbps`` divides bytes by the whole durations).
 Owners: a host span credited through the innermost marked ancestor of the launching call (``by_owner``
 with the caller's owner per GPU span), or a host time range credited with the work whose launching call
 starts inside it (``in_ranges``: on the range's thread, or any thread).
