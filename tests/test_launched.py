@@ -10,6 +10,7 @@ from inferscope.analyze.copies import copies
 from inferscope.analyze.culprits import culprits
 from inferscope.analyze.launched import by_owner, in_ranges, launched_gpu
 from inferscope.analyze.llm import llm
+from inferscope.analyze.nsys_extras import analyze_nsys_extras
 from inferscope.analyze.nvtx_attribution import analyze_nvtx
 from inferscope.analyze.per_pid import analyze_per_pid
 from inferscope.analyze.phases import phases
@@ -64,8 +65,9 @@ def test_whole_and_clipped_by_hand():
     assert (int(ov.whole_ns.sum()), int(ov.clipped_ns.sum())) == (96_000, 61_000)
     whole = launched_gpu(tr, None)                    # no window: clipped is whole, k6 too
     assert np.array_equal(whole.whole_ns, whole.clipped_ns) and int(whole.whole_ns.sum()) == 96_000 + 10_000
-    with pytest.raises(ValueError):
-        launched_gpu(tr, W, select="ends")
+    for bad in ({"select": "ends"}, {"select": "launcher_in"}):
+        with pytest.raises(ValueError):
+            launched_gpu(tr, W, **bad)
     # by owner: the launching call's track (main thread 0, GPU stream 1: none, comm thread 2)
     owner = np.where(ov.launcher >= 0, tr.spans.track[np.maximum(ov.launcher, 0)], -1)
     assert by_owner(owner, ov.whole_ns, 3).tolist() == [15_000 + 20_000 + 10_000 + 35_000, 0, 6_000]
@@ -108,6 +110,14 @@ def test_callers_agree_with_the_function():
     assert analyze_per_pid(tr, W)["pids"][0]["kernel_sum_ms"] == pytest.approx(0.051)
     # copies: clipped ms by launching API
     assert copies(tr, W)["pageable"]["by_api"] == [{"api": "cudaMemcpyAsync", "count": 1, "ms": 0.010}]
+    # nsys extras (whole, launched by an API call in the window: not k1, launched at 95): k2, k3, k7; the copy
+    ex = analyze_nsys_extras(tr, W)
+    api_in = (s.kind == SpanKind.RUNTIME) & (s.start_ns >= 100_000) & (s.start_ns < 200_000)
+    lw = launched_gpu(tr, W, select="launcher_in", launcher_mask=api_in)
+    assert _by_name(tr, lw).keys() == {"k2", "ncclKernel_AllGather", "Memcpy H2D", "ncclDevKernel_AllReduce_Sum_f32"}
+    kern = s.kind[lw.gpu] == SpanKind.KERNEL
+    assert ex["launch_latency"]["linked_kernel_sum_ms"] == int(lw.whole_ns[kern].sum()) / 1e6 == 0.061
+    assert ex["memory_ops"]["pageable_async_ms"] == int(lw.whole_ns[~kern].sum()) / 1e6 == 0.010
     # collectives per step: any thread; offsets from the step's first GPU start (k2 at 120; k3 at 195)
     cs = collective_steps(tr, W)
     assert cs["names"] == ["ncclKernel_AllGather", "ncclDevKernel_AllReduce_Sum_f32"]

@@ -15,7 +15,10 @@ Which report fields use which:
   * clipped, GPU spans OVERLAPPING the window (``select="overlaps"``, ``select.in_window``):
     ``culprits.ops[].device_ms`` (``tables.top_ops``), ``nvtx.attribution`` ``kernel_sum_ms`` /
     ``attributed_ms`` and the nvtx range/phase kernel times, ``per_pid`` kernel times, ``copies`` ``ms``
-    (and ``pageable.by_api``; its ``bandwidth_gbps`` divides bytes by the whole durations).
+    (and ``pageable.by_api``; its ``bandwidth_gbps`` divides bytes by the whole durations);
+  * whole, GPU spans LAUNCHED BY a host call in the window (``select="launcher_in"``): nsys_extras'
+    ``launch_latency.linked_kernel_sum_ms`` / ``tables.launch_latency`` ``kernel_total_ms`` and
+    ``memory_ops.pageable_async_ms`` / ``tables.memory_ops_by_api`` ``gpu_time_ms``.
 Owners: a host span credited through the innermost marked ancestor of the launching call (``by_owner``
 with the caller's owner per GPU span), or a host time range credited with the work whose launching call
 starts inside it (``in_ranges``: on the range's thread, or any thread).
@@ -41,23 +44,30 @@ class LaunchedGpu(NamedTuple):
 
 
 def launched_gpu(trace: Trace, window: Window | None, *, mask: np.ndarray | None = None,
-                 select: str = "starts") -> LaunchedGpu:
+                 select: str = "starts", launcher_mask: np.ndarray | None = None) -> LaunchedGpu:
     """The GPU spans of ``mask`` (default: all GPU work - kernels, copies, memsets, graph launches) that
-    start in the window (``select="starts"``) or overlap it (``"overlaps"``), with their launching call
-    and both durations.  Window None: the whole trace."""
+    start in the window (``select="starts"``), overlap it (``"overlaps"``), or were launched by a host call
+    marked in ``launcher_mask`` (``"launcher_in"``: nsys_extras, the API calls in the window), with their
+    launching call and both durations.  Window None: the whole trace."""
     s = trace.spans
     m = gpu_work_mask(trace) if mask is None else mask
     if select == "starts":
         gi = np.flatnonzero(m & starts_inside(s.start_ns, window))
     elif select == "overlaps":
         gi = in_window(trace, m, window)
+    elif select == "launcher_in" and launcher_mask is not None:
+        gi = np.flatnonzero(m)
+        lau = launchers_for(trace, gi)
+        ok = lau >= 0
+        ok[ok] = launcher_mask[lau[ok]]
+        gi, lau = gi[ok], lau[ok]
     else:
-        raise ValueError(f"select must be 'starts' or 'overlaps', not {select!r}")
+        raise ValueError(f"select must be 'starts', 'overlaps' or 'launcher_in' (with launcher_mask), not {select!r}")
     st, en = s.start_ns[gi].astype(np.int64), s.end_ns[gi].astype(np.int64)
     whole = en - st
     lo, hi = window_bounds(window)
     clipped = np.maximum(np.minimum(en, hi) - np.maximum(st, lo), 0)
-    return LaunchedGpu(gi, launchers_for(trace, gi), whole, clipped)
+    return LaunchedGpu(gi, lau if select == "launcher_in" else launchers_for(trace, gi), whole, clipped)
 
 
 def by_owner(owner: np.ndarray, ns: np.ndarray, n: int) -> np.ndarray:
