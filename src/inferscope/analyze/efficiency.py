@@ -24,7 +24,7 @@ from ..trace.kinds import SpanKind
 from ..trace.model import Trace
 from .classify import gpu_work_mask
 from .device_peaks import device_peak, resolve_peaks
-from .launched import launched_gpu
+from .launched import by_owner, launched_gpu
 from .op_flops import ATTN_OPS, CONV_OPS, GEMM_OPS, dtype_of, op_cost
 from .select import starts_inside
 from .window import Window
@@ -198,7 +198,7 @@ def efficiency(trace: Trace, window: Window, peak_tflops: float | None = None, p
     tf, gb, src, dev, w = resolve_peaks(trace, dtype, peak_tflops, peak_gbps)
     warnings += w
     gw, pos, linked, kdur = link_kernels(trace, window, ops)
-    op_kns = np.bincount(pos[linked], weights=kdur[linked], minlength=n_ops) if n_ops else np.zeros(0)
+    op_kns = by_owner(np.where(linked, pos, -1), kdur, n_ops)       # whole kernel ns per counted op
     op_has_kernel = np.bincount(pos[linked], minlength=n_ops) > 0 if n_ops else np.zeros(0, bool)
     win_s = (window.end_ns - window.start_ns) / 1e9
     gpu = trace.has_gpu

@@ -9,7 +9,7 @@ Which report fields use which:
   * whole, GPU spans STARTING in the window (``select="starts"``: a span counts once, in the window it
     starts in): ``phases`` steps/ranges/phases ``gpu_ms`` and ``gpu_attribution_coverage_pct``,
     ``llm.steps[].gpu_ms`` (and the per-kind sums, ``gpu_span_ms`` from the same spans),
-    ``efficiency.kernel_ms`` / ``gemm_kernel_ms`` / ``tables.efficiency_ops`` ``kernel_ms``,
+    ``efficiency.kernel_ms`` / ``gemm_kernel_ms`` / ``tables.efficiency_by_op`` ``kernel_ms``,
     ``tables.module_hotspots`` ``gpu_ms`` / ``self_gpu_ms`` / ``pct_of_gpu``; fleet's per-step collectives
     (cross_rank_comm) take their spans from the same selection;
   * clipped, GPU spans OVERLAPPING the window (``select="overlaps"``, ``select.in_window``):
@@ -20,7 +20,7 @@ Which report fields use which:
     ``launch_latency.linked_kernel_sum_ms`` / ``tables.launch_latency`` ``kernel_total_ms`` and
     ``memory_ops.pageable_async_ms`` / ``tables.memory_ops_by_api`` ``gpu_time_ms``.
 Owners: a host span credited through the innermost marked ancestor of the launching call (``by_owner``
-with the caller's owner per GPU span), or a host time range credited with the work whose launching call
+with the caller's owner per GPU span; nvtx/per_pid/copies/nsys_extras group by name or pid), or a host time range credited with the work whose launching call
 starts inside it (``in_ranges``: on the range's thread, or any thread).
 """
 from __future__ import annotations
