@@ -11,17 +11,16 @@ from .. import thresholds
 from ..trace.kinds import CopyKind, MemKind, SpanKind
 from ..trace.model import Trace
 from .classify import host_side_mem
-from .links import launchers_for
+from .launched import launched_gpu
 from .select import clipped_durations, group_sum, in_window
 from .window import Window
 
 
 def copies(trace: Trace, window: Window) -> dict:
     s = trace.spans
-    idx = in_window(trace, s.kind == SpanKind.MEMCPY, window)
+    lg = launched_gpu(trace, window, mask=s.kind == SpanKind.MEMCPY, select="overlaps")
+    idx, full, dur = lg.gpu, lg.whole_ns, lg.clipped_ns      # clipped: ms; whole: bandwidth
     msi = in_window(trace, s.kind == SpanKind.MEMSET, window)
-    full = (s.end_ns[idx] - s.start_ns[idx]).astype(np.int64)
-    dur = clipped_durations(trace, idx, window).astype(np.int64)
     nbytes = np.maximum(s.bytes[idx], 0)
     ck = s.copy_kind[idx]
     hostmem = host_side_mem(trace, idx)
@@ -53,8 +52,7 @@ def copies(trace: Trace, window: Window) -> dict:
     out["small"]["storm"] = bool(out["small"]["count"] >= thresholds.SMALL_COPY_STORM_COUNT
                                  or out["small"]["pct_of_window"] >= thresholds.SMALL_COPY_STORM_PCT)
     # issuing host API (e.g. cudaMemcpyAsync vs cudaMemcpy) for pageable copies
-    pidx = idx[pg]
-    plaunch = launchers_for(trace, pidx)
+    plaunch = lg.launcher[pg]
     api_name = np.where(plaunch >= 0, s.name[np.maximum(plaunch, 0)], -2).astype(np.int64)
     uk, cnt_ms, cnt = group_sum(api_name, dur[pg])
     out["pageable"]["by_api"] = [

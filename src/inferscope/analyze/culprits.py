@@ -19,9 +19,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import classes as CL
-from ..trace.kinds import GPU_WORK_KINDS, FlowKind, SpanKind
+from ..trace.kinds import SpanKind
 from ..trace.model import Trace, codes_in
 from .breakdown import python_self_intervals
+from .launched import by_owner, launched_gpu
 from .op_shapes import shapes_by_name
 from .sample_labels import function_keys, sample_counts, split_label, top_line
 from .select import clipped_durations, in_window
@@ -118,17 +119,12 @@ def _ops(trace: Trace, window, win_ns: int) -> list[dict]:
     self_ns = np.maximum(tot - child_ns[idx], 0)
     # GPU time of the work each op launched (launch flows: API call -> GPU activity)
     dev_ns = np.zeros(len(s), dtype=np.int64)
-    f = trace.flows
-    if len(f):
-        fl = np.flatnonzero(f.kind == FlowKind.LAUNCH)
-        src, dst = f.src[fl].astype(np.int64), f.dst[fl].astype(np.int64)
-        gw = codes_in(s.kind[dst], [int(k) for k in GPU_WORK_KINDS])
-        src, dst = src[gw], dst[gw]
-        if len(src):
-            owner = _innermost_op(trace, src)
-            ok = owner >= 0
-            if ok.any():
-                np.add.at(dev_ns, owner[ok], clipped_durations(trace, dst[ok], window).astype(np.int64))
+    lg = launched_gpu(trace, window, select="overlaps")
+    launched = lg.launcher >= 0
+    if launched.any():
+        owner = np.full(len(lg.gpu), -1, dtype=np.int64)
+        owner[launched] = _innermost_op(trace, lg.launcher[launched])
+        dev_ns = by_owner(owner, lg.clipped_ns, len(s))
     names = s.name[idx]
     uk, inv, cnt = fast_unique(names, return_inverse=True, return_counts=True)
     self_sum = np.bincount(inv, weights=self_ns.astype(np.float64), minlength=len(uk))

@@ -24,7 +24,7 @@ from ..trace.kinds import SpanKind
 from ..trace.model import Trace
 from .classify import gpu_work_mask
 from .device_peaks import device_peak, resolve_peaks
-from .links import launchers_for
+from .launched import by_owner, launched_gpu
 from .op_flops import ATTN_OPS, CONV_OPS, GEMM_OPS, dtype_of, op_cost
 from .select import starts_inside
 from .window import Window
@@ -160,16 +160,15 @@ def link_kernels(trace: Trace, window: Window, ops: dict):
     one's launching call (pos), whether it has one (linked), and each kernel's duration in ns (kdur)."""
     s = trace.spans
     n_ops = len(ops["idx"])
-    gw = np.flatnonzero(gpu_work_mask(trace) & (s.kind == SpanKind.KERNEL)
-                        & starts_inside(s.start_ns, window))
-    lau = launchers_for(trace, gw)
+    lg = launched_gpu(trace, window, mask=gpu_work_mask(trace) & (s.kind == SpanKind.KERNEL))
+    gw, lau = lg.gpu, lg.launcher
     counted = np.zeros(len(s), dtype=bool)
     counted[ops["idx"]] = True
     kop = np.full(len(gw), -1, dtype=np.int64)
     okl = lau >= 0
     if okl.any():
         kop[okl] = _nearest_marked_ancestor(s.parent, lau[okl], counted, include_self=True)
-    kdur = (s.end_ns[gw] - s.start_ns[gw]).astype(np.int64)
+    kdur = lg.whole_ns
     pos = np.clip(np.searchsorted(ops["idx"], kop), 0, max(n_ops - 1, 0))
     linked = (kop >= 0) & (ops["idx"][pos] == kop) if n_ops else np.zeros(len(kop), dtype=bool)
     return gw, pos, linked, kdur
@@ -199,7 +198,7 @@ def efficiency(trace: Trace, window: Window, peak_tflops: float | None = None, p
     tf, gb, src, dev, w = resolve_peaks(trace, dtype, peak_tflops, peak_gbps)
     warnings += w
     gw, pos, linked, kdur = link_kernels(trace, window, ops)
-    op_kns = np.bincount(pos[linked], weights=kdur[linked], minlength=n_ops) if n_ops else np.zeros(0)
+    op_kns = by_owner(np.where(linked, pos, -1), kdur, n_ops)       # whole kernel ns per counted op
     op_has_kernel = np.bincount(pos[linked], minlength=n_ops) > 0 if n_ops else np.zeros(0, bool)
     win_s = (window.end_ns - window.start_ns) / 1e9
     gpu = trace.has_gpu

@@ -26,6 +26,7 @@ from ..trace.kinds import SpanKind
 from .device_peaks import resolve_peaks
 from .efficiency import count_ops, dominant_dtype, link_kernels
 from .kernels import join_key
+from .launched import by_owner
 from .links import launchers_for
 from .select import in_window
 
@@ -147,7 +148,7 @@ def measured_vs_estimated(trace, window, options, rows: list, groups: dict, dev:
     tf, gb, src, _, _ = resolve_peaks(trace, dtype, options.peak_tflops if options else None,
                                       options.peak_gbps if options else None)
     gw, pos, linked, kdur = link_kernels(trace, window, ops)
-    op_kns = np.bincount(pos[linked], weights=kdur[linked], minlength=n_ops) if n_ops else np.zeros(0)
+    op_kns = by_owner(np.where(linked, pos, -1), kdur, n_ops)       # whole kernel ns per counted op
     by_key: dict[str, list] = {}
     for i, kk in zip(seq.tolist(), seq_keys):
         by_key.setdefault(kk, []).append(i)

@@ -27,16 +27,15 @@ import numpy as np
 from ..trace.kinds import SpanKind
 from ..trace.model import Trace
 from .breakdown import CATEGORIES, segment_classes
-from .classify import gpu_work_mask
 from .device_peaks import resolve_peaks
 from .intervals import union
-from .links import launchers_for
+from .launched import in_ranges, launched_gpu
 from .llm_requests import detail as _detail, requests as _requests
 from .llm_tokens import step_tokens
 from .model_config import model_section
 from .phases import STAGE_RULE, phase_matcher
 from .serving import has_evidence, serving
-from .select import overlap, starts_inside
+from .select import overlap
 from .step_names import EXEC_RE, SGL_RE
 from .window import Window
 
@@ -160,23 +159,12 @@ def _steps(trace: Trace, window: Window, phase_map, stage_tokens: dict | None = 
     out.sort(key=lambda r: r["start_ns"])
     # GPU time per step: work launched from inside it on its thread (phases' rule); and the span from the first
     # start to the last end of that work (CUDA-graph replays run after the host has left the step)
-    g = gpu_work_mask(trace) & starts_inside(s.start_ns, window)
-    gi = np.flatnonzero(g)
-    src = launchers_for(trace, gi)
-    ok = src >= 0
-    gi, src = gi[ok], src[ok]
-    lt, ls_, gs, ge = s.track[src], s.start_ns[src], s.start_ns[gi], s.end_ns[gi]
-    o = np.lexsort((ls_, lt))
-    lt, ls_, gs, ge = lt[o], ls_[o], gs[o], ge[o]
-    gd = (ge - gs).astype(np.int64)
-    cum = np.concatenate(([0], np.cumsum(gd)))
-    for r in out:
-        a = np.searchsorted(lt, r["track"], side="left")
-        b = np.searchsorted(lt, r["track"], side="right")
-        seg = ls_[a:b]
-        i0 = a + np.searchsorted(seg, r["start_ns"], side="left")
-        i1 = a + np.searchsorted(seg, r["end_ns"], side="left")
-        r["gpu_ms"] = float(cum[i1] - cum[i0]) / 1e6 if trace.has_gpu else None
+    lg = launched_gpu(trace, window)
+    rl = in_ranges(trace, lg, [r["start_ns"] for r in out], [r["end_ns"] for r in out], [r["track"] for r in out])
+    whole = rl.sum(lg.whole_ns)
+    gs, ge = s.start_ns[lg.gpu[rl.order]], s.end_ns[lg.gpu[rl.order]]
+    for r, w, i0, i1 in zip(out, whole.tolist(), rl.i0.tolist(), rl.i1.tolist()):
+        r["gpu_ms"] = float(w) / 1e6 if trace.has_gpu else None
         r["gpu_span_ms"] = float(ge[i0:i1].max() - gs[i0:i1].min()) / 1e6 if i1 > i0 else (0.0 if trace.has_gpu else None)
         r["wall_ms"] = (r["end_ns"] - r["start_ns"]) / 1e6
     return out

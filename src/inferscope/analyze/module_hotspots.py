@@ -22,8 +22,8 @@ from ..trace.model import Trace
 from .activations import input_activation_bytes
 from .classify import gpu_work_mask
 from .efficiency import _nearest_marked_ancestor, count_ops
-from .links import launchers_for
-from .select import clipped_durations, in_window, starts_inside
+from .launched import by_owner, launched_gpu
+from .select import clipped_durations, in_window
 from .window import Window
 
 PREFIX = "nn.Module: "
@@ -100,16 +100,14 @@ def module_hotspots(trace: Trace, window: Window, top_n: int = 20) -> dict | Non
     calls = np.bincount(wp, minlength=npaths)
     cpu_ns = np.bincount(wp, weights=clipped_durations(trace, win, window).astype(np.float64), minlength=npaths)
     # GPU: kernels starting in the window, by the innermost module around their launching call
-    gw = np.flatnonzero(gpu_work_mask(trace) & (s.kind == SpanKind.KERNEL)
-                        & starts_inside(s.start_ns, window))
-    kdur = (s.end_ns[gw] - s.start_ns[gw]).astype(np.float64)
-    lau = launchers_for(trace, gw)
+    lg = launched_gpu(trace, window, mask=gpu_work_mask(trace) & (s.kind == SpanKind.KERNEL))
+    gw, lau = lg.gpu, lg.launcher
     kmod = np.full(len(gw), -1, dtype=np.int64)
     ok = lau >= 0
     if ok.any():
         kmod[ok] = _nearest_marked_ancestor(s.parent, lau[ok], is_mod, include_self=True)
     kp = np.where(kmod >= 0, path_of_span[np.maximum(kmod, 0)], -1)
-    self_gpu = np.bincount(kp[kp >= 0], weights=kdur[kp >= 0], minlength=npaths)
+    self_gpu = by_owner(kp, lg.whole_ns, npaths)          # whole kernel ns whose innermost module it is
     gpu = _inclusive(self_gpu, p_parent)
     # FLOPs of the counted ops inside each module
     ops = count_ops(trace, window)
@@ -119,7 +117,7 @@ def module_hotspots(trace: Trace, window: Window, top_n: int = 20) -> dict | Non
         op_p = np.where(om >= 0, path_of_span[np.maximum(om, 0)], -1)
         fl = np.bincount(op_p[op_p >= 0], weights=ops["flops"][op_p >= 0], minlength=npaths)
     flops = _inclusive(fl, p_parent)
-    total_k = float(kdur.sum())
+    total_k = float(lg.whole_ns.sum())
     # input activation bytes: the largest per call in the window
     act = input_activation_bytes(trace, win, is_mod)
     act_max = np.full(npaths, -1.0)

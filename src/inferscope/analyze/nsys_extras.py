@@ -17,30 +17,18 @@ import numpy as np
 
 from .stats import fast_unique
 
-from ..trace.kinds import CopyKind, FlowKind, SpanKind
+from ..trace.kinds import CopyKind, SpanKind
 from ..trace.model import Trace, codes_in
 from .select import clipped_durations, group_sum, in_window, pct_stats_us
 from ..classes import ASYNC_MEMOP_API_RE
 from .classify import pageable_copy_mask, sync_like_name_mask
+from .launched import launched_gpu
 
 _COPY_NAMES = {int(k): k.name for k in CopyKind}
 
 
 def _ms(ns) -> float:
     return round(float(ns) / 1e6, 6)
-
-
-def _host_launches(trace: Trace, api_in: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(src, dst) span indices (int32, flow order) of the LAUNCH flows from a runtime/driver call in
-    the window (``api_in``: only such calls are True)."""
-    f = trace.flows
-    if not len(f):
-        return np.zeros(0, np.int32), np.zeros(0, np.int32)
-    lm = f.kind == FlowKind.LAUNCH
-    src, dst = f.src[lm], f.dst[lm]
-    del lm
-    ok = api_in[src]
-    return src[ok], dst[ok]
 
 
 def analyze_nsys_extras(trace: Trace, window=None, options=None) -> dict:
@@ -50,23 +38,25 @@ def analyze_nsys_extras(trace: Trace, window=None, options=None) -> dict:
     out: dict = {"warnings": [], "tables": {}}
     api_in = np.zeros(len(s), dtype=bool)
     api_in[in_window(trace, codes_in(s.kind, [SpanKind.RUNTIME, SpanKind.DRIVER]), window)] = True
-    fsrc, fdst = _host_launches(trace, api_in)
-    kflow = codes_in(s.kind[fdst], [SpanKind.KERNEL, SpanKind.GRAPH_LAUNCH])
-    out["launch_latency"], out["tables"]["launch_latency"] = _launch_latency(trace, fsrc[kflow], fdst[kflow], strings, top_n)
+    lg = launched_gpu(trace, window, select="launcher_in", launcher_mask=api_in)   # whole durations
+    kflow = codes_in(s.kind[lg.gpu], [SpanKind.KERNEL, SpanKind.GRAPH_LAUNCH])
+    out["launch_latency"], out["tables"]["launch_latency"] = _launch_latency(
+        trace, lg.launcher[kflow], lg.gpu[kflow], lg.whole_ns[kflow], strings, top_n)
+    mflow = ~kflow
     del kflow
-    mflow = codes_in(s.kind[fdst], [SpanKind.MEMCPY, SpanKind.MEMSET])
-    ms_, md = fsrc[mflow], fdst[mflow]
-    del fsrc, fdst, mflow
-    out["memory_ops"], out["tables"]["memory_ops_by_api"] = _memory_ops(trace, window, ms_, md, strings, out["warnings"])
-    del ms_, md
+    out["memory_ops"], out["tables"]["memory_ops_by_api"] = _memory_ops(
+        trace, window, lg.launcher[mflow], lg.gpu[mflow], lg.whole_ns[mflow], strings, out["warnings"])
+    del lg, mflow
     sel = np.flatnonzero(api_in & sync_like_name_mask(trace))
     del api_in
     out["sync_like_api_names_calls_sum_ms"], out["tables"]["sync_like_api_names"] = _sync_like_names(trace, window, sel, strings)
     return out
 
 
-def _launch_latency(trace: Trace, ks: np.ndarray, kd: np.ndarray, strings: list, top_n: int) -> tuple[dict, dict]:
-    """Per launch API call ``ks`` and the kernels it launched ``kd``: the summary and the per-name table."""
+def _launch_latency(trace: Trace, ks: np.ndarray, kd: np.ndarray, kdur: np.ndarray, strings: list,
+                    top_n: int) -> tuple[dict, dict]:
+    """Per launch API call ``ks`` and the kernels it launched ``kd`` (whole durations ``kdur``): the summary
+    and the per-name table."""
     s = trace.spans
     ll: dict = {"launches": 0, "api_ms": 0.0, "queue_ms": 0.0, "linked_kernel_sum_ms": 0.0, "queued_launches": 0,
                 "api_to_kernel_ratio": None}
@@ -75,12 +65,8 @@ def _launch_latency(trace: Trace, ks: np.ndarray, kd: np.ndarray, strings: list,
         apis, inv = fast_unique(ks, return_inverse=True)
         del ks
         first = np.full(len(apis), np.iinfo(np.int64).max, dtype=np.int64)
-        kst = s.start_ns[kd]
-        np.minimum.at(first, inv, kst)
-        kdur = s.end_ns[kd]
+        np.minimum.at(first, inv, s.start_ns[kd])
         del kd
-        kdur -= kst
-        del kst
         ktime = np.bincount(inv, weights=kdur.astype(np.float64), minlength=len(apis))
         del inv, kdur
         api_dur = s.end_ns[apis]
@@ -109,8 +95,10 @@ def _launch_latency(trace: Trace, ks: np.ndarray, kd: np.ndarray, strings: list,
                             "kernel_avg_per_launch_us"], "rows": rows[:max(top_n, 50)]}
 
 
-def _memory_ops(trace: Trace, window, ms_: np.ndarray, md: np.ndarray, strings: list, warnings: list) -> tuple[dict, dict]:
-    """Copies and memsets ``md`` launched by the API calls ``ms_``: the summary and the per-API table."""
+def _memory_ops(trace: Trace, window, ms_: np.ndarray, md: np.ndarray, gdur: np.ndarray, strings: list,
+                warnings: list) -> tuple[dict, dict]:
+    """Copies and memsets ``md`` launched by the API calls ``ms_`` (whole durations ``gdur``): the summary and
+    the per-API table."""
     s = trace.spans
     is_async = trace.strings.ids_matching(lambda x: ASYNC_MEMOP_API_RE.search(x) is not None, s.name[ms_])
     mem = {"pageable_async_copies": 0, "pageable_async_bytes": 0, "pageable_async_ms": 0.0,
@@ -124,7 +112,6 @@ def _memory_ops(trace: Trace, window, ms_: np.ndarray, md: np.ndarray, strings: 
         asy[okn] = is_async[anm[okn]]
         is_cp = s.kind[md] == SpanKind.MEMCPY
         pageable = pageable_copy_mask(trace)[md]     # host side pageable: the rule sync_wait uses
-        gdur = (s.end_ns[md] - s.start_ns[md]).astype(np.int64)
         nbytes = np.maximum(s.bytes[md], 0)
         pa = asy & pageable
         mem["pageable_async_copies"] = int(pa.sum())

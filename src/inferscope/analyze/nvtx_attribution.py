@@ -16,6 +16,7 @@ import numpy as np
 
 from .classify import kernel_mask
 from .select import clipped_durations, group_sum, in_window, pct_stats_us, window_bounds  # noqa: F401
+from .launched import launched_gpu
 from .links import launchers_for
 from .stats import fast_unique
 
@@ -62,16 +63,18 @@ def enclosing(trace: Trace, q: np.ndarray, accept: np.ndarray) -> np.ndarray:
     return res
 
 
-def kernel_ranges(trace: Trace, kern: np.ndarray, window) -> tuple[np.ndarray, int]:
+def kernel_ranges(trace: Trace, kern: np.ndarray, window, launcher: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """(innermost nested range enclosing each kernel's launching call, -1 none; how many kernels have a
     launch link) for the window's kernels ``kern``.  Walked once for analyze_nvtx and nvtx_by_pid: kept
-    in the trace's cache (int32) until ``drop_kernel_ranges``."""
+    in the trace's cache (int32) until ``drop_kernel_ranges``.  ``launcher``: the kernels' launching calls
+    when known (launched.LaunchedGpu.launcher)."""
     cache = trace.__dict__.setdefault("_mask_cache", {})
     key = (len(trace.spans), window_bounds(window), len(kern))
     v = cache.get("kernel_ranges")
     if v is not None and v[0] == key:
         return v[1], v[2]
-    launcher = launchers_for(trace, kern)
+    if launcher is None:
+        launcher = launchers_for(trace, kern)
     has = launcher >= 0
     n_linked = int(has.sum())
     q = launcher[has]
@@ -153,12 +156,12 @@ def analyze_nvtx(trace: Trace, window=None, options=None) -> dict:
     phase_idx, phases = phase_of_names(trace, phase_map)
 
     # ---- attribution -------------------------------------------------------
-    kern = in_window(trace, kernel_mask(trace), window)
-    kdur = clipped_durations(trace, kern, window)
+    lg = launched_gpu(trace, window, mask=kernel_mask(trace), select="overlaps")   # clipped kernel time
+    kern, kdur = lg.gpu, lg.clipped_ns
     k_total = int(kdur.sum())
     attributed_by_name: dict[int, tuple[float, int]] = {}
     if do_map and len(kern):
-        rng, n_linked = kernel_ranges(trace, kern, window)
+        rng, n_linked = kernel_ranges(trace, kern, window, lg.launcher)
         ok = rng >= 0
         att = int(kdur[ok].sum())
         ak, asum, acnt = group_sum(s.name[rng[ok]], kdur[ok])
@@ -210,7 +213,7 @@ def analyze_nvtx(trace: Trace, window=None, options=None) -> dict:
         ph_rows = []
         k_ph = np.full(len(kern), -1, dtype=np.int64)
         if do_map and len(kern):
-            launcher = launchers_for(trace, kern)
+            launcher = lg.launcher
             has = launcher >= 0
             acc = nested_range_mask(trace)
             pm = np.zeros(len(s), dtype=bool)
@@ -256,10 +259,10 @@ def nvtx_by_pid(trace: Trace, window=None, options=None) -> dict:
     tpid = trace.tracks.pid
     apid = tpid[s.track[ann]]         # per range (not per span: a full-length pid column is 8 bytes a span)
     dur = clipped_durations(trace, ann, window)
-    kern = in_window(trace, kernel_mask(trace), window)
-    kdur = clipped_durations(trace, kern, window)
-    launcher = launchers_for(trace, kern)       # the pid of the launching call, else the kernel's own
-    np.copyto(launcher, kern, where=launcher < 0)
+    lg = launched_gpu(trace, window, mask=kernel_mask(trace), select="overlaps")   # clipped kernel time
+    kern, kdur, launcher = lg.gpu, lg.clipped_ns, lg.launcher
+    del lg
+    np.copyto(launcher, kern, where=launcher < 0)       # the pid of the launching call, else the kernel's own
     kpid = tpid[s.track[launcher]]
     del launcher
     if do_map and len(kern):

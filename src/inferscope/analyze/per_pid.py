@@ -10,6 +10,7 @@ import numpy as np
 from ..trace.kinds import TrackKind
 from ..trace.model import Trace
 from .classify import kernel_mask, sync_api_mask
+from .launched import launched_gpu
 from .links import launchers_for
 from .nvtx_attribution import nvtx_by_pid
 from .select import clipped_durations, group_sum, in_window
@@ -25,10 +26,11 @@ def _ms(ns) -> float:
     return round(float(ns) / 1e6, 6)
 
 
-def kernel_pids(trace: Trace, kern: np.ndarray) -> np.ndarray:
+def kernel_pids(trace: Trace, kern: np.ndarray, launcher: np.ndarray | None = None) -> np.ndarray:
     """pid of each kernel's launching call (of the kernel's own track where it has none); looked up for
-    these spans only (a full-length pid column is 8 bytes a span)."""
-    launcher = launchers_for(trace, kern)
+    these spans only (a full-length pid column is 8 bytes a span).  ``launcher``: the kernels' launching
+    calls when known (launched.LaunchedGpu.launcher; modified in place)."""
+    launcher = launchers_for(trace, kern) if launcher is None else launcher
     np.copyto(launcher, kern, where=launcher < 0)      # in place (a fresh array)
     return trace.tracks.pid[trace.spans.track[launcher]]
 
@@ -41,9 +43,10 @@ def analyze_per_pid(trace: Trace, window=None, options=None) -> dict:
     out: dict = {"pids": [], "warnings": warnings, "tables": {}}
 
     # ---- kernels by pid ------------------------------------------------------
-    kern = in_window(trace, kernel_mask(trace), window)
-    kdur = clipped_durations(trace, kern, window)
-    kpid = kernel_pids(trace, kern) if len(kern) else np.zeros(0, np.int64)
+    lg = launched_gpu(trace, window, mask=kernel_mask(trace), select="overlaps")   # clipped kernel time
+    kern, kdur = lg.gpu, lg.clipped_ns
+    kpid = kernel_pids(trace, kern, lg.launcher) if len(kern) else np.zeros(0, np.int64)
+    del lg
     total = int(kdur.sum())
     rows = []
     if len(kern):

@@ -24,14 +24,13 @@ import re
 
 import numpy as np
 
-from .select import overlap, starts_inside
+from .select import overlap
 from .stats import fast_unique
 
 from ..trace.kinds import SpanKind
 from ..trace.model import Trace, codes_in
-from .classify import gpu_work_mask
 from .intervals import union
-from .links import launchers_for
+from .launched import in_ranges, launched_gpu
 from .window import Window
 
 CONVENTIONAL_PHASES = ("prefill", "decode", "sampling")
@@ -73,29 +72,18 @@ def phase_matcher(phase_map: dict | None):
     return match
 
 
-def _launch_table(trace: Trace, window: Window):
-    s = trace.spans
-    g = gpu_work_mask(trace) & starts_inside(s.start_ns, window)
-    gi = np.flatnonzero(g)
-    src = launchers_for(trace, gi)
-    dur = (s.end_ns[gi] - s.start_ns[gi]).astype(np.int64)
-    total_gpu = int(dur.sum())
-    ok = src >= 0
-    src, dur = src[ok], dur[ok]
-    ltrack = s.track[src]
-    lstart = s.start_ns[src]
-    o = np.lexsort((lstart, ltrack))
-    return ltrack[o], lstart[o], dur[o], total_gpu
-
-
 def phases(trace: Trace, window: Window, phase_map: dict | None = None, max_steps: int = 100) -> dict:
     s = trace.spans
     lo, hi = window.start_ns, window.end_ns
     rng = codes_in(s.kind, [SpanKind.STEP, SpanKind.ANNOTATION]) & overlap(s.start_ns, s.end_ns, window) & (s.end_ns > s.start_ns)
     ridx = np.flatnonzero(rng)
-    ltrack, lstart, ldur, total_gpu = _launch_table(trace, window)
-    cum = np.concatenate(([0], np.cumsum(ldur)))
-    attributed = np.zeros(len(ridx), dtype=np.int64)
+    lg = launched_gpu(trace, window)                   # whole durations of the GPU work starting in the window
+    total_gpu = int(lg.whole_ns.sum())
+    rl = in_ranges(trace, lg, s.start_ns[ridx], s.end_ns[ridx], s.track[ridx])
+    attributed = rl.sum(lg.whole_ns)
+    # coverage: launches inside the union of the ranges on their thread
+    ldur = lg.whole_ns[rl.order]
+    ltrack, lstart = s.track[lg.launcher[rl.order]], s.start_ns[lg.launcher[rl.order]]
     covered_mask = np.zeros(len(ldur), dtype=bool)
     if len(ridx) and len(ldur):
         rt = s.track[ridx]
@@ -106,9 +94,6 @@ def phases(trace: Trace, window: Window, phase_map: dict | None = None, max_step
                 continue
             ls = lstart[a:b]
             sel = np.flatnonzero(rt == t)
-            i0 = a + np.searchsorted(ls, s.start_ns[ridx[sel]], side="left")
-            i1 = a + np.searchsorted(ls, s.end_ns[ridx[sel]], side="left")
-            attributed[sel] = cum[i1] - cum[i0]
             us, ue = union(s.start_ns[ridx[sel]], s.end_ns[ridx[sel]])
             k = np.searchsorted(us, ls, side="right") - 1
             inside = (k >= 0) & (ls < ue[np.maximum(k, 0)])

@@ -22,9 +22,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..thresholds import CROSS_RANK_LAST_ARRIVAL_US, CROSS_RANK_MAX_COLLECTIVES
-from ..analyze.classify import comm_kernel_mask, gpu_work_mask
-from ..analyze.links import launchers_for
-from ..analyze.select import overlap, starts_inside, window_bounds
+from ..analyze.classify import comm_kernel_mask
+from ..analyze.launched import in_ranges, launched_gpu
+from ..analyze.select import overlap, window_bounds
 from ..trace.kinds import SpanKind
 
 WAIT_KEYS = ("comm_wait_ms", "comm_compared_ms", "comm_wait_pct", "comm_wait_per_step_ms", "last_arrivals")
@@ -46,23 +46,20 @@ def collective_steps(trace, window, max_steps: int = 100, cap: int = CROSS_RANK_
     if not len(st):
         return None
     st = st[np.argsort(s.start_ns[st], kind="stable")][:max_steps]
-    gi = np.flatnonzero(gpu_work_mask(trace) & starts_inside(s.start_ns, window))
-    src = launchers_for(trace, gi)
-    ok = src >= 0
-    gi, src = gi[ok], src[ok]
-    if not len(gi):
+    lg = launched_gpu(trace, window)
+    if not (lg.launcher >= 0).any():
         return None
-    comm = comm_kernel_mask(trace)[gi]
-    lstart = s.start_ns[src]
+    comm = comm_kernel_mask(trace)
+    rl = in_ranges(trace, lg, s.start_ns[st], s.end_ns[st])      # any thread
     names: dict[str, int] = {}
     steps, total, truncated = [], 0, False
     step_names = trace.names(st)
-    for j, i in enumerate(st.tolist()):
-        m = (lstart >= s.start_ns[i]) & (lstart < s.end_ns[i])
-        if not m.any():
+    for j, (i0, i1) in enumerate(zip(rl.i0.tolist(), rl.i1.tolist())):
+        if i1 <= i0:
             continue
-        g0 = int(s.start_ns[gi[m]].min())
-        ci = gi[m & comm]
+        gi = np.sort(lg.gpu[rl.order[i0:i1]])       # span order, as the ties of the stable sort below expect
+        g0 = int(s.start_ns[gi].min())
+        ci = gi[comm[gi]]
         ci = ci[np.argsort(s.start_ns[ci], kind="stable")]
         if total + len(ci) > cap:
             truncated = True
