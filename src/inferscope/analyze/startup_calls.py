@@ -33,7 +33,8 @@ def startup_calls(trace: Trace, lo: int, hi: int) -> np.ndarray:
     not inside a step, not mostly covered by GPU work, not mostly a blocking sync.  The calls must explain
     the start-up they mark: the latest end e is kept only when the calls ending by e cover at least
     STARTUP_CALLS_MIN_SHARE_OF_CUT of [lo, e] (one 1 ms op does not make 412 ms start-up) and at least
-    STARTUP_CALLS_BACKGROUND_FACTOR x the share of [e, hi) that such outliers cover (steps included).
+    STARTUP_CALLS_BACKGROUND_FACTOR x the share of [e, hi) that such outliers cover (steps included), that
+    requirement capped at STARTUP_CALLS_DENSE_SHARE (calls filling their cut are start-up, however slow the rest).
     """
     s = trace.spans
     own = (s.kind != SpanKind.OVERHEAD) & (s.kind != SpanKind.MARK) & (s.end_ns > s.start_ns) \
@@ -68,7 +69,8 @@ def startup_calls(trace: Trace, lo: int, hi: int) -> np.ndarray:
         ua, ub = union(np.maximum(s.start_ns[cut], lo), np.minimum(s.end_ns[cut], e))
         cov = int((ub - ua).sum())
         rate = _covered_after(ba, bb, bcum, e) / (hi - e) if hi > e else 0.0
-        if cov >= max(T.STARTUP_CALLS_MIN_SHARE_OF_CUT, T.STARTUP_CALLS_BACKGROUND_FACTOR * rate) * (e - lo):
+        need = min(T.STARTUP_CALLS_BACKGROUND_FACTOR * rate, T.STARTUP_CALLS_DENSE_SHARE)
+        if cov >= max(T.STARTUP_CALLS_MIN_SHARE_OF_CUT, need) * (e - lo):
             return cut
         cand = cand[:-1]
     return cand
