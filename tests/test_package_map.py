@@ -34,3 +34,4 @@ def test_check_sees_a_stale_map(tmp_path, monkeypatch):
     assert upm.main() == 0 and "| `analyze/` |" in arch.read_text()
     monkeypatch.setattr(sys, "argv", ["x", "--check"])
     assert upm.main() == 0
+    arch.unlink()       # not a report: test_zz_reports_written reads every .md the suite left
