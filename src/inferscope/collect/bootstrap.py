@@ -64,6 +64,7 @@ def _at_exit():
         old = signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not cut the trace
     except (ValueError, OSError):
         pass
+    held = _hold_term() if s.mode == "child" else None
     try:
         s.finalize(exit_reason=(f"signal:{signal.Signals(_term_signum).name}" if _term_signum is not None
                                 else f"exception:{_exc_name}" if _exc_name else "exit"))
@@ -75,6 +76,11 @@ def _at_exit():
                 signal.signal(signal.SIGINT, old)
             except (ValueError, OSError):
                 pass
+        if held:     # a SIGTERM sent meanwhile (default action) ends the process now, its trace written
+            try:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+            except (ValueError, OSError):
+                pass
     if _term_signum is not None:
         _die_of(_term_signum)
     if _exc_name == "KeyboardInterrupt":
@@ -82,6 +88,27 @@ def _at_exit():
         # imports done while finalising (numpy) reset that flag; do it ourselves.  Our atexit
         # handler was registered first, so it runs last.
         _die_of(signal.SIGINT)
+
+
+def _hold_term() -> set:
+    """A followed child's end: SIGTERM / SIGHUP left at their default action are held (blocked in this thread,
+    the one left once the sampler has stopped) while its trace is written, and act when released.  ``with
+    Pool(...)`` terminates the workers still listed at its end: a worker that had returned its last result and
+    was writing its trace (a few ms) was killed there and its samples lost.  Returns the signals held."""
+    held = set()
+    for name in _TERM_SIGNALS:
+        sig = getattr(signal, name, None)
+        try:
+            if sig is not None and signal.getsignal(sig) == signal.SIG_DFL:
+                held.add(sig)
+        except (ValueError, OSError):
+            pass
+    try:
+        if held:
+            signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    except (ValueError, OSError, AttributeError):
+        return set()
+    return held
 
 
 def _die_of(signum: int) -> None:
