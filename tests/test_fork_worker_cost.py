@@ -123,3 +123,30 @@ def test_final_journal_loads_as_the_trace_the_child_would_have_written(tmp_path)
         sorted(zip(ref.spans.start_ns.tolist(), ref.spans.end_ns.tolist()))
     c = t.meta["collection"]
     assert c["complete"] is True and c["exit_reason"] == "exit" and c["pid"] == os.getpid()
+
+
+FORK_RACE = """
+import os, signal, sys
+from inferscope.collect import bootstrap as B
+signal.signal(signal.SIGTERM, B._on_term)        # what the main session installs (bootstrap.main)
+# a SIGTERM landing in the child between the fork and InferScope's reset of the inherited handler: this hook
+# runs first (hooks run in their order of registration), as Pool.terminate() can signal a just-started worker
+os.register_at_fork(after_in_child=lambda: os.kill(os.getpid(), signal.SIGTERM))
+B._register_fork_hooks()
+pid = os.fork()
+if pid == 0:
+    os._exit(0)          # a lost signal: the worker goes on (in a Pool: blocks on its queue for ever)
+print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+def test_sigterm_between_fork_and_handler_reset_is_not_lost(tmp_path):
+    """Without InferScope a forked worker's SIGTERM is at its default action from the fork on; the main session's
+    inherited Python handler must not swallow one sent before the at-fork reset (a `with Pool(...)` hung in its
+    terminate's join, the worker waiting on the queue)."""
+    p = tmp_path / "race.py"
+    p.write_text(FORK_RACE)
+    r = subprocess.run([PY, str(p)], capture_output=True, text=True, timeout=60,
+                       env={k: v for k, v in os.environ.items() if not k.startswith("INFERSCOPE_")})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert int(r.stdout.split()[-1]) == -15, r.stdout     # died of SIGTERM, as it would have without InferScope

@@ -149,6 +149,7 @@ def _after_fork_child():
                 signal.signal(sig, signal.SIG_DFL)
         except (AttributeError, ValueError, OSError):
             pass
+    _release_term()     # a SIGTERM sent since the fork (held) acts now, at the default action
     _session = None
     if _follow and _out:
         try:    # threading keeps the parent's native thread id until multiprocessing refreshes it:
@@ -158,6 +159,48 @@ def _after_fork_child():
         except Exception:
             pass
         _start_child(_out, forked=True)
+
+
+_held_at_fork: dict = {}      # forking thread's ident -> the signals _before_fork blocked
+
+
+def _before_fork():
+    """The main session's SIGTERM / SIGHUP handler (``_on_term``, Python-level) is inherited by a forked child until
+    ``_after_fork_child`` resets it: a signal landing in between (``Pool.terminate()`` right after a worker's start)
+    only tripped Python's flag, was dropped at the reset, and the worker then blocked on the pool's queue for ever,
+    hanging the program in its join (seen once in 12 runs of a 64-worker pool).  Held (blocked in the forking
+    thread, whose mask the child inherits) from before the fork until the reset, it stays pending in the kernel and
+    acts at its default action when released."""
+    import _thread      # builtin, no import cost
+    sigs = set()
+    for name in _TERM_SIGNALS:
+        sig = getattr(signal, name, None)
+        try:
+            if sig is not None and signal.getsignal(sig) is _on_term:
+                sigs.add(sig)
+        except (ValueError, OSError):
+            pass
+    if not sigs:
+        return
+    try:
+        was = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    except (ValueError, OSError, AttributeError):
+        return
+    _held_at_fork[_thread.get_ident()] = sigs - set(was)
+
+
+def _release_term():
+    import _thread      # builtin, no import cost
+    sigs = _held_at_fork.pop(_thread.get_ident(), None)
+    if sigs:
+        try:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
+        except (ValueError, OSError):
+            pass
+
+
+def _register_fork_hooks() -> None:
+    os.register_at_fork(before=_before_fork, after_in_parent=_release_term, after_in_child=_after_fork_child)
 
 
 _RUN_EVENTS = ("cpython.run_file", "cpython.run_module", "cpython.run_command", "cpython.run_stdin")
@@ -275,7 +318,7 @@ def _start_child(out: str, forked: bool = False, cfg=None) -> None:
         if forked:
             _hook_multiprocessing_exit()
         else:
-            os.register_at_fork(after_in_child=_after_fork_child)
+            _register_fork_hooks()
     except Exception as e:  # never break the user's child process
         try:
             sys.stderr.write(f"inferscope: not following child process {os.getpid()}: {type(e).__name__}: {e}\n")
@@ -307,7 +350,7 @@ def _child_main(out: str) -> None:
     _out, _follow = out, True
     if _FORKSERVER in cmd:      # the forkserver only forks the workers: follow those, not it
         import threading  # noqa: F401  its own after-fork reset must run before ours (hooks run in order)
-        os.register_at_fork(after_in_child=_after_fork_child)
+        _register_fork_hooks()
         return
     _start_child(out, cfg=cfg)
 
@@ -359,4 +402,4 @@ def main() -> None:
                 signal.signal(sig, _on_term)
         except (AttributeError, ValueError, OSError):
             pass
-    os.register_at_fork(after_in_child=_after_fork_child)
+    _register_fork_hooks()
