@@ -240,21 +240,14 @@ def _merge_children(trace, trace_path: str):
     finals = sorted(glob.glob(child + journal.FINAL_SUFFIX))
     started = glob.glob(child + ".started")
     journals = glob.glob(child + journal.SUFFIX)
-    kids, bad = [], 0
-    for p in paths:
-        try:
-            kids.append(native.load(p))
-        except Exception:
-            bad += 1
-    for p in finals:
-        try:
-            kids.append(journal.load(p))
-        except Exception:
-            bad += 1
     ended = set(paths) | {p[:-len(journal.FINAL_SUFFIX)] for p in finals}
-    for p in sorted({m[:-len(".started")] for m in started} - ended):
-        try:        # terminated (Pool.terminate) before writing: its crash journal
-            kids.append(journal.load(journal.path_for(p)))
+    loads = ([(native.load, p) for p in paths] + [(journal.load, p) for p in finals]
+             # terminated (Pool.terminate) before writing: its crash journal
+             + [(journal.load, journal.path_for(p)) for p in sorted({m[:-len(".started")] for m in started} - ended)])
+    kids, bad = [], 0
+    for load, p in loads:
+        try:
+            kids.append(load(p))
         except Exception:
             bad += 1
     for p in paths + finals + started + journals:

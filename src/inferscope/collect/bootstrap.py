@@ -7,7 +7,8 @@ process dies of that signal after the write, as it would have without InferScope
 periodically while running (so SIGKILL leaves the last snapshot).  Only the first process
 claiming the trace file is the main collection.  Python child processes are followed by default
 (config ``follow_children``, INFERSCOPE_FOLLOW_CHILDREN=0 turns it off) with a light session (CPU
-sampler only) into ``<trace>.child.<pid>.iscope``, which the parent merges (same perf_counter clock):
+sampler only) into ``<trace>.child.<pid>.iscope.final`` (its journal, journal.py), which the parent builds and
+merges (same perf_counter clock):
   - spawn workers, ``subprocess`` Python children: they inherit the environment and come through
     this module's ``main()`` (the claim exists: a child);
   - forked children (multiprocessing 'fork', the Linux default, DataLoader workers, forkserver
@@ -91,18 +92,11 @@ def _at_exit():
 
 
 def _hold_term() -> set:
-    """A followed child's end: SIGTERM / SIGHUP left at their default action are held (blocked in this thread,
-    the one left once the sampler has stopped) while its trace is written, and act when released.  ``with
-    Pool(...)`` terminates the workers still listed at its end: a worker that had returned its last result and
-    was writing its trace (a few ms) was killed there and its samples lost.  Returns the signals held."""
-    held = set()
-    for name in _TERM_SIGNALS:
-        sig = getattr(signal, name, None)
-        try:
-            if sig is not None and signal.getsignal(sig) == signal.SIG_DFL:
-                held.add(sig)
-        except (ValueError, OSError):
-            pass
+    """A followed child's end: SIGTERM / SIGHUP at their default action are held (blocked in this thread, the one
+    left once the sampler has stopped) while its trace is written, and act when released: ``with Pool(...)``
+    terminates a worker that has returned its last result at once, and its samples were lost."""
+    held = {s for s in (getattr(signal, n, None) for n in _TERM_SIGNALS)
+            if s is not None and signal.getsignal(s) == signal.SIG_DFL}
     try:
         if held:
             signal.pthread_sigmask(signal.SIG_BLOCK, held)
@@ -165,28 +159,20 @@ _held_at_fork: dict = {}      # forking thread's ident -> the signals _before_fo
 
 
 def _before_fork():
-    """The main session's SIGTERM / SIGHUP handler (``_on_term``, Python-level) is inherited by a forked child until
-    ``_after_fork_child`` resets it: a signal landing in between (``Pool.terminate()`` right after a worker's start)
-    only tripped Python's flag, was dropped at the reset, and the worker then blocked on the pool's queue for ever,
-    hanging the program in its join (seen once in 12 runs of a 64-worker pool).  Held (blocked in the forking
-    thread, whose mask the child inherits) from before the fork until the reset, it stays pending in the kernel and
-    acts at its default action when released."""
+    """The main session's SIGTERM / SIGHUP handler (``_on_term``) is inherited by a forked child until
+    ``_after_fork_child`` resets it: a signal in between (``Pool.terminate()`` just after a worker's start) only
+    tripped Python's flag, was dropped at the reset, and the worker blocked on the pool's queue for ever (the
+    program hung in terminate's join; once in 12 runs of a 64-worker pool).  Blocked in the forking thread (the
+    child inherits its mask) until the reset, it stays pending and acts at its default action."""
     import _thread      # builtin, no import cost
-    sigs = set()
-    for name in _TERM_SIGNALS:
-        sig = getattr(signal, name, None)
-        try:
-            if sig is not None and signal.getsignal(sig) is _on_term:
-                sigs.add(sig)
-        except (ValueError, OSError):
-            pass
-    if not sigs:
-        return
+    sigs = {s for s in (getattr(signal, n, None) for n in _TERM_SIGNALS)
+            if s is not None and signal.getsignal(s) is _on_term}
     try:
-        was = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+        was = signal.pthread_sigmask(signal.SIG_BLOCK, sigs) if sigs else None
     except (ValueError, OSError, AttributeError):
         return
-    _held_at_fork[_thread.get_ident()] = sigs - set(was)
+    if sigs:
+        _held_at_fork[_thread.get_ident()] = sigs - set(was)
 
 
 def _release_term():
