@@ -12,6 +12,8 @@ Workloads (torch threads fixed to 1):
            with-block terminates them, so their traces come from their crash journals)
   workers-fork  the same with the 'fork' start method (Linux default; DataLoader workers) and a
            normal pool close/join: forked workers followed through register_at_fork
+  pool64   64 short-lived forked workers (Pool(4, maxtasksperchild=1), trivial work, no numpy in the
+           program): the per-worker cost of following (each worker's session start and end)
 Modes, run interleaved in a shuffled order within each round (>= 5 rounds):
   base        python WORKLOAD
   inferscope  inferscope run -- python WORKLOAD   (default settings; inferscope@HZ: sampling rate HZ;
@@ -92,6 +94,19 @@ if __name__ == "__main__":
             r = pool.map(work, range(b * 8, b * 8 + 8))
             torch.tensor(r).sum()
         # CLOSE
+    print(f"workload_s {time.perf_counter() - t0:.4f}")
+'''
+
+POOL64 = r'''
+import multiprocessing as mp, time
+def sq(x):
+    return sum(i * i for i in range(2000)) + x
+if __name__ == "__main__":
+    t0 = time.perf_counter()
+    pool = mp.get_context("fork").Pool(4, maxtasksperchild=1)
+    r = pool.map(sq, range(64), chunksize=1)
+    pool.close()
+    pool.join()
     print(f"workload_s {time.perf_counter() - t0:.4f}")
 '''
 
@@ -230,10 +245,11 @@ def main(argv=None) -> int:
         (tmp / "tinyops.py").write_text(TINYOPS)
         (tmp / "workers.py").write_text(WORKERS)
         (tmp / "gil2.py").write_text(GIL2)
+        (tmp / "pool64.py").write_text(POOL64)
         (tmp / "workers_fork.py").write_text(WORKERS.replace('"spawn"', '"fork"').replace(
             "# CLOSE", "pool.close()\n        pool.join()"))
         scripts = {"demo": REPO / "examples" / "llm_demo.py", "tinyops": tmp / "tinyops.py", "workers": tmp / "workers.py",
-                   "workers-fork": tmp / "workers_fork.py", "gil2": tmp / "gil2.py"}
+                   "workers-fork": tmp / "workers_fork.py", "gil2": tmp / "gil2.py", "pool64": tmp / "pool64.py"}
         for wl in [w.strip() for w in args.workloads.split(",") if w.strip()]:
             script = scripts[wl]
             run_once("base", script, tmp, extra_env)  # warm the page cache

@@ -220,7 +220,8 @@ CHILD_WAIT_S = 5.0
 
 
 def _merge_children(trace, trace_path: str):
-    """Merge the traces of followed child processes (``<trace>.child.<pid>.iscope``) into the main one."""
+    """Merge the traces of followed child processes into the main one: ``<trace>.child.<pid>.iscope.final``
+    (a child's complete journal, collect/journal.py), ``.iscope`` (a trace), else its crash journal."""
     from .trace import native  # lazy: `inferscope run`'s parent loads it after the child exits
     from .trace.merge import merge_traces  # lazy: `inferscope run`'s parent loads it after the child exits
     # a followed child still writing its trace (it outlived the program by a moment): wait for it,
@@ -232,23 +233,25 @@ def _merge_children(trace, trace_path: str):
             pid = int(done.rsplit(".child.", 1)[1].split(".")[0])
         except ValueError:
             continue
-        while not os.path.exists(done) and time.monotonic() < deadline and pid_alive(pid):
+        while (not os.path.exists(done) and not os.path.exists(journal.final_path(done))
+               and time.monotonic() < deadline and pid_alive(pid)):
             time.sleep(0.05)
-    paths = sorted(glob.glob(glob.escape(trace_path) + ".child.*.iscope"))
-    started = glob.glob(glob.escape(trace_path) + ".child.*.iscope.started")
-    journals = glob.glob(glob.escape(trace_path) + ".child.*.iscope.journal")
+    child = glob.escape(trace_path) + ".child.*.iscope"
+    paths = sorted(glob.glob(child))
+    finals = sorted(glob.glob(child + journal.FINAL_SUFFIX))
+    started = glob.glob(child + ".started")
+    journals = glob.glob(child + journal.SUFFIX)
+    ended = set(paths) | {p[:-len(journal.FINAL_SUFFIX)] for p in finals}
+    loads = ([(native.load, p) for p in paths] + [(journal.load, p) for p in finals]
+             # terminated (Pool.terminate) before writing: its crash journal
+             + [(journal.load, journal.path_for(p)) for p in sorted({m[:-len(".started")] for m in started} - ended)])
     kids, bad = [], 0
-    for p in paths:
+    for load, p in loads:
         try:
-            kids.append(native.load(p))
+            kids.append(load(p))
         except Exception:
             bad += 1
-    for p in sorted({m[:-len(".started")] for m in started} - set(paths)):
-        try:        # terminated (Pool.terminate) before writing: its crash journal
-            kids.append(journal.load(journal.path_for(p)))
-        except Exception:
-            bad += 1
-    for p in paths + started + journals:
+    for p in paths + finals + started + journals:
         try:
             os.unlink(p)
         except OSError:

@@ -7,7 +7,8 @@ process dies of that signal after the write, as it would have without InferScope
 periodically while running (so SIGKILL leaves the last snapshot).  Only the first process
 claiming the trace file is the main collection.  Python child processes are followed by default
 (config ``follow_children``, INFERSCOPE_FOLLOW_CHILDREN=0 turns it off) with a light session (CPU
-sampler only) into ``<trace>.child.<pid>.iscope``, which the parent merges (same perf_counter clock):
+sampler only) into ``<trace>.child.<pid>.iscope.final`` (its journal, journal.py), which the parent builds and
+merges (same perf_counter clock):
   - spawn workers, ``subprocess`` Python children: they inherit the environment and come through
     this module's ``main()`` (the claim exists: a child);
   - forked children (multiprocessing 'fork', the Linux default, DataLoader workers, forkserver
@@ -64,6 +65,7 @@ def _at_exit():
         old = signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not cut the trace
     except (ValueError, OSError):
         pass
+    held = _hold_term() if s.mode == "child" else None
     try:
         s.finalize(exit_reason=(f"signal:{signal.Signals(_term_signum).name}" if _term_signum is not None
                                 else f"exception:{_exc_name}" if _exc_name else "exit"))
@@ -75,6 +77,11 @@ def _at_exit():
                 signal.signal(signal.SIGINT, old)
             except (ValueError, OSError):
                 pass
+        if held:     # a SIGTERM sent meanwhile (default action) ends the process now, its trace written
+            try:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+            except (ValueError, OSError):
+                pass
     if _term_signum is not None:
         _die_of(_term_signum)
     if _exc_name == "KeyboardInterrupt":
@@ -82,6 +89,20 @@ def _at_exit():
         # imports done while finalising (numpy) reset that flag; do it ourselves.  Our atexit
         # handler was registered first, so it runs last.
         _die_of(signal.SIGINT)
+
+
+def _hold_term() -> set:
+    """A followed child's end: SIGTERM / SIGHUP at their default action are held (blocked in this thread, the one
+    left once the sampler has stopped) while its trace is written, and act when released: ``with Pool(...)``
+    terminates a worker that has returned its last result at once, and its samples were lost."""
+    held = {s for s in (getattr(signal, n, None) for n in _TERM_SIGNALS)
+            if s is not None and signal.getsignal(s) == signal.SIG_DFL}
+    try:
+        if held:
+            signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    except (ValueError, OSError, AttributeError):
+        return set()
+    return held
 
 
 def _die_of(signum: int) -> None:
@@ -122,6 +143,7 @@ def _after_fork_child():
                 signal.signal(sig, signal.SIG_DFL)
         except (AttributeError, ValueError, OSError):
             pass
+    _release_term()     # a SIGTERM sent since the fork (held) acts now, at the default action
     _session = None
     if _follow and _out:
         try:    # threading keeps the parent's native thread id until multiprocessing refreshes it:
@@ -131,6 +153,40 @@ def _after_fork_child():
         except Exception:
             pass
         _start_child(_out, forked=True)
+
+
+_held_at_fork: dict = {}      # forking thread's ident -> the signals _before_fork blocked
+
+
+def _before_fork():
+    """The main session's SIGTERM / SIGHUP handler (``_on_term``) is inherited by a forked child until
+    ``_after_fork_child`` resets it: a signal in between (``Pool.terminate()`` just after a worker's start) only
+    tripped Python's flag, was dropped at the reset, and the worker blocked on the pool's queue for ever (the
+    program hung in terminate's join; once in 12 runs of a 64-worker pool).  Blocked in the forking thread (the
+    child inherits its mask) until the reset, it stays pending and acts at its default action."""
+    import _thread      # builtin, no import cost
+    sigs = {s for s in (getattr(signal, n, None) for n in _TERM_SIGNALS)
+            if s is not None and signal.getsignal(s) is _on_term}
+    try:
+        was = signal.pthread_sigmask(signal.SIG_BLOCK, sigs) if sigs else None
+    except (ValueError, OSError, AttributeError):
+        return
+    if sigs:
+        _held_at_fork[_thread.get_ident()] = sigs - set(was)
+
+
+def _release_term():
+    import _thread      # builtin, no import cost
+    sigs = _held_at_fork.pop(_thread.get_ident(), None)
+    if sigs:
+        try:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
+        except (ValueError, OSError):
+            pass
+
+
+def _register_fork_hooks() -> None:
+    os.register_at_fork(before=_before_fork, after_in_parent=_release_term, after_in_child=_after_fork_child)
 
 
 _RUN_EVENTS = ("cpython.run_file", "cpython.run_module", "cpython.run_command", "cpython.run_stdin")
@@ -248,7 +304,7 @@ def _start_child(out: str, forked: bool = False, cfg=None) -> None:
         if forked:
             _hook_multiprocessing_exit()
         else:
-            os.register_at_fork(after_in_child=_after_fork_child)
+            _register_fork_hooks()
     except Exception as e:  # never break the user's child process
         try:
             sys.stderr.write(f"inferscope: not following child process {os.getpid()}: {type(e).__name__}: {e}\n")
@@ -280,7 +336,7 @@ def _child_main(out: str) -> None:
     _out, _follow = out, True
     if _FORKSERVER in cmd:      # the forkserver only forks the workers: follow those, not it
         import threading  # noqa: F401  its own after-fork reset must run before ours (hooks run in order)
-        os.register_at_fork(after_in_child=_after_fork_child)
+        _register_fork_hooks()
         return
     _start_child(out, cfg=cfg)
 
@@ -332,4 +388,4 @@ def main() -> None:
                 signal.signal(sig, _on_term)
         except (AttributeError, ValueError, OSError):
             pass
-    os.register_at_fork(after_in_child=_after_fork_child)
+    _register_fork_hooks()

@@ -37,13 +37,18 @@ def visible_indices(count: int, env=None) -> list[int]:
 
 
 class NvmlSampler:
-    def __init__(self, append, env=None) -> None:
+    def __init__(self, append, env=None, enabled: bool = True) -> None:
+        """``enabled`` False: as without pynvml (a followed child: the parent records the GPU counters, and
+        pynvml's import + nvmlInit in every short-lived worker was a cost for nothing)."""
         self.append = append
         self.handles: list = []
         self.devices: list[dict] = []
         self.warning: str | None = None
         self.errors = 0
         self._extra: list = []
+        if not enabled:
+            self.nv = None
+            return
         try:
             import pynvml
         except Exception:

@@ -134,7 +134,7 @@ class Session:
         self.system = SystemSampler(self.buffer.append)
         if self.system.warning:
             self._warn(self.system.warning)
-        self.nvml = NvmlSampler(self.buffer.append)
+        self.nvml = NvmlSampler(self.buffer.append, enabled=self.mode != "child")   # children: the parent's counters
         if self.nvml.warning:
             self._warn(self.nvml.warning)
         if self.nvml.nv is not None and self.nvml.ok:

@@ -6,7 +6,8 @@ build_trace: the ring buffer's events (+ the sampler's open runs while collectin
 (assemble.py), the GPU sources merged onto the perf_counter clock (gpu_merge.py: torch profiler export,
 CUPTI), the meta (session_meta.py).  flush: the events since the last flush appended to the crash
 journal (journal.py) with what the parent needs to rebuild a trace after a SIGKILL.  finalize: stop
-every collector, export the torch profiler trace, build the final trace and save it.
+every collector, export the torch profiler trace, build the final trace and save it - in a followed child
+(mode "child") ``finalize_journal`` instead: its final journal, built by the parent (no numpy in the child).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import threading
 import time
 
 from .. import log
-from .journal import REWRITE_FACTOR, JournalWriter, path_for
+from .journal import REWRITE_FACTOR, JournalWriter, final_path, path_for
 from .session_meta import collection_meta, devices, sampling_rate_warning, trace_meta
 from .system import numa_placement
 
@@ -79,10 +80,10 @@ def build_trace(s, final: bool = False, kineto_path: str | None = None, end_ns: 
     return trace
 
 
-def journal_meta(s) -> dict:
+def journal_meta(s, end_ns: int | None = None, complete: bool = False) -> dict:
     """What the parent needs besides the events to rebuild a trace after a SIGKILL (journal.py)."""
     refresh_thread_names(s)
-    meta = collection_meta(s, time.perf_counter_ns(), False)
+    meta = collection_meta(s, end_ns or time.perf_counter_ns(), complete)
     meta["clock_sync_error_us"] = 0.0
     meta["clock_sources"] = ["perf_counter_ns"]
     return {
@@ -95,17 +96,33 @@ def journal_meta(s) -> dict:
     }
 
 
-def flush(s) -> None:
-    """Append the events since the last flush to the crash journal (journal.py)."""
+def flush(s, meta: dict | None = None) -> None:
+    """Append the events since the last flush to the crash journal (journal.py); ``meta``: the final one."""
     if s.journal is None:
         s.journal = JournalWriter(path_for(s.trace_out))
     j = s.journal
     new = s.buffer.take_new()
     if j.events + len(new) > REWRITE_FACTOR * s.buffer.capacity:
-        j.rewrite(s.buffer.snapshot(), journal_meta(s))   # bounded on disk
+        j.rewrite(s.buffer.snapshot(), meta or journal_meta(s))   # bounded on disk
     else:
-        j.append(new, journal_meta(s))
+        j.append(new, meta or journal_meta(s))
     s.flushes += 1
+
+
+def finalize_journal(s, end_ns: int, exit_reason: str | None, t0: float) -> None:
+    """A followed child's end (``Session.mode == "child"``, collectors stopped): the events since the last flush
+    and the final metadata appended to its journal, renamed to ``<trace>.final`` for the parent to build
+    (journal.load) - the child never imports numpy nor the trace builder (journal.py)."""
+    meta = journal_meta(s, end_ns, complete=True)
+    meta["open_runs"] = []          # the sampler has stopped: every run is closed, in the buffer
+    c = meta["trace_meta"]["collection"]
+    if exit_reason:
+        c["exit_reason"] = exit_reason
+    c["finalize_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
+    c["process_cpu_ms"] = round(time.process_time_ns() / 1e6, 3)
+    flush(s, meta)
+    s.journal.close()
+    os.replace(path_for(s.trace_out), final_path(s.trace_out))
 
 
 def finalize(s, exit_reason: str | None = None):
@@ -147,6 +164,10 @@ def finalize(s, exit_reason: str | None = None):
                 s.numa["torch_threads"] = int(tm.get_num_threads())   # intra-op threads vs the CPUs allowed
         except Exception:
             s.numa = None
+        if s.trace_out and s.mode == "child" and kpath is None and s.gpu_act is None:
+            finalize_journal(s, end_ns, exit_reason, t0)     # the parent builds it (journal.py)
+            log.info("Trace collection completed (journal)")
+            return None
         trace = build_trace(s, final=True, kineto_path=kpath, end_ns=end_ns)
         fl = getattr(s.sampler, "facts", None) if s.sampler is not None else None
         if fl is not None:       # (the sampler has stopped: every thread's log is closed)
