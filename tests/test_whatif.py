@@ -227,6 +227,8 @@ def test_preprocessing_scale_model():
     assert f["saving_model"] == "scale"
     assert f["expected_saving_ms"] == pytest.approx(tok_ms * (1 - 1 / n))
     assert f["saving_low_ms"] == pytest.approx(tok_ms / 2) and f["saving_high_ms"] == pytest.approx(tok_ms)
-    # a live run's idle cores decide n
+    # a live run's idle cores decide n: the core that runs it now plus the idle ones (2 of 4 idle: 3 workers)
     res["counters"] = {"process_cores": {"cores": 4, "mean_util_pct": 50.0}}
-    assert W.predict(res, f)["expected_saving_ms"] == pytest.approx(tok_ms * (1 - 1 / 2))
+    assert W.predict(res, f)["expected_saving_ms"] == pytest.approx(tok_ms * (1 - 1 / 3))
+    res["counters"] = {"process_cores": {"cores": 2, "mean_util_pct": 100.0}}     # no idle core: nothing to gain
+    assert W.predict(res, f)["expected_saving_ms"] == pytest.approx(0.0)

@@ -54,13 +54,26 @@ def test_gil_overlap_share_of_cores(cpus, others, share):
 
 
 def test_oversubscription_scale_down():
-    # 8 torch threads on 2 CPUs, main thread runnable-not-running 15 % of a 1000 ms window
-    res = planted(counters={"numa": {"torch_threads": 8, "process_cpus": 2}, "main_runq_pct": 15.0})
+    # 8 torch threads + a busy worker process on 2 CPUs, main thread runnable-not-running 15 % of a 1000 ms window
+    busy = [{"comm": "w", "pid": 1, "cpu_s_in_window": T.BUSY_WORKER_CPU_FRACTION + 0.01}]
+    res = planted(counters={"numa": {"torch_threads": 8, "process_cpus": 2}, "main_runq_pct": 15.0},
+                  children={"processes": busy})
     p = pred(res, "cpu_oversubscription")
     assert p["saving_model"] == "scale"
     assert p["expected_saving_ms"] == pytest.approx(150.0)
-    assert p["saving_low_ms"] == pytest.approx(150.0 * 6 / 8)
-    assert p["saving_high_ms"] == pytest.approx(150.0 + 300.0 * (1 - 2 / 8))
+    assert p["saving_low_ms"] == pytest.approx(150.0 * 7 / 9)
+    assert p["saving_high_ms"] == pytest.approx(150.0 + 300.0 * (1 - 2 / 9))
+
+
+def test_torch_threads_alone_predict_no_saving_up_to_the_delay():
+    """8 torch threads on 2 CPUs and nothing else busy: the main thread's run-queue delay is its own ops' threads doing
+    the same work - expected 0 (measured on zoo_omp_oversub), high the delay plus the stretched compute."""
+    res = planted(counters={"numa": {"torch_threads": 8, "process_cpus": 2}, "main_runq_pct": 15.0})
+    for fid, high in (("cpu_oversubscription", 150.0 + 300.0 * (1 - 2 / 8)), ("cpu_run_queue", 150.0)):
+        p = pred(res, fid)
+        assert p["expected_saving_ms"] == 0.0 and p["saving_low_ms"] == 0.0, (fid, p)
+        assert p["saving_high_ms"] == pytest.approx(high), fid
+        assert "intra-op threads only" in p["saving_basis"]
 
 
 def test_oversubscription_counts_busy_workers():
@@ -97,7 +110,9 @@ def test_page_faults_remove_kernel_time():
 
 
 def test_run_queue_and_oversubscription_count_once():
-    res = planted(counters={"numa": {"torch_threads": 8, "process_cpus": 2}, "main_runq_pct": 15.0})
+    busy = [{"comm": "w", "pid": 1, "cpu_s_in_window": T.BUSY_WORKER_CPU_FRACTION + 0.01}]
+    res = planted(counters={"numa": {"torch_threads": 8, "process_cpus": 2}, "main_runq_pct": 15.0},
+                  children={"processes": busy})
     fs = [{"id": i, "severity": "medium"} for i in ("cpu_oversubscription", "cpu_run_queue")]
     fs = W.annotate(res, fs)
     assert W.combined(res, fs) == pytest.approx(150.0)             # the same run-queue delay, once
@@ -132,3 +147,12 @@ def test_underuse_without_idle_capacity_predicts_nothing():
     res = planted(counters={"numa": {"torch_threads": 1, "process_cpus": 2},
                             "process_cores": {"cores": 2, "mean_util_pct": 100.0}})
     assert pred(res, "cpu_underuse") is None                   # no core stood idle
+
+
+def test_lock_wait_high_adds_the_unattributed_wait_at_the_locks_share():
+    # 600 ms off-CPU, 500 ms attributed (400 lock waits, 100 sleep): 100 ms unattributed, 80 % of it taken as lock
+    res = planted(waiting=700.0, contention={"blocking": {"lock_ms": 400.0, "futex_ms": 400.0, "waiting_ms": 600.0,
+                                                          "attributed_ms": 500.0}})
+    p = pred(res, "lock_wait")
+    assert p["expected_saving_ms"] == pytest.approx(400.0)
+    assert p["saving_high_ms"] == pytest.approx(400.0 + 100.0 * 400.0 / 500.0)

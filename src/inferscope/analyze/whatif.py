@@ -21,8 +21,8 @@ Models (assumption; where the range comes from):
 - ``overlap``: the time hides behind the longest parallel activity (compute kernels).  Saving = exposed
   time, capped at the compute time it can hide behind.  Range: low hides only behind compute not already
   hosting that activity; high = all the exposed time.  Used by ``gpu_communication``.
-- ``scale``: Amdahl over added workers.  Saving = category time x (1 - 1/n), n = idle cores of the
-  process (live runs: counters.process_cores) or ``WHATIF_SCALE_DEFAULT_WORKERS``, at most
+- ``scale``: Amdahl over added workers.  Saving = category time x (1 - 1/n), n = the core that runs it now
+  plus the idle cores of the process (live runs: counters.process_cores) or ``WHATIF_SCALE_DEFAULT_WORKERS``, at most
   ``WHATIF_SCALE_MAX_WORKERS``.  Range: n = 2 .. the whole time (fully overlapped with the GPU).
   Used by ``cpu_preprocessing``.
 - ``replace``: a measured faster alternative.  ``pageable_copy``: cost (max of the blocked calls and the
@@ -141,7 +141,9 @@ def _workers(res: dict) -> tuple[int, str]:
     pc = (res.get("counters") or {}).get("process_cores") or {}
     if pc.get("cores"):
         idle = int(pc["cores"] * (1.0 - float(pc.get("mean_util_pct") or 0.0) / 100.0))
-        return max(1, min(idle, T.WHATIF_SCALE_MAX_WORKERS)), f"{idle} idle core(s) of counters.process_cores"
+        # the core that runs the preprocessing now, plus the idle ones (one idle core takes half of it: n = 2)
+        return (max(1, min(idle + 1, T.WHATIF_SCALE_MAX_WORKERS)),
+                f"its thread's core + {idle} idle core(s) of counters.process_cores")
     return T.WHATIF_SCALE_DEFAULT_WORKERS, "thresholds.WHATIF_SCALE_DEFAULT_WORKERS (cores not recorded)"
 
 

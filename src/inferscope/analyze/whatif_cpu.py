@@ -9,8 +9,10 @@ exceeds its categories' time nor e2e).  Every input is a measured figure of the 
   (``io_ms + (waiting_ms - attributed_ms) x io_ms / attributed_ms``).  Low: the expected time less
   WHATIF_WAIT_RESIDUAL_FRACTION of it (the data is still read once, or the background read competes).
 - ``lock_wait`` (remove: the holder no longer sleeps / does I/O under the lock).  Expected: the futex waits
-  with no other Python running (``lock_ms``); high: every futex wait of the thread (``futex_ms``); low as
-  for blocking_io (a shortened critical section still holds the lock a while).
+  with no other Python running (``lock_ms``); high: every futex wait of the thread (``futex_ms``) plus the
+  off-CPU time no call was attributed to at the lock's share of the attributed part (as for blocking_io: the
+  probe names a sample of the waits); low as for blocking_io (a shortened critical section still holds the
+  lock a while).
 - ``gil_contention`` (overlap: the other threads' Python moves to other processes and runs beside the
   inference thread).  With P other Python threads and C CPUs, P+1 runnable processes share C cores: the
   inference thread keeps running a share min(1, C/(P+1)) of the time.  Expected: the GIL wait
@@ -19,7 +21,10 @@ exceeds its categories' time nor e2e).  Every input is a measured figure of the 
   workers on C CPUs.  Expected: the main thread's run-queue delay (``counters.main_runq_pct`` x e2e, from
   schedstat: what the sharing costs it); low: the excess threads' share of it, x (D - C)/D (other
   processes still preempt it); high: that delay plus the CPU compute stretched by time-sharing,
-  ``cpu_compute x (1 - C/D)`` (every parallel op waited for its slowest, descheduled thread).
+  ``cpu_compute x (1 - C/D)`` (every parallel op waited for its slowest, descheduled thread).  When the torch
+  threads alone exceed the CPUs (no busy worker, no other busy thread) the delay is the ops' own threads doing
+  the same work on the same cores: expected and low 0 (measured: zoo_omp_oversub saved 2.3 ms of 175 ms), high
+  as above (an OpenMP runtime that spin-waits).  ``cpu_run_queue`` the same in that case.
 - ``cpu_run_queue`` (remove: fewer busy threads than cores).  Only when the process's own load explains it
   (torch threads + busy workers > CPUs, or another thread of the process was busy); when the cores went to
   other processes on the host the program has nothing to change: null.  Expected and high: the schedstat
@@ -65,12 +70,16 @@ def _lock_wait(res: dict) -> dict | None:
     'lock' wait, 65 % of the window, was the workers' preprocessing; predicting it removable ranked it first)."""
     b = _blocking(res)
     lock, futex = float(b.get("lock_ms") or 0.0), float(b.get("futex_ms") or 0.0)
+    wait, att = float(b.get("waiting_ms") or 0.0), float(b.get("attributed_ms") or 0.0)
     kids = float((res.get("children") or {}).get("waiting_on_children_ms") or 0.0)
     own = max(0.0, lock - kids)
-    return _pred(res, "remove", own, own * (1.0 - T.WHATIF_WAIT_RESIDUAL_FRACTION), max(own, futex - kids, 0.0),
+    unatt = max(0.0, wait - att) * (own / att if att > 0 else 0.0)
+    return _pred(res, "remove", own, own * (1.0 - T.WHATIF_WAIT_RESIDUAL_FRACTION), max(own, futex - kids, 0.0) + unatt,
                  f"contention.blocking.lock_ms {lock:.3f} (lock waits with no other Python running) less "
                  f"children.waiting_on_children_ms {kids:.3f} (waiting while a child worked: its result, not the lock); "
-                 f"low keeps {_RESID}; high: every futex wait less that (futex_ms {futex:.3f})", ("waiting",), key="lock")
+                 f"low keeps {_RESID}; high: every futex wait less that (futex_ms {futex:.3f}) plus the unattributed "
+                 f"off-CPU time (waiting_ms {wait:.3f} - attributed_ms {att:.3f}) at the lock's share",
+                 ("waiting",), key="lock")
 
 
 def _cpus(res: dict) -> int:
@@ -99,12 +108,29 @@ def _demand(res: dict) -> tuple[int, int]:
     return tt + len(_busy_workers(res)), _cpus(res)
 
 
+_OWN_OPS = ("intra-op threads only: the main thread's run-queue delay is its own ops' other threads doing the same "
+            "work on the same cores (work-conserving), so the expected saving is 0 - zoo_omp_oversub, 8 torch threads "
+            "on 2 CPUs, saved 2.3 ms of 175 ms with set_num_threads(2), bench/README.md; ")
+
+
+def _threads_only(res: dict) -> bool:
+    """The oversubscription is the torch threads' alone: no busy worker process, no other busy thread."""
+    busy = busiest_other_thread(res)
+    return not _busy_workers(res) and (busy is None or thread_busy_ms(busy[1]) <= 0)
+
+
 def _oversub(res: dict) -> dict | None:
     d, c = _demand(res)
     if d <= c:
         return None
     rq, cc = _runq_ms(res), _ms(res, "cpu_compute")
-    return _pred(res, "scale", rq, rq * (d - c) / d, rq + cc * (1.0 - c / d),
+    high = rq + cc * (1.0 - c / d)
+    if _threads_only(res):
+        return _pred(res, "scale", 0.0, 0.0, high,
+                     _OWN_OPS + f"high: the run-queue delay counters.main_runq_pct x e2e = {rq:.3f} plus "
+                     f"breakdown[cpu_compute].ms {cc:.3f} x (1 - {c}/{d}) (a runtime that spin-waits, every parallel op "
+                     "waiting for its slowest descheduled thread)", ("waiting", "cpu_compute"), key="runq")
+    return _pred(res, "scale", rq, rq * (d - c) / d, high,
                  f"run-queue delay counters.main_runq_pct x e2e = {rq:.3f}; {d} busy threads on {c} CPU(s): low x "
                  f"({d} - {c})/{d}; high adds breakdown[cpu_compute].ms {cc:.3f} x (1 - {c}/{d})",
                  ("waiting", "cpu_compute"), key="runq")
@@ -116,6 +142,9 @@ def _runq(res: dict) -> dict | None:
     if d <= c and (busy is None or thread_busy_ms(busy[1]) <= 0):
         return None
     rq, sampled = _runq_ms(res), _part_ms(res, "waiting", "run_queue")
+    if _threads_only(res):
+        return _pred(res, "remove", 0.0, 0.0, rq, _OWN_OPS + f"high: the run-queue delay counters.main_runq_pct x e2e = "
+                     f"{rq:.3f} (schedstat)", ("waiting",), key="runq")
     return _pred(res, "remove", rq, min(rq, sampled), rq,
                  f"run-queue delay counters.main_runq_pct x e2e = {rq:.3f} (schedstat); low: the sampled "
                  f"breakdown[waiting].parts[run_queue].ms {sampled:.3f}", ("waiting",), key="runq")
