@@ -150,7 +150,7 @@ def mutate_ncu_rows(rows: list[list[str]], rng: random.Random, page: str) -> lis
             u = rows[1]
             if u:
                 u[rng.randrange(len(u))] = rng.choice(["Gbyte", "nsecond", "%", "cycle/usecond", "", "furlong", "1e9"])
-        elif op == 8 and page == "details" and r and len(r) > 13:   # metric unit / name swapped
+        elif op == 8 and page == "details" and r and len(r) > 14:   # metric unit / name swapped
             r[13] = rng.choice(["Ghz", "byte", "%", "", "Tbyte/second", "x"])
             if rng.random() < 0.5:
                 r[12], r[14] = r[14], r[12]
