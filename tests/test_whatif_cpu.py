@@ -156,3 +156,16 @@ def test_lock_wait_high_adds_the_unattributed_wait_at_the_locks_share():
     p = pred(res, "lock_wait")
     assert p["expected_saving_ms"] == pytest.approx(400.0)
     assert p["saving_high_ms"] == pytest.approx(400.0 + 100.0 * 400.0 / 500.0)
+
+
+def test_busy_native_pool_threads_are_the_ops_own_but_a_python_thread_is_other_load():
+    from inferscope import vocab as V
+    pool = [{"thread": f"{V.NATIVE_THREAD_LABEL} python ({100 + i})", "critical": False, "recorded_ms": 80.0,
+             "waiting_ms": 0.0, "on_cpu_ms": 30.0} for i in range(7)]
+    main = {"thread": "main", "critical": True, "recorded_ms": 1000.0, "waiting_ms": 600.0}
+    c = {"numa": {"torch_threads": 8, "process_cpus": 2}, "main_runq_pct": 15.0}
+    p = pred(planted(counters=c, threads={"threads": [main] + pool}), "cpu_oversubscription")
+    assert p["expected_saving_ms"] == 0.0                          # the OpenMP pool: the ops' own threads
+    spin = {"thread": "spinner", "critical": False, "recorded_ms": 900.0, "waiting_ms": 0.0, "on_cpu_ms": 800.0}
+    p = pred(planted(counters=c, threads={"threads": [main, spin] + pool}), "cpu_oversubscription")
+    assert p["expected_saving_ms"] == pytest.approx(150.0)         # a busy Python thread competes: its share goes

@@ -34,6 +34,8 @@ CLS_RUN_QUEUE = "run_queue"       # runnable but not running: waiting for a CPU 
 # the classes a Python frame gives (classes.DOMAIN_NAMES' values)
 PYTHON_CLASSES = (CLS_TOKENIZATION, CLS_PREPROCESSING, CLS_USER_CODE, CLS_FRAMEWORK)
 OFF_CPU_CLASSES = (CLS_WAITING, CLS_RUN_QUEUE)
+# a thread Python never ran on (OpenMP / BLAS / Rayon pools: collect/native_threads.py) is named this, then its comm
+NATIVE_THREAD_LABEL = "native thread"
 # the classes whose time is the breakdown's cpu_preprocessing, each counted as its part of the same name
 PREPROCESSING_CLASSES = (CLS_TOKENIZATION, CLS_PREPROCESSING, CLS_USER_CODE)
 SAMPLE_CLASSES = PYTHON_CLASSES + (CLS_CPU_COMPUTE, CLS_PAGE_FAULTS) + OFF_CPU_CLASSES

@@ -41,6 +41,7 @@ exceeds its categories' time nor e2e).  Every input is a measured figure of the 
 from __future__ import annotations
 
 from .. import thresholds as T
+from .. import vocab as V
 from .diagnosis_cpu import _busy_workers
 from .evidence import _ms
 from .whatif_pred import HOST_CATS, _part_ms, _pred
@@ -114,9 +115,12 @@ _OWN_OPS = ("intra-op threads only: the main thread's run-queue delay is its own
 
 
 def _threads_only(res: dict) -> bool:
-    """The oversubscription is the torch threads' alone: no busy worker process, no other busy thread."""
-    busy = busiest_other_thread(res)
-    return not _busy_workers(res) and (busy is None or thread_busy_ms(busy[1]) <= 0)
+    """The oversubscription is the torch threads' alone: no busy worker process, no other busy Python thread (native
+    threads - the intra-op pool itself - do not count)."""
+    rows = ((res.get("threads") or {}).get("threads")) or []
+    py_busy = [r for r in rows if not r.get("critical") and not str(r.get("thread", "")).startswith(V.NATIVE_THREAD_LABEL)
+               and thread_busy_ms(r) > 0]
+    return not _busy_workers(res) and not py_busy
 
 
 def _oversub(res: dict) -> dict | None:

@@ -116,7 +116,7 @@ class NativeThreads:
             comm = "?"
         if born is not None:
             run, rq, t = 0, 0, born
-        n = self.threads[tid] = _Native(tid, sched, perf, run, rq, t, f"native thread {comm}")
+        n = self.threads[tid] = _Native(tid, sched, perf, run, rq, t, f"{V.NATIVE_THREAD_LABEL} {comm}")
         if born is not None:
             n.carry = NATIVE_CARRY_PERIODS
 
