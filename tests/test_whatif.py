@@ -232,3 +232,5 @@ def test_preprocessing_scale_model():
     assert W.predict(res, f)["expected_saving_ms"] == pytest.approx(tok_ms * (1 - 1 / 3))
     res["counters"] = {"process_cores": {"cores": 2, "mean_util_pct": 100.0}}     # no idle core: nothing to gain
     assert W.predict(res, f)["expected_saving_ms"] == pytest.approx(0.0)
+    res["counters"] = {"process_cores": {"cores": 2, "mean_util_pct": 54.5}}      # 0.91 of a core idle on average
+    assert W.predict(res, f)["expected_saving_ms"] == pytest.approx(tok_ms * (1 - 1 / 1.91))

@@ -137,13 +137,14 @@ def _launch(res: dict) -> dict | None:
                  ("framework_overhead",), key="launch")
 
 
-def _workers(res: dict) -> tuple[int, str]:
+def _workers(res: dict) -> tuple[float, str]:
     pc = (res.get("counters") or {}).get("process_cores") or {}
     if pc.get("cores"):
-        idle = int(pc["cores"] * (1.0 - float(pc.get("mean_util_pct") or 0.0) / 100.0))
-        # the core that runs the preprocessing now, plus the idle ones (one idle core takes half of it: n = 2)
-        return (max(1, min(idle + 1, T.WHATIF_SCALE_MAX_WORKERS)),
-                f"its thread's core + {idle} idle core(s) of counters.process_cores")
+        idle = max(0.0, float(pc["cores"]) * (1.0 - float(pc.get("mean_util_pct") or 0.0) / 100.0))
+        # the core that runs the preprocessing now, plus the idle capacity (one idle core takes half of it: n = 2;
+        # a fraction counts: 0.91 of a core idle on average is 0.91 of a worker, not none)
+        return (max(1.0, min(1.0 + idle, float(T.WHATIF_SCALE_MAX_WORKERS))),
+                f"its thread's core + {idle:.2f} idle core(s) of counters.process_cores")
     return T.WHATIF_SCALE_DEFAULT_WORKERS, "thresholds.WHATIF_SCALE_DEFAULT_WORKERS (cores not recorded)"
 
 
@@ -151,7 +152,7 @@ def _preprocessing(res: dict) -> dict | None:
     ms = _ms(res, "cpu_preprocessing")
     n, why = _workers(res)
     return _pred(res, "scale", ms * (1.0 - 1.0 / n), ms * 0.5, ms,
-                 f"breakdown[cpu_preprocessing].ms {ms:.3f} x (1 - 1/{n}) workers ({why}); low: 2 workers; high: all of "
+                 f"breakdown[cpu_preprocessing].ms {ms:.3f} x (1 - 1/{n:.2f}) workers ({why}); low: 2 workers; high: all of "
                  "it (overlapped with inference)", ("cpu_preprocessing",), key="preprocessing")
 
 
