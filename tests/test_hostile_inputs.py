@@ -483,9 +483,12 @@ pytestmark_live = pytest.mark.live
 
 @pytest.mark.live
 def test_run_keeps_the_trace_and_returns_the_childs_code_when_the_report_fails(tmp_path):
+    # the report folder is writable when the run starts (an unwritable one is refused before the program runs:
+    # test_live_faults), then the program puts a file where it was: the report fails at the end
     blocker = tmp_path / "blocker"
-    blocker.write_text("a file where the report folder should be")
-    r = cli("run", "--report", blocker / "r.md", "--", PY, "-c", "import sys; sys.exit(7)", cwd=tmp_path)
+    prog = ("import shutil, sys; shutil.rmtree('blocker'); open('blocker', 'w').write('a file where the report "
+            "folder should be'); sys.exit(7)")
+    r = cli("run", "--report", blocker / "r.md", "--", PY, "-c", prog, cwd=tmp_path)
     assert r.returncode == 7, r.stderr
     assert "report not written" in r.stderr and "trace kept at" in r.stderr
     kept = r.stderr.split("trace kept at ")[1].split(" ")[0]

@@ -376,13 +376,16 @@ def test_omp_oversubscribed(tmp_path):
     assert ids["cpu_oversubscription"]["evidence"]["process_cpus"] == cpus, ids["cpu_oversubscription"]
 
 
+@pytest.mark.live_retry
 def test_pagefault_phase_is_compute_whatever_ran_before(tmp_path):
     """numpy writes to fresh pages after a forward and after a pure-Python phase (truth ~85-93 %
     cpu_compute, ~3-7 % user code): the page-fault kernel time is the memory work of numpy's loop, not
     the previous phase's class - before, the phase after Python read user code (40 % user code, median
     of 3); measured 2026-11-25, load 2-4: see bench/README.md's zoo table.  Issue 45: the touch phases (all kernel
     time by construction) are cpu_compute's part page_faults, not plain compute; measured 2026-11-29 beside other
-    helpers' tests (run queue 61-71 %): page faults +1.1, -0.2, -3.3 points (truth 22-24 %)."""
+    helpers' tests (run queue 61-71 %): page faults +1.1, -0.2, -3.3 points (truth 22-24 %).  Once in a fresh-clone
+    CI beside a niced fuzz campaign the touch phases took 67.6 % of the window (not 22-24 %) and read 84.7 %
+    (+17.1); 5 runs after it passed: under the live_retry policy (one rerun)."""
     res, rows = _run(tmp_path, "zoo_pagefault.py")
     _needs_perf(tmp_path, "zoo_pagefault")
     # 15 points: at the 40-70 Hz the sampler reaches here a 0.7-0.9 s window holds ~50 ticks, and single
