@@ -88,7 +88,7 @@ def kineto(rng: random.Random, gz: bool) -> Mutant:
     if rng.random() < 0.3:
         raw = cut_json(fm._dumps(fm.kineto_seed()) if rng.random() < 0.5 else raw, rng)
     if gz:
-        raw = gzip.compress(raw, 1)
+        raw = gzip.compress(raw, 1, mtime=0)
         if rng.random() < 0.15:
             raw = raw[: rng.randrange(10, max(11, len(raw)))]
         return _one("t.json.gz", raw)
@@ -175,7 +175,7 @@ def ncu(rng: random.Random, page: str) -> Mutant:
         raw = b"==PROF== Connected to process 1\n==ERROR== something failed\n" + raw
     name = f"k_{page}.csv"
     if rng.random() < 0.3:
-        raw, name = gzip.compress(raw, 1), name + ".gz"
+        raw, name = gzip.compress(raw, 1, mtime=0), name + ".gz"
     if rng.random() < 0.4:                                    # joined to a trace: analyze TRACE --ncu CSV
         trace = fm._dumps(fm.kineto_seed())
         return Mutant({"t.json": trace, name: raw}, ["t.json", "--ncu", name], len(raw))

@@ -158,13 +158,13 @@ def mutate_kineto(rng: random.Random) -> tuple[bytes, str]:
     if rng.random() < 0.3:                            # gzip, sometimes damaged or a bomb
         g = rng.random()
         if g < 0.1:
-            raw = gzip.compress(raw[:-2] + b" " * (80 << 20) + raw[-2:], 1)   # 80 MB of spaces: over the cap
+            raw = gzip.compress(raw[:-2] + b" " * (80 << 20) + raw[-2:], 1, mtime=0)   # 80 MB of spaces: over the cap
         else:
-            raw = gzip.compress(raw)
+            raw = gzip.compress(raw, mtime=0)
             if g < 0.4:
                 raw = _bytes_damage(raw, rng)
             elif g < 0.5:
-                raw = raw + gzip.compress(b"garbage")
+                raw = raw + gzip.compress(b"garbage", mtime=0)
         return raw, "t.json.gz"
     return raw, "t.json"
 
