@@ -55,7 +55,9 @@ def test_request_scope_around_generate_is_one_request(tmp_path):
     for row, mine in zip(rows, truth):
         assert row["batch"] == mine["batch"] and row["generated_tokens"] == mine["generated"] == 12
         own = (mine["end_ns"] - mine["start_ns"]) / 1e6
-        assert own - 2.0 <= row["request_ms"] <= own + 0.5, (row, own)
+        # the scope lies inside the program's own timing; beside other jobs a preemption between the program's
+        # timer read and the scope's edge takes up to a time slice or two (CI beside a fuzz campaign: 5.3 ms)
+        assert own - 10.0 <= row["request_ms"] <= own + 0.5, (row, own)
     assert llm["tpot_ms"]["count"] == 3 * 11 and llm["ttft_ms"]["count"] == 3
     gen = sum(m["batch"] * m["generated"] for m in truth)
     assert llm["tokens_per_s"]["generated"] == pytest.approx(gen / rep["window"]["dur_ms"] * 1e3, rel=1e-6)
