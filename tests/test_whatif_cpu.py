@@ -53,6 +53,17 @@ def test_gil_overlap_share_of_cores(cpus, others, share):
     assert p["saving_high_ms"] == pytest.approx(200.0)
 
 
+def test_gil_high_end_adds_the_run_queue_delay():
+    # the main thread also waited 100 ms runnable (10 % of 1000 ms): paced threads free the cores as well
+    res = planted(counters={"numa": {"process_cpus": 2}, "main_runq_pct": 10.0},
+                  contention={"gil": {"waiting_while_python_ms": 200.0, "python_threads": 3}})
+    p = pred(res, "gil_contention")
+    assert p["expected_saving_ms"] == pytest.approx(100.0)
+    assert p["saving_high_ms"] == pytest.approx(300.0)
+    res["breakdown"][0]["ms"] = 250.0                              # capped at the waiting it comes from
+    assert pred(res, "gil_contention")["saving_high_ms"] == pytest.approx(250.0)
+
+
 def test_oversubscription_scale_down():
     # 8 torch threads + a busy worker process on 2 CPUs, main thread runnable-not-running 15 % of a 1000 ms window
     busy = [{"comm": "w", "pid": 1, "cpu_s_in_window": T.BUSY_WORKER_CPU_FRACTION + 0.01}]

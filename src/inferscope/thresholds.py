@@ -646,6 +646,13 @@ WHATIF_WAIT_RESIDUAL_FRACTION = 0.5
 # each op's fork/join, scale sub-linearly; large GEMMs nearly linearly).  An assumption bounding the range, not
 # a measurement; bench/bench_whatif.py checks the expected value on zoo_underuse.py.
 WHATIF_THREAD_SCALING_LOW_EFFICIENCY = 0.5
+# Batching model (cpu_preprocessing when tokenization dominates, live runs with perf IP samples): tokenization whose
+# Python around the native encode (analyze/tokenizer_split.py) is at least this share is called per item, and the
+# suggestion and its prediction become "batch the calls" (replace: the per-call Python goes).  Measured under
+# `inferscope run` on zoo_hf_tokenizer.py (240 short texts, HF fast tokenizer, RAYON_NUM_THREADS=1): 46 % per text,
+# 6-7 % batched (short or 200-word texts); without the profiler 37 % per text (9.1 ms a pass vs 5.7 ms of native
+# encode, self-timed).
+TOKENIZER_PER_CALL_PYTHON_PCT = 20.0
 # The combined estimate (what_if.combined_saving_ms) adds the top this-many predicted findings, with
 # double-counted time removed: a user fixes the first few suggestions, not all of them.
 WHATIF_COMBINED_TOP_N = 3

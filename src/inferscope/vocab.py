@@ -36,6 +36,9 @@ PYTHON_CLASSES = (CLS_TOKENIZATION, CLS_PREPROCESSING, CLS_USER_CODE, CLS_FRAMEW
 OFF_CPU_CLASSES = (CLS_WAITING, CLS_RUN_QUEUE)
 # a thread Python never ran on (OpenMP / BLAS / Rayon pools: collect/native_threads.py) is named this, then its comm
 NATIVE_THREAD_LABEL = "native thread"
+# live runs: cumulative CPU seconds the sampler laid as a native tokenizer's code (perf IP samples in its library),
+# written by collect/kernel_time.Totals, read by analyze/tokenizer_split.py
+NATIVE_TOKENIZER_METRIC = "proc.native_tokenizer_cpu_s"
 # the classes whose time is the breakdown's cpu_preprocessing, each counted as its part of the same name
 PREPROCESSING_CLASSES = (CLS_TOKENIZATION, CLS_PREPROCESSING, CLS_USER_CODE)
 SAMPLE_CLASSES = PYTHON_CLASSES + (CLS_CPU_COMPUTE, CLS_PAGE_FAULTS) + OFF_CPU_CLASSES

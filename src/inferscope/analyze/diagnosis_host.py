@@ -13,6 +13,7 @@ from .evidence import (CULPRIT_SOURCES, HOST_CATEGORIES, Evidence, _children_exp
                        _gil_explains_waiting, _ms, _off_cpu_ms, _pct, _row, _run_queue_pct, _sev, _t, _t_src,
                        _user_code_pct, _with_culprit, get_path)
 from .diagnosis_gpu import _culprit_launch
+from .tokenizer_split import batching_applies
 
 
 def warmup_in_window(res: dict, found: dict) -> dict | None:
@@ -69,7 +70,18 @@ def cpu_preprocessing(res: dict, found: dict) -> dict | None:
     # part of the category is the followed children's work (their samples fill the main thread's waiting)
     _with_child_culprit(e, res, txt, V.PREPROCESSING_CLASSES, same_as=c)
     named = f" (start with {c[len('Culprit: '):].rstrip('.')})" if c else ""
-    if dom[0] == "tokenization":
+    tk = res.get("tokenizer")
+    if dom[0] == "tokenization" and tk:
+        nat = e.cite("tokenizer_native_ms", "tokenizer.native_ms")
+        py = e.cite("tokenizer_python_ms", "tokenizer.python_ms")
+        txt.append(f"Of the tokenization, {nat:.2f} ms is the native tokenizer's encode and {py:.2f} ms "
+                   f"({tk['python_pct']:.0f}%) the Python around it (perf samples).")
+    if dom[0] == "tokenization" and batching_applies(res):
+        sugg = ("Batch the tokenizer calls" + named + ": one call per batch of texts (tokenizer(list_of_texts)) instead of "
+                "one per text - the per-call Python goes, the native encode stays; then tokenize in a worker pool and "
+                "overlap it with inference of the previous batch.")
+        title = "Tokenization dominates CPU time, called once per text"
+    elif dom[0] == "tokenization":
         sugg = ("Move tokenization off the critical path" + named + ": use a fast (Rust) tokenizer with batch encoding, "
                 "tokenize in a worker pool, and overlap it with inference of the previous batch.")
         title = "Tokenization dominates CPU time"

@@ -18,6 +18,7 @@ from .copies import copies, copy_table
 from .children import children, children_warning
 from .contention import contention
 from .gc_pauses import gc_pauses, gc_table
+from .tokenizer_split import tokenizer_split
 from .culprits import culprits
 from .threads import threads
 from .waited_for import waited_for
@@ -161,6 +162,7 @@ def _analyze_report(trace: Trace, options: AnalyzeOptions | None) -> Report:
     res["children"] = children(trace, window)
     res["contention"] = contention(trace, window)
     res["gc_pauses"] = gc_pauses(trace, window)
+    res["tokenizer"] = tokenizer_split(trace, window, res["breakdown"])
     cu = culprits(trace, window, options.top_n)
     culprit_tables = cu.pop("tables")
     res["culprits"] = cu

@@ -24,14 +24,17 @@ Models (assumption; where the range comes from):
 - ``scale``: Amdahl over added workers.  Saving = category time x (1 - 1/n), n = the core that runs it now
   plus the idle cores of the process (live runs: counters.process_cores) or ``WHATIF_SCALE_DEFAULT_WORKERS``, at most
   ``WHATIF_SCALE_MAX_WORKERS``.  Range: n = 2 .. the whole time (fully overlapped with the GPU).
-  Used by ``cpu_preprocessing``.
+  Used by ``cpu_preprocessing`` (unless batching applies, below).
 - ``replace``: a measured faster alternative.  ``pageable_copy``: cost (max of the blocked calls and the
   copies' GPU time) - bytes / pinned bandwidth, the pinned bandwidth measured from the trace's own pinned
   copies, else the pageable one x ``WHATIF_PINNED_OVER_PAGEABLE_BW_RATIO``; range: no bandwidth gain
   (only the staging goes) .. the whole cost (the pinned copy also overlaps compute).  ``launch_storm`` /
   ``host_launch_bound``: launches x the measured median launch-call time, capped at the launch time with
   the GPU idle (breakdown framework_overhead/launch_api); range: keep ``WHATIF_LAUNCH_RESIDUAL_FRACTION``
-  of it .. every launch call's time.
+  of it .. every launch call's time.  ``cpu_preprocessing`` when tokenization is called per item (its Python
+  around the native encode >= ``TOKENIZER_PER_CALL_PYTHON_PCT``, analyze/tokenizer_split.py): batched calls;
+  saving = the tokenizer's Python (the native encode stays); range: keep ``WHATIF_WAIT_RESIDUAL_FRACTION`` of it
+  (per-item conversion, the caller's loop) .. all of it.
 
 CPU findings (live runs; their models and ranges in whatif_cpu.py): ``blocking_io``, ``lock_wait``,
 ``page_fault_storm`` (remove), ``gil_contention`` (overlap), ``cpu_oversubscription`` (scale down threads),
@@ -49,8 +52,10 @@ from __future__ import annotations
 from .. import thresholds as T
 from .evidence import SEVERITY_ORDER, _ms
 from .whatif_cpu import MODELS as CPU_MODELS
+from .tokenizer_split import batching_applies
 from .whatif_pred import HOST_CATS, _part_ms, _pred
 
+_RESIDUAL = "thresholds.WHATIF_WAIT_RESIDUAL_FRACTION"
 COPY_CATS = ("h2d_copy", "d2h_copy", "other_copy", "sync_wait")
 FIELDS = ("expected_saving_ms", "expected_saving_pct", "saving_low_ms", "saving_high_ms", "saving_model",
           "saving_basis", "saving_categories")
@@ -148,7 +153,19 @@ def _workers(res: dict) -> tuple[float, str]:
     return T.WHATIF_SCALE_DEFAULT_WORKERS, "thresholds.WHATIF_SCALE_DEFAULT_WORKERS (cores not recorded)"
 
 
+def _batching(res: dict) -> dict:
+    tk = res["tokenizer"]
+    py, nat = float(tk["python_ms"]), float(tk["native_ms"])
+    return _pred(res, "replace", py, py * (1.0 - T.WHATIF_WAIT_RESIDUAL_FRACTION), py,
+                 f"batched calls: tokenizer.python_ms {py:.3f} (the Python around {int(round(nat))} ms of native encode, "
+                 f"tokenizer.native_ms {nat:.3f}, which stays) goes; low keeps {_RESIDUAL} (a batched call still "
+                 "converts each item in Python, and the caller's loop stays); high: all of it",
+                 ("cpu_preprocessing",), key="preprocessing")
+
+
 def _preprocessing(res: dict) -> dict | None:
+    if batching_applies(res):
+        return _batching(res)
     ms = _ms(res, "cpu_preprocessing")
     n, why = _workers(res)
     return _pred(res, "scale", ms * (1.0 - 1.0 / n), ms * 0.5, ms,

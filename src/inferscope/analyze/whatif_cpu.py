@@ -16,7 +16,9 @@ exceeds its categories' time nor e2e).  Every input is a measured figure of the 
 - ``gil_contention`` (overlap: the other threads' Python moves to other processes and runs beside the
   inference thread).  With P other Python threads and C CPUs, P+1 runnable processes share C cores: the
   inference thread keeps running a share min(1, C/(P+1)) of the time.  Expected: the GIL wait
-  (``waiting_while_python_ms``) x min(1, C/(P+1)); low: x 1/(P+1) (one core between them all); high: all of it.
+  (``waiting_while_python_ms``) x min(1, C/(P+1)); low: x 1/(P+1) (one core between them all); high: all of it
+  plus the main thread's run-queue delay (``counters.main_runq_pct`` x e2e): threads paced by the suggestion's
+  "sleep between polls" stop taking the cores too (zoo_gil --fixed saved 200 ms for a GIL wait of 193 ms).
 - ``cpu_oversubscription`` (scale down: threads + busy workers <= CPUs).  Demand D = torch threads + busy
   workers on C CPUs.  Expected: the main thread's run-queue delay (``counters.main_runq_pct`` x e2e, from
   schedstat: what the sharing costs it); low: the excess threads' share of it, x (D - C)/D (other
@@ -94,9 +96,11 @@ def _gil(res: dict) -> dict | None:
     g = (res.get("contention") or {}).get("gil") or {}
     ms, p, c = float(g.get("waiting_while_python_ms") or 0.0), int(g.get("python_threads") or 1), _cpus(res)
     share = min(1.0, c / (p + 1))
-    return _pred(res, "overlap", ms * share, ms / (p + 1), ms,
+    rq = _runq_ms(res)
+    return _pred(res, "overlap", ms * share, ms / (p + 1), ms + rq,
                  f"contention.gil.waiting_while_python_ms {ms:.3f} x min(1, {c} CPU(s) / ({p} other Python thread(s) + 1)); "
-                 "low: one core shared by all; high: the whole wait", ("waiting",), key="gil")
+                 f"low: one core shared by all; high: the whole wait plus the run-queue delay counters.main_runq_pct x e2e "
+                 f"= {rq:.3f} (paced threads free the cores too)", ("waiting",), key="gil")
 
 
 def _runq_ms(res: dict) -> float:

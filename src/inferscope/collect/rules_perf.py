@@ -127,6 +127,8 @@ def fault_kernel_part(iv: Iv) -> None:
         k = min(iv.kns, iv.end - iv.prev)
         iv.s.kernel_totals.add(kc[1], k, kf)
         if k > 0:
+            if kc[0] == CLS_TOKENIZATION:
+                iv.s.kernel_totals.add_native_tokenizer(k)
             iv.prev += k
             iv.kx = True
             put(iv, iv.prev, kc[0], iv.label, "fault_kernel_part", tick=iv.e.tick)
@@ -147,16 +149,20 @@ def native_fractions(iv: Iv) -> None:
       the stack's class (hashlib after a tokenizer phase is user code);
     - no sample: the thread's last fractions; with perf on and never a user-space sample: none native (kernel time of
       I/O calls; the GIL rule read a disk-I/O loop as 31-56 % compute); without perf: the GIL free at the tick ->
-      compute."""
+      compute.
+    The native tokenizer's own share (``ftok`` before interpreter samples of a tokenizer stack join it) is added to
+    the sampler's ``kernel_totals`` (counter proc.native_tokenizer_cpu_s): the encode batching cannot remove."""
     st, kc, tot = iv.st, iv.kc, iv.tot
     iv.fp, iv.fx = 0.0, None
     if kc is not None:
         iv.s.kernel_totals.add(kc[1], iv.end - iv.prev, iv.e.faults)
         frac, ftok = 0.0, (1.0 if kc[0] == CLS_TOKENIZATION else 0.0)
+        fnat = ftok
         if kc[0] == CLS_FAULTS:
             iv.fx = {CLS_FAULTS: 1.0}   # (split_interval: one class, laid by decided_class)
     elif tot:
         frac, ftok = iv.nc / tot, iv.nk / tot
+        fnat = ftok
         st.native, st.native_tok = frac, ftok
         st.native_fresh = True
         py_prev = iv.py_prev
@@ -179,14 +185,18 @@ def native_fractions(iv: Iv) -> None:
             frac, ftok = st.native, st.native_tok
         else:
             frac, ftok = 0.0, 0.0
+        fnat = ftok
         st.native_fresh = False
     elif st.native is not None:
         frac, ftok = st.native, st.native_tok
+        fnat = ftok
     elif st.perf is not None:
-        frac, ftok = 0.0, 0.0
+        frac, ftok, fnat = 0.0, 0.0, 0.0
     else:
-        frac, ftok = (1.0 if iv.gil_free else 0.0), 0.0
+        frac, ftok, fnat = (1.0 if iv.gil_free else 0.0), 0.0, 0.0
     iv.frac, iv.ftok = frac, ftok
+    if fnat > 0.0:        # the native tokenizer's own share (not the interpreter samples ftok took in above)
+        iv.s.kernel_totals.add_native_tokenizer(int((iv.end - iv.prev) * fnat))
     # the interval's own samples decided it: its class starts at the interval's start, as a split's parts do - not at
     # the midpoint (the rule for a class seen at a tick: 2.6 ms of user code at each Rust encode_batch's second
     # interval).  Not where the fault rule decided it: where a page-touching phase began is unknown (zoo_pagefault's

@@ -29,7 +29,7 @@ from .gpu import (
 from .host import (
     Step, RangeRow, PhaseSource, PhaseRow, Phases, OneOffCall, OneOffCalls, PhaseItem, RunPart, NotCut, RunPhases,
     CulpritFunction, CulpritOp, CulpritApi, Culprits, ThreadRow, Threads, ChildProcess, Children,
-    SamplingThread, CpuSampling, CollectionCost,
+    SamplingThread, CpuSampling, CollectionCost, TokenizerSplit,
 )
 from .counters import (
     CounterSeries, GpuMemory, ProcessCores, ThrottleReason, Throttle, NumaGpu, Numa, SlowStepMetric,
@@ -58,7 +58,7 @@ __all__ = [
     "PidKernels", "PidNvtx", "PerPid", "LaunchLatency", "MemoryOps", "NsysExtras", "Step", "RangeRow",
     "PhaseSource", "PhaseRow", "Phases", "OneOffCall", "OneOffCalls", "PhaseItem", "RunPart", "NotCut", "RunPhases",
     "CulpritFunction", "CulpritOp", "CulpritApi", "Culprits", "ThreadRow", "Threads", "ChildProcess",
-    "Children", "SamplingThread", "CpuSampling", "CollectionCost", "CounterSeries", "GpuMemory",
+    "Children", "SamplingThread", "CpuSampling", "CollectionCost", "TokenizerSplit", "CounterSeries", "GpuMemory",
     "ProcessCores", "ThrottleReason", "Throttle", "NumaGpu", "Numa", "SlowStepMetric", "SlowSteps",
     "CountersSection", "GilThread", "GilFunction", "GilWait", "FaultFunction", "FaultStorms",
     "BlockingCall", "BlockingOther", "BlockingSyscall", "Blocking", "Contention", "GcGeneration",

@@ -238,6 +238,16 @@ class CpuSampling(_S):
     threads: list[SamplingThread] = []
 
 
+class TokenizerSplit(_S):
+    """Live runs with perf IP sampling: tokenization split into the native encode and the Python around it
+    (analyze/tokenizer_split.py)."""
+    tokenization_ms: float         # breakdown[cpu_preprocessing].parts[tokenization].ms
+    native_ms: float               # perf samples in a native tokenizer library (window delta of its counter)
+    python_ms: float               # the rest: the wrapper's per-call Python and the loop around it
+    python_pct: float              # python_ms in % of tokenization_ms
+    basis: str
+
+
 class CollectionCost(_S):
     """Live runs with CUPTI or torch.profiler: the estimated observer effect in the window."""
     profiler_host_events: int   # events that cost: torch.profiler's ops + API calls, or CUPTI's GPU activity records

@@ -11,7 +11,7 @@ from .contention import Contention, GcPauses
 from .counters import CountersSection
 from .deep_dive import KernelDeepDive
 from .gpu import Copies, Gpu, IdleGaps, Kernels, NsysExtras, Nvtx, PerPid, Syncs
-from .host import Children, CollectionCost, CpuSampling, Culprits, OneOffCalls, Phases, RunPhases, Threads
+from .host import Children, CollectionCost, CpuSampling, Culprits, OneOffCalls, Phases, RunPhases, Threads, TokenizerSplit
 from .llm import Efficiency, Llm, Model
 
 
@@ -107,6 +107,7 @@ class Report(_S, dict=True):
     children: Optional[Children] = None
     kernel_deep_dive: Optional[KernelDeepDive] = None
     gc_pauses: Optional[GcPauses] = None
+    tokenizer: Optional[TokenizerSplit] = None
     what_if: Optional[WhatIf] = None
 
     def to_dict(self) -> dict:
