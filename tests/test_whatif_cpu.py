@@ -180,3 +180,25 @@ def test_busy_native_pool_threads_are_the_ops_own_but_a_python_thread_is_other_l
     spin = {"thread": "spinner", "critical": False, "recorded_ms": 900.0, "waiting_ms": 0.0, "on_cpu_ms": 800.0}
     p = pred(planted(counters=c, threads={"threads": [main, spin] + pool}), "cpu_oversubscription")
     assert p["expected_saving_ms"] == pytest.approx(150.0)         # a busy Python thread competes: its share goes
+
+
+def test_sampled_figures_widen_their_range_by_the_sampling_error():
+    # 100 ticks behind the sampled classes: a 150 ms share of 1000 ms is uncertain by 1.96 sqrt(.15 x .85 / 100)
+    import math
+    hw = 1000.0 * 1.96 * math.sqrt(0.15 * 0.85 / 100)                 # 70.0 ms
+    blocking = {"blocking": {"io_ms": 150.0, "waiting_ms": 400.0, "attributed_ms": 200.0}}
+    res = planted(contention=blocking, cpu_sampling={"samples_est": 100.0})
+    p = pred(res, "blocking_io")
+    assert p["expected_saving_ms"] == pytest.approx(150.0)
+    assert p["saving_low_ms"] == pytest.approx(150.0 * (1 - R) - hw)
+    assert p["saving_high_ms"] == pytest.approx(150.0 + 200.0 * 150.0 / 200.0 + hw)
+    assert "half-width" in p["saving_basis"]
+    # page faults: only the low end is sampled (the high end is the kernel's CPU counter)
+    res = planted(counters={"sys_cpu_pct": 15.0}, contention={"page_faults": {"kernel_ms": 120.0}},
+                  cpu_sampling={"samples_est": 100.0})
+    p = pred(res, "page_fault_storm")
+    assert p["saving_high_ms"] == pytest.approx(150.0)
+    assert p["saving_low_ms"] == pytest.approx(120.0 - hw)
+    # no sampling (an imported trace): the model's range alone
+    res = planted(contention=blocking)
+    assert pred(res, "blocking_io")["saving_low_ms"] == pytest.approx(150.0 * (1 - R))

@@ -11,6 +11,11 @@ formula with the cited values) and ``saving_categories`` (the breakdown categori
 Every prediction is capped at those categories' time and at e2e: a suggestion cannot save time the window
 does not spend there.
 
+A range whose end is read from a sampled figure (the live CPU classes, the sampler's blocking and page-fault
+attributions) is widened at that end by the sampling's 95 % half-width at the expected saving's share of e2e
+(``whatif_pred.sampling_half_width_ms``: the measurement's uncertainty beside the model's); exact figures (GPU
+spans, timed GC pauses, schedstat run-queue delay) are not widened.
+
 Models (assumption; where the range comes from):
 
 - ``remove``: the time disappears.  Saving = the removed time that nothing else ran beside: for
@@ -160,7 +165,7 @@ def _batching(res: dict) -> dict:
                  f"batched calls: tokenizer.python_ms {py:.3f} (the Python around {int(round(nat))} ms of native encode, "
                  f"tokenizer.native_ms {nat:.3f}, which stays) goes; low keeps {_RESIDUAL} (a batched call still "
                  "converts each item in Python, and the caller's loop stays); high: all of it",
-                 ("cpu_preprocessing",), key="preprocessing")
+                 ("cpu_preprocessing",), key="preprocessing", sampled="low,high")
 
 
 def _preprocessing(res: dict) -> dict | None:
@@ -170,7 +175,7 @@ def _preprocessing(res: dict) -> dict | None:
     n, why = _workers(res)
     return _pred(res, "scale", ms * (1.0 - 1.0 / n), ms * 0.5, ms,
                  f"breakdown[cpu_preprocessing].ms {ms:.3f} x (1 - 1/{n:.2f}) workers ({why}); low: 2 workers; high: all of "
-                 "it (overlapped with inference)", ("cpu_preprocessing",), key="preprocessing")
+                 "it (overlapped with inference)", ("cpu_preprocessing",), key="preprocessing", sampled="low,high")
 
 
 def _comm(res: dict) -> dict | None:

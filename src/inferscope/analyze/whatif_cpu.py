@@ -64,7 +64,7 @@ def _blocking_io(res: dict) -> dict | None:
     return _pred(res, "remove", io, low, high,
                  f"contention.blocking.io_ms {io:.3f} (sampled I/O calls); low keeps {_RESID}; high adds the "
                  f"unattributed off-CPU time (waiting_ms {wait:.3f} - attributed_ms {att:.3f}) at the same I/O share",
-                 ("waiting",), key="io")
+                 ("waiting",), key="io", sampled="low,high")
 
 
 def _lock_wait(res: dict) -> dict | None:
@@ -82,7 +82,7 @@ def _lock_wait(res: dict) -> dict | None:
                  f"children.waiting_on_children_ms {kids:.3f} (waiting while a child worked: its result, not the lock); "
                  f"low keeps {_RESID}; high: every futex wait less that (futex_ms {futex:.3f}) plus the unattributed "
                  f"off-CPU time (waiting_ms {wait:.3f} - attributed_ms {att:.3f}) at the lock's share",
-                 ("waiting",), key="lock")
+                 ("waiting",), key="lock", sampled="low,high")
 
 
 def _cpus(res: dict) -> int:
@@ -100,7 +100,7 @@ def _gil(res: dict) -> dict | None:
     return _pred(res, "overlap", ms * share, ms / (p + 1), ms + rq,
                  f"contention.gil.waiting_while_python_ms {ms:.3f} x min(1, {c} CPU(s) / ({p} other Python thread(s) + 1)); "
                  f"low: one core shared by all; high: the whole wait plus the run-queue delay counters.main_runq_pct x e2e "
-                 f"= {rq:.3f} (paced threads free the cores too)", ("waiting",), key="gil")
+                 f"= {rq:.3f} (paced threads free the cores too)", ("waiting",), key="gil", sampled="low,high")
 
 
 def _runq_ms(res: dict) -> float:
@@ -176,7 +176,7 @@ def _underuse(res: dict) -> dict | None:
                  f"breakdown[cpu_compute].ms {cc:.3f} x (1 - {t} torch thread(s) / {n:.2f}), {n:.2f} = min({top} CPU(s) "
                  f"less busy workers, {t} + {idle:.2f} idle core(s) of counters.process_cores); low: added threads at "
                  f"thresholds.WHATIF_THREAD_SCALING_LOW_EFFICIENCY {eff:g}; high: linear over {top} CPU(s)",
-                 ("cpu_compute",), key="threads")
+                 ("cpu_compute",), key="threads", sampled="low,high")
 
 
 def _faults(res: dict) -> dict | None:
@@ -189,7 +189,7 @@ def _faults(res: dict) -> dict | None:
     return _pred(res, "remove", sys_ms, low, sys_ms,
                  f"kernel CPU counters.sys_cpu_pct x e2e = {sys_ms:.3f}; low: "
                  + (f"contention.page_faults.kernel_ms {float(k):.3f}" if k is not None else f"keeps {_RESID}"),
-                 cats, key="faults")
+                 cats, key="faults", sampled="low" if k is not None else "")
 
 
 MODELS = {"blocking_io": _blocking_io, "lock_wait": _lock_wait, "gil_contention": _gil,
