@@ -1,5 +1,7 @@
 """Per-stage MFU with ``--model-config FILE`` (issue 46, seed 003 "per-stage MFU (NVTX-segmented)") when no live
-hook saw the model: FLOPs of a stage = 2 x params x its tokens, over the stage's wall time, against the peak.
+hook saw the model: FLOPs of a stage = 2 x params x its tokens, over the stage's wall time, against the peak; and the
+decode stage's MBU beside it: (params x dtype bytes + 2 x layers x kv_heads x head_dim x dtype bytes x KV tokens) per
+step over the step time (the longer of its range and its GPU work's span) against the peak bandwidth.
 
 Truth: a recount from the raw Kineto JSON of a real SGLang decode capture (the ``execute_..._generation_..`` range's
 duration and its query tokens ``sq``), and a planted trace of ``Prefill_Stage`` / ``Decode_Stage`` ranges whose times
@@ -11,6 +13,7 @@ import gzip
 import json
 import re
 import subprocess
+from decimal import Decimal
 import sys
 
 import pytest
@@ -22,12 +25,15 @@ from inferscope.analyze.model_config import load
 from inferscope.analyze.options import AnalyzeOptions
 from inferscope.analyze.pipeline import analyze
 from inferscope.ingest import load_trace
+from inferscope.report.markdown import render_markdown
+from inferscope.result import from_dict
 from inferscope.trace import SpanKind
 
 from pathlib import Path
 
 QWEN3_8B = Path(__file__).parent / "data" / "model_configs" / "qwen3_8b_config.json"
 MI300X_BF16_TFLOPS = 1307.4          # AMD Instinct MI300X data sheet, bf16 dense
+MI300X_GBPS = 5300.0                 # AMD Instinct MI300X data sheet, HBM3 peak bandwidth
 
 
 def _stage(res, kind):
@@ -66,6 +72,90 @@ def test_decode_mfu_equals_a_recount_on_a_real_sglang_trace(tmp_path):
     assert not any("decode MFU is null" in w for w in res["warnings"])
 
 
+def _raw_decode_step(path):
+    """(wall ms, GPU span ms, KV tokens) of the one execute_ decode range, recounted from the raw Kineto JSON: the
+    span runs from the first start to the last end of the GPU events whose correlation id is a runtime call made
+    inside the range on its thread; the KV tokens are the name's sk counts (context + generation).  Timestamps are
+    read as decimals: a double holds a 6.5e12 us timestamp to ~1 ns only."""
+    raw = json.load(gzip.open(path), parse_float=Decimal)["traceEvents"]
+    rx = re.compile(r"execute_\d+_context_\d+\(sq\d+sk(\d+)sqsq\d+sqsk\d+\)_generation_\d+\(sq\d+sk(\d+)")
+    (st,) = [(e, m) for e in raw if e.get("ph") == "X" and (m := rx.search(str(e.get("name"))))]
+    e, m = st
+    a, b = e["ts"], e["ts"] + e["dur"]
+    corr = {r["args"]["correlation"] for r in raw if r.get("ph") == "X" and r.get("cat") == "cuda_runtime"
+            and (r["pid"], r["tid"]) == (e["pid"], e["tid"]) and a <= r["ts"] and r["ts"] + r["dur"] <= b}
+    gpu = [g for g in raw if g.get("ph") == "X" and g.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+           and (g.get("args") or {}).get("correlation") in corr]
+    span_ms = float(max(g["ts"] + g["dur"] for g in gpu) - min(g["ts"] for g in gpu)) / 1e3
+    return float(e["dur"]) / 1e3, span_ms, int(m.group(1)) + int(m.group(2))
+
+
+def _qwen3_8b_bytes(kv_tokens: int) -> float:
+    h, L, V, I, kvh, hd, bf16 = 4096, 36, 151936, 12288, 8, 128, 2        # tests/data/model_configs/qwen3_8b_config.json
+    params = 2 * V * h + L * (h * (2 * h + 2 * kvh * hd) + 3 * h * I)
+    return params * bf16 + 2 * L * kvh * hd * bf16 * kv_tokens
+
+
+@pytest.mark.shared
+def test_decode_mbu_equals_a_recount_on_a_real_sglang_trace():
+    path = shared_path("kineto", "tracelens_mi300x_sglang_qwen3_8b_decode.json.gz")
+    wall_ms, span_ms, kv = _raw_decode_step(path)
+    need = _qwen3_8b_bytes(kv)
+    step_ms = max(wall_ms, span_ms)
+    mbu = 100 * need / (step_ms / 1e3) / (MI300X_GBPS * 1e9)
+    res = analyze(load_trace(path), AnalyzeOptions(window="all", model_config=load(str(QWEN3_8B))))
+    st = _stage(res, "decode")
+    assert st["kv_tokens_mean"] == kv and st["bytes_per_step"] == pytest.approx(need, rel=1e-12)
+    assert st["peak_gbps"] == MI300X_GBPS and st["mbu_step_ms"] == pytest.approx(step_ms, rel=1e-9)
+    assert st["mbu_pct"] == pytest.approx(mbu, rel=1e-9) and st["mbu_lower_bound"] is False
+    assert f"{kv:,.1f} tokens" in st["mbu_basis"] and "lower bound" not in st["mbu_basis"]
+    f = next(f for f in res["findings"] if f["id"] == "decode_low_mbu")            # 0.8 % of the peak: medium
+    assert f["severity"] == "medium" and f["evidence"]["decode_mbu_pct"] == pytest.approx(round(mbu, 2))
+    assert f["evidence"]["mean_step_ms"] == pytest.approx(round(step_ms, 3))
+    row = next(ln for ln in render_markdown(from_dict(res)).splitlines() if ln.startswith("| decode | "))
+    assert row.endswith(f"| {st['mfu_pct']:,.2f} | {mbu:,.2f} |")                  # MBU beside MFU
+
+
+@pytest.mark.shared
+def test_graph_replay_step_time_is_its_gpu_span(tmp_path):
+    """vLLM's full-graph decode: the host range ends long before the replayed graph; over the range's wall time the
+    bytes would read faster than the device's peak, so MBU divides by the GPU work's span."""
+    path = shared_path("kineto", "tracelens_mi300x_vllm_decode_graph_execution.json.gz")
+    wall_ms, span_ms, kv = _raw_decode_step(path)
+    need = _qwen3_8b_bytes(kv)
+    assert span_ms > wall_ms and 100 * need / (wall_ms / 1e3) / (MI300X_GBPS * 1e9) > 100
+    res = analyze(load_trace(path), AnalyzeOptions(window="all", model_config=load(str(QWEN3_8B)), peak_gbps=MI300X_GBPS))
+    st = _stage(res, "decode")
+    assert st["mbu_step_ms"] == pytest.approx(span_ms, rel=1e-9)
+    assert st["mbu_pct"] == pytest.approx(100 * need / (span_ms / 1e3) / (MI300X_GBPS * 1e9), rel=1e-9)
+    assert st["mbu_pct"] < 100
+    # the trace names no device: without --peak-gbps the bytes are there, MBU is null and says why
+    res = analyze(load_trace(path), AnalyzeOptions(window="all", model_config=load(str(QWEN3_8B))))
+    st = _stage(res, "decode")
+    assert st["mbu_pct"] is None and st["bytes_per_step"] == pytest.approx(need, rel=1e-12)
+    assert any("decode MBU is null" in w and "--peak-gbps" in w for w in res["warnings"])
+
+
+@pytest.mark.shared
+def test_params_only_config_gives_a_lower_bound(tmp_path):
+    """No KV dimensions in the config: the KV-cache read is left out, the MBU is labelled a lower bound (and a low
+    lower bound is no decode_low_mbu finding: the true MBU may be above the level)."""
+    path = shared_path("kineto", "tracelens_mi300x_sglang_qwen3_8b_decode.json.gz")
+    wall_ms, span_ms, _ = _raw_decode_step(path)
+    params = 8_190_735_360
+    cfg = tmp_path / "qwen3.yaml"
+    cfg.write_text(f"params: {params}\ndtype: bf16\n")
+    res = analyze(load_trace(path), AnalyzeOptions(window="all", model_config=load(str(cfg))))
+    st = _stage(res, "decode")
+    assert st["bytes_per_step"] == 2 * params and st["mbu_lower_bound"] is True
+    assert st["mbu_pct"] == pytest.approx(100 * 2 * params / (max(wall_ms, span_ms) / 1e3) / (MI300X_GBPS * 1e9), rel=1e-9)
+    assert "lower bound" in st["mbu_basis"] and "KV dimensions" in st["mbu_basis"]
+    assert any("decode MBU is a lower bound" in w for w in res["warnings"])
+    assert "decode_low_mbu" not in {f["id"] for f in res["findings"]}
+    row = next(ln for ln in render_markdown(from_dict(res)).splitlines() if ln.startswith("| decode | "))
+    assert row.endswith(f"| ≥ {st['mbu_pct']:,.2f} |")          # labelled a lower bound
+
+
 # (range, start_us, end_us)
 PLAN = [("Prefill_Stage", 0, 400), ("Decode_Stage", 400, 1000), ("Prefill_Stage", 1000, 1250),
         ("Decode_Stage", 1250, 1600), ("Tokenizer_Stage", 1600, 1700)]
@@ -80,7 +170,8 @@ def test_stage_ranges_get_mfu_from_the_config(tmp_path):
     tok = {"prefill": 512, "decode": 8}
     cfg = tmp_path / "m.json"
     cfg.write_text(json.dumps({"params": p, "dtype": "fp16", "peak_tflops": peak, "stage_tokens": tok}))
-    res = analyze(t.done(), AnalyzeOptions(window="all", model_config=load(str(cfg))))
+    gbps = 100.0
+    res = analyze(t.done(), AnalyzeOptions(window="all", model_config=load(str(cfg)), peak_gbps=gbps))
     for kind in ("prefill", "decode"):
         rs = [(a, b) for n, a, b in PLAN if n.lower().startswith(kind)]
         wall_s = sum(b - a for a, b in rs) / 1e6
@@ -89,6 +180,13 @@ def test_stage_ranges_get_mfu_from_the_config(tmp_path):
         assert st["steps"] == len(rs) and st["tokens"] == tok[kind] * len(rs)
         assert st["mfu_pct"] == pytest.approx(100 * flops / wall_s / (peak * 1e12), rel=1e-9)
         assert "--model-config" in st["peak_source"]
+        if kind == "prefill":
+            assert st["mbu_pct"] is None and st["bytes_per_step"] is None
+        else:   # fp16 weights once per range (a lower bound: a range may hold several forwards), no KV dimensions
+            mean_s = wall_s / len(rs)          # the GPU work sits inside each range: the step time is the range's
+            assert st["bytes_per_step"] == 2 * p and st["mbu_lower_bound"] is True
+            assert st["mbu_pct"] == pytest.approx(100 * 2 * p / mean_s / (gbps * 1e9), rel=1e-9)
+            assert "one weight read" in st["mbu_basis"]
     assert {s["stage"] for s in res["llm"]["stages"]} == {"prefill", "decode"}
     # without the config the stage ranges are phases only, as before
     assert analyze(t.done(), AnalyzeOptions(window="all"))["llm"] is None

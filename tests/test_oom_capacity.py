@@ -54,6 +54,30 @@ def test_reserved_memory_near_capacity_is_an_oom_finding(tmp_path):
     assert "batch size" in f["suggestion"]
 
 
+def _ids(res):
+    return [f["id"] for f in res["findings"]]
+
+
+def test_capacity_is_one_finding_not_two(tmp_path):
+    """At capacity oom and gpu_memory_pressure would state the same peak: only oom, with the headroom."""
+    p, peak = _trace(tmp_path, 0.97)
+    res = analyze(load_trace(p), AnalyzeOptions(window="all"))
+    ids = _ids(res)
+    assert ids.count("oom") == 1 and "gpu_memory_pressure" not in ids
+    assert _oom(res)["evidence"]["gpu_mem_headroom_bytes"] == TOTAL - peak
+
+
+@pytest.mark.parametrize("frac", [0.90, (T.OOM_CAPACITY_PCT - 0.5) / 100])
+def test_below_capacity_above_warn_is_memory_pressure(tmp_path, frac):
+    p, peak = _trace(tmp_path, frac)
+    assert T.GPU_MEMORY_WARN_PCT <= 100.0 * peak / TOTAL < T.OOM_CAPACITY_PCT
+    res = analyze(load_trace(p), AnalyzeOptions(window="all"))
+    f = next(f for f in res["findings"] if f["id"] == "gpu_memory_pressure")
+    assert _oom(res) is None and f["severity"] == "medium"
+    assert f["evidence"]["peak_bytes"] == peak and f["evidence"]["headroom_bytes"] == TOTAL - peak
+    assert f["evidence"]["peak_pct"] == pytest.approx(round(100.0 * peak / TOTAL, 2))
+
+
 def test_half_full_memory_is_no_oom_finding(tmp_path):
     p, peak = _trace(tmp_path, 0.5)
     res = analyze(load_trace(p), AnalyzeOptions(window="all"))

@@ -275,10 +275,17 @@ def case_gpu_temperature():
 def case_gpu_memory_pressure():
     t = gpu_window()
     add_counter(t, "gpu.mem_used_bytes", range(0, 1000, 100), [40 * 2**30] * 9 + [77 * 2**30], device=0)
+    res = run(t)                                        # 96.25 %: at capacity, one finding (oom) with the numbers
+    assert finding(res, "gpu_memory_pressure") is None
+    f = finding(res, "oom")
+    assert f["severity"] == "high" and f["evidence"]["gpu_mem_peak_pct"] == pytest.approx(96.25)
+    assert f["evidence"]["gpu_mem_headroom_bytes"] == 3 * 2**30 and f["evidence"]["gpu_mem_total_bytes"] == 80 * 2**30
+    t = gpu_window()
+    add_counter(t, "gpu.mem_used_bytes", range(0, 1000, 100), [40 * 2**30] * 9 + [75 * 2**30], device=0)   # 93.75 %
     res = run(t)
     f = finding(res, "gpu_memory_pressure")
-    assert f["severity"] == "high" and f["evidence"]["peak_pct"] == pytest.approx(96.25)
-    assert f["evidence"]["headroom_bytes"] == 3 * 2**30
+    assert f["severity"] == "medium" and f["evidence"]["peak_pct"] == pytest.approx(93.75) and finding(res, "oom") is None
+    assert f["evidence"]["headroom_bytes"] == 5 * 2**30
     t = gpu_window()
     add_counter(t, "gpu.mem_used_bytes", range(0, 1000, 100), [65 * 2**30] * 10, device=0)   # 81 %
     assert finding(run(t), "gpu_memory_pressure")["severity"] == "medium"

@@ -113,6 +113,22 @@ def case_oom():
         if f:
             assert f["evidence"]["failed_ranges"] == 1 and f["evidence"]["gpu_mem_peak_pct"] == pytest.approx(used_pct)
     assert finding(_errors(10, {}), "oom") is None
+    # an OOM exception with GPU memory above the warning level but below capacity: one finding, oom, which carries
+    # the memory numbers gpu_memory_pressure would have given (peak, total, headroom); another exception class at
+    # that level is no oom, and gpu_memory_pressure stays
+    total = 80 * 2 ** 30
+    for err, expect in (("OutOfMemoryError", "oom"), ("RuntimeError", "gpu_memory_pressure")):
+        r = Reqs()
+        r.scope("step", 0, 100, detail='{"error":"%s"}' % err)
+        r.t.b.meta["devices"] = [{"id": 0, "name": "NVIDIA H100", "total_memory_bytes": total}]
+        add_counter(r.t, "gpu.mem_used_bytes", [0, 50, 100], [2 ** 30, 68 * 2 ** 30, 2 ** 30], device=0)   # 85 %
+        res = r.run()
+        ids = {f["id"] for f in res["findings"]}
+        assert expect in ids and not ({"oom", "gpu_memory_pressure"} - {expect}) & ids, ids
+        if expect == "oom":
+            ev = finding(res, "oom")["evidence"]
+            assert ev["gpu_mem_peak_pct"] == pytest.approx(85.0) and ev["gpu_mem_headroom_bytes"] == total - 68 * 2 ** 30
+            assert ev["gpu_mem_peak_bytes"] == 68 * 2 ** 30 and ev["gpu_mem_total_bytes"] == total
 
 
 def _cache_res(**kw):

@@ -41,15 +41,16 @@ from .whatif import annotate
 from .evidence import (_OVERRIDES, SEVERITY_ORDER, Evidence, _children_explain_waiting, _gil_explains_waiting,  # noqa: F401
                        _ms, _pct, _run_queue_pct, _user_code_pct, get_path)
 
-# Order matters only where a rule reads an earlier one (framework_overhead after host_launch_bound).
+# Order matters only where a rule reads an earlier one: framework_overhead after host_launch_bound; oom before
+# gpu_memory_pressure (silent when oom fired: one cause, one finding) and before request_errors (which names it).
 
 RULES: list[Callable[[dict, dict], dict | None]] = [
     gpu_idle, sync_stall, pageable_copy, small_copies, launch_storm, dominant_kernel, warmup_in_window,
     gpu_compute_bound, gpu_communication, cpu_preprocessing, host_launch_bound, framework_overhead,
     cpu_oversubscription, cpu_underuse, cpu_compute,
-    gil_contention, host_waiting, low_coverage, gpu_throttling, gpu_temperature, gpu_memory_pressure, gpu_util_counter,
+    gil_contention, host_waiting, low_coverage, gpu_throttling, gpu_temperature, oom, gpu_memory_pressure, gpu_util_counter,
     numa_placement, page_fault_storm, cpu_run_queue, python_gc, blocking_io, lock_wait, slow_steps,
-    low_mfu, decode_low_mbu, latency_tail, kernel_limiter, oom, request_errors, low_cache_hit_rate,
+    low_mfu, decode_low_mbu, latency_tail, kernel_limiter, request_errors, low_cache_hit_rate,
 ]
 FINDING_IDS = [r.__name__ for r in RULES]
 

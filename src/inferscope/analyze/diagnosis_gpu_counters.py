@@ -84,6 +84,15 @@ def gpu_temperature(res: dict, found: dict) -> dict | None:
 
 
 def gpu_memory_pressure(res: dict, found: dict) -> dict | None:
+    """Peak device memory at or above GPU_MEMORY_WARN_PCT of the total: the early warning below capacity.
+
+    One cause, one finding: when ``oom`` has fired (an out-of-memory exception, or memory at OOM_CAPACITY_PCT, the
+    level of GPU_MEMORY_CRITICAL_PCT), this rule says nothing.  Both would state the same peak with two severities
+    and two pieces of advice; oom is the one kept because it names the consequence (the next allocation fails, or
+    did), is high whatever the configured warning levels, and its advice covers this one's.  oom cites this rule's
+    numbers (peak, total, headroom) in its own evidence.  diagnosis.RULES runs oom before this rule for that."""
+    if "oom" in found:
+        return None
     gm = (res.get("counters") or {}).get("gpu_memory") or []
     rows = [(j, g) for j, g in enumerate(gm) if g.get("peak_pct") is not None]
     if not rows:

@@ -5,7 +5,7 @@ Their numbers come from the llm section (analyze/llm.py, analyze/serving.py)."""
 from __future__ import annotations
 
 from .. import thresholds as T
-from .evidence import Evidence
+from .evidence import Evidence, _t
 
 
 def request_errors(res: dict, found: dict) -> dict | None:
@@ -33,13 +33,30 @@ def request_errors(res: dict, found: dict) -> dict | None:
                      "inferscope_scope_errors_total over inferscope_scope_duration_seconds_count (docs/prometheus.md).")
 
 
+def _memory_peak(res: dict):
+    """(index, row) of the counters.gpu_memory row with the highest peak_pct, or None."""
+    gm = [(j, g) for j, g in enumerate((res.get("counters") or {}).get("gpu_memory") or []) if g.get("peak_pct") is not None]
+    return max(gm, key=lambda r: r[1]["peak_pct"]) if gm else None
+
+
+def _cite_memory(e: Evidence, j: int) -> tuple:
+    """gpu_memory_pressure's evidence (device, peak, total, headroom of counters.gpu_memory[j]), cited into oom's."""
+    return tuple(e.cite_all(f"counters.gpu_memory[{j}]", gpu_device="device", gpu_mem_peak_pct=("peak_pct", 2),
+                            gpu_mem_peak_bytes="peak_bytes", gpu_mem_total_bytes="total_bytes",
+                            gpu_mem_headroom_bytes="headroom_bytes"))
+
+
 def oom(res: dict, found: dict) -> dict | None:
+    """Out of memory: a range failed with an OOM exception (or another one while memory was full), or memory is at
+    capacity.  One cause, one finding: gpu_memory_pressure (diagnosis_gpu_counters.py, run after this rule) stays
+    silent whenever oom fires, and oom carries its numbers (peak, total, headroom) when the peak is at or above
+    its warning level - see gpu_memory_pressure for why oom is the one kept."""
     llm = res.get("llm") or {}
     o = llm.get("oom") or {}
-    gm = [(j, g) for j, g in enumerate((res.get("counters") or {}).get("gpu_memory") or []) if g.get("peak_pct") is not None]
-    near = max(gm, key=lambda r: r[1]["peak_pct"]) if gm else None
-    cap = near if near is not None and near[1]["peak_pct"] >= T.OOM_CAPACITY_PCT and near[1].get("total_bytes") else None
-    near = near if near is not None and near[1]["peak_pct"] >= T.OOM_NEAR_TOTAL_PCT else None
+    top = _memory_peak(res)
+    top_pct = top[1]["peak_pct"] if top is not None else -1.0
+    cap = top if top_pct >= T.OOM_CAPACITY_PCT and top[1].get("total_bytes") else None
+    near = top if top_pct >= T.OOM_NEAR_TOTAL_PCT else None
     e = Evidence(res)
     if o.get("count"):
         n = e.cite("oom_ranges", "llm.oom.count")
@@ -53,22 +70,19 @@ def oom(res: dict, found: dict) -> dict | None:
                "RuntimeError for it; only the class name is recorded)."]
     elif cap is not None:
         j, g = cap
-        pct = e.cite("gpu_mem_peak_pct", f"counters.gpu_memory[{j}].peak_pct", 2)
-        e.cite("gpu_device", f"counters.gpu_memory[{j}].device")
-        peak = e.cite("gpu_mem_peak_bytes", f"counters.gpu_memory[{j}].peak_bytes")
-        total = e.cite("gpu_mem_total_bytes", f"counters.gpu_memory[{j}].total_bytes")
+        dev, pct, peak, total, head = _cite_memory(e, j)
         what = "torch's reserved pool" if g.get("metric") == "gpu.mem_reserved_bytes" else "used memory (NVML)"
-        txt = [f"No range ended with an exception, but GPU {g['device']} memory ({what}) peaked at "
-               f"{peak / 2**30:.2f} GiB of {total / 2**30:.2f} GiB ({pct:.1f}%, at or above {T.OOM_CAPACITY_PCT:g}%): "
-               "at capacity, the next larger batch, longer sequence or KV-cache growth runs out of memory."]
+        txt = [f"No range ended with an exception, but GPU {dev} memory ({what}) peaked at "
+               f"{peak / 2**30:.2f} GiB of {total / 2**30:.2f} GiB ({pct:.1f}%, at or above {T.OOM_CAPACITY_PCT:g}%; "
+               f"headroom {head / 2**30:.2f} GiB): at capacity, the next larger batch, longer sequence or KV-cache "
+               "growth runs out of memory."]
         return e.finding("oom", "high", f"GPU memory at capacity ({pct:.0f}%): out of memory is next", txt, _OOM_ADVICE)
     else:
         return None
-    if near is not None:
-        j, g = near
-        pct = e.cite("gpu_mem_peak_pct", f"counters.gpu_memory[{j}].peak_pct", 2)
-        e.cite("gpu_device", f"counters.gpu_memory[{j}].device")
-        txt.append(f"GPU {g['device']} memory peaked at {pct:.1f}% of its total.")
+    if top is not None and top_pct >= _t("GPU_MEMORY_WARN_PCT"):     # what gpu_memory_pressure would have said
+        dev, pct, peak, total, head = _cite_memory(e, top[0])
+        txt.append(f"GPU {dev} memory peaked at {peak / 2**30:.2f} GiB of {total / 2**30:.2f} GiB ({pct:.1f}% of its "
+                   f"total, headroom {head / 2**30:.2f} GiB).")
     return e.finding("oom", "high", "Out of memory", txt, _OOM_ADVICE)
 
 

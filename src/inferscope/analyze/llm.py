@@ -32,7 +32,7 @@ from .intervals import union
 from .launched import in_ranges, launched_gpu
 from .llm_requests import detail as _detail, requests as _requests
 from .llm_tokens import step_tokens
-from .model_config import model_section
+from .model_config import decode_mbu, model_section
 from .phases import STAGE_RULE, phase_matcher
 from .serving import has_evidence, serving
 from .select import overlap
@@ -294,6 +294,7 @@ def llm(trace: Trace, window: Window, phase_map=None, peak_tflops=None, peak_gbp
             if not rs:
                 continue
             wall = np.array([r["wall_ms"] for r in rs])
+            done_ms = float(np.mean([max(r["wall_ms"], r["gpu_span_ms"] or 0.0) for r in rs]))   # MBU's step time
             st = {"stage": kind, "steps": len(rs), "wall_ms": float(wall.sum()),
                   "gpu_ms": float(sum(r["gpu_ms"] for r in rs)) if trace.has_gpu else None,
                   "step_ms": stats(wall, "", warnings),
@@ -326,9 +327,12 @@ def llm(trace: Trace, window: Window, phase_map=None, peak_tflops=None, peak_gbp
                     st["mfu_pct"] = 100.0 * st["achieved_tflops"] / tf if tf else None
                 kvb = kv_bytes_per_token(m)
                 if kind == "decode" and gb and kvb and st["kv_tokens_mean"] is not None and m.get("param_bytes"):
-                    need = m["param_bytes"] + kvb * st["kv_tokens_mean"]
-                    st["bytes_per_step"] = float(need)
-                    st["mbu_pct"] = 100.0 * need / (float(wall.mean()) / 1e3) / (gb * 1e9)
+                    st.update(decode_mbu(m["param_bytes"], kvb, st["kv_tokens_mean"], done_ms, gb)[0])
+            if cfg and kind == "decode":             # --model-config: MBU beside MFU (model_config.py: formula)
+                mb, w = decode_mbu(cfg.get("param_bytes"), kv_bytes_per_token(cfg), st["kv_tokens_mean"], done_ms, gb,
+                                   all(r["source"] != "stage" for r in rs))
+                st.update(mb)
+                warnings.extend(w)
             if st["mfu_pct"] is None:
                 why = ("no model description (FLOPs per step unknown: a live generate() run records it, or pass "
                        "--model-config)" if not (m or cfg)

@@ -12,6 +12,29 @@ Parameters: ``params`` when given, else counted from the dimensions: embedding v
 projections hidden x (2 x hidden + 2 x kv_heads x head_dim) and the MLP (3 x hidden x intermediate for a gated MLP -
 SiLU/GELU-gated families, ``hidden_act`` silu - else 2 x), plus the LM head unless the embeddings are tied (norms and
 biases left out).  FLOPs of a stage: 2 x params x the stage's tokens (attention over the context not counted).
+
+MBU of a decode stage (``decode_mbu``; decode is memory-bound, so beside MFU this is the number to read): the bytes a
+decode step must read over the mean step time over the device's peak memory bandwidth (analyze/device_peaks.py:
+--peak-gbps, else the device's thresholds.DEVICE_PEAKS row; the live generate() path computes its MBU with the same
+function):
+
+    bytes per step = params x dtype bytes  +  2 x layers x kv_heads x head_dim x dtype bytes x KV tokens
+    MBU % = 100 x bytes per step / (mean step ms / 1e3) / (peak GB/s x 1e9)
+
+A step's time: the longer of its range (``wall_ms``) and the span of the GPU work launched inside it (``gpu_span_ms``,
+first start to last end; both in report.json's steps table): a CUDA-graph replay runs after the host has left the
+step (the shared vLLM decode capture's range is 2.4 ms, its GPU work spans 10.7 ms: its wall time would read 192 % of
+the MI300X's peak).  Work queued behind earlier steps is not counted as the step's.  MFU keeps the wall time.
+
+KV tokens: the step's context length summed over its batch (context x batch), the mean over the stage's steps, as
+the trace names it (vLLM/SGLang ``execute_..`` ranges: the ``sk`` counts).  Assumptions: every weight is read once
+per step whatever the batch (the input embedding table is counted in full, though a step gathers only its batch's
+rows: an over-count of at most vocab x hidden x dtype bytes; an MoE model reads only its active experts), the whole
+KV cache of the batch is read once per step at the weights' dtype, activations and logits are left out.  Where the
+trace names no context length (``<name>_Stage`` / ``step[DECODE bs=N]`` ranges), or the KV dimensions are unknown, the
+KV part is left out and the number is labelled a lower bound (``mbu_lower_bound``, with the reason in ``mbu_basis``
+and a warning); a ``<name>_Stage`` range is counted as one weight read though it may hold several forward passes,
+a lower bound too.  No dtype: bytes per parameter unknown, MBU null with a warning.
 """
 from __future__ import annotations
 
@@ -134,3 +157,35 @@ def model_section(m: dict) -> dict:
             "flops_basis": f"--model-config {m['file']}: 2 x params per token ({m['params_basis']}); attention over "
                            "the context not counted",
             "source": "config"}
+
+
+def decode_mbu(weight_bytes: int | None, kv_bytes_per_token: int | None, kv_tokens_mean: float | None,
+               step_ms_mean: float, peak_gbps: float | None, one_forward_per_step: bool = True) -> tuple[dict, list[str]]:
+    """A decode stage's MBU fields (``bytes_per_step``, ``mbu_pct``, ``mbu_step_ms``, ``mbu_lower_bound``,
+    ``mbu_basis``; the module docstring has the formula) and the warnings to give: why it is null, or why it is a
+    lower bound."""
+    out: dict = {"bytes_per_step": None, "mbu_pct": None, "mbu_step_ms": None, "mbu_lower_bound": None, "mbu_basis": None}
+    if not weight_bytes:
+        return out, ["decode MBU is null: bytes per parameter unknown (give dtype or torch_dtype in --model-config)"]
+    kv = kv_bytes_per_token * kv_tokens_mean if (kv_bytes_per_token and kv_tokens_mean is not None) else None
+    need = weight_bytes + (kv or 0.0)
+    gaps = []
+    if kv is None:
+        gaps.append("the KV-cache read is left out: " + (
+            "the steps do not name their context length" if kv_tokens_mean is None
+            else "the KV dimensions are unknown (layers, kv_heads, head_dim)"))
+    if not one_forward_per_step:
+        gaps.append("each stage range counts one weight read, though it may hold several forward passes")
+    basis = (f"(weights {weight_bytes:,} B" + (f" + KV cache {kv_bytes_per_token:,} B/token x {kv_tokens_mean:,.1f} "
+                                             "tokens (context x batch)" if kv is not None else "")
+             + f") per step / mean step {step_ms_mean:.6g} ms (the longer of its range and its GPU work's span)"
+             + (f" / peak {peak_gbps:g} GB/s" if peak_gbps else ""))
+    out.update(bytes_per_step=float(need), mbu_step_ms=float(step_ms_mean), mbu_lower_bound=bool(gaps),
+               mbu_basis=basis + ("; a lower bound: " + "; ".join(gaps) if gaps else ""))
+    warnings = [f"decode MBU is a lower bound: {'; '.join(gaps)}"] if gaps else []
+    if not peak_gbps or step_ms_mean <= 0:
+        return out, ["decode MBU is null: no peak memory bandwidth for this device (pass --peak-gbps)"
+                     if not peak_gbps else "decode MBU is null: no step time"]
+    out["mbu_pct"] = 100.0 * need / (step_ms_mean / 1e3) / (peak_gbps * 1e9)
+    return out, warnings
+

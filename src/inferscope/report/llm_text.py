@@ -60,9 +60,13 @@ def llm_lines(report: Report) -> tuple[list[str], list[list], list[list], list[s
             if st.breakdown:
                 lines.append(f"{st.stage.capitalize()} time goes to: " + ", ".join(
                     f"{r.category} {r.pct:.1f}% ({r.ms:.3f} ms)" for r in sorted(st.breakdown, key=lambda r: -r.ms)) + ".")
+            if st.mbu_basis:
+                lines.append(f"{st.stage.capitalize()} MBU = {st.mbu_basis}.")
             sm = st.step_ms
+            mbu = _n(st.mbu_pct, 2)
             stages.append([st.stage, st.steps, _n(st.batch), _n(st.tokens), _n(st.wall_ms), _n(st.gpu_ms),
-                           _n(sm.mean), _n(sm.p50), _n(st.mfu_pct, 2), _n(st.mbu_pct, 2)])
+                           _n(sm.mean), _n(sm.p50), _n(st.mfu_pct, 2),
+                           f"≥ {mbu}" if st.mbu_lower_bound and st.mbu_pct is not None else mbu])
     m = report.model
     if m is not None:
         fpt = m.flops_per_token

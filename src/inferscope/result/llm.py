@@ -100,12 +100,15 @@ class LlmStage(_S):
     flops: Num                   # analytical (model section) over the stage's steps
     achieved_tflops: Num         # flops / stage wall time / 1e12
     mfu_pct: Num                 # achieved_tflops / peak_tflops * 100
-    mbu_pct: Num                 # decode: (param bytes + KV bytes read) per step / mean step time / peak bandwidth
+    mbu_pct: Num                 # decode: bytes_per_step / mbu_step_ms / peak bandwidth (model_config.decode_mbu)
     peak_tflops: Num
     peak_gbps: Num
     peak_source: Optional[str]
     breakdown: list[StageCategory] = []   # what the stage's time goes to (the breakdown rule, inside its steps)
-    bytes_per_step: Num = None
+    bytes_per_step: Num = None           # decode: weights + KV cache read per step (model_config.decode_mbu)
+    mbu_step_ms: Num = None              # decode: the mean step time MBU divides by (longer of wall_ms, gpu_span_ms)
+    mbu_lower_bound: Optional[bool] = None   # decode: true when bytes_per_step leaves a part out (see mbu_basis)
+    mbu_basis: Optional[str] = None      # decode: the MBU formula with its numbers, and what a lower bound leaves out
 
 
 class ErrorCount(_S):
