@@ -80,6 +80,69 @@ def test_pageable_replace_model_documented_ratio():
     assert "WHATIF_PINNED_OVER_PAGEABLE_BW_RATIO" in f["saving_basis"]
 
 
+def small_copy_trace(n: int = 200, bulk: bool = True):
+    """n pinned 1 KiB H2D copies every 30 us, each a 20 us blocking call whose copy waits 10 us for the stream (starts
+    at +10) and runs 5 us: 10 us of each call is its own; with ``bulk``, then one pinned 64 MiB copy of 6,400 us on the
+    GPU (the window's large-copy bandwidth)."""
+    t = Synth()
+    for i in range(n):
+        a = 30 * i
+        t.copy(a, a + 20, a + 10, a + 15, host=MemKind.PINNED, nbytes=1024, api="cudaMemcpy")
+    if bulk:
+        a = 30 * n
+        t.copy(a, a + 1, a + 1, a + 6_401, host=MemKind.PINNED, nbytes=64 << 20)
+    return t.done()
+
+
+def test_small_copy_calls_own_time_excludes_only_a_wait_inside_the_call():
+    # 150 async 1 KiB copies: 4 us calls whose copies run 40 us later (queued: no wait inside the call, all 4 us its
+    # own), and 50 blocking ones whose copy begins 6 us into an 8 us call (6 us waited for earlier GPU work)
+    t = Synth()
+    for i in range(150):
+        a = 100 * i
+        t.copy(a, a + 4, a + 44, a + 46, host=MemKind.PINNED, nbytes=1024)
+    for i in range(50):
+        a = 20_000 + 100 * i
+        t.copy(a, a + 8, a + 6, a + 7, host=MemKind.PINNED, nbytes=1024, api="cudaMemcpy")
+    sm = analyze(t.done())["copies"]["small"]
+    assert sm["calls"] == 200
+    assert sm["call_ms"] == pytest.approx((150 * 4 + 50 * 2) / 1e3)
+    assert sm["call_wait_ms"] == pytest.approx(50 * 6 / 1e3)
+    assert sm["call_p50_us"] == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize("bulk", [True, False])
+def test_small_copies_replace_model_one_coalesced_copy(bulk):
+    n = 200
+    res = analyze(small_copy_trace(n, bulk))
+    sm = res["copies"]["small"]
+    assert sm["call_ms"] == pytest.approx(n * 10e-3) and sm["call_wait_ms"] == pytest.approx(n * 10e-3)
+    f = finding(res, "small_copies")
+    assert f is not None and f["saving_model"] == "replace"
+    host = n * 10e-3 - 10e-3                                       # every call's own 10 us but one's
+    wire = n * 1024 / ((64 << 20) / 6_400e3) / 1e6 if bulk else 5e-3   # at the large copy's GB/s, else one copy's GPU time
+    gpu = n * 5e-3 - wire
+    want = max(host, gpu)
+    assert want == host
+    assert f["expected_saving_ms"] == pytest.approx(want, rel=1e-6)
+    assert f["saving_low_ms"] == pytest.approx(want * (1 - T.WHATIF_LAUNCH_RESIDUAL_FRACTION), rel=1e-6)
+    assert f["saving_high_ms"] == pytest.approx(n * 10e-3, rel=1e-6)
+
+
+def test_every_finding_id_has_a_model_or_a_reason():
+    """Every id a finding rule can emit (read from the rules' source) is predicted or says why not."""
+    import re
+    from pathlib import Path
+    from inferscope.analyze import whatif_cpu
+    src = Path(W.__file__).parent
+    ids = {m.group(1) for f in src.glob("*.py") for m in re.finditer(r'\bfinding\(\s*"([a-z_0-9]+)"', f.read_text())}
+    assert len(ids) >= 30, ids
+    models = set(W.MODELS) | set(whatif_cpu.MODELS)
+    assert not models & set(W.NOT_ACTIONABLE), models & set(W.NOT_ACTIONABLE)
+    assert ids <= models | set(W.NOT_ACTIONABLE), ids - models - set(W.NOT_ACTIONABLE)
+    assert set(W.NOT_ACTIONABLE) <= ids, set(W.NOT_ACTIONABLE) - ids       # no stale entry
+
+
 def storm_trace(n: int = 200, api_us: float = 5.0):
     """n launches, each a api_us launch call then a 2 us kernel, every 10 us: a launch storm."""
     t = Synth()

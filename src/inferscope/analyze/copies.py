@@ -51,6 +51,7 @@ def copies(trace: Trace, window: Window) -> dict:
                     "pct_of_window": 100.0 * float(dur[small].sum()) / window.dur_ns if window.dur_ns else 0.0}
     out["small"]["storm"] = bool(out["small"]["count"] >= thresholds.SMALL_COPY_STORM_COUNT
                                  or out["small"]["pct_of_window"] >= thresholds.SMALL_COPY_STORM_PCT)
+    out["small"].update(_small_costs(trace, idx, lg.launcher, nbytes, full, small))
     # issuing host API (e.g. cudaMemcpyAsync vs cudaMemcpy) for pageable copies
     plaunch = lg.launcher[pg]
     api_name = np.where(plaunch >= 0, s.name[np.maximum(plaunch, 0)], -2).astype(np.int64)
@@ -59,6 +60,25 @@ def copies(trace: Trace, window: Window) -> dict:
         {"api": (trace.strings[int(k)] if k >= 0 else "(unknown)"), "count": int(c), "ms": float(v) / 1e6}
         for k, v, c in sorted(zip(uk.tolist(), cnt_ms.tolist(), cnt.tolist()), key=lambda r: -r[1])]
     return out
+
+
+def _small_costs(trace: Trace, gpu: np.ndarray, launchers: np.ndarray, nbytes: np.ndarray, whole_ns: np.ndarray,
+                 small: np.ndarray) -> dict:
+    """What the small copies cost beside their GPU time, for the small_copies what-if (analyze/whatif.py): their bytes;
+    their issuing calls' own host time - each call less its part before its copy began on the GPU, which was waiting
+    for earlier GPU work (a coalesced copy waits for it too) - summed, median and that wait; and the bandwidth the
+    window's other copies (>= SMALL_COPY_BYTES, whole copies) reached: what one coalesced copy would run at."""
+    s = trace.spans
+    ok = small & (launchers >= 0)
+    lau, g = launchers[ok], gpu[ok]
+    a, b = s.start_ns[lau].astype(np.int64), s.end_ns[lau].astype(np.int64)
+    gs = s.start_ns[g].astype(np.int64)
+    own = (b - a) - np.where(gs <= b, np.clip(gs, a, b) - a, 0)     # (a copy queued past its call: no wait in it)
+    big_t, big_b = int(whole_ns[~small].sum()), int(nbytes[~small].sum())
+    return {"bytes": int(nbytes[small].sum()), "calls": int(len(lau)), "call_ms": float(own.sum()) / 1e6,
+            "call_p50_us": float(np.median(own)) / 1e3 if len(own) else None,
+            "call_wait_ms": float((b - a).sum() - own.sum()) / 1e6,
+            "bulk_gbps": big_b / big_t if big_t > 0 and big_b > 0 else None}
 
 
 def copy_table(c: dict) -> dict:

@@ -36,7 +36,12 @@ Models (assumption; where the range comes from):
   (only the staging goes) .. the whole cost (the pinned copy also overlaps compute).  ``launch_storm`` /
   ``host_launch_bound``: launches x the measured median launch-call time, capped at the launch time with
   the GPU idle (breakdown framework_overhead/launch_api); range: keep ``WHATIF_LAUNCH_RESIDUAL_FRACTION``
-  of it .. every launch call's time.  ``cpu_preprocessing`` when tokenization is called per item (its Python
+  of it .. every launch call's time.  ``small_copies``: one coalesced copy instead of n - the larger of the host
+  side (the calls' own time less one median call; a call's time before its copy began on the GPU waited for earlier
+  GPU work, which the coalesced copy waits for too, and is not counted) and the GPU side (their GPU time less the
+  bytes at the bandwidth the window's large copies reached, else less one small copy's mean); range: keep
+  ``WHATIF_LAUNCH_RESIDUAL_FRACTION`` of it (packing the items into one buffer) .. every call's own time or all
+  the GPU time.  ``cpu_preprocessing`` when tokenization is called per item (its Python
   around the native encode >= ``TOKENIZER_PER_CALL_PYTHON_PCT``, analyze/tokenizer_split.py): batched calls;
   saving = the tokenizer's Python (the native encode stays); range: keep ``WHATIF_WAIT_RESIDUAL_FRACTION`` of it
   (per-item conversion, the caller's loop) .. all of it.
@@ -46,11 +51,8 @@ CPU findings (live runs; their models and ranges in whatif_cpu.py): ``blocking_i
 ``cpu_run_queue`` (remove, only when the process's own threads or workers hold the cores), ``cpu_underuse``
 (scale up the torch threads onto the idle cores).
 
-Not actionable (null): ``gpu_idle`` (its time is the host findings' time), ``dominant_kernel``,
-``gpu_compute_bound``, ``low_mfu``, ``decode_low_mbu``, ``kernel_limiter`` (no measured faster kernel),
-``small_copies``, ``framework_overhead``, ``cpu_compute``, ``host_waiting``,
-``numa_placement``, the GPU counter findings, ``slow_steps``, ``latency_tail`` (no alternative measured in
-the trace), ``low_coverage`` (nothing to change in the program).
+Not actionable (null fields): the findings in ``NOT_ACTIONABLE``, each with the reason no saving is predicted
+(tests/test_whatif.py checks that every finding id the rules can emit is in ``MODELS``, the CPU models or there).
 """
 from __future__ import annotations
 
@@ -147,6 +149,26 @@ def _launch(res: dict) -> dict | None:
                  ("framework_overhead",), key="launch")
 
 
+def _small_copies(res: dict) -> dict | None:
+    sm = (res.get("copies") or {}).get("small") or {}
+    n, gpu_ms, nbytes = int(sm.get("count") or 0), float(sm.get("ms") or 0.0), int(sm.get("bytes") or 0)
+    own, p50, bw = float(sm.get("call_ms") or 0.0), float(sm.get("call_p50_us") or 0.0) / 1e3, sm.get("bulk_gbps")
+    if n < 2:
+        return None
+    if bw:
+        one_gpu, how = nbytes / float(bw) / 1e6, f"{nbytes} B at the window's large copies' {float(bw):.3f} GB/s"
+    else:
+        one_gpu, how = gpu_ms / n, "one small copy's mean GPU time (no large copy measured the bandwidth)"
+    exp = max(own - p50, gpu_ms - one_gpu)
+    return _pred(res, "replace", exp, exp * (1.0 - T.WHATIF_LAUNCH_RESIDUAL_FRACTION), max(own, gpu_ms),
+                 f"one coalesced copy instead of {n}: max(host: the calls' own time copies.small.call_ms {own:.3f} less "
+                 f"one median call {p50:.3f}; GPU: copies.small.ms {gpu_ms:.3f} less one copy, {how}: {one_gpu:.3f}); "
+                 f"the calls' wait for earlier GPU work (call_wait_ms {float(sm.get('call_wait_ms') or 0.0):.3f}) stays; "
+                 "low keeps thresholds.WHATIF_LAUNCH_RESIDUAL_FRACTION (packing the items into one buffer still costs per "
+                 "item); high: every call's own time or all the GPU time", COPY_CATS + ("framework_overhead",),
+                 key="small_copies")
+
+
 def _workers(res: dict) -> tuple[float, str]:
     pc = (res.get("counters") or {}).get("process_cores") or {}
     if pc.get("cores"):
@@ -189,8 +211,32 @@ def _comm(res: dict) -> dict | None:
 
 
 MODELS = {"sync_stall": _sync_stall, "warmup_in_window": _warmup, "python_gc": _gc, "pageable_copy": _pageable,
+          "small_copies": _small_copies,
           "launch_storm": _launch, "host_launch_bound": _launch, "cpu_preprocessing": _preprocessing,
           "gpu_communication": _comm}
+
+
+_NO_FASTER_KERNEL = "no faster kernel is measured in the trace to replace it with"
+_NO_ALTERNATIVE = "no alternative is measured in the trace"
+NOT_ACTIONABLE = {
+    "gpu_idle": "its time is the host findings' time: their predictions carry it",
+    "dominant_kernel": _NO_FASTER_KERNEL, "gpu_compute_bound": _NO_FASTER_KERNEL, "low_mfu": _NO_FASTER_KERNEL,
+    "decode_low_mbu": _NO_FASTER_KERNEL, "kernel_limiter": _NO_FASTER_KERNEL,
+    "framework_overhead": _NO_ALTERNATIVE + " (a compiled or graph-captured model is another program)",
+    "cpu_compute": _NO_ALTERNATIVE + " (moving the math to an accelerator or a faster library)",
+    "host_waiting": "what the thread waits for is not named: the blocking, lock and GIL findings predict what is",
+    "numa_placement": _NO_ALTERNATIVE + " (the same run on the GPU's NUMA node)",
+    "gpu_throttling": "a host or cooling setting, not a change to the program",
+    "gpu_temperature": "a host or cooling setting, not a change to the program",
+    "gpu_memory_pressure": "memory, not time: nothing in the window would run faster",
+    "gpu_util_counter": "a counter reading: the breakdown's findings predict the time it stands for",
+    "oom": "a failure, not time: the run cannot continue at this size",
+    "request_errors": "failed requests, not time",
+    "low_cache_hit_rate": _NO_ALTERNATIVE + " (the prefix-cache hit rate a different request mix would reach)",
+    "slow_steps": "the slow steps' cause is another finding's; they are its symptom",
+    "latency_tail": "the tail's cause is another finding's (queueing, host pauses); it is their symptom",
+    "low_coverage": "nothing to change in the program: the profile saw too little of it",
+}
 
 
 def predict(res: dict, finding: dict) -> dict | None:

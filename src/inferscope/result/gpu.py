@@ -158,6 +158,12 @@ class SmallCopies(_S):
     ms: float
     pct_of_window: float
     storm: bool
+    bytes: int = 0                      # their bytes
+    calls: int = 0                      # their issuing host calls (with a launch flow)
+    call_ms: float = 0.0                # those calls' own host time (less the wait before the copy began), summed
+    call_p50_us: Optional[float] = None  # ... median
+    call_wait_ms: float = 0.0           # the calls' time before their copy began on the GPU (earlier GPU work)
+    bulk_gbps: Optional[float] = None   # bandwidth of the window's copies >= threshold_bytes (whole copies)
 
 
 class Memset(_S):
