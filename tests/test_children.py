@@ -147,38 +147,42 @@ def test_spawn_child_startup_is_named_startup():
 
 def test_children_cpu_in_window_counts_unlisted_children():
     """``children.cpu_s`` (every descendant's CPU, reaped ones included) gives the children's CPU inside the window,
-    also of children no /proc listing named.  Planted (ms): the program's baseline 0 at 0; child 300 listed once at
-    400 ms with 0.1 CPU-s, reaped at ~500 ms with 0.24 (its reading at 500 ms: reaped 0.24); a child never listed
-    (started and reaped between listings) adds 0.3 by 900 ms; a descendant orphaned out of the tree at 1100 ms takes
-    0.05 out of the sum (not CPU given back); 0.2 more by 1300 ms.  A followed child (pid 200) records its own
-    children.cpu_s (0): not the program's.  Window [300, 1300] ms: 0.24 + 0.3 + 0.2 = 0.74 CPU-s, of which the
-    listed child's reading (0.1, counted from 0: first seen inside) is named and 0.64 is not."""
+    also of children no /proc listing named.  Planted (ms): child 300 listed at 200 ms (0.0) and 400 ms (0.1 CPU-s),
+    reaped by 500 ms with 0.24 (RUSAGE_CHILDREN 0.24); a child never listed (started and reaped between listings)
+    adds 0.3 by 900 ms, when grandchild 400 is listed with 0.05; 400 is orphaned out of the tree by 1100 ms (the
+    sum drops 0.05: not CPU given back); another unlisted child adds 0.2 by 1300 ms.  A followed child (pid 200)
+    records its own children.cpu_s (0): not the program's.  Window [300, 1300] ms: 0.24 + 0.3 + 0.05 + 0.2 = 0.79
+    CPU-s, of which the listed readings name 0.1 (child 300 from its 200 ms reading) + 0.05 (400, first seen
+    inside: from 0) and 0.64 is unnamed."""
     from helpers import Synth, add_counter
     from inferscope.analyze.children import children, children_warning
     from inferscope.analyze.select import Window
     t = Synth()
     t.span(SpanKind.CPU_SAMPLE, "waiting", 0, 1_500_000)
-    ts = [0, 200_000, 400_000, 500_000, 900_000, 1_100_000, 1_300_000, 1_500_000]
-    agg = [0.0, 0.0, 0.1, 0.24, 0.54, 0.49, 0.69, 0.69]
+    ts = [200_000, 400_000, 500_000, 900_000, 1_100_000, 1_300_000, 1_500_000]
+    reaped = [0.0, 0.0, 0.24, 0.54, 0.54, 0.74, 0.74]
+    alive = [0.0, 0.1, 0.0, 0.05, 0.0, 0.0, 0.0]
+    agg = [r + a for r, a in zip(reaped, alive)]
     add_counter(t, "children.cpu_s", ts, agg)
-    add_counter(t, "children.reaped_cpu_s", ts[1:], [0.0, 0.0, 0.24, 0.54, 0.54, 0.74, 0.74])
-    add_counter(t, "child.cpu_s[300] python", [400_000], [0.1])
+    add_counter(t, "children.reaped_cpu_s", ts, reaped)
+    add_counter(t, "child.cpu_s[300] python", ts[:2], alive[:2])
+    add_counter(t, "child.cpu_s[400] python", ts[3:4], alive[3:4])
     kid = t.b.track(TrackKind.COUNTER, pid=200, tid=-1, name="children.cpu_s")
     t.b.add_counters(kid, [1_000_000, 1_400_000], [0.0, 0.0])
     tr = t.done()
     tr.meta["collection"] = {"mode": "live", "pid": 100}
     ch = children(tr, Window(300_000_000, 1_300_000_000))
-    rises = np.clip(np.diff(np.asarray(agg[1:7])), 0, None).sum()      # from the last reading before the window
-    assert ch["cpu_s_in_window"] == pytest.approx(rises) and rises == pytest.approx(0.74)
-    assert ch["unlisted_cpu_s_in_window"] == pytest.approx(0.74 - 0.1)
-    assert ch["cpu_s_total"] == pytest.approx(0.74)        # reaped total (nothing alive at the end)
+    rises = np.clip(np.diff(np.asarray(agg[:6])), 0, None).sum()     # from the last reading before the window
+    assert ch["cpu_s_in_window"] == pytest.approx(rises) and rises == pytest.approx(0.79)
+    assert ch["unlisted_cpu_s_in_window"] == pytest.approx(0.79 - 0.1 - 0.05)
+    assert ch["cpu_s_total"] == pytest.approx(0.74)        # reaped (nothing alive at the end; the orphan is not ours)
     assert "0.64 CPU-s of it ran in children no /proc listing named" in children_warning(ch)
-    # the whole trace: from the baseline (0 at the session start)
-    assert children(tr, Window(0, 1_500_000_000))["cpu_s_in_window"] == pytest.approx(0.74)
+    # the whole trace: from 0 (no reading before it)
+    assert children(tr, Window(0, 1_500_000_000))["cpu_s_in_window"] == pytest.approx(0.79)
     # report.md's headline says it too (the pipeline's window "all": the whole trace)
     from inferscope.analyze.pipeline import analyze_report
     from inferscope.report.markdown import headline
-    assert "(~0.74 in the window, estimate; 0.64 of it in children no /proc listing named)" in \
+    assert "(~0.79 in the window, estimate; 0.64 of it in children no /proc listing named)" in \
         headline(analyze_report(tr, AnalyzeOptions(window="all")))
     # without children.cpu_s (traces recorded before it): the listed children only, nothing said about the rest
     t2 = Synth()
@@ -200,9 +204,8 @@ def test_a_reap_relists_the_children_before_the_next_periodic_scan():
     from inferscope.collect import system as S
     got = []
     smp = S.SystemSampler(got.append)
-    smp.sample_children(1)                      # the first listing: the baseline
-    base = [e[4] for e in got if e[1] == "children.cpu_s"]
-    assert len(base) == 1
+    smp.sample_children(1)                      # the first listing (a reading only once the process has had a child)
+    base = [e[4] for e in got if e[1] == "children.cpu_s"] or [0.0]
     smp.next_child_scan = float("inf")          # no periodic listing from now: only a reap may trigger one
     smp.child_rescan_at = 0.0
     calls = []
@@ -222,7 +225,7 @@ def test_a_reap_relists_the_children_before_the_next_periodic_scan():
     finally:
         S.descendants = real
     after = [e for e in got if e[1] == "children.cpu_s" and e[3] == 3]
-    assert after and after[0][4] - base[0] >= own_cpu_s - 0.011        # RUSAGE ticks: 10 ms
+    assert after and after[0][4] - base[-1] >= own_cpu_s - 0.011       # RUSAGE ticks: 10 ms
 
 
 # the children run Python with following off (their own process_time() is the truth: no sampler of theirs in it);

@@ -100,17 +100,19 @@ def children(trace: Trace, window) -> dict | None:
 
 
 def aggregate_in_window(ts: np.ndarray, v: np.ndarray, window) -> float:
-    """All children's CPU seconds inside the window from ``children.cpu_s`` (cumulative, one reading per listing):
-    the sum of its rises from the last reading before the window (else the first reading: the session's start,
-    where children started before it had already run) to the last one inside it (closed window).  Rises only: a
-    descendant orphaned out of the process tree (reparented to init) takes its CPU out of the sum, which is not
-    CPU given back."""
+    """All children's CPU seconds inside the window from ``children.cpu_s`` (cumulative, one reading per listing
+    once the program has had a child): the sum of its rises from the last reading before the window (else from 0,
+    as a child first seen inside the window) to the last one inside it (closed window).  Rises only: a descendant
+    orphaned out of the process tree (reparented to init) takes its CPU out of the sum, which is not CPU given
+    back.  (A ``scope()`` session started after children had run reads their CPU at its first listing: inside
+    the window only when the window holds the session's start.)"""
     o = np.argsort(ts, kind="stable")
     ts, v = ts[o], v[o]
     idx = np.flatnonzero(starts_inside(ts, window, include_end=True))
     if not len(idx):
         return 0.0
-    seq = v[max(int(idx[0]) - 1, 0):int(idx[-1]) + 1]
+    k = int(idx[0])
+    seq = np.concatenate([v[k - 1:k] if k else np.zeros(1), v[k:int(idx[-1]) + 1]])
     return float(np.clip(np.diff(seq), 0.0, None).sum())
 
 

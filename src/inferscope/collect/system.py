@@ -165,7 +165,6 @@ class SystemSampler:
         self.next_child_scan = 0.0
         self.child_rescan_at = 0.0       # no reap-triggered re-listing before this (CHILD_RESCAN_MIN_S)
         self.reaped_listed = 0.0         # RUSAGE_CHILDREN user+sys at the last listing
-        self.listed = False              # children.cpu_s has its baseline (the first listing's reading)
         self.children_seen: dict[int, str] = {}
         self.task_cache: dict = {}       # pid -> thread list between scans (descendants)
         self.faults = (*self._faults(), 0, 0)   # (fault count, kernel s, tick ts, ts of the last emitted sample)
@@ -223,9 +222,7 @@ class SystemSampler:
             alive += cpu + waited
         if kids or self.children_seen or reaped > 0:
             self.append((1, "children.reaped_cpu_s", -1, ts, reaped))
-        if kids or self.children_seen or reaped > 0 or not self.listed:   # the first listing: the session's baseline
             self.append((1, "children.cpu_s", -1, ts, reaped + alive))
-        self.listed = True
 
     def _read_stat(self) -> bytes:
         data = self.stat.read()
