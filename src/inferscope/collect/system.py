@@ -68,9 +68,10 @@ def _tasks(p: int, stat: bytes | None, cache: dict | None) -> list[str]:
     return tids
 
 
-def descendants(pid: int, limit: int = 256, cache: dict | None = None) -> dict[int, tuple[str, float]]:
+def descendants(pid: int, limit: int = 256, cache: dict | None = None) -> dict[int, tuple[str, float, float]]:
     """Live descendant processes of ``pid`` (via /proc/<pid>/task/<tid>/children, recursively):
-    {pid: (comm, cpu seconds user+sys, its waited-for children's cpu seconds cutime+cstime)}.  Empty where /proc does not list children.
+    {pid: (comm, cpu seconds user+sys, its waited-for children's cpu seconds cutime+cstime)}.
+    Empty where /proc does not list children.
     Files are read with the GIL held (rawio.read_small): the sampler thread calls this between its
     ticks, and under GIL contention every released system call cost it a 5-30 ms hand-over
     (measured: zoo_gil.py with 3 spinning threads sampled at 2.5-4.5 Hz instead of ~40 Hz).
