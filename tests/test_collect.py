@@ -440,7 +440,7 @@ def test_descendants_lists_children_with_cpu_time():
             if p.pid in kids and kids[p.pid][1] >= 0.25:
                 break
             _t.sleep(0.1)
-        comm, cpu = kids[p.pid]
+        comm, cpu, _waited = kids[p.pid]
         assert comm.startswith("python") and cpu >= 0.25
     finally:
         p.kill()

@@ -4,9 +4,12 @@ every child's CPU time is counted from /proc (``collect/system.py``: ``child.cpu
 counters, cumulative user+sys seconds per live descendant, and ``children.reaped_cpu_s`` for the
 children already waited for), so the report can say that work ran where the sampler did not look.
 
-CPU time inside the window is an estimate: the difference of the cumulative counter between the
-last observation before the window and the last one inside it (observations every ~0.5 s; a child
-first seen inside the window counts from 0).
+CPU time inside the window is an estimate: per process, the difference of the cumulative counter between
+the last observation before the window and the last one inside it (observations every ~0.5 s; a child
+first seen inside the window counts from 0); for all children together, the rises of ``children.cpu_s``
+(every descendant's CPU, reaped ones included, read at every listing and soon after each reap) inside the
+window, which also holds the children no listing named (started and reaped between two listings, or a
+child's CPU after its last listing): ``unlisted_cpu_s_in_window``.
 """
 from __future__ import annotations
 
@@ -34,12 +37,18 @@ def children(trace: Trace, window) -> dict | None:
     lo, hi = int(window.start_ns), int(window.end_ns)
     rows = []
     reaped = 0.0
+    agg = None                     # children.cpu_s readings (ts, v): every descendant's CPU, cumulative
+    root = root_pid(trace)         # followed children record their own children.cpu_s: the program's is the sum
     last_ts = int(c.ts_ns.max())
     for t in np.flatnonzero(tr.kind == TrackKind.COUNTER).tolist():
         nm = names[int(tr.name[t])] if tr.name[t] >= 0 else ""
         m = c.track == t
         if nm == "children.reaped_cpu_s":
             reaped = max(reaped, float(c.value[m].max()))
+            continue
+        if nm == "children.cpu_s":
+            if m.any() and (int(tr.pid[t]) == root if root is not None else agg is None or c.value[m].max() > agg[1].max()):
+                agg = (c.ts_ns[m], c.value[m])
             continue
         mm = _CHILD.match(nm)
         if not mm or not m.any():
@@ -73,14 +82,38 @@ def children(trace: Trace, window) -> dict | None:
     total = reaped + alive
     n = max(len(rows), 1 if reaped > 0 else 0)
     nf = [r for r in rows if not r["followed"]]
-    return {"count": n, "cpu_s_total": total, "reaped_cpu_s": reaped,
-            "cpu_s_in_window": sum(r["cpu_s_in_window"] for r in rows), "profiled": bool(followed["followed"]),
+    listed = sum(r["cpu_s_in_window"] for r in rows)
+    in_win, unlisted = listed, None
+    if agg is not None:            # absent from traces recorded before it (their estimate: listed children only)
+        all_in = aggregate_in_window(*agg, window)
+        total = max(total, float(agg[1][-1]))
+        in_win, unlisted = max(listed, all_in), max(0.0, all_in - listed)
+    return {"count": n, "cpu_s_total": total, "reaped_cpu_s": reaped, "cpu_s_in_window": in_win,
+            "unlisted_cpu_s_in_window": unlisted, "profiled": bool(followed["followed"]),
             "followed": followed["followed"], "waiting_on_children_ms": followed["waiting_on_children_ms"],
             "waiting_on_child_startup_ms": followed["waiting_on_child_startup_ms"], "processes": rows,
             "not_followed": len(nf), "not_followed_cpu_s": sum(r["cpu_s"] for r in nf),
             "following": (trace.meta.get("collection") or {}).get("follow_children"),
-            "basis": "/proc/<pid>/stat user+sys time of each live descendant, every ~0.5 s, and getrusage(RUSAGE_CHILDREN) "
-                     "for reaped ones; CPU time in the window is an estimate from those observations"}
+            "basis": "/proc/<pid>/stat user+sys time of each live descendant, every ~0.5 s and soon after a child is reaped, "
+                     "and getrusage(RUSAGE_CHILDREN) for reaped ones; CPU time in the window is an estimate from those "
+                     "observations (all children: the rises of their sum, children.cpu_s)"}
+
+
+def aggregate_in_window(ts: np.ndarray, v: np.ndarray, window) -> float:
+    """All children's CPU seconds inside the window from ``children.cpu_s`` (cumulative, one reading per listing
+    once the program has had a child): the sum of its rises from the last reading before the window (else from 0,
+    as a child first seen inside the window) to the last one inside it (closed window).  Rises only: a descendant
+    orphaned out of the process tree (reparented to init) takes its CPU out of the sum, which is not CPU given
+    back.  (A ``scope()`` session started after children had run reads their CPU at its first listing: inside
+    the window only when the window holds the session's start.)"""
+    o = np.argsort(ts, kind="stable")
+    ts, v = ts[o], v[o]
+    idx = np.flatnonzero(starts_inside(ts, window, include_end=True))
+    if not len(idx):
+        return 0.0
+    k = int(idx[0])
+    seq = np.concatenate([v[k - 1:k] if k else np.zeros(1), v[k:int(idx[-1]) + 1]])
+    return float(np.clip(np.diff(seq), 0.0, None).sum())
 
 
 def _followed(trace: Trace, lo: int, hi: int) -> dict:
@@ -167,13 +200,22 @@ def children_warning(ch: dict | None) -> str | None:
                 f"and the program waited {ch['waiting_on_children_ms']:.1f} ms while a followed child was on-CPU"
                 + (f", {ch['waiting_on_child_startup_ms']:.1f} ms of its waiting while a child was starting (the child's "
                    "interpreter and imports: start-up, not the child's work; a pool started once and reused pays it once)"
-                   if ch.get("waiting_on_child_startup_ms") else "") + "." + rest)
+                   if ch.get("waiting_on_child_startup_ms") else "") + "." + unlisted_text(ch) + rest)
     top = ", ".join(f"{r['comm']} [{r['pid']}] {r['cpu_s']:.2f} CPU-s" for r in ch["processes"][:3])
     return (f"{ch['count']} child process(es) used {ch['cpu_s_total']:.2f} CPU-s that were not profiled "
             f"(~{ch['cpu_s_in_window']:.2f} CPU-s inside the window, estimate)" + (f": {top}" if top else "") +
-            ". Their work is not in the breakdown or the culprit tables (not Python, or following turned off: "
+            "." + unlisted_text(ch) + " Their work is not in the breakdown or the culprit tables (not Python, or following turned off: "
             "follow_children / INFERSCOPE_FOLLOW_CHILDREN=0); time the main process spends waiting on them shows as waiting. "
             + follow_hint(ch))
+
+
+def unlisted_text(ch: dict) -> str:
+    """How much of the children's CPU inside the window no process row names (' ' + a sentence, or '')."""
+    u = ch.get("unlisted_cpu_s_in_window")
+    if not u or u < 0.005:
+        return ""
+    return (f" {u:.2f} CPU-s of it ran in children no /proc listing named (started and reaped between two listings "
+            "~0.5 s apart, or a child's CPU after its last listing): counted in the total, in no process row.")
 
 
 def follow_hint(ch: dict) -> str:

@@ -7,8 +7,12 @@ proc.invol_ctx_switches (involuntary only: preempted while runnable, cumulative)
 (minor + major, cumulative), proc.main_runq_pct (the main thread's run-queue wait / wall, from
 /proc/self/schedstat: runnable but not running = CPU contention); child processes (not
 profiled): ``child.cpu_s[<pid>] <comm>`` per live descendant (user+sys seconds, cumulative, listed at
-most every CHILD_SCAN_INTERVAL_S) and ``children.reaped_cpu_s`` (getrusage RUSAGE_CHILDREN: the
-children already waited for).
+most every CHILD_SCAN_INTERVAL_S), ``children.reaped_cpu_s`` (getrusage RUSAGE_CHILDREN: the
+children already waited for) and ``children.cpu_s`` (every descendant's CPU seconds, cumulative:
+RUSAGE_CHILDREN + each live descendant's own and waited-for children's user+sys, one reading per
+scan), so a child that started and was reaped between two scans still counts, near its exit:
+RUSAGE_CHILDREN is read at every system sample and a rise re-lists the descendants (at most every
+CHILD_RESCAN_MIN_S).
 
 On Linux one sample = two reads of kept-open files (/proc/stat, /proc/self/statm) that keep the
 GIL (rawio.py) + one getrusage: ~20 us, and no GIL hand-over to the workload's thread.  psutil
@@ -26,6 +30,11 @@ from .rawio import ProcFile, read_small
 
 
 CHILD_SCAN_INTERVAL_S = 0.5    # descendants are listed at most this often (a few small /proc reads)
+# ... and again when RUSAGE_CHILDREN rose (a child was reaped: one getrusage per system sample, no /proc read),
+# at most this often: measured (planted `subprocess.run` children burning 0.2 CPU-s each) the 0.5 s scan alone
+# left 0.00 of a child's 0.24 CPU-s inside the window and 0.23 of five children's 1.17; a process exit costs far
+# more than one re-listing, and this bounds a fork-per-item loop to 5x the periodic scans
+CHILD_RESCAN_MIN_S = 0.1
 
 
 def child_metric(pid: int, comm: str) -> str:
@@ -59,9 +68,10 @@ def _tasks(p: int, stat: bytes | None, cache: dict | None) -> list[str]:
     return tids
 
 
-def descendants(pid: int, limit: int = 256, cache: dict | None = None) -> dict[int, tuple[str, float]]:
+def descendants(pid: int, limit: int = 256, cache: dict | None = None) -> dict[int, tuple[str, float, float]]:
     """Live descendant processes of ``pid`` (via /proc/<pid>/task/<tid>/children, recursively):
-    {pid: (comm, cpu seconds user+sys)}.  Empty where /proc does not list children.
+    {pid: (comm, cpu seconds user+sys, its waited-for children's cpu seconds cutime+cstime)}.
+    Empty where /proc does not list children.
     Files are read with the GIL held (rawio.read_small): the sampler thread calls this between its
     ticks, and under GIL contention every released system call cost it a 5-30 ms hand-over
     (measured: zoo_gil.py with 3 spinning threads sampled at 2.5-4.5 Hz instead of ~40 Hz).
@@ -96,7 +106,8 @@ def descendants(pid: int, limit: int = 256, cache: dict | None = None) -> dict[i
                 r = st.rindex(b")")
                 comm = st[st.index(b"(") + 1:r].decode("utf-8", "replace")
                 f = st[r + 2:].split()
-                out[c] = (comm, (int(f[11]) + int(f[12])) / hz)     # utime, stime (fields 14, 15)
+                out[c] = (comm, (int(f[11]) + int(f[12])) / hz,     # utime, stime (fields 14, 15)
+                          (int(f[13]) + int(f[14])) / hz)              # cutime, cstime (fields 16, 17)
                 todo.append((c, st))
     if cache is not None:
         for gone in [q for q in cache if q != pid and q not in out]:   # exited processes
@@ -153,6 +164,8 @@ class SystemSampler:
         self.prev_cpu = (ru.ru_utime + ru.ru_stime, time.perf_counter(), ru.ru_stime)
         self.pid = os.getpid()
         self.next_child_scan = 0.0
+        self.child_rescan_at = 0.0       # no reap-triggered re-listing before this (CHILD_RESCAN_MIN_S)
+        self.reaped_listed = 0.0         # RUSAGE_CHILDREN user+sys at the last listing
         self.children_seen: dict[int, str] = {}
         self.task_cache: dict = {}       # pid -> thread list between scans (descendants)
         self.faults = (*self._faults(), 0, 0)   # (fault count, kernel s, tick ts, ts of the last emitted sample)
@@ -187,21 +200,30 @@ class SystemSampler:
 
     def sample_children(self, ts: int, force: bool = False) -> None:
         """CPU time of the live child processes (not profiled: their work is otherwise invisible),
-        and of the children already reaped (getrusage RUSAGE_CHILDREN)."""
+        of the children already reaped (getrusage RUSAGE_CHILDREN) and of all of them together.  Lists
+        the descendants every CHILD_SCAN_INTERVAL_S, and soon (CHILD_RESCAN_MIN_S) after a reap."""
         now = time.monotonic()
-        if not force and now < self.next_child_scan:
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        reaped = ru.ru_utime + ru.ru_stime
+        if not force and now < self.next_child_scan and (reaped == self.reaped_listed or now < self.child_rescan_at):
             return
         self.next_child_scan = now + CHILD_SCAN_INTERVAL_S
+        self.child_rescan_at = now + CHILD_RESCAN_MIN_S
         try:
             kids = descendants(self.pid, cache=self.task_cache)
         except (OSError, ValueError):
             kids = {}
-        for c, (comm, cpu) in kids.items():
+        # RUSAGE_CHILDREN read before the listing: a child reaped during it is in neither (its CPU counts at the next
+        # reading, which the rise triggers), never in both (listed, then reaped: counted twice)
+        self.reaped_listed = reaped
+        alive = 0.0
+        for c, (comm, cpu, waited) in kids.items():
             self.children_seen.setdefault(c, comm)
             self.append((1, child_metric(c, comm), -1, ts, cpu))
-        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if kids or self.children_seen or ru.ru_utime + ru.ru_stime > 0:
-            self.append((1, "children.reaped_cpu_s", -1, ts, ru.ru_utime + ru.ru_stime))
+            alive += cpu + waited
+        if kids or self.children_seen or reaped > 0:
+            self.append((1, "children.reaped_cpu_s", -1, ts, reaped))
+            self.append((1, "children.cpu_s", -1, ts, reaped + alive))
 
     def _read_stat(self) -> bytes:
         data = self.stat.read()

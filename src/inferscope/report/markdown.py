@@ -71,7 +71,10 @@ def headline(report: Report) -> str:
         how = (f"{ch.followed} followed (sampled), the rest not profiled" if ch.followed
                else "that were not profiled")
         lines.append(plain(f"Child processes: {ch.count} used {ch.cpu_s_total:.2f} CPU-s, {how} "
-                           f"(~{ch.cpu_s_in_window:.2f} in the window, estimate)" + (f"; {top}" if top else ""), 400))
+                           f"(~{ch.cpu_s_in_window:.2f} in the window, estimate"
+                           + (f"; {ch.unlisted_cpu_s_in_window:.2f} of it in children no /proc listing named"
+                              if ch.unlisted_cpu_s_in_window and ch.unlisted_cpu_s_in_window >= 0.005 else "")
+                           + ")" + (f"; {top}" if top else ""), 400))
     lines += ["", "Breakdown:"]
     for r in report.breakdown:
         if r.ns == 0:

@@ -217,6 +217,8 @@ class Children(_S):
     not_followed_cpu_s: float = 0.0   # their CPU time (/proc), not profiled
     following: Optional[bool] = None  # live runs: child following was on (config follow_children); None: not recorded
     waiting_on_child_startup_ms: Num = None   # of the critical thread's waiting: while a followed child was starting
+    unlisted_cpu_s_in_window: Num = None   # of cpu_s_in_window: children no /proc listing named (started and reaped
+    #                                        between two, or a child's CPU after its last); None: not recorded (older traces)
 
 
 class SamplingThread(_S):
