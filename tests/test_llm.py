@@ -214,6 +214,11 @@ def test_live_generate_without_code_changes(tmp_path):
     llm = rep["llm"]
     assert llm["requests"] == 2 and llm["sequences"] == 8
     assert rep["window"]["label"].startswith("generate() calls")
+    # every predicted saving also in the llm section's units (analyze/whatif.py llm_terms)
+    for f in (f for f in rep["findings"] if f["expected_saving_ms"]):
+        assert f["expected_saving_request_ms"] == pytest.approx(
+            f["expected_saving_ms"] * llm["request_ms"]["mean"] / rep["e2e_ms"]), f
+        assert f["expected_tokens_per_s"] > llm["tokens_per_s"]["generated"], f
     rows = rep["tables"]["llm_requests"]["rows"]
     cols = rep["tables"]["llm_requests"]["columns"]
     assert len(rows) == 2

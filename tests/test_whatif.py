@@ -297,3 +297,26 @@ def test_preprocessing_scale_model():
     assert W.predict(res, f)["expected_saving_ms"] == pytest.approx(0.0)
     res["counters"] = {"process_cores": {"cores": 2, "mean_util_pct": 54.5}}      # 0.91 of a core idle on average
     assert W.predict(res, f)["expected_saving_ms"] == pytest.approx(tok_ms * (1 - 1 / 1.91))
+
+
+def test_llm_terms_spread_the_saving_over_requests_and_tokens():
+    # 4 requests of 250 ms mean in a 1000 ms window, 400 generated tokens: a 100 ms saving is 25 ms per request and
+    # 400 tokens in 0.9 s
+    res = {"e2e_ms": 1000.0, "llm": {"requests": 4, "request_ms": {"mean": 250.0}, "tokens": {"generated": 400}}}
+    t = W.llm_terms(res, 100.0)
+    assert t["expected_saving_request_ms"] == pytest.approx(25.0)
+    assert t["expected_tokens_per_s"] == pytest.approx(400 / 0.9)
+    # two requests in flight at once (each 1000 ms): each shortens by the whole saving
+    res["llm"].update(requests=2, request_ms={"mean": 1000.0})
+    assert W.llm_terms(res, 100.0)["expected_saving_request_ms"] == pytest.approx(100.0)
+    # serving steps without request boundaries: tokens/s only; no llm section: nothing
+    res["llm"].update(requests=0, request_ms={"mean": None})
+    assert W.llm_terms(res, 100.0)["expected_saving_request_ms"] is None
+    assert W.llm_terms({"e2e_ms": 1000.0, "llm": None}, 100.0) == {"expected_saving_request_ms": None,
+                                                                   "expected_tokens_per_s": None}
+
+
+def test_report_findings_carry_llm_terms_when_the_window_has_tokens():
+    res = analyze(sync_trace(50.0))
+    f = finding(res, "sync_stall")
+    assert f["expected_saving_request_ms"] is None and f["expected_tokens_per_s"] is None     # no llm section

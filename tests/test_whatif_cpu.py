@@ -109,7 +109,7 @@ def test_run_queue_only_when_the_process_causes_it():
     p = pred(busy, "cpu_run_queue")
     assert p is not None and p["saving_model"] == "remove"
     assert p["expected_saving_ms"] == pytest.approx(200.0) and p["saving_high_ms"] == pytest.approx(200.0)
-    assert p["saving_low_ms"] == pytest.approx(150.0)              # the sampled run-queue part
+    assert p["saving_low_ms"] == pytest.approx(min(200.0 * (1 - R), 150.0))   # the residual rule, or the sampled part
 
 
 def test_page_faults_remove_kernel_time():

@@ -21,8 +21,9 @@ Models (assumption; where the range comes from):
 - ``remove``: the time disappears.  Saving = the removed time that nothing else ran beside: for
   ``sync_stall`` the breakdown's sync_wait (blocked with the GPU idle, exact); for ``warmup_in_window`` and
   ``python_gc`` the calls' / pauses' union x the GPU-idle share of the window (no exclusive measure: GPU
-  work is assumed spread evenly).  Range: that exclusive part .. the whole removed time (if the GPU work
-  beside it was itself waiting on it).
+  work is assumed spread evenly).  Range: that exclusive part (for ``python_gc`` less
+  ``WHATIF_WAIT_RESIDUAL_FRACTION`` of it: young collections stay after gc.freeze(), a collection between
+  requests moves) .. the whole removed time (if the GPU work beside it was itself waiting on it).
 - ``overlap``: the time hides behind the longest parallel activity (compute kernels).  Saving = exposed
   time, capped at the compute time it can hide behind.  Range: low hides only behind compute not already
   hosting that activity; high = all the exposed time.  Used by ``gpu_communication``.
@@ -106,10 +107,15 @@ def _warmup(res: dict) -> dict | None:
 
 
 def _gc(res: dict) -> dict | None:
+    """The pauses go (with the GPU-idle share as the part nothing ran beside); the low end keeps
+    WHATIF_WAIT_RESIDUAL_FRACTION of that: gc.freeze() leaves the young collections and a cheaper full one, and
+    collecting between requests moves a pause rather than removing it when the requests are back to back."""
     g = res.get("gc_pauses") or {}
     t, f = float(g.get("total_ms") or 0.0), _idle_frac(res)
-    return _remove(res, t, t * f, f"gc_pauses.total_ms {t:.3f} x GPU-idle share {f:.3f} .. total_ms", HOST_CATS,
-                   _intervals(g.get("longest"), t), key="gc")
+    return _pred(res, "remove", t * f, t * f * (1.0 - T.WHATIF_WAIT_RESIDUAL_FRACTION), t,
+                 f"gc_pauses.total_ms {t:.3f} x GPU-idle share {f:.3f}; low keeps {_RESIDUAL} (young collections stay, "
+                 "a collection between requests moves); high: total_ms", HOST_CATS, _intervals(g.get("longest"), t),
+                 key="gc")
 
 
 def _pageable(res: dict) -> dict | None:
@@ -249,12 +255,30 @@ def _rank_key(f: dict):
     return (0 if s else 1, -(s or 0.0), SEVERITY_ORDER.get(f["severity"], 9))
 
 
+def llm_terms(res: dict, saving_ms: float | None) -> dict:
+    """A saving in the units of the llm section: per request, the saving x mean request latency / e2e (the saved time
+    assumed spread evenly over the window, so each request shortens by the saved time during its life - S / N for N
+    requests served one after another); generated tokens per second over the shortened window."""
+    out = {"expected_saving_request_ms": None, "expected_tokens_per_s": None}
+    llm, e2e = res.get("llm") or {}, float(res.get("e2e_ms") or 0.0)
+    if saving_ms is None or e2e <= 0 or not llm:
+        return out
+    mean = (llm.get("request_ms") or {}).get("mean")
+    if llm.get("requests") and mean is not None:
+        out["expected_saving_request_ms"] = float(saving_ms) * float(mean) / e2e
+    gen = (llm.get("tokens") or {}).get("generated")
+    if gen and e2e - float(saving_ms) > 0:
+        out["expected_tokens_per_s"] = float(gen) / ((e2e - float(saving_ms)) / 1e3)
+    return out
+
+
 def annotate(res: dict, findings: list[dict]) -> list[dict]:
     """Each finding with its prediction (null fields when not actionable), ordered by saving, then severity."""
     for f in findings:
         p = predict(res, f) or {}
         for k in FIELDS:
             f[k] = p.get(k)
+        f.update(llm_terms(res, f["expected_saving_ms"]))
     return sorted(findings, key=_rank_key)
 
 

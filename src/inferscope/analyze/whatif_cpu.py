@@ -30,7 +30,12 @@ exceeds its categories' time nor e2e).  Every input is a measured figure of the 
 - ``cpu_run_queue`` (remove: fewer busy threads than cores).  Only when the process's own load explains it
   (torch threads + busy workers > CPUs, or another thread of the process was busy); when the cores went to
   other processes on the host the program has nothing to change: null.  Expected and high: the schedstat
-  run-queue delay; low: the part the breakdown sampled (waiting/run_queue) when smaller.
+  run-queue delay; low: keeps WHATIF_WAIT_RESIDUAL_FRACTION of it, or the part the breakdown sampled
+  (waiting/run_queue) when smaller.  The freed core's work can run slower beside the process moved off it
+  (shared caches, memory bandwidth, the host's SMT siblings under a VM's vCPUs): zoo_runqueue's loop, self-timed
+  (schedstat on-CPU), took 373-391 ms of CPU time-sliced with the busy process on its CPU and 415-462 ms with it
+  on the other vCPU (3 interleaved pairs under inferscope run, this 2-core VM, 2026-11-29), so 315-344 ms were
+  saved of a 368-375 ms run-queue delay.
 - ``cpu_underuse`` (scale up: torch threads onto the idle cores).  t torch threads, I idle cores of the
   process (``counters.process_cores``: cores x idle share), C CPUs less busy workers: n = min(C, t + I)
   threads.  Expected: ``cpu_compute x (1 - t/n)`` (the compute spread over the idle capacity, linear);
@@ -153,9 +158,10 @@ def _runq(res: dict) -> dict | None:
     if _threads_only(res):
         return _pred(res, "remove", 0.0, 0.0, rq, _OWN_OPS + f"high: the run-queue delay counters.main_runq_pct x e2e = "
                      f"{rq:.3f} (schedstat)", ("waiting",), key="runq")
-    return _pred(res, "remove", rq, min(rq, sampled), rq,
-                 f"run-queue delay counters.main_runq_pct x e2e = {rq:.3f} (schedstat); low: the sampled "
-                 f"breakdown[waiting].parts[run_queue].ms {sampled:.3f}", ("waiting",), key="runq")
+    return _pred(res, "remove", rq, min(rq * (1.0 - T.WHATIF_WAIT_RESIDUAL_FRACTION), sampled), rq,
+                 f"run-queue delay counters.main_runq_pct x e2e = {rq:.3f} (schedstat); low: keeps {_RESID} (the work "
+                 f"runs slower beside the process moved off its core), or the sampled "
+                 f"breakdown[waiting].parts[run_queue].ms {sampled:.3f} when smaller", ("waiting",), key="runq")
 
 
 def _underuse(res: dict) -> dict | None:

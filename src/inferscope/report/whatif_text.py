@@ -16,7 +16,18 @@ def fix_first(findings) -> str | None:
     if f is None:
         return None
     return (f"Fix this first: {f.title} ({f.id}) - saves ~{fmt_ms(f.expected_saving_ms)} ms "
-            f"({f.expected_saving_pct:.1f} %) [{f.saving_model}, {fmt_ms(f.saving_low_ms)}-{fmt_ms(f.saving_high_ms)} ms]")
+            f"({f.expected_saving_pct:.1f} %) [{f.saving_model}, {fmt_ms(f.saving_low_ms)}-{fmt_ms(f.saving_high_ms)} ms]"
+            + _llm_text(f))
+
+
+def _llm_text(f: Finding) -> str:
+    """The saving in the llm section's units, when the report has them."""
+    parts = []
+    if f.expected_saving_request_ms is not None:
+        parts.append(f"~{fmt_ms(f.expected_saving_request_ms)} ms per request")
+    if f.expected_tokens_per_s is not None:
+        parts.append(f"~{f.expected_tokens_per_s:,.1f} generated tokens/s")
+    return f"; {', '.join(parts)}" if parts else ""
 
 
 def headline_lines(report: Report) -> list[str]:
@@ -36,7 +47,7 @@ def saving_text(f: Finding) -> str | None:
     if f.expected_saving_ms is None:
         return None
     return (f"~{f.expected_saving_ms:,.3f} ms ({f.expected_saving_pct:.1f} % of e2e), range "
-            f"{f.saving_low_ms:,.3f}-{f.saving_high_ms:,.3f} ms, model {f.saving_model}: {f.saving_basis}")
+            f"{f.saving_low_ms:,.3f}-{f.saving_high_ms:,.3f} ms{_llm_text(f)}, model {f.saving_model}: {f.saving_basis}")
 
 
 def prediction_lines(p: dict) -> list[str]:

@@ -32,6 +32,9 @@ class Finding(_S):
     saving_model: Optional[str] = None      # remove | overlap | scale | replace
     saving_basis: Optional[str] = None      # the formula with the values it used
     saving_categories: Optional[list[str]] = None   # breakdown categories the saved time comes from
+    # with an llm section (requests or generated tokens in the window; analyze/whatif.py llm_terms)
+    expected_saving_request_ms: Num = None  # per request: saving x mean request latency / e2e
+    expected_tokens_per_s: Num = None       # generated tokens / (e2e - saving), beside llm.tokens_per_s.generated
 
 
 class WhatIf(_S):
