@@ -202,3 +202,18 @@ def test_sampled_figures_widen_their_range_by_the_sampling_error():
     # no sampling (an imported trace): the model's range alone
     res = planted(contention=blocking)
     assert pred(res, "blocking_io")["saving_low_ms"] == pytest.approx(150.0 * (1 - R))
+
+
+def test_blocking_io_high_end_adds_the_issuing_functions_cpu():
+    # the reads are issued at app.py:12 load(); load's own Python (20 ms user code on main) goes with them, another
+    # function's CPU (run, 50 ms) and load's samples on another thread do not
+    calls = [{"kind": "io", "syscall": "read", "frame": "app.py:12 load", "thread": "main (1)", "ms": 150.0}]
+    funcs = [{"function": "load", "file": "app.py:10", "class": "user_code", "thread": "main (1)", "self_ms": 20.0},
+             {"function": "run", "file": "app.py:30", "class": "user_code", "thread": "main (1)", "self_ms": 50.0},
+             {"function": "load", "file": "app.py:10", "class": "user_code", "thread": "w (2)", "self_ms": 7.0}]
+    res = planted(contention={"blocking": {"io_ms": 150.0, "waiting_ms": 400.0, "attributed_ms": 200.0, "calls": calls}},
+                  culprits={"functions": funcs})
+    p = pred(res, "blocking_io")
+    assert p["expected_saving_ms"] == pytest.approx(150.0)
+    assert p["saving_high_ms"] == pytest.approx(150.0 + 200.0 * 150.0 / 200.0 + 20.0)
+    assert p["saving_categories"] == ["waiting", "cpu_preprocessing"]
