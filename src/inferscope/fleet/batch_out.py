@@ -21,7 +21,8 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
 
 
 # a finding's predicted saving (analyze/whatif.py), one column each in findings.jsonl / findings.parquet
-SAVING_FIELDS = ("expected_saving_ms", "expected_saving_pct", "saving_low_ms", "saving_high_ms", "saving_model")
+SAVING_FIELDS = ("expected_saving_ms", "expected_saving_pct", "saving_low_ms", "saving_high_ms", "saving_model",
+                 "expected_saving_request_ms", "expected_tokens_per_s")
 
 
 def flat_summary(rows: list[dict]) -> list[dict]:
