@@ -84,7 +84,7 @@ def decode_low_mbu(res: dict, found: dict) -> dict | None:
     e = Evidence(res)
     mbu = e.cite("decode_mbu_pct", "llm.stages[decode].mbu_pct", 2)
     e.cite("bytes_per_step", "llm.stages[decode].bytes_per_step")
-    e.cite("mean_step_ms", "llm.stages[decode].mbu_step_ms")
+    e.cite("mean_step_ms", "llm.stages[decode].step_time_ms")
     gb = e.cite("peak_gbps", "llm.stages[decode].peak_gbps")
     return e.finding("decode_low_mbu", "medium" if mbu < T.DECODE_LOW_MBU_MEDIUM_PCT else "low",
                      f"Decode reads memory at {mbu:.0f}% of the peak bandwidth",

@@ -32,7 +32,7 @@ from .intervals import union
 from .launched import in_ranges, launched_gpu
 from .llm_requests import detail as _detail, requests as _requests
 from .llm_tokens import step_tokens
-from .model_config import decode_mbu, model_section
+from .model_config import decode_mbu, embedding_unread, model_section, step_times_ms
 from .phases import STAGE_RULE, phase_matcher
 from .serving import has_evidence, serving
 from .select import overlap
@@ -294,7 +294,8 @@ def llm(trace: Trace, window: Window, phase_map=None, peak_tflops=None, peak_gbp
             if not rs:
                 continue
             wall = np.array([r["wall_ms"] for r in rs])
-            done_ms = float(np.mean([max(r["wall_ms"], r["gpu_span_ms"] or 0.0) for r in rs]))   # MBU's step time
+            step_t = np.asarray(step_times_ms(rs))      # the step time MFU and MBU divide by (model_config.py)
+            busy_s = float(step_t.sum()) / 1e3
             st = {"stage": kind, "steps": len(rs), "wall_ms": float(wall.sum()),
                   "gpu_ms": float(sum(r["gpu_ms"] for r in rs)) if trace.has_gpu else None,
                   "step_ms": stats(wall, "", warnings),
@@ -302,12 +303,13 @@ def llm(trace: Trace, window: Window, phase_map=None, peak_tflops=None, peak_gbp
                   "tokens": int(sum(r["tokens"] for r in rs)) if all(isinstance(r["tokens"], int) for r in rs) else None,
                   "kv_tokens_mean": float(np.mean([r["kv_tokens"] for r in rs])) if all(isinstance(r["kv_tokens"], int) for r in rs) else None,
                   "flops": None, "achieved_tflops": None, "mfu_pct": None, "mbu_pct": None,
+                  "step_time_ms": float(step_t.mean()),
                   "peak_tflops": tf, "peak_gbps": gb, "peak_source": src,
                   "breakdown": stage_breakdown(seg, [max(r["start_ns"], window.start_ns) for r in rs],
                                                [min(r["end_ns"], window.end_ns) for r in rs])}
-            if cfg and st["tokens"] is not None and st["wall_ms"] > 0:
+            if cfg and st["tokens"] is not None and busy_s > 0:
                 st["flops"] = 2.0 * cfg["params"] * st["tokens"]
-                st["achieved_tflops"] = st["flops"] / (st["wall_ms"] / 1e3) / 1e12
+                st["achieved_tflops"] = st["flops"] / busy_s / 1e12
                 st["mfu_pct"] = 100.0 * st["achieved_tflops"] / tf if tf else None
             if m and st["tokens"] is not None and all(isinstance(r.get("batch"), int) for r in rs):
                 fl = 0.0
@@ -321,16 +323,17 @@ def llm(trace: Trace, window: Window, phase_map=None, peak_tflops=None, peak_gbp
                         okf = False
                         break
                     fl += f
-                if okf and st["wall_ms"] > 0:
+                if okf and busy_s > 0:
                     st["flops"] = fl
-                    st["achieved_tflops"] = fl / (st["wall_ms"] / 1e3) / 1e12
+                    st["achieved_tflops"] = fl / busy_s / 1e12
                     st["mfu_pct"] = 100.0 * st["achieved_tflops"] / tf if tf else None
                 kvb = kv_bytes_per_token(m)
                 if kind == "decode" and gb and kvb and st["kv_tokens_mean"] is not None and m.get("param_bytes"):
-                    st.update(decode_mbu(m["param_bytes"], kvb, st["kv_tokens_mean"], done_ms, gb)[0])
+                    st.update(decode_mbu(m["param_bytes"], kvb, st["kv_tokens_mean"], st["step_time_ms"], gb)[0])
             if cfg and kind == "decode":             # --model-config: MBU beside MFU (model_config.py: formula)
-                mb, w = decode_mbu(cfg.get("param_bytes"), kv_bytes_per_token(cfg), st["kv_tokens_mean"], done_ms, gb,
-                                   all(r["source"] != "stage" for r in rs))
+                rows = (st["tokens"] / len(rs) if st["tokens"] is not None else st["batch"])   # embedding rows a step reads
+                mb, w = decode_mbu(cfg.get("param_bytes"), kv_bytes_per_token(cfg), st["kv_tokens_mean"], st["step_time_ms"],
+                                   gb, all(r["source"] != "stage" for r in rs), embedding_unread(cfg, rows))
                 st.update(mb)
                 warnings.extend(w)
             if st["mfu_pct"] is None:

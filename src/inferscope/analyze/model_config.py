@@ -13,28 +13,38 @@ projections hidden x (2 x hidden + 2 x kv_heads x head_dim) and the MLP (3 x hid
 SiLU/GELU-gated families, ``hidden_act`` silu - else 2 x), plus the LM head unless the embeddings are tied (norms and
 biases left out).  FLOPs of a stage: 2 x params x the stage's tokens (attention over the context not counted).
 
+Step time (``step_times_ms``, the one both MFU and MBU divide by, cited as the stage's ``step_time_ms``: the mean
+over its steps): per step the longer of its range (``wall_ms``) and the span of the GPU work launched inside it
+(``gpu_span_ms``, first start to last end; both in report.json's steps table): a CUDA-graph replay runs after the
+host has left the step (the shared vLLM decode capture's range is 2.41 ms, its GPU work spans 10.74 ms: over the
+range MFU would read 4.5x too high, and MBU 192 % of the MI300X's peak).  Work queued behind earlier steps is not
+counted as the step's.  Achieved TFLOP/s = FLOPs / (steps x step_time_ms).
+
 MBU of a decode stage (``decode_mbu``; decode is memory-bound, so beside MFU this is the number to read): the bytes a
 decode step must read over the mean step time over the device's peak memory bandwidth (analyze/device_peaks.py:
 --peak-gbps, else the device's thresholds.DEVICE_PEAKS row; the live generate() path computes its MBU with the same
 function):
 
-    bytes per step = params x dtype bytes  +  2 x layers x kv_heads x head_dim x dtype bytes x KV tokens
-    MBU % = 100 x bytes per step / (mean step ms / 1e3) / (peak GB/s x 1e9)
+    bytes per step = params x dtype bytes  -  input-embedding bytes not read  +  2 x layers x kv_heads x head_dim x
+                     dtype bytes x KV tokens
+    MBU % = 100 x bytes per step / (step_time_ms / 1e3) / (peak GB/s x 1e9)
 
-A step's time: the longer of its range (``wall_ms``) and the span of the GPU work launched inside it (``gpu_span_ms``,
-first start to last end; both in report.json's steps table): a CUDA-graph replay runs after the host has left the
-step (the shared vLLM decode capture's range is 2.4 ms, its GPU work spans 10.7 ms: its wall time would read 192 % of
-the MI300X's peak).  Work queued behind earlier steps is not counted as the step's.  MFU keeps the wall time.
+Input embedding (``embedding_unread``): a decode step gathers only its batch's rows of the table, so with untied
+embeddings (``tie_word_embeddings`` false, as the parameter count assumes when absent) the table's bytes (vocab x
+hidden x dtype bytes) less the rows read (the step's tokens - the stage's tokens / steps, else its batch - x hidden x
+dtype bytes) are subtracted; the LM head is read whole.  Tied embeddings are one table, read whole as the LM head:
+nothing is subtracted.  Without vocab and hidden the table is counted in full (said in ``mbu_basis``); without the
+step's tokens the whole table is left out and the MBU is a lower bound.  The live generate() path records no tie, so
+its table is counted in full.
 
 KV tokens: the step's context length summed over its batch (context x batch), the mean over the stage's steps, as
-the trace names it (vLLM/SGLang ``execute_..`` ranges: the ``sk`` counts).  Assumptions: every weight is read once
-per step whatever the batch (the input embedding table is counted in full, though a step gathers only its batch's
-rows: an over-count of at most vocab x hidden x dtype bytes; an MoE model reads only its active experts), the whole
-KV cache of the batch is read once per step at the weights' dtype, activations and logits are left out.  Where the
-trace names no context length (``<name>_Stage`` / ``step[DECODE bs=N]`` ranges), or the KV dimensions are unknown, the
-KV part is left out and the number is labelled a lower bound (``mbu_lower_bound``, with the reason in ``mbu_basis``
-and a warning); a ``<name>_Stage`` range is counted as one weight read though it may hold several forward passes,
-a lower bound too.  No dtype: bytes per parameter unknown, MBU null with a warning.
+the trace names it (vLLM/SGLang ``execute_..`` ranges: the ``sk`` counts).  Assumptions: every other weight is read
+once per step whatever the batch (an MoE model reads only its active experts), the whole KV cache of the batch is
+read once per step at the weights' dtype, activations and logits are left out.  Where the trace names no context
+length (``<name>_Stage`` / ``step[DECODE bs=N]`` ranges), or the KV dimensions are unknown, the KV part is left out
+and the number is labelled a lower bound (``mbu_lower_bound``, with the reason in ``mbu_basis`` and a warning); a
+``<name>_Stage`` range is counted as one weight read though it may hold several forward passes, a lower bound too.
+No dtype: bytes per parameter unknown, MBU null with a warning.
 """
 from __future__ import annotations
 
@@ -115,6 +125,7 @@ def load(path: str) -> dict:
     arch = d.get("architectures")
     m["name"] = (_text(d.get("name")) or (_text(arch[0]) if isinstance(arch, list) and arch else None)
                  or m["model_type"] or _text(Path(path).name))
+    tied = m["tied_embeddings"] = bool(d.get("tie_word_embeddings", False))
     if d.get("params") is not None:
         m["params"] = _pos(path, "params", d["params"])
         m["params_basis"] = "params from the file"
@@ -125,7 +136,6 @@ def load(path: str) -> dict:
         gated = (str(d.get("hidden_act", "")).lower() in ("silu", "swiglu")
                  or any((m["model_type"] or "").lower().startswith(g) for g in _GATED))
         per_layer = h * (2 * h + 2 * kv) + (3 if gated else 2) * h * inter
-        tied = bool(d.get("tie_word_embeddings", False))
         m["params"] = V * h * (1 if tied else 2) + L * per_layer
         m["params_basis"] = (f"counted from the dimensions: embedding{'' if tied else ' + LM head'} + {L} layers x "
                              f"(attention + {'gated ' if gated else ''}MLP); norms and biases left out")
@@ -159,28 +169,60 @@ def model_section(m: dict) -> dict:
             "source": "config"}
 
 
+def step_times_ms(steps: list[dict]) -> list[float]:
+    """Each step's time, the one MFU and MBU both divide by: the longer of its range (``wall_ms``) and the span of the
+    GPU work launched inside it (``gpu_span_ms``; null without GPU: the range)."""
+    return [max(r["wall_ms"], r["gpu_span_ms"] or 0.0) for r in steps]
+
+
+def embedding_unread(m: dict, rows_per_step: float | None) -> dict:
+    """The input-embedding bytes a decode step does not read (the module docstring has the rule): ``bytes`` to
+    subtract from the weights, ``note`` for the basis, ``gap`` (a lower-bound reason) when the rows read are unknown."""
+    V, h, e = m.get("vocab"), m.get("hidden"), m.get("elem_bytes")
+    if m.get("tied_embeddings"):
+        return {"bytes": 0.0, "note": "input embedding tied to the LM head: read whole", "gap": None}
+    if not (V and h and e) or V * h >= m["params"]:
+        return {"bytes": 0.0, "note": "the input embedding table counted in full (vocab or hidden unknown)", "gap": None}
+    table = V * h * e
+    if rows_per_step is None:
+        return {"bytes": float(table), "note": f"input embedding table {table:,} B left out",
+                "gap": "the embedding rows a step reads are unknown (the whole table left out)"}
+    rows = min(float(rows_per_step), float(V))
+    unread = table - rows * h * e
+    return {"bytes": unread, "note": f"input embedding rows not read {unread:,.0f} B ({V:,} - {rows:,.6g} rows x {h:,} x "
+                                     f"{e} B; the untied LM head read whole)", "gap": None}
+
+
 def decode_mbu(weight_bytes: int | None, kv_bytes_per_token: int | None, kv_tokens_mean: float | None,
-               step_ms_mean: float, peak_gbps: float | None, one_forward_per_step: bool = True) -> tuple[dict, list[str]]:
-    """A decode stage's MBU fields (``bytes_per_step``, ``mbu_pct``, ``mbu_step_ms``, ``mbu_lower_bound``,
-    ``mbu_basis``; the module docstring has the formula) and the warnings to give: why it is null, or why it is a
-    lower bound."""
-    out: dict = {"bytes_per_step": None, "mbu_pct": None, "mbu_step_ms": None, "mbu_lower_bound": None, "mbu_basis": None}
+               step_ms_mean: float, peak_gbps: float | None, one_forward_per_step: bool = True,
+               embedding: dict | None = None) -> tuple[dict, list[str]]:
+    """A decode stage's MBU fields (``bytes_per_step``, ``mbu_pct``, ``mbu_lower_bound``, ``mbu_basis``; the module
+    docstring has the formula) and the warnings to give: why it is null, or why it is a lower bound.  ``step_ms_mean``
+    is the stage's ``step_time_ms`` (``step_times_ms``' mean); ``embedding`` is ``embedding_unread``'s answer (None:
+    the table counted in full, the live path)."""
+    out: dict = {"bytes_per_step": None, "mbu_pct": None, "mbu_lower_bound": None, "mbu_basis": None}
     if not weight_bytes:
         return out, ["decode MBU is null: bytes per parameter unknown (give dtype or torch_dtype in --model-config)"]
     kv = kv_bytes_per_token * kv_tokens_mean if (kv_bytes_per_token and kv_tokens_mean is not None) else None
-    need = weight_bytes + (kv or 0.0)
+    skip = embedding["bytes"] if embedding else 0.0
+    need = weight_bytes - skip + (kv or 0.0)
     gaps = []
     if kv is None:
         gaps.append("the KV-cache read is left out: " + (
             "the steps do not name their context length" if kv_tokens_mean is None
             else "the KV dimensions are unknown (layers, kv_heads, head_dim)"))
+    if embedding and embedding["gap"]:
+        gaps.append(embedding["gap"])
     if not one_forward_per_step:
         gaps.append("each stage range counts one weight read, though it may hold several forward passes")
-    basis = (f"(weights {weight_bytes:,} B" + (f" + KV cache {kv_bytes_per_token:,} B/token x {kv_tokens_mean:,.1f} "
-                                             "tokens (context x batch)" if kv is not None else "")
+    emb = ""
+    if embedding:
+        emb = f" - {embedding['note']}" if skip else f" ({embedding['note']})"
+    basis = (f"(weights {weight_bytes:,} B{emb}" + (f" + KV cache {kv_bytes_per_token:,} B/token x {kv_tokens_mean:,.1f} "
+                                                   "tokens (context x batch)" if kv is not None else "")
              + f") per step / mean step {step_ms_mean:.6g} ms (the longer of its range and its GPU work's span)"
              + (f" / peak {peak_gbps:g} GB/s" if peak_gbps else ""))
-    out.update(bytes_per_step=float(need), mbu_step_ms=float(step_ms_mean), mbu_lower_bound=bool(gaps),
+    out.update(bytes_per_step=float(need), mbu_lower_bound=bool(gaps),
                mbu_basis=basis + ("; a lower bound: " + "; ".join(gaps) if gaps else ""))
     warnings = [f"decode MBU is a lower bound: {'; '.join(gaps)}"] if gaps else []
     if not peak_gbps or step_ms_mean <= 0:
@@ -188,4 +230,3 @@ def decode_mbu(weight_bytes: int | None, kv_bytes_per_token: int | None, kv_toke
                      if not peak_gbps else "decode MBU is null: no step time"]
     out["mbu_pct"] = 100.0 * need / (step_ms_mean / 1e3) / (peak_gbps * 1e9)
     return out, warnings
-

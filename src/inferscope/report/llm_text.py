@@ -63,6 +63,11 @@ def llm_lines(report: Report) -> tuple[list[str], list[list], list[list], list[s
             if st.mbu_basis:
                 lines.append(f"{st.stage.capitalize()} MBU = {st.mbu_basis}.")
             sm = st.step_ms
+            if (st.mfu_pct is not None or st.mbu_pct is not None) and st.step_time_ms is not None and sm.mean is not None \
+                    and st.step_time_ms > sm.mean:
+                lines.append(f"{st.stage.capitalize()} MFU and MBU divide by a mean step of {_n(st.step_time_ms)} ms, not "
+                             f"the ranges' {_n(sm.mean)} ms: the GPU work launched in a step outlasts its range "
+                             "(per step the longer of the two).")
             mbu = _n(st.mbu_pct, 2)
             stages.append([st.stage, st.steps, _n(st.batch), _n(st.tokens), _n(st.wall_ms), _n(st.gpu_ms),
                            _n(sm.mean), _n(sm.p50), _n(st.mfu_pct, 2),

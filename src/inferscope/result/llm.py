@@ -98,15 +98,15 @@ class LlmStage(_S):
     tokens: Optional[int]
     kv_tokens_mean: Num
     flops: Num                   # analytical (model section) over the stage's steps
-    achieved_tflops: Num         # flops / stage wall time / 1e12
+    achieved_tflops: Num         # flops / (steps x step_time_ms) / 1e12
     mfu_pct: Num                 # achieved_tflops / peak_tflops * 100
-    mbu_pct: Num                 # decode: bytes_per_step / mbu_step_ms / peak bandwidth (model_config.decode_mbu)
+    mbu_pct: Num                 # decode: bytes_per_step / step_time_ms / peak bandwidth (model_config.decode_mbu)
     peak_tflops: Num
     peak_gbps: Num
     peak_source: Optional[str]
     breakdown: list[StageCategory] = []   # what the stage's time goes to (the breakdown rule, inside its steps)
-    bytes_per_step: Num = None           # decode: weights + KV cache read per step (model_config.decode_mbu)
-    mbu_step_ms: Num = None              # decode: the mean step time MBU divides by (longer of wall_ms, gpu_span_ms)
+    bytes_per_step: Num = None           # decode: weights (embedding rows not read left out) + KV cache read per step
+    step_time_ms: Num = None             # mean step time MFU and MBU divide by: per step max(wall_ms, gpu_span_ms)
     mbu_lower_bound: Optional[bool] = None   # decode: true when bytes_per_step leaves a part out (see mbu_basis)
     mbu_basis: Optional[str] = None      # decode: the MBU formula with its numbers, and what a lower bound leaves out
 
