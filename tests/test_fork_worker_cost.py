@@ -1,7 +1,7 @@
 """The cost of following short-lived forked workers (collect/bootstrap.py, session_trace.finalize_journal).
 
 A followed child ends by writing its journal (marshal, no numpy), renamed ``<trace>.child.<pid>.iscope.final``,
-which the parent builds into a trace (run_command._merge_children).  Before, every worker built and saved its own
+which the parent builds into a trace (run_report._merge_children).  Before, every worker built and saved its own
 trace at exit: ~100 ms of CPU importing numpy and the trace builder, in each of a Pool's workers (64 of them:
 ~10 s under `inferscope run` against ~0.8 s without).
 

@@ -15,7 +15,8 @@ Rules (exact):
   statistics (``proc.page_faults_per_s``);
 - ``gpu.clock_event_reasons`` is a bitmask (NVML ``nvmlClocksEventReasons``): each sample holds
   until the next one (the last one for the median sample interval), clipped to the window; a
-  reason's share is the held time with its bit set / the window;
+  reason's share is the held time with its bit set / the window (counters_throttle.py);
+- the slowest 5 % of steps vs the rest: each counter's value at the steps' midpoints (counters_slow.py);
 - GPU memory headroom = the device's total memory (trace meta) - the peak of ``gpu.mem_used_bytes`` (NVML), or
   without it of ``gpu.mem_reserved_bytes`` (torch's caching-allocator pool, from a Kineto trace's memory events).
 """
@@ -25,29 +26,16 @@ import re
 
 import numpy as np
 
-from .. import thresholds as T
 from ..trace.kinds import SpanKind, TrackKind
 from ..trace.model import Trace, codes_in
+from .counters_slow import slow_steps
+from .counters_throttle import REASONS_METRIC, gpu_throttle
 from .intervals import active_at, union
-from .select import inside, overlap, starts_inside
+from .select import overlap, starts_inside
 from .window import Window
-from .llm import _steps
 
 CUMULATIVE = {"proc.page_faults": "proc.page_faults_per_s", "proc.ctx_switches": "proc.ctx_switches_per_s",
               "proc.invol_ctx_switches": "proc.invol_ctx_switches_per_s"}
-REASONS_METRIC = "gpu.clock_event_reasons"
-# NVML clocks-event reason bits (nvml.h, nvmlClocksEventReason*; formerly ClocksThrottleReason*).
-# 0x1 (GPU idle) and 0x2 (application clocks setting) and 0x100 (display clock setting) are not
-# slowdowns of a busy GPU and are not counted as throttling.
-THROTTLE_BITS = {
-    0x4: "sw_power_cap",
-    0x8: "hw_slowdown",
-    0x10: "sync_boost",
-    0x20: "sw_thermal_slowdown",
-    0x40: "hw_thermal_slowdown",
-    0x80: "hw_power_brake_slowdown",
-}
-THROTTLE_MASK = sum(THROTTLE_BITS)
 # the counters shown per step / range (the rest are in the window table)
 RANGE_METRICS = ("gpu.util_pct", "gpu.sm_clock_mhz", "gpu.power_w", "gpu.temp_c", "gpu.mem_used_bytes", "cpu.util_pct",
                  "proc.cpu_pct", "proc.rss_bytes")
@@ -64,15 +52,6 @@ def unit_of(metric: str) -> str:
 
 def _stats(v: np.ndarray) -> dict:
     return {"min": float(v.min()), "mean": float(v.mean()), "p95": float(np.percentile(v, 95)), "max": float(v.max())}
-
-
-def _held_durations(ts: np.ndarray, lo: int, hi: int) -> np.ndarray:
-    """Time each sample holds inside [lo, hi): until the next sample; the last for the median interval."""
-    if len(ts) == 0:
-        return np.zeros(0, np.int64)
-    step = int(np.median(np.diff(ts))) if len(ts) > 1 else 0
-    ends = np.concatenate((ts[1:], [ts[-1] + step]))
-    return np.maximum(0, np.minimum(ends, hi) - np.maximum(ts, lo))
 
 
 MAX_CPU_ID = 1 << 16   # a cpulist id beyond any Linux build (NR_CPUS <= 8192): the list is not one
@@ -194,9 +173,9 @@ def counters(trace: Trace, window: Window, max_ranges: int = 8) -> dict | None:
         process_cores = {"cores": len(core_table), "basis": "process CPU affinity at collection" if allowed is not None
                          else "affinity not recorded: every core", "mean_util_pct": float(means.mean()),
                          "max_core_mean_util_pct": float(means.max())}
-    throttle = _throttle(full, lo, hi, win_ns)
+    throttle = gpu_throttle(full, lo, hi, win_ns)
     by_range = _by_range(trace, window, per_track, max_ranges)
-    slow = _slow_steps(trace, window, full)
+    slow = slow_steps(trace, window, full, CUMULATIVE)
     tables = {}
     if series:
         tables["counters"] = {"columns": ["metric", "device", "unit", "samples", "min", "mean", "p95", "max"],
@@ -222,131 +201,6 @@ def counters(trace: Trace, window: Window, max_ranges: int = 8) -> dict | None:
 
 def _mean(row: dict | None) -> float | None:
     return row["mean"] if row else None
-
-
-def _throttle(per_track: dict, lo: int, hi: int, win_ns: int) -> list[dict]:
-    """``per_track``: every sample (a sample before the window holds into it).  Per GPU: NVML clock-event reasons (share of the window with a slowdown bit set) and SM clock drops
-    (share of the window with the SM clock below CLOCK_DROP_FRACTION x its max in the window)."""
-    reasons_by_dev = {dev: (ts, v) for metric, dev, ts, v in per_track.values() if metric == REASONS_METRIC and len(ts)}
-    clocks = {dev: (ts, v) for metric, dev, ts, v in per_track.values() if metric == "gpu.sm_clock_mhz" and len(ts)}
-    out = []
-    for dev in sorted(set(reasons_by_dev) | set(clocks)):
-        row = {"device": dev, "samples": 0, "covered_pct": 0.0, "affected_pct": 0.0, "affected_samples": 0, "reasons": [],
-               "sm_clock_mhz_throttled": None, "sm_clock_mhz_other": None, "sm_clock_mhz_max": None,
-               "clock_drop_pct": None, "intervals": []}
-        thr = None
-        if dev in reasons_by_dev:
-            ts, v = reasons_by_dev[dev]
-            held = _held_durations(ts, lo, hi)
-            used = held > 0
-            ts, v, held = ts[used], v[used], held[used]
-            bits = v.astype(np.int64)
-            thr = (bits & THROTTLE_MASK) != 0
-            reasons = []
-            for bit, name in THROTTLE_BITS.items():
-                on = (bits & bit) != 0
-                if on.any():
-                    reasons.append({"reason": name, "bit": bit, "samples": int(on.sum()),
-                                    "window_pct": 100.0 * float(held[on].sum()) / win_ns})
-            reasons.sort(key=lambda r: -r["window_pct"])
-            row.update(samples=int(len(ts)), covered_pct=100.0 * float(held.sum()) / win_ns,
-                       affected_pct=100.0 * float(held[thr].sum()) / win_ns, affected_samples=int(thr.sum()), reasons=reasons)
-            if thr.any():
-                us, ue = union(np.maximum(ts[thr], lo), np.maximum(ts[thr], lo) + held[thr])
-                row["intervals"] = [[int(a), int(b)] for a, b in zip(us[:200].tolist(), ue[:200].tolist())]
-        if dev in clocks:
-            cts, cv = clocks[dev]
-            held_c = _held_durations(cts, lo, hi)
-            used = held_c > 0
-            cts, cv, held_c = cts[used], cv[used], held_c[used]
-        if dev in clocks and len(cts):
-            cmax = float(cv.max())
-            row["sm_clock_mhz_max"] = cmax
-            if cmax > 0:
-                row["clock_drop_pct"] = 100.0 * float(held_c[cv < T.CLOCK_DROP_FRACTION * cmax].sum()) / win_ns
-            if thr is not None and thr.any():
-                # the reason sample in force at each clock sample (the last one at or before it)
-                k = np.searchsorted(ts, cts, side="right") - 1
-                th = np.zeros(len(cts), bool)
-                th[k >= 0] = thr[k[k >= 0]]
-                if th.any():
-                    row["sm_clock_mhz_throttled"] = float(cv[th].mean())
-                if (~th).any():
-                    row["sm_clock_mhz_other"] = float(cv[~th].mean())
-        out.append(row)
-    return out
-
-
-SLOW_METRICS = ("gpu.sm_clock_mhz", "gpu.power_w", "gpu.temp_c", "gpu.util_pct", "cpu.util_pct", "proc.cpu_pct",
-                "proc.page_faults", "proc.ctx_switches")
-
-
-def _llm_steps_of_one_kind(trace: Trace, window: Window, inw: np.ndarray) -> tuple[np.ndarray, str]:
-    """Generation steps (analyze/llm.py: live hf.forward, vLLM/SGLang steps) of the most frequent kind
-    (decode, as a rule): a prefill is slower than a decode step by design, so only like is compared with like."""
-    rows = [r for r in _steps(trace, window, None) if inw[r["i"]]]
-    if not rows:
-        return np.zeros(0, dtype=np.int64), ""
-    kinds: dict[str, list] = {}
-    for r in rows:
-        kinds.setdefault(r["kind"], []).append(r)
-    kind, rs = max(kinds.items(), key=lambda kv: len(kv[1]))
-    names = sorted({r["name"] for r in rs})
-    label = names[0] if len(names) == 1 else "generation steps"
-    return np.asarray(sorted(r["i"] for r in rs), dtype=np.int64), f"{kind} steps ({label[:60]})"
-
-
-def _slow_steps(trace: Trace, window: Window, full: dict) -> dict | None:
-    """The slowest 5 % of steps vs the rest: each counter's value in force at each step's midpoint
-    (the last sample at or before it; cumulative counters as the rate over the surrounding interval).
-    Steps: ProfilerStep ranges, else generation steps of one kind (decode with decode), else the most
-    frequent range name."""
-    s = trace.spans
-    inw = inside(s.start_ns, s.end_ns, window) & (s.end_ns > s.start_ns)
-    idx = np.flatnonzero(inw & (s.kind == int(SpanKind.STEP)))
-    source = "steps"
-    if len(idx) < T.SLOW_STEPS_MIN_STEPS:
-        idx, source = _llm_steps_of_one_kind(trace, window, inw)
-    if len(idx) < T.SLOW_STEPS_MIN_STEPS:
-        ann = np.flatnonzero(inw & (s.kind == int(SpanKind.ANNOTATION)))
-        if not len(ann):
-            return None
-        u, inv, cnt = np.unique(s.name[ann], return_inverse=True, return_counts=True)
-        j = int(np.argmax(cnt))
-        if cnt[j] < T.SLOW_STEPS_MIN_STEPS:
-            return None
-        idx = ann[inv == j]
-        source = trace.strings[int(u[j])]
-    dur = (s.end_ns[idx] - s.start_ns[idx]).astype(np.float64)
-    mid = (s.start_ns[idx] + s.end_ns[idx]) // 2
-    n_slow = max(1, int(round(len(idx) * T.SLOW_STEPS_FRACTION)))
-    order = np.argsort(-dur, kind="stable")
-    slow = np.zeros(len(idx), bool)
-    slow[order[:n_slow]] = True
-    rows = []
-    for metric, dev, ts, v in full.values():
-        if metric not in SLOW_METRICS or len(ts) < 2:
-            continue
-        if metric in CUMULATIVE:
-            dt = np.diff(ts) / 1e9
-            with np.errstate(divide="ignore", invalid="ignore"):
-                v = np.where(dt > 0, np.diff(v) / dt, np.nan)
-            ts = ts[:-1]                                   # the rate from this sample to the next one
-            metric = CUMULATIVE[metric]
-        k = np.searchsorted(ts, mid, side="right") - 1
-        ok = (k >= 0) & (mid <= ts[-1] + (ts[-1] - ts[0]) / max(1, len(ts) - 1) * 2)
-        val = np.full(len(idx), np.nan)
-        val[ok] = v[k[ok]]
-        a, b = val[slow & np.isfinite(val)], val[~slow & np.isfinite(val)]
-        if not len(a) or not len(b):
-            continue
-        sm, rm = float(a.mean()), float(b.mean())
-        rows.append({"metric": metric, "device": dev, "slow_mean": sm, "rest_mean": rm,
-                     "diff_pct": 100.0 * (sm - rm) / abs(rm) if rm else None})
-    rows.sort(key=lambda r: -abs(r["diff_pct"] or 0.0))
-    return {"source": source, "steps": int(len(idx)), "slow_count": n_slow,
-            "slow_mean_ms": float(dur[slow].mean()) / 1e6, "rest_mean_ms": float(dur[~slow].mean()) / 1e6 if (~slow).any() else None,
-            "metrics": rows}
 
 
 def _by_range(trace: Trace, window: Window, per_track: dict, max_ranges: int) -> dict:

@@ -26,7 +26,7 @@ from typing import Callable
 from .. import thresholds as T
 from ..wording import kernel_capture_only, partial_trace  # noqa: F401  (re-exported: tests and callers read them here)
 
-from .blocking import blocking_io, lock_wait
+from .diagnosis_blocking import blocking_io, lock_wait
 from .gc_pauses import python_gc
 from .diagnosis_cpu import cpu_oversubscription, cpu_underuse
 from .diagnosis_gpu import (dominant_kernel, gpu_communication, gpu_compute_bound, gpu_idle, launch_storm,

@@ -2,7 +2,8 @@
 from cited values by a stated formula (``Evidence``), plus the accessors the finding rules share
 (breakdown rows, culprits by category, severity, configured alert levels).  The rules are in
 diagnosis_gpu.py, diagnosis_gpu_counters.py, diagnosis_gpu_efficiency.py, diagnosis_host.py,
-diagnosis_serving.py and diagnosis_cpu.py; diagnosis.py runs them and decides the verdict.
+diagnosis_serving.py, diagnosis_cpu.py and diagnosis_blocking.py; diagnosis.py runs them and decides
+the verdict.
 """
 from __future__ import annotations
 

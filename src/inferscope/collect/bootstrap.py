@@ -290,7 +290,7 @@ def _start_child(out: str, forked: bool = False, cfg=None) -> None:
         if cfg.log_level not in ("debug",):
             log.set_level("error")    # the main session says what the children would (CPU-only mode ...)
         path = child_trace_path(out, os.getpid())
-        with open(path + ".started", "w"):     # the parent waits for this child's trace (run_command.py)
+        with open(path + ".started", "w"):     # the parent waits for this child's trace (run_report.py)
             pass
         s = S.Session(cfg, trace_out=path, mode="child")
         S.set_current(s)
