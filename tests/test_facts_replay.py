@@ -254,7 +254,8 @@ def test_replay_trace_keeps_everything_but_the_recorded_threads_runs(tmp_path):
                                     True, False, None], ["X"]]]]})
     out, n = replay_trace(t)
     assert n == {"threads": 1, "runs_recorded": 1, "runs_replayed": 1,
-                 "rules_ms": {"split_interval": {"cpu_compute": 10.0}}, "drains": 0, "divergent_drains": 0}
+                 "rules_ms": {"split_interval": {"cpu_compute": 10.0}}, "drains": 0, "divergent_drains": 0,
+                 "counter_samples_recorded": 0, "counter_samples_replayed": 0}
     names = sorted((int(out.tracks.tid[out.spans.track[i]]), out.name_of(i)) for i in range(len(out.spans)))
     assert names == [(3, "aten::mm"), (3, "cpu_compute"), (4, "aten::add"), (4, "user_code")]
     assert len(out.flows) == 1 and out.name_of(int(out.flows.src[0])) == "aten::mm"

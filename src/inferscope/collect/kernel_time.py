@@ -20,7 +20,8 @@ give it the thread's previous verdict.  This module measures it, cheaply, for th
 
 The classification rules and their rationale are in thresholds.py (KERNEL_*); ``kernel_class``
 applies them.  Faults and the kernel time so placed are counted by ``Totals`` and recorded as
-cumulative counters (``proc.kernel_fault_cpu_s``, ``proc.kernel_faults``, ``proc.kernel_io_cpu_s``).
+cumulative counters (``proc.kernel_fault_cpu_s``, ``proc.kernel_faults``, ``proc.kernel_io_cpu_s``; with the native
+tokenizer's CPU time, ``RULE_COUNTERS``: the counters the rules' decisions make, re-derived by a replay).
 """
 from __future__ import annotations
 
@@ -264,6 +265,11 @@ def kernel_class(faults: int, blocked: bool, native: bool, fallback: str, comput
     return None
 
 
+# The counters the rules write while deciding (Totals.flush, in this order): products of the rules, not measurements -
+# a replay of recorded facts re-derives exactly these from its own decisions (collect/replay_counters.py)
+RULE_COUNTERS = (NATIVE_TOKENIZER_METRIC, "proc.kernel_fault_cpu_s", "proc.kernel_faults", "proc.kernel_io_cpu_s")
+
+
 class Totals:
     """Cumulative kernel time placed by the rules, per kind, and the faults of those intervals; and the CPU time the
     rules laid as a native tokenizer's (its IP samples' share: the Rust/C++ encode, not the Python around it - what
@@ -288,14 +294,24 @@ class Totals:
             self.io_ns += ns
         self.dirty = True
 
+    def merge(self, o: "Totals") -> None:
+        """Add ``o``'s totals and its not-yet-flushed marks (a replay sums its drains' Totals in time order)."""
+        self.fault_ns += o.fault_ns
+        self.faults += o.faults
+        self.io_ns += o.io_ns
+        self.tok_ns += o.tok_ns
+        self.dirty = self.dirty or o.dirty
+        self.tok_dirty = self.tok_dirty or o.tok_dirty
+
     def flush(self, append, ts: int) -> None:
-        """Counter samples (cumulative) when something was added since the last flush."""
+        """Counter samples (cumulative, ``RULE_COUNTERS``) when something was added since the last flush."""
+        tok, fault, faults, io = RULE_COUNTERS
         if self.tok_dirty:
             self.tok_dirty = False
-            append((1, NATIVE_TOKENIZER_METRIC, -1, ts, self.tok_ns / 1e9))
+            append((1, tok, -1, ts, self.tok_ns / 1e9))
         if not self.dirty:
             return
         self.dirty = False
-        append((1, "proc.kernel_fault_cpu_s", -1, ts, self.fault_ns / 1e9))
-        append((1, "proc.kernel_faults", -1, ts, float(self.faults)))
-        append((1, "proc.kernel_io_cpu_s", -1, ts, self.io_ns / 1e9))
+        append((1, fault, -1, ts, self.fault_ns / 1e9))
+        append((1, faults, -1, ts, float(self.faults)))
+        append((1, io, -1, ts, self.io_ns / 1e9))

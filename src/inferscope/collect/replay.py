@@ -19,6 +19,7 @@ from . import kernel_time as K
 from . import rules as R
 from . import thread_state as TS
 from . import classify as C
+from . import replay_counters as RC
 from .facts import OBS_FIELDS, STATE_FIELDS, decode
 from .layout import Tick, owed_run_queue
 from .sampler import Sampler
@@ -73,6 +74,7 @@ class _Replayer:
         self.rule_ns = None      # {(rule, class): ns} when the rules' tally is asked for
         self.tick_rule = None    # the tick rule (tick_rules.py) laying a run at once now, tallied by _apply
         self.drains = self.divergent = 0   # perf drains replayed from ticks' observations; those whose ticks differ
+        self.totals = None       # [(prev_t, t, where, fallback, Totals)] of each drain that added (replay_counters.py)
 
     def _native_role(self):
         return self.role
@@ -132,19 +134,37 @@ def _observed(r: _Replayer, st, ev: list) -> None:
         r.tick_rule = None
 
 
+def _drained(r: _Replayer, pend: list, when: list, where: int) -> None:
+    """The kernel totals one drain added (decide's ``s.kernel_totals``), with where it sits in the log: its flush
+    time (replay_counters.flush_time)."""
+    k = r.kernel_totals
+    last = max((int(e.t) for e in pend), default=when[1])
+    if where is None:            # (version 1: no observations - the drains' own ticks place them)
+        when[0], when[1], where = when[1], last, RC.TICK
+    if r.totals is not None and (k.dirty or k.tok_dirty):
+        r.totals.append((when[0], when[1], where, max(last, when[1]), k))
+    r.kernel_totals = K.Totals()
+
+
 def _thread(r: _Replayer, tid: int, events: list, ticks_observed: bool) -> None:
     """Replay one thread's log.  ``ticks_observed`` (version 2): the pending ticks come from the ticks' own rules on
     their observations ("B"), and each drain's recorded ticks check them; else (version 1) the recorded ticks are
     the input."""
     st = TS._ThreadState(int(tid), None, 0, 0)
-    for ev in events:
+    last_b = max((i for i, ev in enumerate(events) if isinstance(ev, list) and ev[:1] == ["B"]), default=-1)
+    when = [-1, -1]          # the thread's previous and last observed tick times (its drains' flush times)
+    ended = False            # its end laid its last ticks ("F")
+    for i, ev in enumerate(events):
         op = ev[0]
         if op == "B":
             _observed(r, st, ev)
+            when = [int(ev[2]), int(ev[1])]      # (OBS_FIELDS: t, prev_t)
+            ended = False
         elif op == "P":
             owed_run_queue(st.pending, int(ev[1]))
         elif op == "F":
             st.pending = _ticks(ev[1])
+            ended = True
         elif op == "R":
             _, ticks, samples, sigobs, role, perf, clk, kst = ev
             r.role = _c(role)
@@ -159,6 +179,8 @@ def _thread(r: _Replayer, tid: int, events: list, ticks_observed: bool) -> None:
             else:
                 pend = _ticks(ticks)
             R.decide(r, st, pend, [(int(t), int(k)) for t, k in samples])
+            _drained(r, pend, when, None if not ticks_observed else RC.END if ended else
+                     RC.TICK if i < last_b else RC.TAIL)
         elif ticks_observed and op in ("T", "K"):
             pass             # (laid by the tick's rules on its observation: "B")
         elif op == "T":
@@ -183,18 +205,21 @@ def _thread(r: _Replayer, tid: int, events: list, ticks_observed: bool) -> None:
             raise ValueError(f"unknown event {str(op)[:20]!r}")
 
 
-def replay_runs(facts: dict, where: str = "facts", rule_ns: dict | None = None, stats: dict | None = None) -> list:
+def replay_runs(facts: dict, where: str = "facts", rule_ns: dict | None = None, stats: dict | None = None,
+                totals: list | None = None) -> list:
     """The runs [(0, CPU_SAMPLE, tid, start_ns, end_ns, class, function, "sample", ticks)] the current rules give on
     the recorded facts (a dict from facts.decode); ``rule_ns``: a dict that receives {(rule, class): ns} - the time
     each rule laid (rules.put; the tick's own rules for the ticks decided at once - tick_class / tick_keep in a
     version-1 log); ``stats``: a dict that receives
     the drains replayed from the ticks' observations and how many of them found other pending ticks than the live
-    sampler's (0 with unchanged rules)."""
+    sampler's (0 with unchanged rules); ``totals``: a list that receives each replayed drain's kernel_time.Totals
+    with where it sits in its thread's log (replay_counters.counter_samples makes the counters of them)."""
     if facts.get("truncated"):
         raise InputError(f"{where}: the recorded facts stop part-way (over thresholds.FACTS_MAX_ITEMS): "
                          "they cannot be replayed")
     r = _Replayer(int(facts["interval_ns"]))
     r.rule_ns = rule_ns
+    r.totals = totals
     observed = facts["version"] >= 2
     # the perf period the samples stand for (INFERSCOPE_PERF_PERIOD_US in the recorded run)
     saved = TS.PERF_PERIOD_NS        # (read by the rules at each use: collect/rules.py)
@@ -224,7 +249,8 @@ def replay_trace(trace, where: str = "trace"):
     facts = decode(trace.facts, where)
     tally: dict = {}
     stats: dict = {}
-    rows = replay_runs(facts, where, tally, stats)
+    drains: list = []
+    rows = replay_runs(facts, where, tally, stats, drains)
     pid = facts["pid"]
     tk, tr = trace.tracks, trace.spans
     tids = {int(t) for t, _ in facts["threads"]}
@@ -255,16 +281,30 @@ def replay_trace(trace, where: str = "trace"):
         fl = trace.flows
         ok = keep[fl.src] & keep[fl.dst]
         b.add_flows(new_index[fl.src[ok]], new_index[fl.dst[ok]], fl.kind[ok])
+    # the counters the rules made (kernel_time.RULE_COUNTERS): the replay's own; the others stay as recorded
     c = trace.counters
+    rc_on = RC.rule_tracks(trace, pid)
     if len(c):
-        b.add_counters(c.track, c.ts_ns, c.value)
+        k_ = ~rc_on[c.track]
+        b.add_counters(c.track[k_], c.ts_ns[k_], c.value[k_])
+    samples = RC.counter_samples(drains, RC.recorded_flush_times(trace, rc_on))
+    if samples:
+        ctrack = {trace.strings[int(tk.name[i])]: int(i) for i in np.flatnonzero(rc_on)}
+        for m, _, _ in samples:
+            if m not in ctrack:
+                ctrack[m] = b.track(TrackKind.COUNTER, pid=pid, name=m)
+        b.add_counters(np.array([ctrack[m] for m, _, _ in samples], dtype=np.int32),
+                       np.array([t_ for _, t_, _ in samples], dtype=np.int64),
+                       np.array([v for _, _, v in samples], dtype=np.float64))
     b.meta = dict(trace.meta)
     coll = dict(b.meta.get("collection") or {})
     rules_ms: dict = {}
     for (rule, cls), ns in sorted(tally.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
         rules_ms.setdefault(rule, {})[str(cls)] = round(ns / 1e6, 3)
     coll["replayed_facts"] = {"threads": len(tids), "runs_recorded": int(drop.sum()), "runs_replayed": len(mine),
-                              "rules_ms": rules_ms, **stats}
+                              "rules_ms": rules_ms, **stats,
+                              "counter_samples_recorded": int(rc_on[c.track].sum()) if len(c) else 0,
+                              "counter_samples_replayed": len(samples)}
     b.meta["collection"] = coll
     out = b.finalize()
     out.facts = trace.facts
