@@ -146,6 +146,8 @@ def test_bad_facts_are_one_line_errors(blob, msg):
     [["Z"]],                                               # an unknown event
     [_state(), ["R", [[1, None]], [], [], None, True, True, None]],   # a tick without its fields
     [_state(), ["R", [], [["x", 1]], [], None, True, True, None]],    # a sample time that is no number
+    [_state(), ["R", [[2**63 + 5, None, ["u.py:f", 5], "user_code", False]], [[2**63, TOKENIZER]], [], None, True,
+                False, None], ["X"]],                      # a time past the trace's int64 ns
 ])
 def test_malformed_events_are_input_errors(events):
     with pytest.raises(InputError, match="corrupt recorded facts"):

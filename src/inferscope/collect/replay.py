@@ -235,6 +235,10 @@ def replay_runs(facts: dict, where: str = "facts", rule_ns: dict | None = None, 
                          f"{' '.join(str(e).split())[:120]})") from None
     finally:
         TS.PERF_PERIOD_NS = saved
+    lim = 1 << 63                 # (the trace's int64 ns columns)
+    if not all(-lim <= x < lim for x in (*(v for row in r.buffer for v in row[3:5]),
+                                         *(v for d in r.totals or () for v in (d[0], d[1], d[3])))):
+        raise InputError(f"{where}: corrupt recorded facts (a time outside the 64-bit nanosecond range)")
     if stats is not None:
         stats.update(drains=r.drains, divergent_drains=r.divergent)
     return r.buffer
