@@ -8,7 +8,15 @@ the rules are unchanged (tests/test_facts_replay.py checks that on live runs), a
 emitted on the same observations otherwise: a rule is judged on recorded runs, not on fresh ones that drift.
 
 ``replay_trace(trace)`` puts the replayed runs in place of the recorded ones (``inferscope analyze run.iscope
---replay``).
+--replay``).  What it re-derives and what it keeps:
+- re-derived: the recorded threads' CPU_SAMPLE runs, and the counters the rules make while deciding
+  (kernel_time.RULE_COUNTERS: ``proc.native_tokenizer_cpu_s``, ``proc.kernel_fault_cpu_s``, ``proc.kernel_faults``,
+  ``proc.kernel_io_cpu_s`` - read by the ``tokenizer`` section's native/Python split): each replayed drain's
+  ``kernel_time.Totals``, flushed at the time the live sampler flushed that drain (the recording's samples of those
+  counters give the drains' times; replay_counters.py), replace the recorded samples - with unchanged rules they are
+  the recorded ones, sample for sample (tests/test_replay_counters.py);
+- kept as recorded: every other span, flow and counter (/proc, NVML, the GPU's), the meta, the facts; and what the
+  measuring step decided (sampler_tick._measure): the observations themselves.
 """
 from __future__ import annotations
 
