@@ -57,10 +57,11 @@ def record() -> None:
 
 
 def rederive() -> None:
-    """Replace each golden's decided runs by the current rules' replay of its recorded facts (the facts, counters and
-    truth stay the live run's).  For a rule change that renames or re-times parts (issue 45: page-fault kernel time
-    of native code laid as ``page_faults``) where the machine is too loaded to --record: the replay check
-    (test_replay_reproduces_the_recorded_runs) then holds by construction until the next --record."""
+    """Replace each golden's decided runs and rule-made counters (kernel_time.RULE_COUNTERS) by the current rules'
+    replay of its recorded facts (the facts, the measured counters and the truth stay the live run's).  For a rule
+    change that renames or re-times parts (issue 45: page-fault kernel time of native code laid as ``page_faults``)
+    where the machine is too loaded to --record: the replay checks (test_replay_reproduces_the_recorded_runs,
+    test_replay_counters.py) then hold by construction until the next --record."""
     from inferscope.collect.replay import replay_trace
     from inferscope.trace import native
     for name in GOLDENS:
