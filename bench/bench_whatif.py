@@ -31,7 +31,8 @@ PROGRAMS = [("zoo_lock_wait.py", "lock_wait"), ("zoo_omp_oversub.py", "cpu_overs
             ("zoo_dl_oversub.py", "cpu_oversubscription"), ("zoo_gil.py", "gil_contention"),
             ("zoo_disk_io.py", "blocking_io"), ("zoo_pagefault.py", "page_fault_storm"),
             ("zoo_hf_tokenizer.py", "cpu_preprocessing"), ("zoo_gc.py", "python_gc"),
-            ("zoo_underuse.py", "cpu_underuse"), ("zoo_runqueue.py", "cpu_run_queue")]
+            ("zoo_underuse.py", "cpu_underuse"), ("zoo_runqueue.py", "cpu_run_queue"),
+            ("zoo_preprocess_pool.py", "cpu_preprocessing")]
 ARGS = {"zoo_underuse.py": ["--work", "200"], "zoo_runqueue.py": ["--work", "6000"]}
 
 

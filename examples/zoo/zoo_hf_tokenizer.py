@@ -8,6 +8,7 @@ off: the main thread does all of it.  Truth: each call is tokenization (transfor
 and the Rust library alike), the model step cpu_compute; the loop between them is framework.
 The tokenizer is trained from in-memory text (nothing is downloaded).
 """
+import gc
 import os
 import sys
 
@@ -30,6 +31,11 @@ tok = PreTrainedTokenizerFast(tokenizer_object=train(("[UNK]", "[PAD]")), unk_to
 texts = [" ".join(words[i:i + 24]) for i in range(0, 12000, 50)] if not BATCHED else \
     [" ".join(words[i:i + 200]) for i in range(0, 12000, 50)]
 model = torch.nn.Linear(256, 256)
+# the start-up's ~1M objects (torch, transformers) leave the collector: a full collection walking them took ~55 ms and
+# 0-2 of them landed in the ~400 ms window by chance (the per-text and batched runs' e2e scattered 379-553 / 261-330 ms
+# with them, 2026-11-29); this program plants per-call tokenizer Python, zoo_gc.py plants collections
+gc.collect()
+gc.freeze()
 gap("framework_overhead/framework_python")
 n_tokens = 0
 with scope("inference"):

@@ -641,18 +641,20 @@ WHATIF_SCALE_MAX_WORKERS = 8
 # ticks): the fix (read once, prefetch in the background, a shorter critical section) still leaves up to this
 # fraction of the removed wait; it bounds only the range's low end.  An assumption, not a measurement.
 WHATIF_WAIT_RESIDUAL_FRACTION = 0.5
-# Scale-up model (cpu_underuse: more torch intra-op threads on idle cores): the range's low end credits each
-# added thread with this fraction of a thread's work (element-wise and small ops, bound by memory bandwidth and
-# each op's fork/join, scale sub-linearly; large GEMMs nearly linearly).  An assumption bounding the range, not
-# a measurement; bench/bench_whatif.py checks the expected value on zoo_underuse.py.
+# Scale-up models (cpu_underuse: more torch intra-op threads on idle cores; cpu_preprocessing: worker processes):
+# the range's low end credits each added thread or worker with this fraction of one's work.  Threads: element-wise
+# and small ops, bound by memory bandwidth and each op's fork/join, scale sub-linearly (large GEMMs nearly
+# linearly); workers pay dispatch and result transfer (zoo_preprocess_pool's fork Pool of 2 on 2 CPUs ran the
+# resizes 1.5-1.65x faster, self-timed, 2026-11-29).  An assumption bounding the range, not a measurement;
+# bench/bench_whatif.py checks the expected values on zoo_underuse.py and zoo_preprocess_pool.py.
 WHATIF_THREAD_SCALING_LOW_EFFICIENCY = 0.5
 # Batching model (cpu_preprocessing when tokenization dominates, live runs with perf IP samples): tokenization whose
 # Python around the native encode (analyze/tokenizer_split.py) is at least this share is called per item, and the
 # suggestion and its prediction become "batch the calls" (replace: the per-call Python goes).  Measured under
-# `inferscope run` on zoo_hf_tokenizer.py (240 short texts, HF fast tokenizer, RAYON_NUM_THREADS=1): 46 % per text,
-# 6-7 % batched (short or 200-word texts); without the profiler 37 % per text (9.1 ms a pass vs 5.7 ms of native
-# encode, self-timed).
-TOKENIZER_PER_CALL_PYTHON_PCT = 20.0
+# `inferscope run` on zoo_hf_tokenizer.py (240 short texts, HF fast tokenizer, RAYON_NUM_THREADS=1): 35-46 % per text,
+# 6-21 % batched (one run of six read 21 %: the share is sampled); without the profiler 37 % per text (9.1 ms a pass
+# vs 5.7 ms of native encode, self-timed) and 9 % batched (6.4 vs 5.8 ms).
+TOKENIZER_PER_CALL_PYTHON_PCT = 25.0
 # The combined estimate (what_if.combined_saving_ms) adds the top this-many predicted findings, with
 # double-counted time removed: a user fixes the first few suggestions, not all of them.
 WHATIF_COMBINED_TOP_N = 3

@@ -29,7 +29,9 @@ Models (assumption; where the range comes from):
   hosting that activity; high = all the exposed time.  Used by ``gpu_communication``.
 - ``scale``: Amdahl over added workers.  Saving = category time x (1 - 1/n), n = the core that runs it now
   plus the idle cores of the process (live runs: counters.process_cores) or ``WHATIF_SCALE_DEFAULT_WORKERS``, at most
-  ``WHATIF_SCALE_MAX_WORKERS``.  Range: n = 2 .. the whole time (fully overlapped with the GPU).
+  ``WHATIF_SCALE_MAX_WORKERS``.  Range: each added worker at ``WHATIF_THREAD_SCALING_LOW_EFFICIENCY`` of one
+  (zoo_preprocess_pool: a fork Pool of 2 on 2 CPUs ran the resizes 1.5-1.65x faster, not 2x) .. the whole time
+  (fully overlapped with the GPU).
   Used by ``cpu_preprocessing`` (unless batching applies, below).
 - ``replace``: a measured faster alternative.  ``pageable_copy``: cost (max of the blocked calls and the
   copies' GPU time) - bytes / pinned bandwidth, the pinned bandwidth measured from the trace's own pinned
@@ -201,9 +203,13 @@ def _preprocessing(res: dict) -> dict | None:
         return _batching(res)
     ms = _ms(res, "cpu_preprocessing")
     n, why = _workers(res)
-    return _pred(res, "scale", ms * (1.0 - 1.0 / n), ms * 0.5, ms,
-                 f"breakdown[cpu_preprocessing].ms {ms:.3f} x (1 - 1/{n:.2f}) workers ({why}); low: 2 workers; high: all of "
-                 "it (overlapped with inference)", ("cpu_preprocessing",), key="preprocessing", sampled="low,high")
+    eff = T.WHATIF_THREAD_SCALING_LOW_EFFICIENCY
+    n_low = 1.0 + (n - 1.0) * eff
+    return _pred(res, "scale", ms * (1.0 - 1.0 / n), ms * (1.0 - 1.0 / n_low), ms,
+                 f"breakdown[cpu_preprocessing].ms {ms:.3f} x (1 - 1/{n:.2f}) workers ({why}); low: each added worker "
+                 f"does thresholds.WHATIF_THREAD_SCALING_LOW_EFFICIENCY {eff:g} of one (dispatch, result transfer, the "
+                 "cores shared with the main thread); high: all of it (overlapped with inference)",
+                 ("cpu_preprocessing",), key="preprocessing", sampled="low,high")
 
 
 def _comm(res: dict) -> dict | None:
