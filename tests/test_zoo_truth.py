@@ -347,6 +347,19 @@ def test_torch_ops_as_preprocessing(tmp_path):
 
 
 @pytest.mark.live_retry
+def test_python_preprocessing_predicts_worker_processes(tmp_path):
+    """Pure-Python resizes named ``preprocess`` on the inference thread (~95 % of the window): preprocessing within
+    the band, and the cpu_preprocessing finding's prediction is the worker-pool scale model (bench/bench_whatif.py
+    checks it against the --fixed Pool variant)."""
+    res, rows = _run(tmp_path, "zoo_preprocess_pool.py", env={"ZOO_ITERS": "6"})
+    _within(rows["cpu_preprocessing/preprocessing"])
+    rep = json.loads((Path(tmp_path) / "zoo_preprocess_pool.json").read_text())
+    f = next(f for f in rep["findings"] if f["id"] == "cpu_preprocessing")
+    assert f["saving_model"] == "scale" and "worker processes" in f["suggestion"], f
+    assert f["saving_low_ms"] <= f["expected_saving_ms"] <= f["saving_high_ms"], f
+
+
+@pytest.mark.live_retry
 def test_disk_io(tmp_path):
     """O_DSYNC writes, fsync, O_DIRECT reads: ~99 % waiting by the truth.  The calls' own kernel CPU (no
     IP sample: perf samples user space) read as user code, 17-18 % (median of 3, before); it is part of
