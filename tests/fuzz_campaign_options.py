@@ -43,7 +43,7 @@ def model_config(rng: random.Random, cut_json, mutant):
             cfg = fm._deep(rng.choice([100, 5000]))
         elif op == 5 and isinstance(cfg, dict):              # dimensions that do not fit
             cfg.update(hidden_size=rng.choice([1, 3, 2 ** 40]), num_attention_heads=rng.choice([7, 2 ** 40]))
-        elif op == 6 and isinstance(cfg, dict):
+        elif op == 6 and isinstance(cfg, dict) and cfg:       # (an earlier op may have emptied it)
             cfg.pop(rng.choice(list(cfg)), None)
     raw = fm._dumps(cfg)
     r = rng.random()
