@@ -132,3 +132,20 @@ def test_models_without_embedding_methods_record_nothing():
     assert input_embedding(u) == {"rows": 10, "dim": 4, "elem_bytes": 4, "tied": False}
     u.head.weight = u.emb.weight                                   # tied by assignment, as transformers ties
     assert input_embedding(u) == {"rows": 10, "dim": 4, "elem_bytes": 4, "tied": True}
+
+
+def test_every_demo_architecture_records_its_config_tie():
+    """Across the demo's layouts (GPT-2/BLOOM/Falcon/OPT tie their LM head by default, Llama/NeoX/GPT-J/Phi do not)
+    the recorded facts agree with each config: vocab x hidden rows, fp32 bytes, ``tie_word_embeddings``."""
+    pytest.importorskip("torch")
+    tf = pytest.importorskip("transformers")
+    from inferscope.collect.llmhook import input_embedding
+    from test_llm import ARCHS
+    ties = set()
+    for arch, (cls_name, kw) in sorted(ARCHS.items()):
+        cfg = getattr(tf, cls_name)(**kw)
+        got = input_embedding(tf.AutoModelForCausalLM.from_config(cfg))
+        hidden = kw.get("hidden_size") or kw["n_embd"]
+        assert got == {"rows": kw["vocab_size"], "dim": hidden, "elem_bytes": 4, "tied": cfg.tie_word_embeddings}, arch
+        ties.add(got["tied"])
+    assert ties == {True, False}
