@@ -32,7 +32,7 @@ from .intervals import union
 from .launched import in_ranges, launched_gpu
 from .llm_requests import detail as _detail, requests as _requests
 from .llm_tokens import step_tokens
-from .model_config import decode_mbu, embedding_unread, model_section, step_times_ms
+from .model_config import decode_mbu, embedding_unread, live_embedding, model_section, step_times_ms
 from .phases import STAGE_RULE, phase_matcher
 from .serving import has_evidence, serving
 from .select import overlap
@@ -329,7 +329,8 @@ def llm(trace: Trace, window: Window, phase_map=None, peak_tflops=None, peak_gbp
                     st["mfu_pct"] = 100.0 * st["achieved_tflops"] / tf if tf else None
                 kvb = kv_bytes_per_token(m)
                 if kind == "decode" and gb and kvb and st["kv_tokens_mean"] is not None and m.get("param_bytes"):
-                    st.update(decode_mbu(m["param_bytes"], kvb, st["kv_tokens_mean"], st["step_time_ms"], gb)[0])
+                    st.update(decode_mbu(m["param_bytes"], kvb, st["kv_tokens_mean"], st["step_time_ms"], gb,
+                                         embedding=embedding_unread(live_embedding(m), st["tokens"] / len(rs)))[0])
             if cfg and kind == "decode":             # --model-config: MBU beside MFU (model_config.py: formula)
                 rows = (st["tokens"] / len(rs) if st["tokens"] is not None else st["batch"])   # embedding rows a step reads
                 mb, w = decode_mbu(cfg.get("param_bytes"), kv_bytes_per_token(cfg), st["kv_tokens_mean"], st["step_time_ms"],

@@ -34,8 +34,9 @@ embeddings (``tie_word_embeddings`` false, as the parameter count assumes when a
 hidden x dtype bytes) less the rows read (the step's tokens - the stage's tokens / steps, else its batch - x hidden x
 dtype bytes) are subtracted; the LM head is read whole.  Tied embeddings are one table, read whole as the LM head:
 nothing is subtracted.  Without vocab and hidden the table is counted in full (said in ``mbu_basis``); without the
-step's tokens the whole table is left out and the MBU is a lower bound.  The live generate() path records no tie, so
-its table is counted in full.
+step's tokens the whole table is left out and the MBU is a lower bound.  The live generate() path applies the same
+rule to what the hook read from the model itself (``live_embedding``: the input embedding weight's shape and dtype
+size, tied when the LM head's weight is that tensor); a model without those methods has its table counted in full.
 
 KV tokens: the step's context length summed over its batch (context x batch), the mean over the stage's steps, as
 the trace names it (vLLM/SGLang ``execute_..`` ranges: the ``sk`` counts).  Assumptions: every other weight is read
@@ -182,7 +183,8 @@ def embedding_unread(m: dict, rows_per_step: float | None) -> dict:
     if m.get("tied_embeddings"):
         return {"bytes": 0.0, "note": "input embedding tied to the LM head: read whole", "gap": None}
     if not (V and h and e) or V * h >= m["params"]:
-        return {"bytes": 0.0, "note": "the input embedding table counted in full (vocab or hidden unknown)", "gap": None}
+        why = m.get("embedding_unknown") or "vocab or hidden unknown"
+        return {"bytes": 0.0, "note": f"the input embedding table counted in full ({why})", "gap": None}
     table = V * h * e
     if rows_per_step is None:
         return {"bytes": float(table), "note": f"input embedding table {table:,} B left out",
@@ -193,13 +195,25 @@ def embedding_unread(m: dict, rows_per_step: float | None) -> dict:
                                      f"{e} B; the untied LM head read whole)", "gap": None}
 
 
+def live_embedding(m: dict) -> dict:
+    """``embedding_unread``'s input for a model the live hook described (collect/llmhook.input_embedding: the input
+    embedding weight's ``rows`` x ``dim``, ``elem_bytes``, ``tied``); without those facts the table is counted in full."""
+    e = m.get("embedding")
+    ok = (isinstance(e, dict) and all(type(e.get(k)) is int and 0 < e[k] < 1 << 53 for k in ("rows", "dim", "elem_bytes"))
+          and type(e.get("tied")) is bool and type(m.get("params")) is int and m["params"] > 0)
+    if not ok:
+        return {"params": m.get("params"), "embedding_unknown": "the live hook recorded no input embedding weight"}
+    return {"vocab": e["rows"], "hidden": e["dim"], "elem_bytes": e["elem_bytes"], "tied_embeddings": e["tied"],
+            "params": m.get("params")}
+
+
 def decode_mbu(weight_bytes: int | None, kv_bytes_per_token: int | None, kv_tokens_mean: float | None,
                step_ms_mean: float, peak_gbps: float | None, one_forward_per_step: bool = True,
                embedding: dict | None = None) -> tuple[dict, list[str]]:
     """A decode stage's MBU fields (``bytes_per_step``, ``mbu_pct``, ``mbu_lower_bound``, ``mbu_basis``; the module
     docstring has the formula) and the warnings to give: why it is null, or why it is a lower bound.  ``step_ms_mean``
     is the stage's ``step_time_ms`` (``step_times_ms``' mean); ``embedding`` is ``embedding_unread``'s answer (None:
-    the table counted in full, the live path)."""
+    the table counted in full)."""
     out: dict = {"bytes_per_step": None, "mbu_pct": None, "mbu_lower_bound": None, "mbu_basis": None}
     if not weight_bytes:
         return out, ["decode MBU is null: bytes per parameter unknown (give dtype or torch_dtype in --model-config)"]

@@ -6,7 +6,8 @@ generated tokens, model id, ``error``: the class name of an exception the call r
 (a step; detail JSON: tokens in the step, batch, KV length before it).  The first forward is the prefill,
 the rest are decode steps.  Cost per step: two clock reads, one tuple appended to the ring buffer.
 The model's static description (``model_info``: parameters, bytes by dtype, config sizes, matmul weight
-elements) is taken once per model and stored in the trace meta (``models``).
+elements, the input embedding's shape and dtype size and whether the LM head shares it: ``embedding``) is taken once
+per model and stored in the trace meta (``models``).
 """
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ def model_info(model) -> dict:
             lm = int(oe.weight.numel())
     except Exception:
         pass
+    emb = input_embedding(model)
     cfg = getattr(model, "config", None)
     if cfg is not None and hasattr(cfg, "get_text_config"):
         try:
@@ -79,8 +81,40 @@ def model_info(model) -> dict:
         "intermediate": c("intermediate_size", "n_inner", "ffn_dim"), "vocab": c("vocab_size"),
         "linear_weight_elems": linear, "lm_head_elems": lm,
         "kv_dtype": kv_dtype, "kv_elem_bytes": esize,
+        **({"embedding": emb} if emb else {}),
         "device": str(next(iter(model.parameters())).device) if params else None,
     }
+
+
+def input_embedding(model) -> dict | None:
+    """The input embedding table as the model holds it (analyze/model_config.embedding_unread's facts): ``rows`` x
+    ``dim`` of ``get_input_embeddings().weight``, its ``elem_bytes``, and ``tied``: the LM head
+    (``get_output_embeddings().weight``) is that same tensor or shares its storage.  None when the model has no such
+    2-D weight (the analysis then counts the table in full and says so)."""
+    try:
+        w = model.get_input_embeddings().weight
+        if getattr(w, "ndim", 0) != 2:
+            return None
+        rows, dim, eb = int(w.shape[0]), int(w.shape[1]), int(w.element_size())
+    except Exception:
+        return None
+    tied = False
+    try:
+        oe = model.get_output_embeddings()
+        o = getattr(oe, "weight", None) if oe is not None else None
+        if o is not None:
+            tied = o is w or (_storage_ptr(o) not in (None, 0) and _storage_ptr(o) == _storage_ptr(w)
+                              and tuple(o.shape) == tuple(w.shape))
+    except Exception:
+        pass
+    return {"rows": rows, "dim": dim, "elem_bytes": eb, "tied": bool(tied)}
+
+
+def _storage_ptr(t):
+    try:
+        return int(t.untyped_storage().data_ptr())
+    except Exception:
+        return None
 
 
 def _is_hf_conv1d(m) -> bool:
