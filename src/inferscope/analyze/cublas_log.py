@@ -106,7 +106,7 @@ def by_shape(calls: list[dict]) -> dict[tuple, dict]:
                                  "ops": Counter()})
         g["lt_calls" if c["source"] == "lt" else "api_calls"] += 1
         g["algos"][c["algo"]] += 1
-        g["types"][f"{c['a_type']}->{c['d_type']}" + (f" {c['compute']}" if c["compute"] else "")] += 1
+        g["types"][f"{c['a_type'] or '?'}->{c['d_type'] or '?'}" + (f" {c['compute']}" if c["compute"] else "")] += 1
         g["ops"][c["ops"]] += 1
     for g in out.values():
         g["calls"] = g["lt_calls"] or g["api_calls"]
