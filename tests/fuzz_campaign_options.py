@@ -1,6 +1,7 @@
 """Campaign mutators (issue 44) for the option files of issue 46: ``--model-config`` (HF config.json or JSON/YAML)
-and ``--cublas-log`` (a cuBLASLt trace log, with or without legacy cuBLAS API blocks).  Each mutant: a small Kineto trace with prefill/decode ranges and the
-mutated file; the harness expects exit 0 with a full report set, or exit 2 with one line."""
+and ``--cublas-log`` (a cuBLASLt trace log, with or without legacy cuBLAS API blocks).  Each mutant: a small Kineto
+trace with prefill/decode ranges and the mutated file; the harness expects exit 0 with a full report set, or exit 2
+with one line."""
 from __future__ import annotations
 
 import random

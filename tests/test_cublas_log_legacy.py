@@ -93,7 +93,7 @@ def test_join_to_a_planted_trace(tmp_path):
     rows = {(r[0], r[2], r[3], r[4], r[5]): dict(zip(g["columns"], r)) for r in g["rows"]}
     want = _recount_api(API.read_text())
     # row-major (batch, M, N, K) of the plan -> column-major (batch, N, M, K) of the log
-    for key, (op, b, m, n, k) in {"addmm": ("aten::addmm", 1, 64, 128, 64), "bmm": ("aten::bmm", 8, 32, 16, 64)}.items():
+    for op, b, m, n, k in (("aten::addmm", 1, 64, 128, 64), ("aten::bmm", 8, 32, 16, 64)):
         calls, fn = want[(b, n, m, k)]
         assert rows[(op, b, m, n, k)]["cublas_calls"] == calls
         assert rows[(op, b, m, n, k)]["cublas_algo"] == f"not logged ({fn}) (x{calls})"
@@ -167,3 +167,15 @@ def test_cli_reads_an_api_log_and_warns_of_skipped_blocks(tmp_path):
     assert sum("1 cuBLAS API GEMM call block(s)" in w for w in rep["warnings"]) == 1
     rows = rep["tables"]["cublas_gemms"]["rows"]
     assert sorted(r[5] for r in rows) == sorted(n for n, _ in _recount_api(API.read_text()).values())
+
+
+def test_cublaslt_rows_carry_transposes_too():
+    from inferscope.analyze.cublas_log import parse_line
+    line = next(ln for ln in LT.read_text().splitlines() if "[Trace][cublasLtMatmul]" in ln)
+    want_a = "T" if "transa=OP_T" in line else "N"
+    want_b = "T" if "transb=OP_T" in line else "N"
+    c = parse_line(line)
+    assert c["ops"] == want_a + want_b and c["source"] == "lt" and c["fn"] == "cublasLtMatmul"
+    flipped = line.replace("transa=OP_T", "") if want_a == "T" else line.replace("scaleType=", "transa=OP_T scaleType=")
+    assert parse_line(flipped.replace("scaleType=", "transb=OP_T scaleType="))["ops"] == \
+        ("N" if want_a == "T" else "T") + "T"

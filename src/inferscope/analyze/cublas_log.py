@@ -1,5 +1,6 @@
-"""cuBLASLt log import (``--cublas-log FILE``, seed 003 "GEMM shape visibility (cuBLAS logs)"): the algorithm and
-tile cuBLASLt chose per GEMM shape, joined to the ``gemm_shapes`` table.
+"""cuBLASLt and cuBLAS log import (``--cublas-log FILE``, seed 003 "GEMM shape visibility (cuBLAS logs)"): the
+algorithm and tile cuBLASLt chose per GEMM shape (and the shapes the legacy cuBLAS API logged), joined to the
+``gemm_shapes`` table.
 
 Input: the log cuBLASLt writes with ``CUBLASLT_LOG_LEVEL`` >= 2 (trace level; ``CUBLASLT_LOG_FILE=path`` sends it to
 a file, else stdout), one line per kernel-launching call:
