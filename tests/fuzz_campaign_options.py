@@ -1,6 +1,7 @@
 """Campaign mutators (issue 44) for the option files of issue 46: ``--model-config`` (HF config.json or JSON/YAML)
-and ``--cublas-log`` (a cuBLASLt trace log).  Each mutant: a small Kineto trace with prefill/decode ranges and the
-mutated file; the harness expects exit 0 with a full report set, or exit 2 with one line."""
+and ``--cublas-log`` (a cuBLASLt trace log, with or without legacy cuBLAS API blocks).  Each mutant: a small Kineto
+trace with prefill/decode ranges and the mutated file; the harness expects exit 0 with a full report set, or exit 2
+with one line."""
 from __future__ import annotations
 
 import random
@@ -55,8 +56,30 @@ def model_config(rng: random.Random, cut_json, mutant):
     return mutant(files, ["t.json", "--model-config", "m.json"], len(files["t.json"]))
 
 
+_API = ("I! cuBLAS (v12.4.5) function cublasStatus_t {fn}(cublasHandle_t, ...) called:\n"
+        "i!  transa: type=cublasOperation_t; val={ta}\ni!  transb: type=cublasOperation_t; val=CUBLAS_OP_N(0)\n"
+        "i!  m: type=int; val={m}\ni!  n: type=int; val={n}\ni!  k: type=int; val={k}\n"
+        "i!  Atype: type=cudaDataType_t; val={t}\ni!  batchCount: type=int; val={b}\n"
+        "i!  computeType: type=cublasComputeType_t; val=CUBLAS_COMPUTE_32F(68)\ni! Time: 2026-01-01T00:00:00")
+
+
+def _api_block(rng: random.Random) -> str:
+    """A legacy cuBLAS API log block (CUBLAS_LOGINFO_DBG=1), the values sometimes hostile."""
+    v = [1, 16, 141, 4096, 2 ** 62, 10 ** 30, -1, "POINTER", "", "9" * 40]
+    blk = _API.format(fn=rng.choice(["cublasGemmEx", "cublasSgemm_v2", "cublasGemmStridedBatchedEx", "cublasSgemv_v2",
+                                     "cublas\u202eGemmEx"]), ta=rng.choice(["CUBLAS_OP_T(1)", "CUBLAS_OP_N(0)", "",
+                                                                              "CUBLAS_OP_"]),
+                      m=rng.choice(v), n=rng.choice(v), k=rng.choice(v), b=rng.choice(v),
+                      t=rng.choice(["CUDA_R_16F(2)", "<img src=x>", "=HYPERLINK(1)", "a|b", "\x1b[31m", "x" * 500]))
+    if rng.random() < 0.3:
+        blk = blk[:rng.randrange(len(blk))]                  # cut mid-block
+    return blk
+
+
 def cublas_log(rng: random.Random, mutant):
     lines = []
+    for _ in range(rng.randint(0, 8) if rng.random() < 0.5 else 0):   # half the files carry cuBLAS API blocks too
+        lines.append(_api_block(rng))
     for _ in range(rng.randint(0, 20)):
         m, n, k = (rng.choice([1, 16, 141, 4096, 2 ** 62, 10 ** 30]) for _ in range(3))
         line = _LINE.format(ar=k, ac=m, m=m, n=n, algo=rng.choice([0, 21, -1, "x"]),

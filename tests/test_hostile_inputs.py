@@ -477,6 +477,34 @@ def test_markdown_and_csv_neutralise_hostile_names(tmp_path):
     assert "'=HYPERLINK" in csv_text
 
 
+def test_cublas_api_log_hostile_values_are_escaped_and_bad_blocks_skipped(tmp_path):
+    """A cuBLAS API log (CUBLAS_LOGINFO_DBG=1 blocks) whose type values are markup / control characters: every
+    rendering escapes them; blocks with unusable m/n/k are skipped and counted, never a traceback."""
+    head = "I! cuBLAS (v12.4.5) function cublasStatus_t cublasGemmEx(cublasHandle_t, ...) called:"
+    vals = ["![x](http://host/k.png)", "<img\x1bsrc=x>", "=HYPERLINK(\"http://x\")", "a|b`c\u202e"]
+    lines = []
+    for i, v in enumerate(vals):
+        lines += [head, "i!  transa: type=cublasOperation_t; val=CUBLAS_OP_N(0)",
+                  "i!  transb: type=cublasOperation_t; val=CUBLAS_OP_N(0)", f"i!  m: type=int; val={i + 1}",
+                  "i!  n: type=int; val=2", "i!  k: type=int; val=3", f"i!  Atype: type=cudaDataType_t; val={v}",
+                  f"i!  computeType: type=cublasComputeType_t; val={v}"]
+    lines += [head, "i!  m: type=int; val=" + "9" * 400, "i!  n: type=int; val=-1", "i! \x07\xff"]
+    log = tmp_path / "cublas.log"
+    log.write_text("\n".join(lines))
+    out = tmp_path / "o"
+    src = kineto(tmp_path, [ev("k", "kernel", pid=0, tid=7, args={"stream": 7, "device": 0})])
+    r = cli("analyze", src, "-o", out, "--format", "json,md,csv", "--cublas-log", log)
+    assert r.returncode == 0, r.stderr[-800:]
+    rep = json.loads((out / "report.json").read_text())
+    assert len(rep["tables"]["cublas_gemms"]["rows"]) == len(vals)
+    assert sum("1 cuBLAS API GEMM call block(s)" in w for w in rep["warnings"]) == 1
+    md = (out / "report.md").read_text()
+    from helpers import md_markup
+    assert md_markup(md) == [] and "http://" not in md
+    csv_text = (out / "tables" / "cublas_gemms.csv").read_text()
+    assert "\x1b" not in csv_text and "\u202e" not in csv_text and "'=HYPERLINK" in csv_text
+
+
 # ---------------------------------------------------------------------------------- run: nothing lost
 pytestmark_live = pytest.mark.live
 

@@ -61,7 +61,8 @@ def _add_analysis_args(p: argparse.ArgumentParser) -> None:
                    help="peak memory bandwidth in GB/s (MBU denominator; default: the datasheet table)")
     p.add_argument("--cublas-log", default=None, metavar="FILE",
                    help="a cuBLASLt log (CUBLASLT_LOG_LEVEL=2+, CUBLASLT_LOG_FILE): the algorithm/tile per GEMM shape, "
-                        "joined to the gemm_shapes table")
+                        "joined to the gemm_shapes table; or a cuBLAS API log (CUBLAS_LOGINFO_DBG=1, "
+                        "CUBLAS_LOGDEST_DBG): shapes and types, no algorithm")
     p.add_argument("--model-config", default=None, metavar="FILE",
                    help="the model (HF config.json, or JSON/YAML with params or layers/hidden/heads/vocab, dtype, "
                         "peak_tflops): per-stage MFU for prefill/decode ranges when no live hook saw the model")

@@ -1,5 +1,6 @@
-"""cuBLASLt log import (``--cublas-log FILE``, seed 003 "GEMM shape visibility (cuBLAS logs)"): the algorithm and
-tile cuBLASLt chose per GEMM shape, joined to the ``gemm_shapes`` table.
+"""cuBLASLt and cuBLAS log import (``--cublas-log FILE``, seed 003 "GEMM shape visibility (cuBLAS logs)"): the
+algorithm and tile cuBLASLt chose per GEMM shape (and the shapes the legacy cuBLAS API logged), joined to the
+``gemm_shapes`` table.
 
 Input: the log cuBLASLt writes with ``CUBLASLT_LOG_LEVEL`` >= 2 (trace level; ``CUBLASLT_LOG_FILE=path`` sends it to
 a file, else stdout), one line per kernel-launching call:
@@ -13,6 +14,13 @@ k = Adesc.cols, or Adesc.rows when ``transa=OP_T``; batch = ``batchCount`` of Dd
 row-major C[M,N] = A[M,K] B[K,N] as the column-major C^T = B^T A^T, so a gemm_shapes row (batch, M, N, K) is the log's
 (m, n, k) = (N, M, K); a row that matches only as (M, N, K) is joined too.  Per shape: calls, the algorithms
 (``algoId tile stages``) with their call counts, most first.
+
+The legacy cuBLAS API log (``CUBLAS_LOGINFO_DBG=1``, ``CUBLAS_LOGDEST_DBG``; cublasGemmEx, cublasSgemm_v2, ... call
+blocks) is read too, line by line beside the cuBLASLt lines (one file may hold both): cublas_api_log.py, whose
+docstring cites the format.  Its rows carry the shape, transposes and types but no algorithm ("not logged (fn)").
+When one run logs both, a shape can appear in both (both logs can describe the same calls): ``lt_calls`` and
+``api_calls`` are kept apart, and ``calls`` is the cuBLASLt count where there is one, else the API count - never
+their sum.
 """
 from __future__ import annotations
 
@@ -20,11 +28,12 @@ import re
 from collections import Counter
 
 from ..errors import ConfigError
+from . import cublas_api_log
 from .option_file import read_bounded
 
 MAX_BYTES = 256 << 20           # a larger file is refused (exit 2): logs of one profiled run are far smaller
 ALGOS_PER_SHAPE = 3
-_LINE = re.compile(r"\[Trace\]\[(cublasLt\w*Matmul)\]")   # trace level: once per call (API-level lines repeat it)
+_LINE = re.compile(r"\[Trace\]\[(cublasLt\w{0,40}Matmul)\]")   # trace level: once per call (API-level lines repeat it)
 _DESC = re.compile(r"\b([ABCD])desc=\[([^\]]*)\]")
 _COMPUTE = re.compile(r"\bcomputeDesc=\[([^\]]*)\]")
 _ALGO = re.compile(r"\balgo=\[([^\]]*)\]")
@@ -53,8 +62,8 @@ def algo_label(a: dict) -> str:
 
 
 def parse_line(line: str) -> dict | None:
-    """One cublasLtMatmul trace line -> {m, n, k, batch, a_type, d_type, compute, algo}, or None."""
-    if not _LINE.search(line):
+    """One cublasLtMatmul trace line -> {m, n, k, batch, a_type, d_type, compute, ops, algo, source, fn}, or None."""
+    if not (lm := _LINE.search(line)):
         return None
     desc = {m.group(1): _kv(m.group(2)) for m in _DESC.finditer(line)}
     a, d = desc.get("A"), desc.get("D") or desc.get("C")
@@ -66,47 +75,66 @@ def parse_line(line: str) -> dict | None:
     k_ = _int(a, "rows") if comp.get("transa") == "OP_T" else _int(a, "cols")
     if m_ is None or n_ is None or k_ is None:
         return None
+    ops = "".join("T" if comp.get(t) == "OP_T" else "C" if comp.get(t) == "OP_C" else "N" for t in ("transa", "transb"))
     return {"m": m_, "n": n_, "k": k_, "batch": _int(d, "batchCount") or 1, "a_type": a.get("type"),
-            "d_type": d.get("type"), "compute": comp.get("computeType"), "algo": algo_label(_kv(algo.group(1)))}
+            "d_type": d.get("type"), "compute": comp.get("computeType"), "ops": ops,
+            "algo": algo_label(_kv(algo.group(1))), "source": "lt", "fn": lm.group(1)}
 
 
 def load(path: str) -> dict:
-    """{file, lines, calls: [{m, n, k, batch, a_type, d_type, compute, algo}]}; ConfigError (exit 2) for a file that
-    cannot be read.  A file without cublasLtMatmul lines loads with no calls (the analysis warns)."""
+    """{file, lines, calls: [{m, n, k, batch, a_type, d_type, compute, ops, algo, source, fn}], api_skipped};
+    ConfigError (exit 2) for a file that cannot be read.  cuBLASLt lines and cuBLAS API blocks are both read; a file
+    with neither loads with no calls (the analysis warns)."""
     raw = read_bounded("--cublas-log", path, MAX_BYTES)
     if b"\0" in raw[:4096]:
-        raise ConfigError(f"--cublas-log {path}: a binary file, not a cuBLASLt log (CUBLASLT_LOG_LEVEL=2+ text)")
+        raise ConfigError(f"--cublas-log {path}: a binary file, not a cuBLASLt or cuBLAS log (CUBLASLT_LOG_LEVEL=2+ or "
+                          "CUBLAS_LOGINFO_DBG=1 text)")
     text = raw.decode("utf-8", errors="replace")
     lines = text.splitlines()
     calls = [c for c in map(parse_line, lines) if c is not None]
+    api_calls, api_skipped = cublas_api_log.parse(lines)
     name = "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in str(path))   # a report can write it
-    return {"file": name, "lines": len(lines), "calls": calls}
+    return {"file": name, "lines": len(lines), "calls": calls + api_calls, "api_skipped": api_skipped}
 
 
 def by_shape(calls: list[dict]) -> dict[tuple, dict]:
-    """(batch, m, n, k) in cuBLAS's column-major terms -> {calls, algos: 'label (xN); ...', types}."""
+    """(batch, m, n, k) in cuBLAS's column-major terms -> {calls, lt_calls, api_calls, algo_text, type_text,
+    ops_text}.  ``calls``: the cuBLASLt count where the shape has cuBLASLt lines, else the API count (not summed)."""
     out: dict[tuple, dict] = {}
     for c in calls:
         key = (c["batch"], c["m"], c["n"], c["k"])
-        g = out.setdefault(key, {"calls": 0, "algos": Counter(), "types": Counter()})
-        g["calls"] += 1
+        g = out.setdefault(key, {"lt_calls": 0, "api_calls": 0, "algos": Counter(), "types": Counter(),
+                                 "ops": Counter()})
+        g["lt_calls" if c["source"] == "lt" else "api_calls"] += 1
         g["algos"][c["algo"]] += 1
-        g["types"][f"{c['a_type']}->{c['d_type']} {c['compute']}"] += 1
+        g["types"][f"{c['a_type'] or '?'}->{c['d_type'] or '?'}" + (f" {c['compute']}" if c["compute"] else "")] += 1
+        g["ops"][c["ops"]] += 1
     for g in out.values():
+        g["calls"] = g["lt_calls"] or g["api_calls"]
         g["algo_text"] = "; ".join(f"{a} (x{n})" for a, n in sorted(g["algos"].items(), key=lambda kv: (-kv[1], kv[0]))
                                    [:ALGOS_PER_SHAPE])
         g["type_text"] = max(sorted(g["types"]), key=g["types"].get)
+        g["ops_text"] = " ".join(sorted(g["ops"]))
     return out
 
 
 def join(gemm_table: dict | None, log: dict) -> tuple[dict | None, dict, list[str]]:
     """(gemm_shapes with cublas_calls / cublas_algo columns, the cublas_gemms table, warnings)."""
     warnings: list[str] = []
+    if log.get("api_skipped"):
+        warnings.append(f"--cublas-log {log['file']}: {log['api_skipped']} cuBLAS API GEMM call block(s) without an "
+                        "integer m/n/k or a transa/transb skipped")
     shapes = by_shape(log["calls"])
     if not shapes:
-        warnings.append(f"--cublas-log {log['file']}: no cublasLtMatmul trace line among its {log['lines']} lines "
-                        "(log with CUBLASLT_LOG_LEVEL=2 or higher); nothing joined")
+        warnings.append(f"--cublas-log {log['file']}: no cublasLtMatmul trace line and no cuBLAS API GEMM call among "
+                        f"its {log['lines']} lines (log with CUBLASLT_LOG_LEVEL=2 or higher, or CUBLAS_LOGINFO_DBG=1); "
+                        "nothing joined")
         return gemm_table, {}, warnings
+    both = sum(1 for g in shapes.values() if g["lt_calls"] and g["api_calls"])
+    if both:
+        warnings.append(f"--cublas-log {log['file']}: {both} GEMM shape(s) appear in both its cuBLASLt lines and its "
+                        "cuBLAS API calls; their calls count the cuBLASLt lines only (the two logs can describe the "
+                        "same calls: lt_calls and api_calls in cublas_gemms)")
     matched: dict[tuple, str] = {}
     if gemm_table:
         cols = gemm_table["columns"]
@@ -128,7 +156,8 @@ def join(gemm_table: dict | None, log: dict) -> tuple[dict | None, dict, list[st
             warnings.append(f"--cublas-log {log['file']}: none of its {len(shapes)} GEMM shape(s) matches a row of "
                             "gemm_shapes (a log of another run, or ops in another window)")
     order = sorted(shapes, key=lambda s: (-shapes[s]["calls"], s))
-    table = {"columns": ["batch", "m", "n", "k", "types", "calls", "algos", "gemm_op"],
-             "rows": [[b, m, n, k, shapes[(b, m, n, k)]["type_text"], shapes[(b, m, n, k)]["calls"],
-                       shapes[(b, m, n, k)]["algo_text"], matched.get((b, m, n, k))] for b, m, n, k in order]}
+    cols = ["batch", "m", "n", "k", "types", "calls", "algos", "gemm_op", "ops", "lt_calls", "api_calls"]
+    table = {"columns": cols,
+             "rows": [[*key, g["type_text"], g["calls"], g["algo_text"], matched.get(key), g["ops_text"], g["lt_calls"],
+                       g["api_calls"]] for key in order for g in (shapes[key],)]}
     return gemm_table, table, warnings

@@ -27,7 +27,8 @@ TABLE_TITLES = {
     "efficiency_by_op": "FLOPs, bytes and achieved throughput per op (from recorded shapes)",
     "module_hotspots": "Module hotspots (nn.Module paths: CPU time, GPU time of the kernels launched inside, FLOPs)",
     "gemm_shapes": "GEMM shapes (M/N/K per matrix-multiply op, the kernels they launched, achieved TFLOP/s)",
-    "cublas_gemms": "cuBLASLt GEMMs (--cublas-log: column-major m/n/k, the algorithm and tile per shape)",
+    "cublas_gemms": "cuBLAS GEMMs (--cublas-log: column-major m/n/k; the algorithm and tile per shape where cuBLASLt "
+                    "logged one, none from the cuBLAS API log)",
     "top_python_functions": "Top Python functions (self time; the sampled function of each tick, or recorded frames)",
     "top_ops": "Top framework ops (self CPU time; device time of the work they launched)",
     "top_apis": "Top runtime / driver API calls (by total time)",
