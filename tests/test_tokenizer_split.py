@@ -82,3 +82,16 @@ def test_already_batched_keeps_the_worker_pool_model():
     f = finding(res, "cpu_preprocessing")
     assert f["saving_model"] == "scale"
     assert not f["suggestion"].startswith("Batch")
+
+
+def test_markdown_shows_the_split_under_the_tokenization_part():
+    from inferscope.analyze.pipeline import analyze_report
+    from inferscope.report.markdown import headline, render_markdown
+    rep = analyze_report(tokenizer_trace([0.1, 0.3, 0.5], [200.0, 500.0, 800.0]))
+    line = "(native tokenizer encode 500.0 ms, the Python around it 300.0 ms = 38%: perf samples)"
+    assert line in headline(rep)
+    assert f"Tokenization {line}." in render_markdown(rep)
+    t = Synth()                                            # no native-tokenizer counter: no split line
+    t.span(SpanKind.CPU_SAMPLE, "tokenization", 0, 800_000)
+    t.span(SpanKind.CPU_SAMPLE, "cpu_compute", 800_000, 1_000_000)
+    assert "native tokenizer encode" not in render_markdown(analyze_report(t.done()))

@@ -84,7 +84,15 @@ def headline(report: Report) -> str:
         for p in r.parts:
             if p.pct >= 0.05:
                 lines.append(f"    - {p.label}: {_msf(p.ms, e2e)} ms ({p.pct:.1f}%)")
+                if p.name == "tokenization" and report.tokenizer is not None:
+                    lines.append(f"        {tokenizer_split_text(report.tokenizer)}")
     return _diagnosis(report, lines)
+
+
+def tokenizer_split_text(tk) -> str:
+    """The tokenization part split by perf samples (analyze/tokenizer_split.py), in words."""
+    return (f"(native tokenizer encode {tk.native_ms:,.1f} ms, the Python around it {tk.python_ms:,.1f} ms = "
+            f"{tk.python_pct:.0f}%: perf samples)")
 
 
 def _diagnosis(report: Report, lines: list[str], capture: bool = False) -> str:
@@ -242,6 +250,8 @@ def render_markdown(report: Report) -> str:
             L.append(f"| ↳ {p.label} | {p.ms:.3f} | {p.pct:.2f} |")
     total_pct = sum(r.pct for r in report.breakdown)
     L.append(f"| **total** | **{sum(r.ms for r in report.breakdown):.3f}** | **{total_pct:.2f}** |")
+    if report.tokenizer is not None:
+        L += ["", f"Tokenization {tokenizer_split_text(report.tokenizer)}."]
     v = report.verdict
     L += ["", "## Verdict", "", f"**{md_escape(v.id)}** — {md_escape(v.title, 400)} (confidence {v.confidence:.2f}; "
                                 f"{md_escape(v.confidence_basis, 400)})", ""]
