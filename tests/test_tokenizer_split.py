@@ -91,6 +91,8 @@ def test_markdown_shows_the_split_under_the_tokenization_part():
     line = "(native tokenizer encode 500.0 ms, the Python around it 300.0 ms = 38%: perf samples)"
     assert line in headline(rep)
     assert f"Tokenization {line}." in render_markdown(rep)
+    from inferscope.report.html import build_html
+    assert "native tokenizer encode 500.0 ms" in build_html(rep)
     t = Synth()                                            # no native-tokenizer counter: no split line
     t.span(SpanKind.CPU_SAMPLE, "tokenization", 0, 800_000)
     t.span(SpanKind.CPU_SAMPLE, "cpu_compute", 800_000, 1_000_000)

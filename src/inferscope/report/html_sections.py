@@ -13,7 +13,7 @@ from .html_assets import CATEGORY_LABELS, _cat_colour, _swatch
 from .html_text import _num, attr, clean, fmt_cell, fmt_ms, fmt_pct, text
 from .kernel_text import capture_only
 from .llm_text import LATENCY_COLS, STAGE_COLS, efficiency_lines, llm_lines
-from .markdown import run_phase_lines
+from .markdown import run_phase_lines, tokenizer_split_text
 from .shown import shown_tables, table_title
 from .whatif_text import headline_lines, saving_text
 
@@ -94,7 +94,8 @@ def _breakdown(report: Report) -> str:
                 rects.append(f'<text x="{x0 + 6:.2f}" y="28" font-size="14" fill="#fff" pointer-events="none">{text(lab)}</text>')
         x0 += w
         legend.append(f'<span>{_swatch(col)}{text(label)}: <b>{text(ms_s)}</b> ({text(pct_s)})</span>')
-        parts_s = "; ".join(f"{clean(p.name)}: {fmt_ms(p.ms)}" for p in parts[:8])
+        parts_s = "; ".join(f"{clean(p.name)}: {fmt_ms(p.ms)}" + (f" {tokenizer_split_text(report.tokenizer)}"
+                            if p.name == "tokenization" and report.tokenizer is not None else "") for p in parts[:8])
         if len(parts) > 8:
             parts_s += f"; … {len(parts) - 8} more"
         rows.append(f'<tr><td>{_swatch(col)}{text(label)}</td><td class="n">{text(ms_s)}</td>'
