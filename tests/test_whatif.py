@@ -6,7 +6,7 @@ from inferscope import thresholds as T
 from inferscope.analyze import whatif as W
 from inferscope.analyze.pipeline import analyze
 from inferscope.compare import Side, diff_sides
-from inferscope.trace import CopyKind, MemKind, SpanKind
+from inferscope.trace import MemKind, SpanKind
 from inferscope.result import from_dict
 
 from helpers import Synth
