@@ -1,6 +1,7 @@
 """Findings, the verdict, tables, about, and ``Report`` itself (report.json); ``from_dict`` and
 ``json_schema``."""
 
+import inspect
 from typing import Any, Optional
 
 import msgspec
@@ -135,9 +136,20 @@ def from_dict(d: dict) -> Report:
     return msgspec.convert(d, Report)
 
 
+def _clean_descriptions(x):
+    """Every ``description`` (a class docstring) with its indentation removed, as inspect.cleandoc does: msgspec 0.23
+    dedents docstrings, 0.22 kept them as written, and the committed schema must not depend on which is installed."""
+    if isinstance(x, dict):
+        return {k: inspect.cleandoc(v) if k == "description" and isinstance(v, str) else _clean_descriptions(v)
+                for k, v in x.items()}
+    if isinstance(x, list):
+        return [_clean_descriptions(v) for v in x]
+    return x
+
+
 def json_schema() -> dict:
     """JSON Schema (draft 2020-12) of report.json, generated from ``Report``."""
-    s = msgspec.json.schema(Report)
+    s = _clean_descriptions(msgspec.json.schema(Report))
     s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     s["title"] = f"InferScope report.json, schema_version {SCHEMA_VERSION}"
     return s
