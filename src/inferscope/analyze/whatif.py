@@ -63,9 +63,8 @@ from .. import thresholds as T
 from .evidence import SEVERITY_ORDER, _ms
 from .whatif_cpu import MODELS as CPU_MODELS
 from .tokenizer_split import batching_applies
-from .whatif_pred import HOST_CATS, _part_ms, _pred
+from .whatif_pred import HOST_CATS, RESIDUAL, _part_ms, _pred, scaled_saving_ms
 
-_RESIDUAL = "thresholds.WHATIF_WAIT_RESIDUAL_FRACTION"
 COPY_CATS = ("h2d_copy", "d2h_copy", "other_copy", "sync_wait")
 FIELDS = ("expected_saving_ms", "expected_saving_pct", "saving_low_ms", "saving_high_ms", "saving_model",
           "saving_basis", "saving_categories")
@@ -115,7 +114,7 @@ def _gc(res: dict) -> dict | None:
     g = res.get("gc_pauses") or {}
     t, f = float(g.get("total_ms") or 0.0), _idle_frac(res)
     return _pred(res, "remove", t * f, t * f * (1.0 - T.WHATIF_WAIT_RESIDUAL_FRACTION), t,
-                 f"gc_pauses.total_ms {t:.3f} x GPU-idle share {f:.3f}; low keeps {_RESIDUAL} (young collections stay, "
+                 f"gc_pauses.total_ms {t:.3f} x GPU-idle share {f:.3f}; low keeps {RESIDUAL} (young collections stay, "
                  "a collection between requests moves); high: total_ms", HOST_CATS, _intervals(g.get("longest"), t),
                  key="gc")
 
@@ -193,7 +192,7 @@ def _batching(res: dict) -> dict:
     py, nat = float(tk["python_ms"]), float(tk["native_ms"])
     return _pred(res, "replace", py, py * (1.0 - T.WHATIF_WAIT_RESIDUAL_FRACTION), py,
                  f"batched calls: tokenizer.python_ms {py:.3f} (the Python around {int(round(nat))} ms of native encode, "
-                 f"tokenizer.native_ms {nat:.3f}, which stays) goes; low keeps {_RESIDUAL} (a batched call still "
+                 f"tokenizer.native_ms {nat:.3f}, which stays) goes; low keeps {RESIDUAL} (a batched call still "
                  "converts each item in Python, and the caller's loop stays); high: all of it",
                  ("cpu_preprocessing",), key="preprocessing", sampled="low,high")
 
@@ -204,8 +203,7 @@ def _preprocessing(res: dict) -> dict | None:
     ms = _ms(res, "cpu_preprocessing")
     n, why = _workers(res)
     eff = T.WHATIF_THREAD_SCALING_LOW_EFFICIENCY
-    n_low = 1.0 + (n - 1.0) * eff
-    return _pred(res, "scale", ms * (1.0 - 1.0 / n), ms * (1.0 - 1.0 / n_low), ms,
+    return _pred(res, "scale", scaled_saving_ms(ms, 1.0, n), scaled_saving_ms(ms, 1.0, n, eff), ms,
                  f"breakdown[cpu_preprocessing].ms {ms:.3f} x (1 - 1/{n:.2f}) workers ({why}); low: each added worker "
                  f"does thresholds.WHATIF_THREAD_SCALING_LOW_EFFICIENCY {eff:g} of one (dispatch, result transfer, the "
                  "cores shared with the main thread); high: all of it (overlapped with inference)",

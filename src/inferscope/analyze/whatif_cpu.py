@@ -53,10 +53,9 @@ from .. import thresholds as T
 from .. import vocab as V
 from .diagnosis_cpu import _busy_workers
 from .evidence import _ms
-from .whatif_pred import HOST_CATS, _part_ms, _pred
+from .whatif_pred import HOST_CATS, RESIDUAL, _part_ms, _pred, scaled_saving_ms
 from ..result.headline import busiest_other_thread, thread_busy_ms
 
-_RESID = "thresholds.WHATIF_WAIT_RESIDUAL_FRACTION"
 
 
 def _blocking(res: dict) -> dict:
@@ -93,7 +92,7 @@ def _blocking_io(res: dict) -> dict | None:
     high = io + max(0.0, wait - att) * (io / att if att > 0 else 0.0) + cpu
     low = io * (1.0 - T.WHATIF_WAIT_RESIDUAL_FRACTION)
     return _pred(res, "remove", io, low, high,
-                 f"contention.blocking.io_ms {io:.3f} (sampled I/O calls); low keeps {_RESID}; high adds the "
+                 f"contention.blocking.io_ms {io:.3f} (sampled I/O calls); low keeps {RESIDUAL}; high adds the "
                  f"unattributed off-CPU time (waiting_ms {wait:.3f} - attributed_ms {att:.3f}) at the same I/O share "
                  f"and the on-CPU self time of the functions issuing the I/O ({cpu:.3f} ms, culprits.functions)",
                  ("waiting",) + cpu_cats, key="io", sampled="low,high")
@@ -112,7 +111,7 @@ def _lock_wait(res: dict) -> dict | None:
     return _pred(res, "remove", own, own * (1.0 - T.WHATIF_WAIT_RESIDUAL_FRACTION), max(own, futex - kids, 0.0) + unatt,
                  f"contention.blocking.lock_ms {lock:.3f} (lock waits with no other Python running) less "
                  f"children.waiting_on_children_ms {kids:.3f} (waiting while a child worked: its result, not the lock); "
-                 f"low keeps {_RESID}; high: every futex wait less that (futex_ms {futex:.3f}) plus the unattributed "
+                 f"low keeps {RESIDUAL}; high: every futex wait less that (futex_ms {futex:.3f}) plus the unattributed "
                  f"off-CPU time (waiting_ms {wait:.3f} - attributed_ms {att:.3f}) at the lock's share",
                  ("waiting",), key="lock", sampled="low,high")
 
@@ -186,7 +185,7 @@ def _runq(res: dict) -> dict | None:
         return _pred(res, "remove", 0.0, 0.0, rq, _OWN_OPS + f"high: the run-queue delay counters.main_runq_pct x e2e = "
                      f"{rq:.3f} (schedstat)", ("waiting",), key="runq")
     return _pred(res, "remove", rq, min(rq * (1.0 - T.WHATIF_WAIT_RESIDUAL_FRACTION), sampled), rq,
-                 f"run-queue delay counters.main_runq_pct x e2e = {rq:.3f} (schedstat); low: keeps {_RESID} (the work "
+                 f"run-queue delay counters.main_runq_pct x e2e = {rq:.3f} (schedstat); low: keeps {RESIDUAL} (the work "
                  f"runs slower beside the process moved off its core), or the sampled "
                  f"breakdown[waiting].parts[run_queue].ms {sampled:.3f} when smaller", ("waiting",), key="runq")
 
@@ -205,7 +204,7 @@ def _underuse(res: dict) -> dict | None:
         return None
     cc = _ms(res, "cpu_compute")
     eff = T.WHATIF_THREAD_SCALING_LOW_EFFICIENCY
-    return _pred(res, "scale", cc * (1.0 - t / n), cc * (1.0 - t / (t + (n - t) * eff)), cc * (1.0 - t / top),
+    return _pred(res, "scale", scaled_saving_ms(cc, t, n), scaled_saving_ms(cc, t, n, eff), scaled_saving_ms(cc, t, top),
                  f"breakdown[cpu_compute].ms {cc:.3f} x (1 - {t} torch thread(s) / {n:.2f}), {n:.2f} = min({top} CPU(s) "
                  f"less busy workers, {t} + {idle:.2f} idle core(s) of counters.process_cores); low: added threads at "
                  f"thresholds.WHATIF_THREAD_SCALING_LOW_EFFICIENCY {eff:g}; high: linear over {top} CPU(s)",
@@ -221,7 +220,7 @@ def _faults(res: dict) -> dict | None:
     cats = tuple(x for x in HOST_CATS if x != "waiting") + ("cpu_compute",)
     return _pred(res, "remove", sys_ms, low, sys_ms,
                  f"kernel CPU counters.sys_cpu_pct x e2e = {sys_ms:.3f}; low: "
-                 + (f"contention.page_faults.kernel_ms {float(k):.3f}" if k is not None else f"keeps {_RESID}"),
+                 + (f"contention.page_faults.kernel_ms {float(k):.3f}" if k is not None else f"keeps {RESIDUAL}"),
                  cats, key="faults", sampled="low" if k is not None else "")
 
 

@@ -5,6 +5,15 @@ from __future__ import annotations
 from .evidence import _ms, _row
 from .sampling import half_width_pts
 
+RESIDUAL = "thresholds.WHATIF_WAIT_RESIDUAL_FRACTION"     # how a range end that keeps that fraction cites it
+
+
+def scaled_saving_ms(ms: float, now: float, n: float, efficiency: float = 1.0) -> float:
+    """Amdahl over added workers: ``ms`` done by ``now`` workers, spread over ``n`` of which each added one does
+    ``efficiency`` of a worker's work (1: linear)."""
+    return ms * (1.0 - now / (now + (n - now) * efficiency)) if n > now else 0.0
+
+
 HOST_CATS = ("sync_wait", "cpu_preprocessing", "framework_overhead", "cpu_compute", "waiting", "other")
 
 
