@@ -321,3 +321,16 @@ def test_report_findings_carry_llm_terms_when_the_window_has_tokens():
     res = analyze(sync_trace(50.0))
     f = finding(res, "sync_stall")
     assert f["expected_saving_request_ms"] is None and f["expected_tokens_per_s"] is None     # no llm section
+
+
+def test_combined_applies_a_scale_prediction_to_what_the_removals_leave():
+    # 100 ms of preprocessing holding 60 ms of GC pauses: removing the pauses leaves 40 ms, which 2 workers halve -
+    # together 80 ms, not the plain sum 60 + 50 (capped at 100)
+    res = {"e2e_ms": 100.0, "gpu": None, "breakdown": _bd(cpu_preprocessing=100.0),
+           "counters": {"process_cores": {"cores": 2, "mean_util_pct": 50.0}},
+           "gc_pauses": {"total_ms": 60.0, "longest": []}}
+    fs = W.annotate(res, [{"id": "python_gc", "severity": "medium"}, {"id": "cpu_preprocessing", "severity": "high"}])
+    assert {f["id"]: f["expected_saving_ms"] for f in fs} == {"python_gc": 60.0, "cpu_preprocessing": pytest.approx(50.0)}
+    s = W.summary(res, fs)
+    assert s["sum_saving_ms"] == pytest.approx(110.0)
+    assert s["combined_saving_ms"] == pytest.approx(60.0 + 40.0 * 0.5)

@@ -289,18 +289,23 @@ def annotate(res: dict, findings: list[dict]) -> list[dict]:
 def combined(res: dict, findings: list[dict], field: str = "expected_saving_ms") -> float:
     """The saving of ``findings`` together: the same removed quantity (key) counted once; findings whose
     categories touch form one pool, capped at the pool's categories' time; inside a pool, findings with
-    the intervals they remove count the union of those intervals (each scaled by its own saving); the
+    the intervals they remove count the union of those intervals (each scaled by its own saving); a ``scale``
+    prediction is a fraction of its categories' time (more workers make the time shorter, they do not remove a
+    quantity), so it applies to what the pool's other savings leave: remaining x (1 - prod(1 - fraction)); the
     total capped at e2e."""
     best: dict = {}
     for f in findings:
         p = predict(res, f) or {}
         key, iv = p.get("_key", f["id"]), p.get("_intervals")
         if f.get(field) is not None and (key not in best or f[field] > best[key][0]):
-            best[key] = (float(f[field]), set(f["saving_categories"]), iv)
-    pools: list[list] = []                                   # [categories, [(saving, intervals)]]
-    for saving, cats, iv in best.values():
+            cats = set(f["saving_categories"])
+            base = sum(_ms(res, c) for c in sorted(cats))
+            frac = min(1.0, float(f[field]) / base) if f.get("saving_model") == "scale" and base > 0 else None
+            best[key] = (float(f[field]), cats, iv, frac)
+    pools: list[list] = []                                   # [categories, [(saving, intervals, scale fraction)]]
+    for saving, cats, iv, frac in best.values():
         merged = [p for p in pools if p[0] & cats]
-        pool = [set(cats), [(saving, iv)]]
+        pool = [set(cats), [(saving, iv, frac)]]
         for p in merged:
             pools.remove(p)
             pool[0] |= p[0]
@@ -308,13 +313,18 @@ def combined(res: dict, findings: list[dict], field: str = "expected_saving_ms")
         pools.append(pool)
     total = 0.0
     for cats, items in pools:
-        with_iv = [(s, iv) for s, iv in items if iv]
+        cap = sum(_ms(res, c) for c in sorted(cats))
+        with_iv = [(s, iv) for s, iv, fr in items if iv and fr is None]
         s_iv = sum(s for s, _ in with_iv)
         if len(with_iv) > 1:
             lens = sum(_union_ms(iv) for _, iv in with_iv)
             s_iv *= _union_ms([x for _, iv in with_iv for x in iv]) / lens if lens else 1.0
-        s = s_iv + sum(s for s, iv in items if not iv)
-        total += min(s, sum(_ms(res, c) for c in sorted(cats)))
+        s = min(cap, s_iv + sum(s for s, iv, fr in items if not iv and fr is None))
+        keep = 1.0
+        for _, _, fr in items:
+            if fr is not None:
+                keep *= 1.0 - fr
+        total += s + (cap - s) * (1.0 - keep)
     return min(total, float(res.get("e2e_ms") or 0.0))
 
 
